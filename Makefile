@@ -1,0 +1,36 @@
+# Two entry points, both usable on a fresh machine:
+#   make run   -- create .venv, install privfed, run the main job on bundled data
+#   make test  -- create .venv, install privfed with dev tools, lint, type-check, test
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.privfed-installed
+# pytest workers; CI machines have 2 cores.
+WORKERS ?= 2
+
+.PHONY: setup run test lint typecheck unit bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/privfed run
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks examples
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+unit: $(STAMP)
+	$(VENV)/bin/pytest -n $(WORKERS)
+
+test: lint typecheck unit
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

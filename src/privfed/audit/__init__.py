@@ -1,0 +1,1 @@
+"""privfed.audit (under construction)."""

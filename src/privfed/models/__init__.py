@@ -1,0 +1,1 @@
+"""privfed.models (under construction)."""

@@ -1,0 +1,1 @@
+"""privfed.secagg (under construction)."""

@@ -1,0 +1,1 @@
+"""privfed.secagg.primitives (under construction)."""

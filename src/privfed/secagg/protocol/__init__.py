@@ -1,0 +1,1 @@
+"""privfed.secagg.protocol (under construction)."""

@@ -1,0 +1,1 @@
+"""privfed.testing (under construction)."""
