@@ -21,6 +21,7 @@ from typing import Any, Final
 
 __all__ = [
     "REDACTED",
+    "ArtifactIntegrityError",
     "AuditError",
     "AuthenticationError",
     "BudgetExceededError",
@@ -192,3 +193,20 @@ class LedgerError(PrivacyError, ValueError):
 
 class AuditError(PrivfedError):
     """An audit cannot produce a valid result (e.g. too few samples for a bound)."""
+
+
+# -- engines --------------------------------------------------------------------
+
+
+class ArtifactIntegrityError(PrivfedError, ValueError):
+    """A stored model artifact (e.g. a saved factory) is missing, malformed or fails its checksum.
+
+    Attributes ``artifact`` (the file name) and ``reason`` never contain
+    weights or secrets.  A checksum detects corruption and unsophisticated
+    tampering; it is not a signature.
+    """
+
+    def __init__(self, artifact: str, reason: str) -> None:
+        self.artifact = artifact
+        self.reason = reason
+        super().__init__(f"artifact {artifact!r} failed verification: {reason}")

@@ -1,0 +1,333 @@
+"""Shamir secret sharing of 32-byte secrets over the prime field GF(2**521 - 1).
+
+A secret ``s`` (32 bytes, read as a big-endian integer ``< 2**256``) becomes the
+constant term of one random polynomial ``f`` of degree ``threshold - 1`` over
+GF(p); share ``i`` is the point ``(x_i, f(x_i))``.  Any ``threshold`` shares
+determine ``f`` and hence ``s``; any ``threshold - 1`` of them are jointly
+uniform and independent of ``s`` (perfect secrecy), because the non-constant
+coefficients are drawn uniformly from the OS CSPRNG (:mod:`secrets`).
+
+Why this field: ``p = 2**521 - 1`` is a Mersenne prime (primality proved by
+Robinson in 1952 with the Lucas--Lehmer test; it is also the field prime of the
+NIST P-521 curve), so the provenance is beyond doubt, and ``p > 2**256`` lets a
+whole 32-byte secret live in a single field element -- one polynomial per
+secret, no splitting into chunks.
+
+Integrity: a share carries no MAC.  :func:`combine` therefore uses any
+redundancy it is given: with more than ``threshold`` shares it checks that all of
+them lie on one polynomial of degree ``threshold - 1`` and raises
+:class:`~privfed.errors.ReconstructionError` otherwise, so a tampered or
+mixed-up share is detected instead of yielding a wrong secret.  With exactly
+``threshold`` shares nothing can be detected except a result that does not fit
+in 32 bytes (which a random wrong secret fails with probability
+``1 - 2**-265``).
+
+This module is part of the hazardous-materials layer: it does not authenticate
+shares or bind them to a session.  Use :mod:`privfed.secagg.protocol`, which
+does.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from privfed.errors import ParameterError, ParameterTypeError, ReconstructionError
+from privfed.secagg.primitives._validation import check_bytes, check_int
+
+__all__ = [
+    "FIELD_BYTES",
+    "PRIME",
+    "SECRET_SIZE",
+    "SHARE_SIZE",
+    "Share",
+    "combine",
+    "split",
+]
+
+#: The field prime: the Mersenne prime ``2**521 - 1`` (proved prime by Lucas--Lehmer).
+PRIME: Final[int] = 2**521 - 1
+
+#: Width in bytes of one field element in the serialized form (``ceil(521 / 8)``).
+FIELD_BYTES: Final[int] = (PRIME.bit_length() + 7) // 8
+
+#: Size in bytes of a secret that :func:`split` accepts and :func:`combine` returns.
+SECRET_SIZE: Final[int] = 32
+
+#: Size in bytes of :meth:`Share.to_bytes`: big-endian index, then big-endian value.
+SHARE_SIZE: Final[int] = 2 * FIELD_BYTES
+
+_SECRET_LIMIT: Final[int] = 1 << (8 * SECRET_SIZE)
+
+
+@dataclass(frozen=True)
+class Share:
+    """One point ``(index, value)`` of a sharing polynomial.
+
+    Attributes:
+        index: The x-coordinate, an ``int`` in ``[1, PRIME)``; never 0, since
+            ``f(0)`` is the secret.  Not secret.
+        value: The y-coordinate, an ``int`` in ``[0, PRIME)``.  Secret: it is
+            left out of ``repr`` and out of every error message.
+
+    Raises:
+        ParameterTypeError: ``index`` or ``value`` is not an ``int``.
+        ParameterError: ``index`` or ``value`` lies outside its range.
+    """
+
+    index: int
+    value: int = field(repr=False)
+
+    def __post_init__(self) -> None:
+        check_int("index", self.index, low=1, high=PRIME - 1)
+        if isinstance(self.value, bool) or not isinstance(self.value, int):
+            raise ParameterTypeError("value", "an int", self.value)
+        if not 0 <= self.value < PRIME:
+            raise ParameterError("value", "an int in [0, PRIME)", None, secret=True)
+
+    def to_bytes(self) -> bytes:
+        """Serialize to exactly :data:`SHARE_SIZE` bytes.
+
+        Returns:
+            ``index`` then ``value``, each as a big-endian unsigned integer of
+            :data:`FIELD_BYTES` bytes.
+        """
+        return self.index.to_bytes(FIELD_BYTES, "big") + self.value.to_bytes(FIELD_BYTES, "big")
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Share:
+        """Parse the output of :meth:`to_bytes`, strictly.
+
+        Args:
+            data: Exactly :data:`SHARE_SIZE` bytes.
+
+        Returns:
+            The share.
+
+        Raises:
+            ParameterTypeError: ``data`` is not bytes-like.
+            ParameterError: Wrong length, an index of 0 or ``>= PRIME``, or a value
+                ``>= PRIME`` (non-canonical encodings are refused).
+        """
+        raw = check_bytes("data", data, size=SHARE_SIZE)
+        index = int.from_bytes(raw[:FIELD_BYTES], "big")
+        value = int.from_bytes(raw[FIELD_BYTES:], "big")
+        if not 1 <= index < PRIME:
+            raise ParameterError("data", "a serialized share whose index lies in [1, PRIME)", index)
+        if value >= PRIME:
+            raise ParameterError(
+                "data", "a serialized share whose value lies in [0, PRIME)", None, secret=True
+            )
+        return cls(index, value)
+
+
+def _check_threshold(threshold: object) -> int:
+    return check_int("threshold", threshold, low=2)
+
+
+def split(
+    secret: bytes,
+    *,
+    threshold: int,
+    num_shares: int,
+    indices: Sequence[int] | None = None,
+) -> list[Share]:
+    """Split a 32-byte secret into ``num_shares`` shares, any ``threshold`` of which recover it.
+
+    Threat model: an adversary holding at most ``threshold - 1`` shares learns
+    nothing about ``secret`` (information-theoretically), provided the OS CSPRNG
+    is sound.  Shares are not authenticated; see :func:`combine`.
+
+    Args:
+        secret: Exactly :data:`SECRET_SIZE` bytes (any value).
+        threshold: Number of shares needed to reconstruct, in ``[2, num_shares]``.
+        num_shares: Number of shares to produce, ``>= 2``.
+        indices: Optional x-coordinates, one per share: distinct ``int`` values in
+            ``[1, PRIME)``.  The protocol passes client-derived indices here.
+            Default ``1, 2, ..., num_shares``.
+
+    Returns:
+        ``num_shares`` shares, in the order of ``indices``.
+
+    Raises:
+        ParameterTypeError: An argument has the wrong type.
+        ParameterError: Wrong secret length, ``threshold`` outside
+            ``[2, num_shares]``, or ``indices`` of the wrong length, with a
+            duplicate or with an element outside ``[1, PRIME)``.
+    """
+    data = check_bytes("secret", secret, size=SECRET_SIZE)
+    check_int("num_shares", num_shares, low=2)
+    threshold = _check_threshold(threshold)
+    if threshold > num_shares:
+        raise ParameterError("threshold", f"an int in [2, num_shares={num_shares}]", threshold)
+    if indices is None:
+        xs = list(range(1, num_shares + 1))
+    else:
+        if isinstance(indices, str | bytes) or not isinstance(indices, Sequence):
+            raise ParameterTypeError("indices", "a sequence of ints", indices)
+        if len(indices) != num_shares:
+            raise ParameterError(
+                "indices", f"a sequence of length num_shares={num_shares}", len(indices)
+            )
+        xs = [check_int("indices", x, low=1, high=PRIME - 1) for x in indices]
+        if len(set(xs)) != len(xs):
+            raise ParameterError("indices", "distinct x-coordinates", _first_duplicate(xs))
+
+    coefficients = [int.from_bytes(data, "big")]
+    coefficients += [secrets.randbelow(PRIME) for _ in range(threshold - 1)]
+    top = coefficients[::-1]
+    shares = []
+    for x in xs:
+        acc = 0
+        for c in top:  # Horner's rule
+            acc = (acc * x + c) % PRIME
+        shares.append(Share(x, acc))
+    return shares
+
+
+def _first_duplicate(xs: Sequence[int]) -> int:
+    seen: set[int] = set()
+    for x in xs:
+        if x in seen:
+            return x
+        seen.add(x)
+    raise AssertionError("no duplicate")  # pragma: no cover - callers check first
+
+
+def _batch_inverse(values: list[int]) -> list[int]:
+    """Invert non-zero field elements with one exponentiation (Montgomery's trick)."""
+    prefix = [1] * (len(values) + 1)
+    acc = 1
+    for i, v in enumerate(values):
+        acc = acc * v % PRIME
+        prefix[i + 1] = acc
+    inv = pow(acc, -1, PRIME)
+    out = [0] * len(values)
+    for i in range(len(values) - 1, -1, -1):
+        out[i] = inv * prefix[i] % PRIME
+        inv = inv * values[i] % PRIME
+    return out
+
+
+# Interpolation works on plain Python ints.  When the indices are small (the
+# protocol's client ids), a product of threshold - 1 index differences is no
+# longer than PRIME itself, so reducing it modulo PRIME at every step would cost
+# more than it saves; otherwise every step is reduced.  Either way the result is
+# the same field element.
+
+
+def _product(values: list[int], *, reduce: bool) -> int:
+    if not reduce:
+        return math.prod(values) % PRIME
+    acc = 1
+    for v in values:
+        acc = acc * v % PRIME
+    return acc
+
+
+def _leave_one_out_products(values: list[int], *, reduce: bool) -> list[int]:
+    """``out[i] = prod(values[m] for m != i)`` (congruent mod PRIME), without inversion."""
+    n = len(values)
+    out = [1] * n
+    acc = 1
+    for i in range(n):
+        out[i] = acc
+        acc = acc * values[i]
+        if reduce:
+            acc %= PRIME
+    acc = 1
+    for i in range(n - 1, -1, -1):
+        out[i] = out[i] * acc
+        acc = acc * values[i]
+        if reduce:
+            out[i] %= PRIME
+            acc %= PRIME
+    return out
+
+
+def combine(shares: Sequence[Share], *, threshold: int) -> bytes:
+    """Reconstruct the secret from at least ``threshold`` shares, checking redundancy.
+
+    The polynomial is interpolated (Lagrange form, with a single modular inversion
+    via Montgomery's trick) from the first ``threshold`` shares; every further
+    share is then checked to lie on it.  Cost: O(threshold * len(shares))
+    multiplications (a 51-of-90 combine takes a few milliseconds).
+
+    Threat model: the shares may have been altered by whoever relayed them.  With
+    ``k > threshold`` shares, any set of up to ``k - threshold`` altered shares is
+    detected (the altered points cannot all lie on the degree-``threshold - 1``
+    polynomial through the honest ones).  With exactly ``threshold`` shares,
+    alteration is undetectable in general; the only check left is that the
+    result fits in :data:`SECRET_SIZE` bytes.
+
+    Args:
+        shares: At least ``threshold`` :class:`Share` objects with distinct indices.
+        threshold: The threshold the secret was split with, ``>= 2``.
+
+    Returns:
+        The :data:`SECRET_SIZE`-byte secret.
+
+    Raises:
+        ParameterTypeError: ``shares`` is not a sequence of :class:`Share`, or
+            ``threshold`` is not an ``int``.
+        ParameterError: Fewer than ``threshold`` shares, or two shares with the
+            same index (separate messages).
+        ReconstructionError: The shares do not lie on one polynomial of degree
+            ``threshold - 1``, or the reconstructed value does not fit in
+            :data:`SECRET_SIZE` bytes.
+    """
+    threshold = _check_threshold(threshold)
+    if isinstance(shares, str | bytes) or not isinstance(shares, Sequence):
+        raise ParameterTypeError("shares", "a sequence of Share", shares)
+    for s in shares:
+        if not isinstance(s, Share):
+            raise ParameterTypeError("shares", "a sequence of Share", s)
+    if len(shares) < threshold:
+        raise ParameterError(
+            "shares",
+            f"at least threshold={threshold} shares",
+            len(shares),
+            detail="too few shares to reconstruct",
+        )
+    all_x = [s.index for s in shares]
+    if len(set(all_x)) != len(all_x):
+        raise ParameterError(
+            "shares",
+            "shares with distinct indices",
+            _first_duplicate(all_x),
+            detail="duplicate share index",
+        )
+
+    xs = all_x[:threshold]
+    ys = [s.value for s in shares[:threshold]]
+    reduce = max(all_x).bit_length() * threshold > PRIME.bit_length()
+    # d_i = prod_{m != i} (x_i - x_m) is non-zero mod PRIME (distinct x in [1, PRIME));
+    # c_i = y_i / d_i, with one modular inversion for all i (Montgomery's trick).
+    denominators = [
+        _product([xi - xm for m, xm in enumerate(xs) if m != i], reduce=reduce)
+        for i, xi in enumerate(xs)
+    ]
+    inverses = _batch_inverse(denominators)
+    weights = [y * w % PRIME for y, w in zip(ys, inverses, strict=True)]
+
+    def evaluate(point: int) -> int:
+        # Lagrange form: f(point) = sum_i c_i * prod_{m != i} (point - x_m).
+        basis = _leave_one_out_products([point - xm for xm in xs], reduce=reduce)
+        return sum(c * b for c, b in zip(weights, basis, strict=True)) % PRIME
+
+    secret_int = evaluate(0)
+    for extra in shares[threshold:]:
+        if evaluate(extra.index) != extra.value:
+            raise ReconstructionError(
+                "shares are inconsistent: they do not lie on one polynomial of "
+                f"degree threshold-1={threshold - 1}"
+            )
+    if secret_int >= _SECRET_LIMIT:
+        raise ReconstructionError(
+            f"reconstructed value does not fit in {SECRET_SIZE} bytes: wrong threshold, "
+            "shares from different secrets, or altered shares"
+        )
+    return secret_int.to_bytes(SECRET_SIZE, "big")
