@@ -1,1 +1,188 @@
-"""privfed.audit (under construction)."""
+"""privfed.audit: membership-inference audits with numbers that hold up.
+
+Score convention everywhere: **higher score means "more likely a member"**.
+
+Pure layer (numpy + scipy + privfed.dp; never torch):
+
+* :mod:`~privfed.audit.metrics` -- ROC, AUC and TPR at fixed FPRs, each with a
+  confidence interval (Clopper–Pearson, DeLong or seeded bootstrap).
+* :mod:`~privfed.audit.bounds` -- ε and μ lower bounds with stated
+  significance and an explicit threshold-selection rule, and the one-run bound
+  of Steinke, Nasr & Jagielski (arXiv:2305.08846).
+* :mod:`~privfed.audit.canary` -- canary audit of privfed's own Gaussian
+  latent-statistic release with the optimal attack.
+* :mod:`~privfed.audit.synthetic` -- attacks on synthetic data and released
+  latent Gaussians, and :func:`audit_synthetic_release`.
+* :mod:`~privfed.audit.reference` -- LiRA and RMIA on scores from any
+  ``train_fn(indices)``.
+* :mod:`~privfed.audit.generative` -- denoising-loss and reconstruction attacks
+  on per-client generative models, through plain callables.
+* :mod:`~privfed.audit.report` -- ``audit.json`` / ``audit.md`` / ``roc.png``.
+
+Torch layer, loaded on first use: :mod:`~privfed.audit.torch_scoring`
+(``privfed.audit.torch_scoring`` or the names it exports, e.g.
+``privfed.audit.true_class_probabilities``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from privfed.audit.bounds import (
+    BoundObjective,
+    OneRunAudit,
+    PrivacyLowerBound,
+    ThresholdSelection,
+    empirical_privacy_lower_bound,
+    epsilon_lower_bound_from_rates,
+    lower_bound_at_threshold,
+    lower_bound_bonferroni,
+    lower_bound_held_out,
+    mu_lower_bound_from_rates,
+    one_run_audit,
+    one_run_epsilon_lower_bound,
+    one_run_p_value,
+)
+from privfed.audit.canary import (
+    CanaryAuditResult,
+    NoiseSampler,
+    ReleaseComponent,
+    SimulationMode,
+    audit_gaussian_mechanism,
+    audit_gaussian_release,
+    audit_latent_release,
+    self_audit,
+    worst_case_latent_canary,
+)
+from privfed.audit.generative import (
+    DenoiseFn,
+    DenoisingLoss,
+    ReconstructFn,
+    denoising_loss_scores,
+    reconstruction_error_scores,
+)
+from privfed.audit.metrics import (
+    DEFAULT_FPRS,
+    AucIntervalMethod,
+    ConfidenceInterval,
+    MembershipMetrics,
+    RocCurve,
+    TprAtFpr,
+    auc_score,
+    auc_with_interval,
+    clopper_pearson,
+    membership_metrics,
+    roc_curve,
+    tpr_at_fpr,
+)
+from privfed.audit.reference import (
+    ReferenceAttack,
+    ReferenceAttackResult,
+    TrainFn,
+    lira_scores,
+    logit_scaled_confidence,
+    reference_model_attack,
+    rmia_scores,
+)
+from privfed.audit.report import ReportPaths, render_markdown, write_audit_report
+from privfed.audit.synthetic import (
+    DensityModel,
+    SyntheticAttack,
+    SyntheticAttackResult,
+    SyntheticReleaseAudit,
+    audit_synthetic_release,
+    density_ratio_scores,
+    distance_to_closest_record_scores,
+    gaussian_log_density,
+    latent_gaussian_likelihood_ratio_scores,
+    noisy_sum_likelihood_ratio_scores,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from privfed.audit import torch_scoring
+    from privfed.audit.torch_scoring import (
+        classifier_train_fn,
+        numpy_callable,
+        per_example_losses,
+        true_class_probabilities,
+    )
+
+__all__ = [
+    "DEFAULT_FPRS",
+    "AucIntervalMethod",
+    "BoundObjective",
+    "CanaryAuditResult",
+    "ConfidenceInterval",
+    "DenoiseFn",
+    "DenoisingLoss",
+    "DensityModel",
+    "MembershipMetrics",
+    "NoiseSampler",
+    "OneRunAudit",
+    "PrivacyLowerBound",
+    "ReconstructFn",
+    "ReferenceAttack",
+    "ReferenceAttackResult",
+    "ReleaseComponent",
+    "ReportPaths",
+    "RocCurve",
+    "SimulationMode",
+    "SyntheticAttack",
+    "SyntheticAttackResult",
+    "SyntheticReleaseAudit",
+    "ThresholdSelection",
+    "TprAtFpr",
+    "TrainFn",
+    "auc_score",
+    "auc_with_interval",
+    "audit_gaussian_mechanism",
+    "audit_gaussian_release",
+    "audit_latent_release",
+    "audit_synthetic_release",
+    "classifier_train_fn",
+    "clopper_pearson",
+    "denoising_loss_scores",
+    "density_ratio_scores",
+    "distance_to_closest_record_scores",
+    "empirical_privacy_lower_bound",
+    "epsilon_lower_bound_from_rates",
+    "gaussian_log_density",
+    "latent_gaussian_likelihood_ratio_scores",
+    "lira_scores",
+    "logit_scaled_confidence",
+    "lower_bound_at_threshold",
+    "lower_bound_bonferroni",
+    "lower_bound_held_out",
+    "membership_metrics",
+    "mu_lower_bound_from_rates",
+    "noisy_sum_likelihood_ratio_scores",
+    "numpy_callable",
+    "one_run_audit",
+    "one_run_epsilon_lower_bound",
+    "one_run_p_value",
+    "per_example_losses",
+    "reconstruction_error_scores",
+    "reference_model_attack",
+    "render_markdown",
+    "rmia_scores",
+    "roc_curve",
+    "self_audit",
+    "torch_scoring",
+    "tpr_at_fpr",
+    "true_class_probabilities",
+    "worst_case_latent_canary",
+    "write_audit_report",
+]
+
+_TORCH_NAMES = frozenset(
+    {"classifier_train_fn", "numpy_callable", "per_example_losses", "true_class_probabilities"}
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "torch_scoring":
+        return importlib.import_module("privfed.audit.torch_scoring")
+    if name in _TORCH_NAMES:
+        return getattr(importlib.import_module("privfed.audit.torch_scoring"), name)
+    raise AttributeError(f"module 'privfed.audit' has no attribute {name!r}")

@@ -1,0 +1,535 @@
+"""Membership-inference metrics with confidence intervals (pure: numpy + scipy).
+
+Every function here takes two 1-D arrays of attack scores: ``member_scores``
+(records that were in the training set / the release) and ``nonmember_scores``
+(records that were not).  The convention throughout :mod:`privfed.audit` is
+that a **higher score means "more likely a member"**; an attack that produces
+losses or distances must negate them first.
+
+Each rate comes with an interval, because a point estimate from a few hundred
+records says little: an AUC of 0.501 on 1,000 + 1,000 records is compatible
+with anything between about 0.476 and 0.526 at 95 % confidence.
+
+* Rates at a fixed threshold (TPR, FPR) get exact Clopper–Pearson intervals
+  (Clopper & Pearson 1934), which never under-cover.
+* The AUC gets a DeLong interval (DeLong et al. 1988: the Mann–Whitney
+  statistic's variance from its placement values) or a seeded percentile
+  bootstrap that resamples members and non-members separately.
+* TPR at a fixed FPR sets the threshold from the non-member scores only, so the
+  Clopper–Pearson interval on the TPR (computed from the members) is exact
+  conditional on the threshold.  A target FPR that the number of non-members
+  cannot resolve (fewer than ``3 / fpr`` of them) is flagged as unsupported
+  rather than silently reported.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy import stats
+
+from privfed.audit._validation import (
+    as_score_vector,
+    check_positive_int,
+    check_probability,
+    check_seed,
+)
+from privfed.errors import ParameterError
+
+__all__ = [
+    "DEFAULT_FPRS",
+    "AucIntervalMethod",
+    "ConfidenceInterval",
+    "MembershipMetrics",
+    "RocCurve",
+    "TprAtFpr",
+    "auc_score",
+    "auc_with_interval",
+    "clopper_pearson",
+    "membership_metrics",
+    "roc_curve",
+    "tpr_at_fpr",
+]
+
+#: The false-positive rates at which :func:`membership_metrics` reports the TPR.
+DEFAULT_FPRS: tuple[float, ...] = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5)
+
+#: Non-members needed per unit of 1/FPR before a TPR at that FPR is reported as supported.
+MIN_NONMEMBERS_PER_INVERSE_FPR = 3.0
+
+
+class AucIntervalMethod(enum.Enum):
+    """How :func:`auc_with_interval` builds the AUC's confidence interval."""
+
+    #: Normal interval with DeLong's placement-value variance (fast, deterministic).
+    DELONG = "delong"
+    #: Percentile bootstrap, members and non-members resampled separately (seeded).
+    BOOTSTRAP = "bootstrap"
+
+
+@dataclass(frozen=True)
+class ConfidenceInterval:
+    """A point estimate with a two-sided confidence interval.
+
+    Attributes:
+        estimate: The point estimate.
+        lower: Lower end of the interval (``lower <= estimate``).
+        upper: Upper end of the interval (``estimate <= upper``).
+        confidence: Nominal coverage in (0, 1), e.g. 0.95.
+        method: How the interval was computed (``"clopper-pearson"``, ``"delong"``,
+            ``"bootstrap"``...).
+    """
+
+    estimate: float
+    lower: float
+    upper: float
+    confidence: float
+    method: str
+
+    def __post_init__(self) -> None:
+        for name in ("estimate", "lower", "upper"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ParameterError(name, "a finite float", value)
+        check_probability("confidence", self.confidence, open_low=True, open_high=True)
+        tol = 1e-12
+        if not (self.lower - tol <= self.estimate <= self.upper + tol):
+            raise ParameterError(
+                "lower/estimate/upper",
+                "ordered as lower <= estimate <= upper",
+                (self.lower, self.estimate, self.upper),
+            )
+        if not self.method:
+            raise ParameterError("method", "a non-empty string", self.method)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-serialisable dict."""
+        return {
+            "estimate": self.estimate,
+            "lower": self.lower,
+            "upper": self.upper,
+            "confidence": self.confidence,
+            "method": self.method,
+        }
+
+
+def clopper_pearson(
+    successes: int,
+    trials: int,
+    *,
+    confidence: float = 0.95,
+    sided: Literal["two-sided", "upper", "lower"] = "two-sided",
+) -> ConfidenceInterval:
+    """Exact Clopper–Pearson interval for a binomial proportion.
+
+    Args:
+        successes: Number of successes k, an int in [0, trials].
+        trials: Number of trials n, an int ≥ 1.
+        confidence: Coverage 1 − α in (0, 1).
+        sided: ``"two-sided"`` puts α/2 in each tail; ``"upper"`` gives a
+            one-sided upper bound at level 1 − α (lower end 0); ``"lower"`` a
+            one-sided lower bound (upper end 1).
+
+    Returns:
+        The interval around k / n.  Coverage is at least ``confidence`` for every
+        true proportion (the interval is conservative, never anti-conservative).
+
+    Raises:
+        ParameterError: ``trials < 1``, ``successes`` outside [0, trials], or
+            ``confidence`` outside (0, 1).
+    """
+    n = check_positive_int("trials", trials)
+    k = check_positive_int("successes", successes, minimum=0)
+    if k > n:
+        raise ParameterError("successes", f"an int in [0, trials={n}]", successes)
+    level = check_probability("confidence", confidence, open_low=True, open_high=True)
+    if sided not in ("two-sided", "upper", "lower"):
+        raise ParameterError("sided", "'two-sided', 'upper' or 'lower'", sided)
+    alpha = 1.0 - level
+    tail = alpha / 2.0 if sided == "two-sided" else alpha
+    lower = 0.0 if k == 0 or sided == "upper" else float(stats.beta.ppf(tail, k, n - k + 1))
+    upper = 1.0 if k == n or sided == "lower" else float(stats.beta.isf(tail, k + 1, n - k))
+    estimate = k / n
+    return ConfidenceInterval(
+        estimate=estimate,
+        lower=min(lower, estimate),
+        upper=max(upper, estimate),
+        confidence=level,
+        method="clopper-pearson" if sided == "two-sided" else f"clopper-pearson-{sided}",
+    )
+
+
+@dataclass(frozen=True)
+class RocCurve:
+    """An empirical ROC curve, decision rule ``score >= threshold`` ⇒ "member".
+
+    Attributes:
+        fpr: Non-decreasing false-positive rates, float64, shape (k,), from 0 to 1.
+        tpr: Matching true-positive rates, float64, shape (k,).
+        thresholds: Matching thresholds, float64, shape (k,), decreasing; the
+            first is ``+inf`` (nobody flagged).
+    """
+
+    fpr: NDArray[np.float64] = field(repr=False)
+    tpr: NDArray[np.float64] = field(repr=False)
+    thresholds: NDArray[np.float64] = field(repr=False)
+
+    def __post_init__(self) -> None:
+        shapes = {np.shape(self.fpr), np.shape(self.tpr), np.shape(self.thresholds)}
+        if len(shapes) != 1 or np.ndim(self.fpr) != 1:
+            raise ParameterError("fpr/tpr/thresholds", "1-D arrays of equal length", shapes)
+
+    def to_dict(self, *, max_points: int = 2000) -> dict[str, Any]:
+        """Return a JSON-serialisable dict, thinned to at most ``max_points`` points.
+
+        Thinning keeps points evenly spaced in log(FPR) so the low-FPR region
+        that matters for log–log plots is preserved, plus both end points.
+        """
+        check_positive_int("max_points", max_points, minimum=2)
+        index = np.arange(self.fpr.size)
+        if self.fpr.size > max_points:
+            positive = np.maximum(self.fpr, 1e-12)
+            grid = np.geomspace(positive.min(), 1.0, max_points)
+            index = np.unique(
+                np.concatenate(
+                    [[0, self.fpr.size - 1], np.searchsorted(self.fpr, grid, side="right") - 1]
+                ).clip(0, self.fpr.size - 1)
+            )
+        return {
+            "fpr": self.fpr[index].tolist(),
+            "tpr": self.tpr[index].tolist(),
+            "thresholds": [float(t) if math.isfinite(t) else None for t in self.thresholds[index]],
+        }
+
+
+def roc_curve(member_scores: ArrayLike, nonmember_scores: ArrayLike) -> RocCurve:
+    """Empirical ROC curve of a membership-inference attack.
+
+    Args:
+        member_scores: Scores of members, shape (n1,), finite; higher ⇒ more member-like.
+        nonmember_scores: Scores of non-members, shape (n0,), finite.
+
+    Returns:
+        One point per distinct score value (ties form a single step), plus the
+        origin.
+
+    Raises:
+        ParameterError: An array is empty or not 1-D.
+        NonFiniteInputError: An array holds NaN or ±inf.
+    """
+    members = as_score_vector("member_scores", member_scores)
+    nonmembers = as_score_vector("nonmember_scores", nonmember_scores)
+    return _roc(members, nonmembers)
+
+
+def _roc(members: NDArray[np.float64], nonmembers: NDArray[np.float64]) -> RocCurve:
+    thresholds = np.unique(np.concatenate([members, nonmembers]))[::-1]
+    m_sorted = np.sort(members)
+    n_sorted = np.sort(nonmembers)
+    tp = members.size - np.searchsorted(m_sorted, thresholds, side="left")
+    fp = nonmembers.size - np.searchsorted(n_sorted, thresholds, side="left")
+    return RocCurve(
+        fpr=np.concatenate([[0.0], fp / nonmembers.size]),
+        tpr=np.concatenate([[0.0], tp / members.size]),
+        thresholds=np.concatenate([[np.inf], thresholds]),
+    )
+
+
+def _placements(
+    members: NDArray[np.float64], nonmembers: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """DeLong placement values (ties count one half), via mid-ranks."""
+    n1, n0 = members.size, nonmembers.size
+    combined = stats.rankdata(np.concatenate([members, nonmembers]))
+    within_members = stats.rankdata(members)
+    within_nonmembers = stats.rankdata(nonmembers)
+    v10 = (combined[:n1] - within_members) / n0
+    v01 = 1.0 - (combined[n1:] - within_nonmembers) / n1
+    return v10, v01
+
+
+def auc_score(member_scores: ArrayLike, nonmember_scores: ArrayLike) -> float:
+    """Area under the ROC curve: P[member score > non-member score] + ½·P[tie].
+
+    Args:
+        member_scores: Shape (n1,), finite.
+        nonmember_scores: Shape (n0,), finite.
+
+    Returns:
+        The Mann–Whitney estimate in [0, 1]; 0.5 is random guessing.
+    """
+    members = as_score_vector("member_scores", member_scores)
+    nonmembers = as_score_vector("nonmember_scores", nonmember_scores)
+    v10, _ = _placements(members, nonmembers)
+    return float(np.mean(v10))
+
+
+def _auc_fast(members: NDArray[np.float64], nonmembers: NDArray[np.float64]) -> float:
+    n1, n0 = members.size, nonmembers.size
+    ranks = stats.rankdata(np.concatenate([members, nonmembers]))
+    return float((ranks[:n1].sum() - n1 * (n1 + 1) / 2.0) / (n1 * n0))
+
+
+def auc_with_interval(
+    member_scores: ArrayLike,
+    nonmember_scores: ArrayLike,
+    *,
+    confidence: float = 0.95,
+    method: AucIntervalMethod = AucIntervalMethod.DELONG,
+    num_bootstrap: int = 1000,
+    seed: int | None = None,
+) -> ConfidenceInterval:
+    """AUC with a two-sided confidence interval.
+
+    Args:
+        member_scores: Shape (n1,), finite, n1 ≥ 2.
+        nonmember_scores: Shape (n0,), finite, n0 ≥ 2.
+        confidence: Coverage in (0, 1).
+        method: :attr:`AucIntervalMethod.DELONG` (normal approximation; slightly
+            anti-conservative for tiny samples or AUC near 0 or 1) or
+            :attr:`AucIntervalMethod.BOOTSTRAP` (percentile; seeded).
+        num_bootstrap: Bootstrap replicates (≥ 100), bootstrap only.
+        seed: Seed of the bootstrap resampler; ``None`` draws fresh entropy.
+            Used only by the bootstrap; never appears in results.
+
+    Returns:
+        The interval, clipped to [0, 1].
+    """
+    members = as_score_vector("member_scores", member_scores, min_size=2)
+    nonmembers = as_score_vector("nonmember_scores", nonmember_scores, min_size=2)
+    level = check_probability("confidence", confidence, open_low=True, open_high=True)
+    if not isinstance(method, AucIntervalMethod):
+        raise ParameterError("method", "an AucIntervalMethod", method)
+    replicates = check_positive_int("num_bootstrap", num_bootstrap, minimum=100)
+    rng_seed = check_seed("seed", seed)
+    v10, v01 = _placements(members, nonmembers)
+    estimate = float(np.mean(v10))
+    if method is AucIntervalMethod.DELONG:
+        variance = float(np.var(v10, ddof=1) / members.size + np.var(v01, ddof=1) / nonmembers.size)
+        half = float(stats.norm.isf((1.0 - level) / 2.0)) * math.sqrt(max(variance, 0.0))
+        lower, upper = max(0.0, estimate - half), min(1.0, estimate + half)
+    else:
+        rng = np.random.default_rng(rng_seed)
+        values = np.empty(replicates)
+        for b in range(replicates):
+            mi = rng.integers(0, members.size, members.size)
+            ni = rng.integers(0, nonmembers.size, nonmembers.size)
+            values[b] = _auc_fast(members[mi], nonmembers[ni])
+        alpha = 1.0 - level
+        lower = float(np.quantile(values, alpha / 2.0))
+        upper = float(np.quantile(values, 1.0 - alpha / 2.0))
+        lower, upper = min(lower, estimate), max(upper, estimate)
+    return ConfidenceInterval(estimate, lower, upper, level, method.value)
+
+
+@dataclass(frozen=True)
+class TprAtFpr:
+    """True-positive rate of an attack at a target false-positive rate.
+
+    Attributes:
+        target_fpr: The FPR requested, in (0, 1).
+        threshold: The decision threshold set from the non-member scores
+            (``score >= threshold`` ⇒ member); ``inf`` when no non-member may be
+            flagged.
+        achieved_fpr: Empirical FPR of that threshold on the non-members (≤ target).
+        tpr: TPR on the members with an exact Clopper–Pearson interval, valid
+            conditional on the threshold (which depends on non-members only).
+        num_nonmembers: Non-members available.
+        supported: Whether there are at least ``3 / target_fpr`` non-members; when
+            ``False`` the number says little about the FPR asked for.
+        note: Plain-language caveat ("" when supported).
+    """
+
+    target_fpr: float
+    threshold: float
+    achieved_fpr: float
+    tpr: ConfidenceInterval
+    num_nonmembers: int
+    supported: bool
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        check_probability("target_fpr", self.target_fpr, open_low=True, open_high=True)
+        check_probability("achieved_fpr", self.achieved_fpr, open_low=False, open_high=False)
+        check_positive_int("num_nonmembers", self.num_nonmembers)
+        if not isinstance(self.tpr, ConfidenceInterval):
+            raise ParameterError("tpr", "a ConfidenceInterval", self.tpr)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-serialisable dict."""
+        return {
+            "target_fpr": self.target_fpr,
+            "threshold": self.threshold if math.isfinite(self.threshold) else None,
+            "achieved_fpr": self.achieved_fpr,
+            "tpr": self.tpr.to_dict(),
+            "num_nonmembers": self.num_nonmembers,
+            "supported": self.supported,
+            "note": self.note,
+        }
+
+
+def _tpr_at_fpr(
+    members: NDArray[np.float64],
+    nonmembers_desc: NDArray[np.float64],
+    target: float,
+    level: float,
+) -> TprAtFpr:
+    n0 = nonmembers_desc.size
+    allowed = math.floor(target * n0 + 1e-9)
+    if allowed >= n0:
+        threshold = -math.inf
+    else:
+        # Just above the (allowed+1)-th largest non-member: at most `allowed` flagged.
+        threshold = float(np.nextafter(nonmembers_desc[allowed], np.inf))
+    flagged_nonmembers = int(np.count_nonzero(nonmembers_desc >= threshold))
+    tp = int(np.count_nonzero(members >= threshold))
+    supported = n0 >= MIN_NONMEMBERS_PER_INVERSE_FPR / target
+    note = ""
+    if not supported:
+        need = math.ceil(MIN_NONMEMBERS_PER_INVERSE_FPR / target)
+        note = (
+            f"only {n0} non-members; resolving FPR {target:g} needs at least {need}; "
+            "the TPR reported is at the smallest FPR the sample can express"
+        )
+    return TprAtFpr(
+        target_fpr=target,
+        threshold=threshold,
+        achieved_fpr=flagged_nonmembers / n0,
+        tpr=clopper_pearson(tp, members.size, confidence=level),
+        num_nonmembers=n0,
+        supported=supported,
+        note=note,
+    )
+
+
+def tpr_at_fpr(
+    member_scores: ArrayLike,
+    nonmember_scores: ArrayLike,
+    target_fpr: float,
+    *,
+    confidence: float = 0.95,
+) -> TprAtFpr:
+    """TPR at a target FPR, with the threshold set on the non-members.
+
+    The threshold is the smallest value whose empirical FPR does not exceed
+    ``target_fpr``; members are then counted against it, so the TPR's
+    Clopper–Pearson interval is exact given the threshold.
+
+    Args:
+        member_scores: Shape (n1,), finite; higher ⇒ member.
+        nonmember_scores: Shape (n0,), finite.
+        target_fpr: In (0, 1).
+        confidence: Coverage of the TPR interval, in (0, 1).
+
+    Returns:
+        A :class:`TprAtFpr`; ``supported`` is False when n0 < 3 / target_fpr.
+    """
+    members = as_score_vector("member_scores", member_scores)
+    nonmembers = as_score_vector("nonmember_scores", nonmember_scores)
+    target = check_probability("target_fpr", target_fpr, open_low=True, open_high=True)
+    level = check_probability("confidence", confidence, open_low=True, open_high=True)
+    return _tpr_at_fpr(members, np.sort(nonmembers)[::-1], target, level)
+
+
+@dataclass(frozen=True)
+class MembershipMetrics:
+    """All threshold-free and fixed-FPR metrics of one attack.
+
+    Attributes:
+        num_members: Members scored.
+        num_nonmembers: Non-members scored.
+        auc: AUC with its interval.
+        tpr_at_fpr: TPR at each FPR of interest, in the order requested.
+        max_advantage: max over thresholds of TPR − FPR (empirical, no interval;
+            optimistic because the threshold is chosen on the same data — use
+            :mod:`privfed.audit.bounds` for anything that must hold up).
+        roc: The empirical ROC curve.
+    """
+
+    num_members: int
+    num_nonmembers: int
+    auc: ConfidenceInterval
+    tpr_at_fpr: tuple[TprAtFpr, ...]
+    max_advantage: float
+    roc: RocCurve = field(repr=False)
+
+    def __post_init__(self) -> None:
+        check_positive_int("num_members", self.num_members)
+        check_positive_int("num_nonmembers", self.num_nonmembers)
+        if not isinstance(self.auc, ConfidenceInterval):
+            raise ParameterError("auc", "a ConfidenceInterval", self.auc)
+        if not all(isinstance(t, TprAtFpr) for t in self.tpr_at_fpr):
+            raise ParameterError("tpr_at_fpr", "a tuple of TprAtFpr", self.tpr_at_fpr)
+        if not (-1.0 <= self.max_advantage <= 1.0):
+            raise ParameterError("max_advantage", "a float in [-1, 1]", self.max_advantage)
+
+    def to_dict(self, *, include_roc: bool = True) -> dict[str, Any]:
+        """Return a JSON-serialisable dict (ROC thinned to ≤ 2000 points)."""
+        out: dict[str, Any] = {
+            "num_members": self.num_members,
+            "num_nonmembers": self.num_nonmembers,
+            "auc": self.auc.to_dict(),
+            "tpr_at_fpr": [t.to_dict() for t in self.tpr_at_fpr],
+            "max_advantage": self.max_advantage,
+        }
+        if include_roc:
+            out["roc"] = self.roc.to_dict()
+        return out
+
+
+def membership_metrics(
+    member_scores: ArrayLike,
+    nonmember_scores: ArrayLike,
+    *,
+    fprs: tuple[float, ...] = DEFAULT_FPRS,
+    confidence: float = 0.95,
+    auc_method: AucIntervalMethod = AucIntervalMethod.DELONG,
+    num_bootstrap: int = 1000,
+    seed: int | None = None,
+) -> MembershipMetrics:
+    """Compute ROC, AUC (with interval) and TPR at each FPR (with intervals).
+
+    Args:
+        member_scores: Shape (n1,), n1 ≥ 2, finite; higher ⇒ member.
+        nonmember_scores: Shape (n0,), n0 ≥ 2, finite.
+        fprs: Target FPRs, each in (0, 1).  Those the sample cannot resolve are
+            still reported, with ``supported=False`` and a note.
+        confidence: Coverage of every interval, in (0, 1).
+        auc_method: How the AUC interval is built.
+        num_bootstrap: Bootstrap replicates (bootstrap only).
+        seed: Bootstrap seed (bootstrap only).
+
+    Returns:
+        A frozen, JSON-serialisable :class:`MembershipMetrics`.
+    """
+    members = as_score_vector("member_scores", member_scores, min_size=2)
+    nonmembers = as_score_vector("nonmember_scores", nonmember_scores, min_size=2)
+    level = check_probability("confidence", confidence, open_low=True, open_high=True)
+    targets = tuple(
+        check_probability(f"fprs[{i}]", f, open_low=True, open_high=True)
+        for i, f in enumerate(fprs)
+    )
+    auc = auc_with_interval(
+        members,
+        nonmembers,
+        confidence=level,
+        method=auc_method,
+        num_bootstrap=num_bootstrap,
+        seed=seed,
+    )
+    desc = np.sort(nonmembers)[::-1]
+    rows = tuple(_tpr_at_fpr(members, desc, t, level) for t in targets)
+    roc = _roc(members, nonmembers)
+    return MembershipMetrics(
+        num_members=members.size,
+        num_nonmembers=nonmembers.size,
+        auc=auc,
+        tpr_at_fpr=rows,
+        max_advantage=float(np.max(roc.tpr - roc.fpr)),
+        roc=roc,
+    )
