@@ -1,0 +1,67 @@
+"""Commitments to self-mask seeds.
+
+A client commits to its self-mask seed ``b_u`` in its first message.  When the
+server later rebuilds ``b_u`` from Shamir shares, it checks the result against
+the commitment, so a wrong-but-well-formed share (from a faulty or malicious
+client) is caught instead of silently corrupting the sum.
+
+The commitment is SHA-256 over a domain-separated, length-prefixed encoding of
+the session id, round index, client id and seed.  Because the seed is 32 uniform
+bytes, the commitment is hiding under the usual random-oracle view of SHA-256,
+and binding by its collision resistance.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Final
+
+from privfed.errors import ParameterError, ParameterTypeError
+
+__all__ = ["SEED_SIZE", "self_mask_commitment"]
+
+#: Size of a self-mask seed in bytes.
+SEED_SIZE: Final = 32
+_DOMAIN: Final = b"privfed/secagg/self-mask-commitment/v1"
+
+
+def self_mask_commitment(
+    seed: bytes, *, session_id: bytes, round_index: int, client_id: int
+) -> bytes:
+    """The 32-byte commitment to a self-mask seed.
+
+    Args:
+        seed: The 32-byte self-mask seed (secret; never shown in errors).
+        session_id: Public session id.
+        round_index: Public round index, an int in ``[0, 2**32 - 1]``.
+        client_id: The seed owner's id, an int in ``[1, 2**32 - 1]``.
+
+    Returns:
+        ``SHA-256(domain || len(session_id) || session_id || round_index ||
+        client_id || seed)`` with one-byte and four-byte big-endian fields.
+
+    Raises:
+        ParameterTypeError: An argument has the wrong type.
+        ParameterError: ``seed`` is not 32 bytes or an integer is out of range.
+    """
+    if not isinstance(seed, bytes):
+        raise ParameterTypeError("seed", "bytes", seed)
+    if len(seed) != SEED_SIZE:
+        raise ParameterError("seed", f"bytes of length {SEED_SIZE}", None, secret=True)
+    if not isinstance(session_id, bytes):
+        raise ParameterTypeError("session_id", "bytes", session_id)
+    if not 1 <= len(session_id) <= 255:
+        raise ParameterError("session_id", "bytes of length 1 to 255", f"{len(session_id)} bytes")
+    for name, value, low in (("round_index", round_index, 0), ("client_id", client_id, 1)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ParameterTypeError(name, "an int", value)
+        if not low <= value <= 2**32 - 1:
+            raise ParameterError(name, f"an int in [{low}, {2**32 - 1}]", value)
+    return hashlib.sha256(
+        _DOMAIN
+        + bytes((len(session_id),))
+        + session_id
+        + round_index.to_bytes(4, "big")
+        + client_id.to_bytes(4, "big")
+        + seed
+    ).digest()

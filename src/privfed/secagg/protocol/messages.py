@@ -1,0 +1,779 @@
+"""Wire messages of the secure-aggregation protocol.
+
+Every message is a frozen, validated value with :meth:`Message.to_bytes` and
+``from_bytes``, so any transport (Flower messages, gRPC, files) can carry it.
+
+Wire format (all integers big-endian unless stated otherwise)::
+
+    magic     4 bytes   b"PFSA"
+    version   1 byte    WIRE_VERSION (1)
+    type      1 byte    MessageType
+    sid_len   1 byte    16..64
+    session   sid_len bytes
+    round     4 bytes   unsigned
+    body      type-specific, see each class
+
+Parsing is strict: an unknown magic, version or type, any length that does not
+match, a count that would read past the end, a non-canonical ordering (id lists
+must be strictly increasing) and trailing bytes all raise
+:class:`~privfed.errors.MessageFormatError`.  Parsing checks structure only; the
+session, round, sender and content are checked by the party that consumes the
+message.
+
+Nothing secret appears in a message's ``repr``: ciphertexts, shares and
+masked values are left out of it.  Note that shares *are* carried in
+:class:`UnmaskResponse` -- that is the point of the unmasking stage -- so the
+transport from client to server must be authenticated and confidential (see
+SECURITY.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import itertools
+import struct
+from collections.abc import Sequence
+from typing import Any, ClassVar, Final, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from privfed.errors import MessageFormatError, ParameterError, ParameterTypeError
+from privfed.secagg.protocol.config import MAX_CLIENT_ID, MAX_VECTOR_LENGTH, SESSION_ID_LENGTHS
+
+__all__ = [
+    "COMMITMENT_SIZE",
+    "MAX_CIPHERTEXT_SIZE",
+    "MAX_SHARE_SIZE",
+    "PUBLIC_KEY_SIZE",
+    "WIRE_MAGIC",
+    "WIRE_VERSION",
+    "AdvertiseKeys",
+    "EncryptedShares",
+    "MaskedInput",
+    "Message",
+    "MessageType",
+    "RevealedShare",
+    "Roster",
+    "RosterEntry",
+    "RoutedShares",
+    "UnmaskRequest",
+    "UnmaskResponse",
+    "decode_message",
+]
+
+#: First four bytes of every message.
+WIRE_MAGIC: Final = b"PFSA"
+#: Wire-format version written and accepted.
+WIRE_VERSION: Final = 1
+#: Size of an X25519 public key.
+PUBLIC_KEY_SIZE: Final = 32
+#: Size of a self-mask commitment (SHA-256).
+COMMITMENT_SIZE: Final = 32
+#: Largest accepted ciphertext in :class:`EncryptedShares`.
+MAX_CIPHERTEXT_SIZE: Final = 4096
+#: Largest accepted serialized share in :class:`UnmaskResponse`.
+MAX_SHARE_SIZE: Final = 1024
+
+_U32 = struct.Struct(">I")
+_MAX_U32 = 2**32 - 1
+
+
+class MessageType(enum.IntEnum):
+    """The type byte of each message."""
+
+    ADVERTISE_KEYS = 1
+    ROSTER = 2
+    ENCRYPTED_SHARES = 3
+    ROUTED_SHARES = 4
+    MASKED_INPUT = 5
+    UNMASK_REQUEST = 6
+    UNMASK_RESPONSE = 7
+
+
+# -- validation helpers ------------------------------------------------------------
+
+
+def _check_id(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ParameterTypeError(name, "an int", value)
+    if not 1 <= value <= MAX_CLIENT_ID:
+        raise ParameterError(name, f"a client id in [1, {MAX_CLIENT_ID}]", value)
+    return value
+
+
+def _check_bytes(name: str, value: object, *, size: int | None = None, max_size: int = 0) -> None:
+    if not isinstance(value, bytes):
+        raise ParameterTypeError(name, "bytes", value)
+    if size is not None and len(value) != size:
+        raise ParameterError(name, f"bytes of length {size}", f"{len(value)} bytes")
+    if size is None and not 1 <= len(value) <= max_size:
+        raise ParameterError(name, f"bytes of length 1 to {max_size}", f"{len(value)} bytes")
+
+
+def _check_increasing_ids(name: str, values: object) -> tuple[int, ...]:
+    if not isinstance(values, tuple):
+        raise ParameterTypeError(name, "a tuple of client ids", values)
+    ids = tuple(_check_id(name, v) for v in values)
+    if any(a >= b for a, b in itertools.pairwise(ids)):
+        raise ParameterError(name, "strictly increasing client ids", "an unsorted tuple")
+    return ids
+
+
+class _Reader:
+    """Strict cursor over a byte string; every read is bounds-checked."""
+
+    __slots__ = ("_data", "_end", "_pos")
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._pos = 0
+        self._end = len(data)
+
+    def take(self, n: int) -> bytes:
+        pos = self._pos
+        stop = pos + n
+        if n < 0 or stop > self._end:
+            raise MessageFormatError("message truncated")
+        self._pos = stop
+        return self._data[pos:stop]
+
+    def u8(self) -> int:
+        pos = self._pos
+        if pos >= self._end:
+            raise MessageFormatError("message truncated")
+        self._pos = pos + 1
+        return self._data[pos]
+
+    def u16(self) -> int:
+        return int.from_bytes(self.take(2), "big")
+
+    def u32(self) -> int:
+        pos = self._pos
+        if pos + 4 > self._end:
+            raise MessageFormatError("message truncated")
+        self._pos = pos + 4
+        return int(_U32.unpack_from(self._data, pos)[0])
+
+    def client_id(self) -> int:
+        value = self.u32()
+        if value == 0:
+            raise MessageFormatError("client id 0 is not allowed")
+        return value
+
+    def count(self, item_size: int) -> int:
+        """A u32 count whose items (of at least ``item_size`` bytes) fit in what is left."""
+        n = self.u32()
+        if n * item_size > self._end - self._pos:
+            raise MessageFormatError("count exceeds the message length")
+        return n
+
+    def increasing_ids(self) -> tuple[int, ...]:
+        n = self.count(4)
+        ids = tuple(self.client_id() for _ in range(n))
+        if any(a >= b for a, b in itertools.pairwise(ids)):
+            raise MessageFormatError("client ids are not strictly increasing")
+        return ids
+
+    @property
+    def remaining(self) -> int:
+        return self._end - self._pos
+
+    def finish(self) -> None:
+        if self._pos != self._end:
+            raise MessageFormatError(f"{self._end - self._pos} trailing bytes")
+
+
+def _ids(ids: Sequence[int]) -> bytes:
+    return _U32.pack(len(ids)) + b"".join(_U32.pack(i) for i in ids)
+
+
+# -- base class --------------------------------------------------------------------
+
+_M = TypeVar("_M", bound="Message")
+
+
+@dataclasses.dataclass(frozen=True)
+class Message:
+    """Base of all protocol messages: the session and round they belong to.
+
+    Attributes:
+        session_id: Public session id (16 to 64 bytes).
+        round_index: Public round index, an int in ``[0, 2**32 - 1]``.
+    """
+
+    MESSAGE_TYPE: ClassVar[MessageType]
+
+    session_id: bytes
+    round_index: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.session_id, bytes):
+            raise ParameterTypeError("session_id", "bytes", self.session_id)
+        low, high = SESSION_ID_LENGTHS
+        if not low <= len(self.session_id) <= high:
+            raise ParameterError(
+                "session_id", f"bytes of length {low} to {high}", f"{len(self.session_id)} bytes"
+            )
+        value = self.round_index
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ParameterTypeError("round_index", "an int", value)
+        if not 0 <= value <= _MAX_U32:
+            raise ParameterError("round_index", f"an int in [0, {_MAX_U32}]", value)
+
+    def _body(self) -> bytes:  # pragma: no cover -- every subclass overrides
+        raise NotImplementedError
+
+    @classmethod
+    def _parse_body(cls: type[_M], header: dict[str, Any], reader: _Reader) -> _M:
+        raise NotImplementedError  # pragma: no cover -- every subclass overrides
+
+    def to_bytes(self) -> bytes:
+        """Serialize to the versioned wire format (see the module docstring)."""
+        head = (
+            WIRE_MAGIC
+            + bytes((WIRE_VERSION, int(self.MESSAGE_TYPE), len(self.session_id)))
+            + self.session_id
+            + _U32.pack(self.round_index)
+        )
+        return head + self._body()
+
+    @classmethod
+    def from_bytes(cls: type[_M], data: bytes) -> _M:
+        """Parse one message of this class, strictly.
+
+        Args:
+            data: The serialized message (``bytes``, ``bytearray`` or
+                ``memoryview``).
+
+        Raises:
+            ParameterTypeError: ``data`` is not bytes-like.
+            MessageFormatError: The bytes are not a well-formed message of this
+                class (bad magic, version, type, lengths, ordering, values or
+                trailing bytes).
+        """
+        message = decode_message(data)
+        if not isinstance(message, cls):
+            raise MessageFormatError(
+                f"expected a {cls.__name__} message, got {type(message).__name__}"
+            )
+        return message
+
+
+def decode_message(data: bytes | bytearray | memoryview) -> Message:
+    """Parse any protocol message, dispatching on its type byte.
+
+    Raises:
+        ParameterTypeError: ``data`` is not bytes-like.
+        MessageFormatError: The bytes are not a well-formed message.
+    """
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise ParameterTypeError("data", "bytes", data)
+    reader = _Reader(bytes(data))
+    if reader.take(4) != WIRE_MAGIC:
+        raise MessageFormatError("not a privfed secure-aggregation message (bad magic)")
+    version = reader.u8()
+    if version != WIRE_VERSION:
+        raise MessageFormatError(f"unsupported wire version {version}")
+    type_byte = reader.u8()
+    try:
+        message_type = MessageType(type_byte)
+    except ValueError:
+        raise MessageFormatError(f"unknown message type {type_byte}") from None
+    sid_len = reader.u8()
+    low, high = SESSION_ID_LENGTHS
+    if not low <= sid_len <= high:
+        raise MessageFormatError(f"session id length {sid_len} outside [{low}, {high}]")
+    header = {"session_id": reader.take(sid_len), "round_index": reader.u32()}
+    cls = _CLASSES[message_type]
+    try:
+        message = cls._parse_body(header, reader)
+    except (ParameterError, ParameterTypeError) as exc:
+        raise MessageFormatError(f"invalid {cls.__name__} content: {exc}") from None
+    reader.finish()
+    return message
+
+
+# -- AdvertiseKeys -----------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class AdvertiseKeys(Message):
+    """Stage ADVERTISE_KEYS, client to server: the client's public keys.
+
+    Body: ``sender u32 | encryption_public_key 32 | mask_public_key 32 |
+    self_mask_commitment 32``.
+
+    Attributes:
+        sender: The client's id.
+        encryption_public_key: X25519 public key for share encryption.
+        mask_public_key: X25519 public key for pairwise masks; the server
+            checks a reconstructed mask private key against it.
+        self_mask_commitment: SHA-256 commitment to the client's self-mask seed;
+            the server checks a reconstructed seed against it.  It is a hash of
+            a 32-byte uniform secret and reveals nothing about it.
+    """
+
+    MESSAGE_TYPE: ClassVar[MessageType] = MessageType.ADVERTISE_KEYS
+
+    sender: int
+    encryption_public_key: bytes
+    mask_public_key: bytes
+    self_mask_commitment: bytes
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_id("sender", self.sender)
+        _check_bytes("encryption_public_key", self.encryption_public_key, size=PUBLIC_KEY_SIZE)
+        _check_bytes("mask_public_key", self.mask_public_key, size=PUBLIC_KEY_SIZE)
+        _check_bytes("self_mask_commitment", self.self_mask_commitment, size=COMMITMENT_SIZE)
+
+    def _body(self) -> bytes:
+        return (
+            _U32.pack(self.sender)
+            + self.encryption_public_key
+            + self.mask_public_key
+            + self.self_mask_commitment
+        )
+
+    @classmethod
+    def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> AdvertiseKeys:
+        return cls(
+            **header,
+            sender=reader.client_id(),
+            encryption_public_key=reader.take(PUBLIC_KEY_SIZE),
+            mask_public_key=reader.take(PUBLIC_KEY_SIZE),
+            self_mask_commitment=reader.take(COMMITMENT_SIZE),
+        )
+
+
+# -- Roster ------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class RosterEntry:
+    """One client's advertised public keys, as relayed by the server.
+
+    Attributes:
+        client_id: The client's id.
+        encryption_public_key: X25519 public key for share encryption.
+        mask_public_key: X25519 public key for pairwise masks.
+    """
+
+    client_id: int
+    encryption_public_key: bytes
+    mask_public_key: bytes
+
+    def __post_init__(self) -> None:
+        _check_id("client_id", self.client_id)
+        _check_bytes("encryption_public_key", self.encryption_public_key, size=PUBLIC_KEY_SIZE)
+        _check_bytes("mask_public_key", self.mask_public_key, size=PUBLIC_KEY_SIZE)
+
+
+@dataclasses.dataclass(frozen=True)
+class Roster(Message):
+    """End of stage ADVERTISE_KEYS, server to every client: who advertised keys.
+
+    Body: ``count u32 | count x (client_id u32 | encryption_public_key 32 |
+    mask_public_key 32)`` with strictly increasing ids.
+
+    Attributes:
+        entries: One :class:`RosterEntry` per client that advertised keys,
+            strictly increasing by id.
+    """
+
+    MESSAGE_TYPE: ClassVar[MessageType] = MessageType.ROSTER
+
+    entries: tuple[RosterEntry, ...]
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not isinstance(self.entries, tuple) or not all(
+            isinstance(e, RosterEntry) for e in self.entries
+        ):
+            raise ParameterTypeError("entries", "a tuple of RosterEntry", self.entries)
+        _check_increasing_ids("entries", tuple(e.client_id for e in self.entries))
+
+    @property
+    def client_ids(self) -> tuple[int, ...]:
+        """Ids of the listed clients, increasing."""
+        return tuple(e.client_id for e in self.entries)
+
+    def _body(self) -> bytes:
+        parts = [_U32.pack(len(self.entries))]
+        for e in self.entries:
+            parts += [_U32.pack(e.client_id), e.encryption_public_key, e.mask_public_key]
+        return b"".join(parts)
+
+    @classmethod
+    def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> Roster:
+        n = reader.count(4 + 2 * PUBLIC_KEY_SIZE)
+        entries = tuple(
+            RosterEntry(
+                client_id=reader.client_id(),
+                encryption_public_key=reader.take(PUBLIC_KEY_SIZE),
+                mask_public_key=reader.take(PUBLIC_KEY_SIZE),
+            )
+            for _ in range(n)
+        )
+        return cls(**header, entries=entries)
+
+
+# -- EncryptedShares / RoutedShares -----------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class EncryptedShares(Message):
+    """Stage SHARE_KEYS, from ``sender`` to ``recipient`` via the server.
+
+    The ciphertext is an AEAD encryption, under a key only ``sender`` and
+    ``recipient`` can derive, of the recipient's shares of the sender's mask
+    private key and self-mask seed; the session, round, sender and recipient are
+    bound as associated data, so the server can neither read, alter nor
+    re-route it.
+
+    Body: ``sender u32 | recipient u32 | length u32 | ciphertext``.
+
+    Attributes:
+        sender: The client that made the shares.
+        recipient: The client that holds them.
+        ciphertext: 1 to :data:`MAX_CIPHERTEXT_SIZE` bytes (left out of repr).
+    """
+
+    MESSAGE_TYPE: ClassVar[MessageType] = MessageType.ENCRYPTED_SHARES
+
+    sender: int
+    recipient: int
+    ciphertext: bytes = dataclasses.field(repr=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_id("sender", self.sender)
+        _check_id("recipient", self.recipient)
+        if self.sender == self.recipient:
+            raise ParameterError("recipient", "a client other than the sender", self.recipient)
+        _check_bytes("ciphertext", self.ciphertext, max_size=MAX_CIPHERTEXT_SIZE)
+
+    def _body(self) -> bytes:
+        return (
+            _U32.pack(self.sender)
+            + _U32.pack(self.recipient)
+            + _U32.pack(len(self.ciphertext))
+            + self.ciphertext
+        )
+
+    @classmethod
+    def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> EncryptedShares:
+        sender = reader.client_id()
+        recipient = reader.client_id()
+        size = reader.u32()
+        return cls(**header, sender=sender, recipient=recipient, ciphertext=reader.take(size))
+
+
+@dataclasses.dataclass(frozen=True)
+class RoutedShares(Message):
+    """End of stage SHARE_KEYS, server to one client: the ciphertexts addressed to it.
+
+    The set of senders is the recipient's view of who shared keys (``U2`` in
+    Bonawitz et al.): the recipient masks pairwise with exactly these clients.
+
+    Body: ``recipient u32 | count u32 | count x (sender u32 | length u32 |
+    ciphertext)`` with strictly increasing senders.
+
+    Attributes:
+        recipient: The client the ciphertexts are addressed to.
+        shares: :class:`EncryptedShares` addressed to ``recipient``, of this
+            session and round, strictly increasing by sender.
+    """
+
+    MESSAGE_TYPE: ClassVar[MessageType] = MessageType.ROUTED_SHARES
+
+    recipient: int
+    shares: tuple[EncryptedShares, ...] = dataclasses.field(repr=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_id("recipient", self.recipient)
+        if not isinstance(self.shares, tuple) or not all(
+            isinstance(s, EncryptedShares) for s in self.shares
+        ):
+            raise ParameterTypeError("shares", "a tuple of EncryptedShares", self.shares)
+        for s in self.shares:
+            if (s.session_id, s.round_index, s.recipient) != (
+                self.session_id,
+                self.round_index,
+                self.recipient,
+            ):
+                raise ParameterError(
+                    "shares", "ciphertexts of this session and round for this recipient", s
+                )
+        _check_increasing_ids("shares", tuple(s.sender for s in self.shares))
+
+    @property
+    def senders(self) -> tuple[int, ...]:
+        """Ids of the clients whose ciphertexts are included, increasing."""
+        return tuple(s.sender for s in self.shares)
+
+    def _body(self) -> bytes:
+        parts = [_U32.pack(self.recipient), _U32.pack(len(self.shares))]
+        for s in self.shares:
+            parts += [_U32.pack(s.sender), _U32.pack(len(s.ciphertext)), s.ciphertext]
+        return b"".join(parts)
+
+    @classmethod
+    def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> RoutedShares:
+        recipient = reader.client_id()
+        n = reader.count(9)
+        shares = []
+        for _ in range(n):
+            sender = reader.client_id()
+            size = reader.u32()
+            shares.append(
+                EncryptedShares(
+                    **header, sender=sender, recipient=recipient, ciphertext=reader.take(size)
+                )
+            )
+        return cls(**header, recipient=recipient, shares=tuple(shares))
+
+
+# -- MaskedInput -------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class MaskedInput(Message):
+    """Stage MASKED_INPUT, client to server: the masked input vector.
+
+    ``values = x + PRG(b_u) + sum_v ±PRG(s_uv)  (mod 2**ring_bits)``; to anyone
+    who lacks the self-mask seed ``b_u`` it is uniform on the ring and says
+    nothing about the input ``x``.
+
+    Body: ``sender u32 | ring_bits u8 | length u32 | values``, each value
+    little-endian in the smallest of 1, 2, 4 or 8 bytes that holds
+    ``ring_bits`` bits.
+
+    Attributes:
+        sender: The client's id.
+        ring_bits: Ring width in bits, an int in ``[8, 64]``.
+        values: Read-only 1-D ``uint64`` array of ring elements
+            (``< 2**ring_bits``), of length ``[1, 2**31 - 1]`` (left out of
+            repr).  A copy of the array given is stored.
+    """
+
+    MESSAGE_TYPE: ClassVar[MessageType] = MessageType.MASKED_INPUT
+
+    sender: int
+    ring_bits: int
+    values: npt.NDArray[np.uint64] = dataclasses.field(repr=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_id("sender", self.sender)
+        bits = self.ring_bits
+        if isinstance(bits, bool) or not isinstance(bits, int):
+            raise ParameterTypeError("ring_bits", "an int", bits)
+        if not 8 <= bits <= 64:
+            raise ParameterError("ring_bits", "an int in [8, 64]", bits)
+        values = self.values
+        if not isinstance(values, np.ndarray) or values.dtype != np.uint64:
+            raise ParameterTypeError("values", "a numpy uint64 array", values)
+        if values.ndim != 1 or not 1 <= values.shape[0] <= MAX_VECTOR_LENGTH:
+            raise ParameterError(
+                "values", f"a 1-D array of length 1 to {MAX_VECTOR_LENGTH}", values.shape
+            )
+        if bits < 64 and int(values.max()) >> bits:
+            raise ParameterError("values", f"ring elements below 2**{bits}", "<redacted>")
+        if values.flags.writeable or not values.flags.c_contiguous:
+            values = np.array(values, dtype=np.uint64, order="C")
+            values.flags.writeable = False
+            object.__setattr__(self, "values", values)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MaskedInput):
+            return NotImplemented
+        return (
+            self.session_id == other.session_id
+            and self.round_index == other.round_index
+            and self.sender == other.sender
+            and self.ring_bits == other.ring_bits
+            and np.array_equal(self.values, other.values)
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @staticmethod
+    def _wire_dtype(ring_bits: int) -> np.dtype[Any]:
+        width = (ring_bits + 7) // 8
+        size = next(s for s in (1, 2, 4, 8) if width <= s)
+        return np.dtype(f"<u{size}")
+
+    def _body(self) -> bytes:
+        dtype = self._wire_dtype(self.ring_bits)
+        payload = self.values.astype(dtype, copy=False).tobytes()
+        return (
+            _U32.pack(self.sender)
+            + bytes((self.ring_bits,))
+            + _U32.pack(self.values.shape[0])
+            + payload
+        )
+
+    @classmethod
+    def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> MaskedInput:
+        sender = reader.client_id()
+        bits = reader.u8()
+        if not 8 <= bits <= 64:
+            raise MessageFormatError(f"ring_bits {bits} outside [8, 64]")
+        dtype = cls._wire_dtype(bits)
+        n = reader.count(dtype.itemsize)
+        raw = np.frombuffer(reader.take(n * dtype.itemsize), dtype=dtype)
+        # A 64-bit little-endian payload is used in place (read-only, no copy).
+        values = raw if raw.dtype == np.uint64 else raw.astype(np.uint64)
+        values.flags.writeable = False
+        return cls(**header, sender=sender, ring_bits=bits, values=values)
+
+
+# -- Unmasking ---------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class UnmaskRequest(Message):
+    """Stage UNMASKING, server to one client: who survived and who dropped.
+
+    The server restricts both lists to the recipient's neighbourhood.  The
+    recipient answers only if ``survivors`` and ``dropped`` are disjoint,
+    together equal exactly the clients it masked with plus itself, include
+    itself among the survivors, and hold at least ``threshold`` survivors; and
+    only ever for one such view.  Otherwise it aborts.
+
+    Body: ``recipient u32 | n u32 | n x survivor u32 | m u32 | m x dropped
+    u32``, both lists strictly increasing.
+
+    Attributes:
+        recipient: The client asked.
+        survivors: Clients that delivered masked input (strictly increasing).
+        dropped: Clients that shared keys but did not deliver masked input
+            (strictly increasing).
+    """
+
+    MESSAGE_TYPE: ClassVar[MessageType] = MessageType.UNMASK_REQUEST
+
+    recipient: int
+    survivors: tuple[int, ...]
+    dropped: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_id("recipient", self.recipient)
+        _check_increasing_ids("survivors", self.survivors)
+        _check_increasing_ids("dropped", self.dropped)
+
+    def _body(self) -> bytes:
+        return _U32.pack(self.recipient) + _ids(self.survivors) + _ids(self.dropped)
+
+    @classmethod
+    def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> UnmaskRequest:
+        recipient = reader.client_id()
+        survivors = reader.increasing_ids()
+        dropped = reader.increasing_ids()
+        return cls(**header, recipient=recipient, survivors=survivors, dropped=dropped)
+
+
+@dataclasses.dataclass(frozen=True)
+class RevealedShare:
+    """One Shamir share revealed to the server at unmasking.
+
+    Attributes:
+        owner: The client whose secret the share belongs to.
+        share: The serialized :class:`~privfed.secagg.primitives.shamir.Share`
+            (secret until the round ends; left out of repr).
+    """
+
+    owner: int
+    share: bytes = dataclasses.field(repr=False)
+
+    def __post_init__(self) -> None:
+        _check_id("owner", self.owner)
+        _check_bytes("share", self.share, max_size=MAX_SHARE_SIZE)
+
+
+def _check_revealed(name: str, values: object) -> None:
+    if not isinstance(values, tuple) or not all(isinstance(v, RevealedShare) for v in values):
+        raise ParameterTypeError(name, "a tuple of RevealedShare", values)
+    _check_increasing_ids(name, tuple(v.owner for v in values))
+
+
+def _encode_revealed(values: tuple[RevealedShare, ...]) -> bytes:
+    parts = [_U32.pack(len(values))]
+    for v in values:
+        parts += [_U32.pack(v.owner), len(v.share).to_bytes(2, "big"), v.share]
+    return b"".join(parts)
+
+
+def _parse_revealed(reader: _Reader) -> tuple[RevealedShare, ...]:
+    n = reader.count(7)
+    out = []
+    for _ in range(n):
+        owner = reader.client_id()
+        size = reader.u16()
+        out.append(RevealedShare(owner=owner, share=reader.take(size)))
+    return tuple(out)
+
+
+@dataclasses.dataclass(frozen=True)
+class UnmaskResponse(Message):
+    """Stage UNMASKING, client to server: the shares the request called for.
+
+    For each survivor in the request, the sender's share of that survivor's
+    self-mask seed; for each dropped client, the sender's share of that client's
+    mask private key.  Never both for one client.
+
+    Body: ``sender u32 | n u32 | n x (owner u32 | length u16 | share) | m u32 |
+    m x (owner u32 | length u16 | share)``, owners strictly increasing.
+
+    Attributes:
+        sender: The responding client.
+        self_mask_shares: Shares of survivors' self-mask seeds (left out of repr).
+        key_shares: Shares of dropped clients' mask private keys (left out of repr).
+    """
+
+    MESSAGE_TYPE: ClassVar[MessageType] = MessageType.UNMASK_RESPONSE
+
+    sender: int
+    self_mask_shares: tuple[RevealedShare, ...] = dataclasses.field(repr=False)
+    key_shares: tuple[RevealedShare, ...] = dataclasses.field(repr=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_id("sender", self.sender)
+        _check_revealed("self_mask_shares", self.self_mask_shares)
+        _check_revealed("key_shares", self.key_shares)
+        both = {v.owner for v in self.self_mask_shares} & {v.owner for v in self.key_shares}
+        if both:
+            raise ParameterError(
+                "key_shares", "owners disjoint from self_mask_shares", sorted(both)
+            )
+
+    def _body(self) -> bytes:
+        return (
+            _U32.pack(self.sender)
+            + _encode_revealed(self.self_mask_shares)
+            + _encode_revealed(self.key_shares)
+        )
+
+    @classmethod
+    def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> UnmaskResponse:
+        sender = reader.client_id()
+        self_mask = _parse_revealed(reader)
+        key = _parse_revealed(reader)
+        return cls(**header, sender=sender, self_mask_shares=self_mask, key_shares=key)
+
+
+_CLASSES: dict[MessageType, type[Message]] = {
+    MessageType.ADVERTISE_KEYS: AdvertiseKeys,
+    MessageType.ROSTER: Roster,
+    MessageType.ENCRYPTED_SHARES: EncryptedShares,
+    MessageType.ROUTED_SHARES: RoutedShares,
+    MessageType.MASKED_INPUT: MaskedInput,
+    MessageType.UNMASK_REQUEST: UnmaskRequest,
+    MessageType.UNMASK_RESPONSE: UnmaskResponse,
+}

@@ -1,0 +1,568 @@
+"""The server side of secure aggregation: a message-driven state machine.
+
+A :class:`SecAggServer` collects each stage's messages with
+:meth:`~SecAggServer.receive`, then closes the stage with the call that
+publishes what the clients need next:
+
+1. ADVERTISE_KEYS: ``receive(AdvertiseKeys)`` ... then :meth:`~SecAggServer.roster`
+2. SHARE_KEYS: ``receive(EncryptedShares)`` ... then
+   :meth:`~SecAggServer.routed_shares`
+3. MASKED_INPUT: ``receive(MaskedInput)`` ... then
+   :meth:`~SecAggServer.unmask_requests`
+4. UNMASKING: ``receive(UnmaskResponse)`` ... then :meth:`~SecAggServer.finalize`,
+   which returns the ring sum of exactly the clients whose masked input was
+   accepted.
+
+Errors: a message that cannot be accepted (another session or round, a wrong
+stage -- e.g. a masked input that arrives after unmasking started --, an
+unknown or duplicate sender, content that does not fit the round) raises
+:class:`~privfed.errors.ProtocolAbort` *for that message only*: the server's
+state is unchanged and the round goes on.  When a stage cannot be closed
+(fewer than ``threshold`` clients left, too few shares to unmask someone), the
+closing call raises :class:`~privfed.errors.ProtocolAbort` and the server is
+aborted for good (:attr:`SecAggServer.aborted`).  Reconstructed secrets are
+verified before use; a failure raises
+:class:`~privfed.errors.ReconstructionError` without changing the state.
+
+Threat model (see SECURITY.md): the server is honest-but-curious.  It learns the
+sum of the surviving clients' inputs and who dropped out, nothing else, as long
+as fewer than ``threshold`` clients of any neighbourhood collude with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hmac
+
+import numpy as np
+import numpy.typing as npt
+
+from privfed.errors import (
+    KeyAgreementError,
+    MessageFormatError,
+    ParameterError,
+    ParameterTypeError,
+    ProtocolAbort,
+    ReconstructionError,
+)
+from privfed.secagg.primitives import keys, shamir
+from privfed.secagg.protocol.client import accumulate_mask
+from privfed.secagg.protocol.commitment import self_mask_commitment
+from privfed.secagg.protocol.config import SecAggConfig
+from privfed.secagg.protocol.graph import GraphMode
+from privfed.secagg.protocol.messages import (
+    AdvertiseKeys,
+    EncryptedShares,
+    MaskedInput,
+    Message,
+    Roster,
+    RosterEntry,
+    RoutedShares,
+    UnmaskRequest,
+    UnmaskResponse,
+)
+from privfed.secagg.protocol.stages import Stage
+
+__all__ = ["SecAggServer"]
+
+
+class _Phase(enum.Enum):
+    ADVERTISE = Stage.ADVERTISE_KEYS
+    SHARE = Stage.SHARE_KEYS
+    MASK = Stage.MASKED_INPUT
+    UNMASK = Stage.UNMASKING
+    DONE = "done"
+    ABORTED = "aborted"
+
+
+class SecAggServer:
+    """The server of one secure-aggregation round.
+
+    Args:
+        config: The round's public parameters (the same as every client's).
+        check_all_shares: How many revealed shares go into each
+            reconstruction.  ``False`` (default): exactly ``threshold`` shares
+            (those of the lowest responder ids).  ``True``: every share
+            received, so that :func:`~privfed.secagg.primitives.shamir.combine`
+            also checks that they lie on one polynomial -- this flags *any*
+            inconsistent share, at about four times the reconstruction cost for
+            ``n = 100, t = 51``.  Either way every rebuilt secret is verified
+            against its commitment or public key before use, so a wrong share
+            can never produce a wrong sum; the option only decides whether
+            surplus shares are cross-checked too.
+
+    Raises:
+        ParameterTypeError: An argument has the wrong type.
+    """
+
+    def __init__(self, config: SecAggConfig, *, check_all_shares: bool = False) -> None:
+        if not isinstance(config, SecAggConfig):
+            raise ParameterTypeError("config", "a SecAggConfig", config)
+        if not isinstance(check_all_shares, bool):
+            raise ParameterTypeError("check_all_shares", "a bool", check_all_shares)
+        self._check_all = check_all_shares
+        self._config = config
+        self._phase = _Phase.ADVERTISE
+        # A throwaway key used only to test advertised public keys for low order.
+        self._probe = keys.KeyPair.generate()
+        self._advertised: dict[int, AdvertiseKeys] = {}
+        self._public_keys: set[bytes] = set()
+        self._ciphertexts: dict[int, dict[int, EncryptedShares]] = {}
+        self._shared: frozenset[int] = frozenset()
+        self._total: npt.NDArray[np.uint64] | None = None
+        self._masked: set[int] = set()
+        self._requests: dict[int, UnmaskRequest] = {}
+        self._responses: dict[int, UnmaskResponse] = {}
+        # Revealed shares indexed by owner: (responder id, share), per kind.
+        self._seed_shares: dict[int, list[tuple[int, shamir.Share]]] = {}
+        self._key_shares: dict[int, list[tuple[int, shamir.Share]]] = {}
+        self._roster: Roster | None = None
+        self._roster_index: dict[int, RosterEntry] = {}
+        self._result: npt.NDArray[np.uint64] | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"SecAggServer(clients={self._config.num_clients}, "
+            f"threshold={self._config.threshold}, state={self._phase.name.lower()})"
+        )
+
+    # -- public state ------------------------------------------------------------
+
+    @property
+    def config(self) -> SecAggConfig:
+        """The round's public parameters."""
+        return self._config
+
+    @property
+    def stage(self) -> Stage | None:
+        """The stage being collected; ``None`` once finalized or aborted."""
+        value = self._phase.value
+        return value if isinstance(value, Stage) else None
+
+    @property
+    def aborted(self) -> bool:
+        """Whether the round has been aborted (permanently)."""
+        return self._phase is _Phase.ABORTED
+
+    @property
+    def advertised(self) -> frozenset[int]:
+        """Clients whose keys were accepted (``U1``)."""
+        return frozenset(self._advertised)
+
+    @property
+    def shared(self) -> frozenset[int]:
+        """Clients whose complete set of encrypted shares was routed (``U2``)."""
+        return self._shared
+
+    @property
+    def survivors(self) -> frozenset[int]:
+        """Clients whose masked input was accepted (``U3``): the sum covers them."""
+        return frozenset(self._masked)
+
+    @property
+    def dropped(self) -> frozenset[int]:
+        """Clients that shared keys but delivered no masked input (``U2 \\ U3``)."""
+        return self._shared - self._masked
+
+    @property
+    def responders(self) -> frozenset[int]:
+        """Clients whose unmasking response was accepted."""
+        return frozenset(self._responses)
+
+    # -- helpers -----------------------------------------------------------------
+
+    def _refuse(self, reason: str, stage: Stage | None) -> ProtocolAbort:
+        return ProtocolAbort(f"message refused: {reason}", stage=stage.name if stage else None)
+
+    def _abort(self, reason: str, stage: Stage) -> ProtocolAbort:
+        self._phase = _Phase.ABORTED
+        self._ciphertexts = {}
+        self._seed_shares = {}
+        self._key_shares = {}
+        self._responses = {}
+        self._total = None
+        return ProtocolAbort(reason, stage=stage.name)
+
+    def _require(self, phase: _Phase) -> Stage:
+        stage = phase.value
+        if not isinstance(stage, Stage):  # pragma: no cover -- internal use only
+            raise TypeError(phase)
+        if self._phase is _Phase.ABORTED:
+            raise ProtocolAbort("the round has been aborted", stage=stage.name)
+        if self._phase is not phase:
+            current = self.stage.name if self.stage is not None else "the end"
+            raise ProtocolAbort(f"call out of order: the server is at {current}", stage=stage.name)
+        return stage
+
+    # -- receiving ---------------------------------------------------------------
+
+    def receive(self, message: Message) -> None:
+        """Accept one client message of the current stage.
+
+        Args:
+            message: An :class:`AdvertiseKeys`, :class:`EncryptedShares`,
+                :class:`MaskedInput` or :class:`UnmaskResponse` (parse bytes
+                with ``from_bytes`` or :func:`decode_message` first).
+
+        Raises:
+            ParameterTypeError: ``message`` is not a client-to-server message.
+            ProtocolAbort: The message is refused (state unchanged): the round
+                is aborted or finished, another session or round, another
+                stage (late or early), an unknown or duplicate sender, or
+                content that does not fit the round (listed per type below).
+            MessageFormatError: An :class:`UnmaskResponse` carries a share that
+                is not a valid serialized Shamir share.
+        """
+        if isinstance(message, AdvertiseKeys):
+            self._receive_keys(message)
+        elif isinstance(message, EncryptedShares):
+            self._receive_shares(message)
+        elif isinstance(message, MaskedInput):
+            self._receive_masked(message)
+        elif isinstance(message, UnmaskResponse):
+            self._receive_unmask(message)
+        else:
+            raise ParameterTypeError("message", "a client-to-server protocol message", message)
+
+    def _precheck(self, message: Message, expected: _Phase) -> Stage:
+        stage = expected.value
+        if not isinstance(stage, Stage):  # pragma: no cover -- internal use only
+            raise TypeError(expected)
+        cfg = self._config
+        if message.session_id != cfg.session_id or message.round_index != cfg.round_index:
+            raise self._refuse("it belongs to another session or round", stage)
+        if self._phase is _Phase.ABORTED:
+            raise self._refuse("the round has been aborted", stage)
+        if self._phase is not expected:
+            when = (
+                "late"
+                if self._phase is _Phase.DONE
+                or (isinstance(self._phase.value, Stage) and self._phase.value > stage)
+                else "early"
+            )
+            raise self._refuse(f"it arrived {when} (the server is past or before its stage)", stage)
+        return stage
+
+    def _receive_keys(self, message: AdvertiseKeys) -> None:
+        stage = self._precheck(message, _Phase.ADVERTISE)
+        sender = message.sender
+        if sender not in self._config.client_ids:
+            raise self._refuse(f"unknown sender {sender}", stage)
+        if sender in self._advertised:
+            raise self._refuse(f"duplicate keys from client {sender}", stage)
+        pair = {message.encryption_public_key, message.mask_public_key}
+        if len(pair) != 2 or pair & self._public_keys:
+            raise self._refuse(f"client {sender} reuses a public key", stage)
+        for public in pair:
+            try:
+                keys.agree(self._probe.private_key, public)
+            except KeyAgreementError:
+                raise self._refuse(f"client {sender} sent a low-order public key", stage) from None
+        self._advertised[sender] = message
+        self._public_keys |= pair
+
+    def _receive_shares(self, message: EncryptedShares) -> None:
+        stage = self._precheck(message, _Phase.SHARE)
+        sender, recipient = message.sender, message.recipient
+        if sender not in self._advertised:
+            raise self._refuse(f"client {sender} is not on the roster", stage)
+        if recipient not in self._advertised or recipient not in self._config.neighbours(sender):
+            raise self._refuse(
+                f"client {recipient} is not a roster neighbour of client {sender}", stage
+            )
+        box = self._ciphertexts.get(sender, {})
+        if recipient in box:
+            raise self._refuse(f"duplicate ciphertext from {sender} to {recipient}", stage)
+        self._ciphertexts.setdefault(sender, {})[recipient] = message
+
+    def _receive_masked(self, message: MaskedInput) -> None:
+        stage = self._precheck(message, _Phase.MASK)
+        sender = message.sender
+        if sender not in self._shared:
+            raise self._refuse(f"client {sender} did not share keys", stage)
+        if sender in self._masked:
+            raise self._refuse(f"duplicate masked input from client {sender}", stage)
+        cfg = self._config
+        if message.ring_bits != cfg.ring_bits or message.values.shape[0] != cfg.vector_length:
+            raise self._refuse("ring width or vector length differs from the config", stage)
+        if self._total is None:
+            self._total = np.array(message.values, dtype=np.uint64, copy=True)
+        else:
+            np.add(self._total, message.values, out=self._total)
+        self._masked.add(sender)
+
+    def _receive_unmask(self, message: UnmaskResponse) -> None:
+        stage = self._precheck(message, _Phase.UNMASK)
+        sender = message.sender
+        request = self._requests.get(sender)
+        if request is None:
+            raise self._refuse(f"client {sender} was not asked to unmask", stage)
+        if sender in self._responses:
+            raise self._refuse(f"duplicate response from client {sender}", stage)
+        seed_owners = tuple(s.owner for s in message.self_mask_shares)
+        key_owners = tuple(s.owner for s in message.key_shares)
+        if seed_owners != request.survivors or key_owners != request.dropped:
+            raise self._refuse("the shares do not match the request", stage)
+        parsed: tuple[dict[int, shamir.Share], dict[int, shamir.Share]] = ({}, {})
+        for target, revealed in zip(
+            parsed, (message.self_mask_shares, message.key_shares), strict=True
+        ):
+            for item in revealed:
+                try:
+                    share = shamir.Share.from_bytes(item.share)
+                except (ParameterError, ParameterTypeError):
+                    raise MessageFormatError(
+                        f"client {sender} sent a malformed share for client {item.owner}"
+                    ) from None
+                if share.index != sender:
+                    raise self._refuse("a share is not evaluated at the sender's id", stage)
+                target[item.owner] = share
+        self._responses[sender] = message
+        for owner, share in parsed[0].items():
+            self._seed_shares.setdefault(owner, []).append((sender, share))
+        for owner, share in parsed[1].items():
+            self._key_shares.setdefault(owner, []).append((sender, share))
+
+    # -- closing stages ------------------------------------------------------------
+
+    def roster(self, client_id: int | None = None) -> Roster:
+        """Close ADVERTISE_KEYS and publish the keys of the clients accepted so far.
+
+        The first call closes the stage; later calls return the same roster
+        (or a part of it) without changing anything.
+
+        Args:
+            client_id: ``None`` for the full roster (to broadcast), or a client
+                id for that client's part: the entries of its neighbourhood.
+                In SecAgg+ mode this keeps each client's download at ``O(k)``
+                instead of ``O(n)``; in complete mode both are the same.
+
+        Returns:
+            The :class:`Roster` to send.
+
+        Raises:
+            ParameterError: ``client_id`` is not a client of the config.
+            ProtocolAbort: The round has been aborted, or (aborting) fewer than
+                ``threshold`` clients advertised keys.
+        """
+        cfg = self._config
+        hood = None if client_id is None else cfg.neighbourhood(client_id)
+        if self._roster is None:
+            stage = self._require(_Phase.ADVERTISE)
+            if len(self._advertised) < cfg.threshold:
+                raise self._abort(
+                    f"only {len(self._advertised)} clients advertised keys; "
+                    f"threshold is {cfg.threshold}",
+                    stage,
+                )
+            entries = tuple(
+                RosterEntry(
+                    client_id=cid,
+                    encryption_public_key=msg.encryption_public_key,
+                    mask_public_key=msg.mask_public_key,
+                )
+                for cid, msg in sorted(self._advertised.items())
+            )
+            self._roster = Roster(
+                session_id=cfg.session_id, round_index=cfg.round_index, entries=entries
+            )
+            self._phase = _Phase.SHARE
+        elif self._phase is _Phase.ABORTED:
+            raise ProtocolAbort("the round has been aborted", stage=Stage.ADVERTISE_KEYS.name)
+        if hood is None or cfg.graph is GraphMode.COMPLETE:
+            return self._roster
+        by_id = self._roster_index
+        if not by_id:
+            by_id.update((e.client_id, e) for e in self._roster.entries)
+        return dataclasses.replace(
+            self._roster,
+            entries=tuple(by_id[c] for c in sorted(hood) if c in by_id),
+        )
+
+    def routed_shares(self) -> dict[int, RoutedShares]:
+        """Close SHARE_KEYS and route every ciphertext to its recipient.
+
+        A client counts as having shared keys only if a ciphertext arrived for
+        every one of its neighbours on the roster; a partial set (a client that
+        dropped while sending) is discarded, and that client is treated as
+        dropped before this stage.
+
+        Returns:
+            ``{client_id: RoutedShares}`` for every client that shared keys.
+
+        Raises:
+            ProtocolAbort: Out of order, or (aborting) fewer than ``threshold``
+                clients shared keys.
+        """
+        stage = self._require(_Phase.SHARE)
+        cfg = self._config
+        roster = set(self._advertised)
+        complete = frozenset(
+            sender
+            for sender, box in self._ciphertexts.items()
+            if set(box) == cfg.neighbours(sender) & roster
+        )
+        if len(complete) < cfg.threshold:
+            raise self._abort(
+                f"only {len(complete)} clients shared keys; threshold is {cfg.threshold}", stage
+            )
+        routed: dict[int, RoutedShares] = {}
+        for recipient in sorted(complete):
+            items = tuple(
+                self._ciphertexts[sender][recipient]
+                for sender in sorted(cfg.neighbours(recipient) & complete)
+            )
+            routed[recipient] = RoutedShares(
+                session_id=cfg.session_id,
+                round_index=cfg.round_index,
+                recipient=recipient,
+                shares=items,
+            )
+        self._shared = complete
+        self._ciphertexts = {}
+        self._phase = _Phase.MASK
+        return routed
+
+    def unmask_requests(self) -> dict[int, UnmaskRequest]:
+        """Close MASKED_INPUT and ask every survivor for its shares.
+
+        From now on masked inputs are refused (late).  Each request lists, within
+        the recipient's neighbourhood, the clients whose masked input was
+        accepted and those that shared keys but sent no masked input.
+
+        Returns:
+            ``{client_id: UnmaskRequest}`` for every survivor.
+
+        Raises:
+            ProtocolAbort: Out of order, or (aborting) fewer than ``threshold``
+                masked inputs arrived.
+        """
+        stage = self._require(_Phase.MASK)
+        cfg = self._config
+        survivors = frozenset(self._masked)
+        if len(survivors) < cfg.threshold:
+            raise self._abort(
+                f"only {len(survivors)} masked inputs arrived; threshold is {cfg.threshold}",
+                stage,
+            )
+        dropped = self._shared - survivors
+        requests: dict[int, UnmaskRequest] = {}
+        for client in sorted(survivors):
+            hood = cfg.neighbourhood(client)
+            requests[client] = UnmaskRequest(
+                session_id=cfg.session_id,
+                round_index=cfg.round_index,
+                recipient=client,
+                survivors=tuple(sorted(survivors & hood)),
+                dropped=tuple(sorted(dropped & hood)),
+            )
+        self._requests = requests
+        self._phase = _Phase.UNMASK
+        return dict(requests)
+
+    def finalize(self) -> npt.NDArray[np.uint64]:
+        """Close UNMASKING: rebuild the secrets, strip the masks, return the sum.
+
+        For every survivor, its self-mask seed is rebuilt from the responders'
+        shares and checked against the commitment it advertised; for every
+        dropped client with a surviving neighbour, its mask private key is
+        rebuilt and checked against its advertised mask public key.  All
+        secrets are rebuilt and verified before the sum is touched.
+
+        Returns:
+            A new 1-D ``uint64`` array of length ``vector_length``: the sum,
+            modulo ``2**ring_bits``, of the inputs of exactly the clients in
+            :attr:`survivors`.  A repeated call returns a copy of the same sum.
+
+        Raises:
+            ProtocolAbort: Out of order, or (aborting) fewer than ``threshold``
+                responses, or fewer than ``threshold`` shares for a secret that
+                is needed.
+            ReconstructionError: Shares are inconsistent, or a rebuilt secret
+                does not match its commitment or public key (state unchanged).
+        """
+        if self._phase is _Phase.DONE and self._result is not None:
+            return self._result.copy()
+        stage = self._require(_Phase.UNMASK)
+        cfg = self._config
+        t = cfg.threshold
+        if len(self._responses) < t:
+            raise self._abort(
+                f"only {len(self._responses)} clients answered the unmasking request; "
+                f"threshold is {t}",
+                stage,
+            )
+        survivors = sorted(self._masked)
+        dropped = sorted(self._shared - self._masked)
+
+        def gather(owner: int, kind: int) -> list[shamir.Share]:
+            index = self._seed_shares if kind == 0 else self._key_shares
+            found = [share for _, share in sorted(index.get(owner, []), key=lambda p: p[0])]
+            if len(found) < t:
+                what = "self-mask seed" if kind == 0 else "mask key"
+                raise self._abort(
+                    f"only {len(found)} shares of the {what} of client {owner}; threshold is {t}",
+                    stage,
+                )
+            return found if self._check_all else found[:t]
+
+        # Rebuild and verify every secret first: nothing is mutated until all pass.
+        self_seeds: list[bytes] = []
+        for owner in survivors:
+            seed = shamir.combine(gather(owner, 0), threshold=t)
+            expected = self._advertised[owner].self_mask_commitment
+            actual = self_mask_commitment(
+                seed, session_id=cfg.session_id, round_index=cfg.round_index, client_id=owner
+            )
+            if not hmac.compare_digest(expected, actual):
+                raise ReconstructionError(
+                    f"the rebuilt self-mask seed of client {owner} does not match its commitment"
+                )
+            self_seeds.append(
+                keys.derive_self_mask_seed(
+                    seed, session_id=cfg.session_id, round_index=cfg.round_index, client_id=owner
+                )
+            )
+        pair_seeds: list[tuple[bytes, bool]] = []
+        alive = set(survivors)
+        for owner in dropped:
+            partners = sorted(cfg.neighbours(owner) & alive)
+            if not partners:
+                continue
+            private = shamir.combine(gather(owner, 1), threshold=t)
+            pair = keys.KeyPair.from_private_bytes(private)
+            if not hmac.compare_digest(pair.public_key, self._advertised[owner].mask_public_key):
+                raise ReconstructionError(
+                    f"the rebuilt mask key of client {owner} does not match its public key"
+                )
+            for partner in partners:
+                seed = keys.pairwise_key(
+                    private,
+                    self._advertised[partner].mask_public_key,
+                    purpose=keys.Purpose.MASK,
+                    session_id=cfg.session_id,
+                    round_index=cfg.round_index,
+                    client_id=owner,
+                    peer_id=partner,
+                )
+                # The partner added +PRG if its id is below the dropped client's.
+                pair_seeds.append((seed, partner < owner))
+
+        total = self._total
+        if total is None:  # pragma: no cover -- at least threshold inputs arrived
+            raise self._abort("no masked input", stage)
+        result = total.copy()
+        for seed in self_seeds:
+            accumulate_mask(result, seed, ring_bits=cfg.ring_bits, subtract=True)
+        for seed, subtract in pair_seeds:
+            accumulate_mask(result, seed, ring_bits=cfg.ring_bits, subtract=subtract)
+        if cfg.ring_bits < 64:
+            np.bitwise_and(result, np.uint64(cfg.modulus - 1), out=result)
+        self._result = result
+        self._result.flags.writeable = False
+        self._seed_shares = {}
+        self._key_shares = {}
+        self._total = None
+        self._phase = _Phase.DONE
+        return result.copy()

@@ -1,0 +1,407 @@
+"""Play a whole secure-aggregation round in one process, through serialized bytes.
+
+:func:`run_in_memory` is the quickest way to use (and to test) the protocol: it
+builds a :class:`~privfed.secagg.SecAggServer` and one
+:class:`~privfed.secagg.SecAggClient` per input, and passes every message
+between them as bytes (``to_bytes`` on the sender's side, ``from_bytes`` on the
+receiver's), so the wire format is exercised at every hop.  Clients are played
+one after another.  :func:`run_protocol` does the same and also returns
+per-stage timings and byte counts (:class:`RunReport`) for benchmarks.
+
+Dropouts are scripted: ``dropouts[stage]`` lists the indices of clients that
+stop responding from ``stage`` on.  A client dropping at
+:attr:`~privfed.secagg.Stage.SHARE_KEYS` delivers only the first half of its
+ciphertexts (it dies while sending), which the server must discard.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from privfed.errors import ParameterError, ParameterTypeError, ProtocolAbort
+from privfed.secagg.protocol.client import SecAggClient
+from privfed.secagg.protocol.config import SecAggConfig, new_session_id
+from privfed.secagg.protocol.graph import GraphMode
+from privfed.secagg.protocol.messages import (
+    Roster,
+    RoutedShares,
+    UnmaskRequest,
+    decode_message,
+)
+from privfed.secagg.protocol.server import SecAggServer
+from privfed.secagg.protocol.stages import Stage
+
+__all__ = ["ClientRecord", "ProgressCallback", "RunReport", "run_in_memory", "run_protocol"]
+
+#: ``progress(stage, done, total)``: called after each client finishes a stage.
+ProgressCallback = Callable[[Stage, int, int], None]
+
+_T = TypeVar("_T")
+_STAGES = (Stage.ADVERTISE_KEYS, Stage.SHARE_KEYS, Stage.MASKED_INPUT, Stage.UNMASKING)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClientRecord:
+    """What one client did in a :func:`run_protocol` run.
+
+    Attributes:
+        client_id: The client's id (its input index plus one).
+        seconds: Wall-clock seconds per stage the client ran (its own work,
+            including parsing what it received and serializing what it sent).
+        bytes_sent: Bytes the client sent per stage it ran.
+        aborted: Whether the client aborted (an honest client aborts only when
+            its neighbourhood fell below the threshold).
+    """
+
+    client_id: int
+    seconds: Mapping[Stage, float]
+    bytes_sent: Mapping[Stage, int]
+    aborted: bool
+
+    @property
+    def total_seconds(self) -> float:
+        """Seconds over all stages."""
+        return float(sum(self.seconds.values()))
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes sent over all stages."""
+        return int(sum(self.bytes_sent.values()))
+
+
+@dataclasses.dataclass(frozen=True)
+class RunReport:
+    """Result and costs of one :func:`run_protocol` run.
+
+    Attributes:
+        total: The unmasked ring sum (1-D ``uint64``, entries below
+            ``2**ring_bits``) of the inputs of exactly the clients in
+            ``survivors``.
+        config: The round's config (holds the session id).
+        shared: Ids of the clients whose complete set of encrypted shares was
+            routed (``U2``); ``shared - survivors`` are the clients whose
+            pairwise masks the server had to remove.
+        survivors: Ids of the clients whose masked input is in the sum.
+        clients: One :class:`ClientRecord` per client that ran any stage.
+        server_seconds: Server wall-clock seconds per stage (receiving,
+            parsing, closing the stage and serializing what it publishes).
+        server_bytes_sent: Bytes the server published per stage (a broadcast
+            roster counted once per recipient).
+    """
+
+    total: npt.NDArray[np.uint64] = dataclasses.field(repr=False)
+    config: SecAggConfig
+    shared: tuple[int, ...]
+    survivors: tuple[int, ...]
+    clients: tuple[ClientRecord, ...] = dataclasses.field(repr=False)
+    server_seconds: Mapping[Stage, float]
+    server_bytes_sent: Mapping[Stage, int]
+
+    @property
+    def mean_client_seconds(self) -> float:
+        """Mean over clients that ran every stage of their total seconds."""
+        full = [c.total_seconds for c in self.clients if len(c.seconds) == len(_STAGES)]
+        return float(np.mean(full)) if full else 0.0
+
+    @property
+    def total_server_seconds(self) -> float:
+        """Server seconds over all stages."""
+        return float(sum(self.server_seconds.values()))
+
+
+def _check_inputs(inputs: object, ring_bits: object) -> Sequence[npt.NDArray[np.integer]]:
+    """Check every row (type, shape, ring range) without copying any of them."""
+    is_matrix = isinstance(inputs, np.ndarray) and inputs.ndim == 2
+    is_sequence = isinstance(inputs, Sequence) and not isinstance(inputs, (str, bytes))
+    if not (is_matrix or is_sequence):
+        raise ParameterTypeError("inputs", "a sequence of 1-D integer numpy arrays", inputs)
+    rows: Sequence[npt.NDArray[np.integer]] = inputs  # type: ignore[assignment]
+    if len(rows) < 2:
+        raise ParameterError("inputs", "at least two client vectors", len(rows))
+    bits = ring_bits if isinstance(ring_bits, int) and 8 <= ring_bits <= 64 else 64
+    shape = None
+    for row in rows:
+        if not isinstance(row, np.ndarray) or not np.issubdtype(row.dtype, np.integer):
+            raise ParameterTypeError("inputs", "a sequence of 1-D integer numpy arrays", row)
+        if row.ndim != 1 or row.shape[0] == 0 or (shape is not None and row.shape != shape):
+            raise ParameterError("inputs", "non-empty 1-D vectors of one common length", row.shape)
+        shape = row.shape
+        if (row.dtype != np.uint64 and int(row.min()) < 0) or int(row.max()) >> bits:
+            raise ParameterError("inputs", f"ring elements in [0, 2**{bits})", "<redacted>")
+    return rows
+
+
+def _check_dropouts(dropouts: Mapping[Stage, Iterable[int]] | None, n: int) -> dict[int, Stage]:
+    stop: dict[int, Stage] = {}
+    if dropouts is None:
+        return stop
+    if not isinstance(dropouts, Mapping):
+        raise ParameterTypeError("dropouts", "a mapping from Stage to client indices", dropouts)
+    for stage, indices in dropouts.items():
+        if not isinstance(stage, Stage):
+            raise ParameterTypeError("dropouts", "a mapping whose keys are Stage members", stage)
+        for index in indices:
+            if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+                raise ParameterTypeError("dropouts", "client indices (ints)", index)
+            if not 0 <= int(index) < n:
+                raise ParameterError("dropouts", f"client indices in [0, {n - 1}]", index)
+            if int(index) in stop:
+                raise ParameterError(
+                    "dropouts", "each client index under at most one stage", int(index)
+                )
+            stop[int(index)] = stage
+    return stop
+
+
+def run_protocol(
+    inputs: Sequence[npt.NDArray[np.integer]],
+    *,
+    threshold: int,
+    dropouts: Mapping[Stage, Iterable[int]] | None = None,
+    ring_bits: int = 64,
+    graph: GraphMode | str = GraphMode.COMPLETE,
+    degree: int | None = None,
+    session_id: bytes | None = None,
+    round_index: int = 0,
+    progress: ProgressCallback | None = None,
+) -> RunReport:
+    """Play one round for ``len(inputs)`` clients and report the sum and its costs.
+
+    Arguments are those of :func:`run_in_memory`.
+
+    Returns:
+        A :class:`RunReport`.
+
+    Raises:
+        ParameterTypeError: An argument has the wrong type.
+        ParameterError: An argument is outside its domain (see
+            :class:`~privfed.secagg.SecAggConfig` for the config's domains).
+        ProtocolAbort: The server aborted: fewer than ``threshold`` clients
+            (or shares of a needed secret) remained at some stage.
+    """
+    rows = _check_inputs(inputs, ring_bits)
+    n = len(rows)
+    stop = _check_dropouts(dropouts, n)
+    if isinstance(graph, str):
+        try:
+            graph = GraphMode(graph)
+        except ValueError:
+            raise ParameterError("graph", "'complete' or 'harary'", graph) from None
+    config = SecAggConfig(
+        client_ids=tuple(range(1, n + 1)),
+        threshold=threshold,
+        vector_length=int(rows[0].shape[0]),
+        ring_bits=ring_bits,
+        graph=graph,
+        degree=degree,
+        session_id=new_session_id() if session_id is None else session_id,
+        round_index=round_index,
+    )
+    # Inputs are handed over at the masked-input stage, so only one client's
+    # copy is alive at a time.
+    clients = [SecAggClient(config, i + 1) for i in range(n)]
+    server = SecAggServer(config)
+    seconds: list[dict[Stage, float]] = [{} for _ in range(n)]
+    sent: list[dict[Stage, int]] = [{} for _ in range(n)]
+    aborted = [False] * n
+    server_seconds: dict[Stage, float] = {}
+    server_sent: dict[Stage, int] = {}
+
+    def active(index: int, stage: Stage) -> bool:
+        return not aborted[index] and (index not in stop or stop[index] > stage)
+
+    def tick(stage: Stage, done: int, total: int) -> None:
+        if progress is not None:
+            progress(stage, done, total)
+
+    def server_receive(stage: Stage, data: bytes) -> None:
+        start = time.perf_counter()
+        server.receive(decode_message(data))
+        server_seconds[stage] = server_seconds.get(stage, 0.0) + time.perf_counter() - start
+
+    def server_close(stage: Stage, close: Callable[[], _T]) -> _T:
+        start = time.perf_counter()
+        try:
+            return close()
+        finally:
+            server_seconds[stage] = server_seconds.get(stage, 0.0) + time.perf_counter() - start
+
+    # ADVERTISE_KEYS
+    stage = Stage.ADVERTISE_KEYS
+    order = [i for i in range(n) if active(i, stage)]
+    for done, i in enumerate(order, 1):
+        start = time.perf_counter()
+        data = clients[i].advertise_keys().to_bytes()
+        seconds[i][stage] = time.perf_counter() - start
+        sent[i][stage] = len(data)
+        server_receive(stage, data)
+        tick(stage, done, len(order))
+
+    def publish_rosters() -> dict[int, bytes]:
+        if config.graph is GraphMode.COMPLETE:
+            # One roster, broadcast to everyone.
+            data = server.roster().to_bytes()
+            return {i + 1: data for i in order}
+        # SecAgg+: each client gets the entries of its own neighbourhood only.
+        return {i + 1: server.roster(i + 1).to_bytes() for i in order}
+
+    rosters = server_close(stage, publish_rosters)
+    server_sent[stage] = sum(len(b) for b in rosters.values())
+
+    # SHARE_KEYS (clients dropping here send half their ciphertexts)
+    stage = Stage.SHARE_KEYS
+    order = [i for i in range(n) if active(i, Stage.ADVERTISE_KEYS)]
+    for done, i in enumerate(order, 1):
+        start = time.perf_counter()
+        try:
+            outgoing = clients[i].share_keys(Roster.from_bytes(rosters[i + 1]))
+        except ProtocolAbort:
+            aborted[i] = True
+            seconds[i][stage] = time.perf_counter() - start
+            continue
+        blobs = [outgoing[r].to_bytes() for r in sorted(outgoing)]
+        seconds[i][stage] = time.perf_counter() - start
+        if not active(i, stage):
+            blobs = blobs[: len(blobs) // 2]
+        sent[i][stage] = sum(len(b) for b in blobs)
+        for blob in blobs:
+            server_receive(stage, blob)
+        tick(stage, done, len(order))
+
+    def publish_routed() -> dict[int, bytes]:
+        return {cid: msg.to_bytes() for cid, msg in server.routed_shares().items()}
+
+    routed = server_close(stage, publish_routed)
+    server_sent[stage] = sum(len(b) for b in routed.values())
+
+    # MASKED_INPUT
+    stage = Stage.MASKED_INPUT
+    order = [i for i in range(n) if (i + 1) in routed and active(i, stage)]
+    for done, i in enumerate(order, 1):
+        start = time.perf_counter()
+        try:
+            message = clients[i].masked_input(RoutedShares.from_bytes(routed[i + 1]), rows[i])
+            data = message.to_bytes()
+            del message
+        except ProtocolAbort:
+            aborted[i] = True
+            seconds[i][stage] = time.perf_counter() - start
+            continue
+        seconds[i][stage] = time.perf_counter() - start
+        sent[i][stage] = len(data)
+        server_receive(stage, data)
+        tick(stage, done, len(order))
+
+    def publish_requests() -> dict[int, bytes]:
+        return {cid: msg.to_bytes() for cid, msg in server.unmask_requests().items()}
+
+    requests = server_close(stage, publish_requests)
+    server_sent[stage] = sum(len(b) for b in requests.values())
+
+    # UNMASKING
+    stage = Stage.UNMASKING
+    order = [i for i in range(n) if (i + 1) in requests and active(i, stage)]
+    for done, i in enumerate(order, 1):
+        start = time.perf_counter()
+        try:
+            data = clients[i].unmask(UnmaskRequest.from_bytes(requests[i + 1])).to_bytes()
+        except ProtocolAbort:
+            aborted[i] = True
+            seconds[i][stage] = time.perf_counter() - start
+            continue
+        seconds[i][stage] = time.perf_counter() - start
+        sent[i][stage] = len(data)
+        server_receive(stage, data)
+        tick(stage, done, len(order))
+
+    total = server_close(stage, server.finalize)
+    records = tuple(
+        ClientRecord(
+            client_id=i + 1,
+            seconds=MappingProxyType(seconds[i]),
+            bytes_sent=MappingProxyType(sent[i]),
+            aborted=aborted[i],
+        )
+        for i in range(n)
+        if seconds[i]
+    )
+    return RunReport(
+        total=total,
+        config=config,
+        shared=tuple(sorted(server.shared)),
+        survivors=tuple(sorted(server.survivors)),
+        clients=records,
+        server_seconds=MappingProxyType(server_seconds),
+        server_bytes_sent=MappingProxyType(server_sent),
+    )
+
+
+def run_in_memory(
+    inputs: Sequence[npt.NDArray[np.integer]],
+    *,
+    threshold: int,
+    dropouts: Mapping[Stage, Iterable[int]] | None = None,
+    ring_bits: int = 64,
+    graph: GraphMode | str = GraphMode.COMPLETE,
+    degree: int | None = None,
+    session_id: bytes | None = None,
+    round_index: int = 0,
+    progress: ProgressCallback | None = None,
+) -> npt.NDArray[np.uint64]:
+    """Securely sum ``inputs`` with one in-memory round of double-masking SecAgg.
+
+    Every message crosses a serialization boundary, so this exercises the same
+    code a networked deployment would.  It is meant for tests, benchmarks and
+    simulations: all parties live in one process, so it offers no privacy by
+    itself.
+
+    Args:
+        inputs: One 1-D integer numpy array per client (client ``i`` gets id
+            ``i + 1``), all of one length, entries in ``[0, 2**ring_bits)``
+            (e.g. fixed-point encodings from
+            :class:`~privfed.secagg.primitives.fixedpoint.FixedPointConfig`).
+        threshold: Shamir threshold ``t`` (see
+            :class:`~privfed.secagg.SecAggConfig`).
+        dropouts: ``{stage: client indices}``: these clients stop responding
+            from that stage on (each index under at most one stage).  Stage
+            ``ADVERTISE_KEYS``: never shows up; ``SHARE_KEYS``: advertises keys,
+            then dies half-way through sending its ciphertexts;
+            ``MASKED_INPUT``: shares keys but sends no masked input (its input
+            is left out of the sum); ``UNMASKING``: sends its masked input (it
+            is in the sum) but does not answer the unmasking request.
+        ring_bits: Ring width in bits, in ``[8, 64]`` (default 64).
+        graph: ``"complete"`` (Bonawitz) or ``"harary"`` (SecAgg+).
+        degree: Neighbours per client in Harary mode (``None`` otherwise).
+        session_id: Public session id; fresh from the OS CSPRNG by default.
+        round_index: Public round index.
+        progress: Optional ``progress(stage, done, total)`` callback.
+
+    Returns:
+        The ring sum (1-D ``uint64``, modulo ``2**ring_bits``) of the inputs of
+        every client that delivered its masked input -- exactly, with no
+        rounding.
+
+    Raises:
+        ParameterTypeError: An argument has the wrong type.
+        ParameterError: An argument is outside its domain.
+        ProtocolAbort: Fewer than ``threshold`` clients (or shares of a needed
+            secret) remained at some stage.
+    """
+    return run_protocol(
+        inputs,
+        threshold=threshold,
+        dropouts=dropouts,
+        ring_bits=ring_bits,
+        graph=graph,
+        degree=degree,
+        session_id=session_id,
+        round_index=round_index,
+        progress=progress,
+    ).total

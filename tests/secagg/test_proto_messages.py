@@ -1,0 +1,284 @@
+"""Wire format of the secure-aggregation messages: round trips and strict parsing."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from privfed.errors import MessageFormatError, ParameterError, ParameterTypeError
+from privfed.secagg import (
+    AdvertiseKeys,
+    EncryptedShares,
+    MaskedInput,
+    Message,
+    RevealedShare,
+    Roster,
+    RosterEntry,
+    RoutedShares,
+    UnmaskRequest,
+    UnmaskResponse,
+    decode_message,
+)
+
+SID = bytes(range(32))
+HEADER = {"session_id": SID, "round_index": 7}
+
+
+def _key(i: int) -> bytes:
+    return bytes([i]) * 32
+
+
+def _samples() -> list[Message]:
+    rng = np.random.default_rng(0)
+    values = rng.integers(0, 2**63, size=9, dtype=np.uint64)
+    return [
+        AdvertiseKeys(
+            **HEADER,
+            sender=3,
+            encryption_public_key=_key(1),
+            mask_public_key=_key(2),
+            self_mask_commitment=_key(3),
+        ),
+        Roster(
+            **HEADER,
+            entries=(RosterEntry(1, _key(1), _key(2)), RosterEntry(5, _key(3), _key(4))),
+        ),
+        EncryptedShares(**HEADER, sender=2, recipient=9, ciphertext=b"\x01" * 40),
+        RoutedShares(
+            **HEADER,
+            recipient=4,
+            shares=(
+                EncryptedShares(**HEADER, sender=1, recipient=4, ciphertext=b"ab"),
+                EncryptedShares(**HEADER, sender=6, recipient=4, ciphertext=b"cde"),
+            ),
+        ),
+        MaskedInput(**HEADER, sender=8, ring_bits=64, values=values),
+        MaskedInput(**HEADER, sender=8, ring_bits=20, values=values % np.uint64(2**20)),
+        UnmaskRequest(**HEADER, recipient=2, survivors=(1, 2, 5), dropped=(3,)),
+        UnmaskResponse(
+            **HEADER,
+            sender=2,
+            self_mask_shares=(RevealedShare(1, b"x" * 5), RevealedShare(2, b"y" * 5)),
+            key_shares=(RevealedShare(3, b"z" * 5),),
+        ),
+    ]
+
+
+SAMPLES = _samples()
+IDS = [f"{type(m).__name__}-{i}" for i, m in enumerate(SAMPLES)]
+
+
+@pytest.mark.parametrize("message", SAMPLES, ids=IDS)
+def test_round_trip(message: Message) -> None:
+    data = message.to_bytes()
+    assert type(message).from_bytes(data) == message
+    assert decode_message(data) == message
+    assert decode_message(bytearray(data)) == message
+
+
+@pytest.mark.parametrize("message", SAMPLES, ids=IDS)
+def test_every_truncation_is_refused(message: Message) -> None:
+    data = message.to_bytes()
+    for cut in range(len(data)):
+        with pytest.raises(MessageFormatError):
+            decode_message(data[:cut])
+
+
+@pytest.mark.parametrize("message", SAMPLES, ids=IDS)
+def test_trailing_bytes_are_refused(message: Message) -> None:
+    with pytest.raises(MessageFormatError, match="trailing"):
+        decode_message(message.to_bytes() + b"\x00")
+
+
+@pytest.mark.parametrize("message", SAMPLES, ids=IDS)
+def test_header_tampering_is_refused(message: Message) -> None:
+    data = bytearray(message.to_bytes())
+    for position, value in ((0, ord("X")), (4, 2), (5, 0), (5, 99), (6, 3), (6, 200)):
+        bad = bytearray(data)
+        bad[position] = value
+        with pytest.raises(MessageFormatError):
+            decode_message(bytes(bad))
+
+
+@pytest.mark.parametrize("message", SAMPLES, ids=IDS)
+def test_wrong_class_is_refused(message: Message) -> None:
+    other = AdvertiseKeys if not isinstance(message, AdvertiseKeys) else Roster
+    with pytest.raises(MessageFormatError, match="expected"):
+        other.from_bytes(message.to_bytes())
+
+
+@given(seed=st.integers(0, 2**32 - 1))
+def test_random_byte_flips_never_escape_typed_errors(seed: int) -> None:
+    # Altering any byte either still parses (to a different, valid message) or
+    # raises MessageFormatError -- never an untyped exception.
+    rng = np.random.default_rng(seed)
+    message = SAMPLES[int(rng.integers(len(SAMPLES)))]
+    data = bytearray(message.to_bytes())
+    position = int(rng.integers(len(data)))
+    data[position] ^= int(rng.integers(1, 256))
+    try:
+        parsed = decode_message(bytes(data))
+    except MessageFormatError:
+        return
+    assert parsed != message
+
+
+def test_count_larger_than_message_is_refused() -> None:
+    data = bytearray(SAMPLES[6].to_bytes())  # UnmaskRequest
+    body = 4 + 1 + 1 + 1 + len(SID) + 4
+    data[body + 4 : body + 8] = struct.pack(">I", 2**30)
+    with pytest.raises(MessageFormatError, match="count"):
+        decode_message(bytes(data))
+
+
+def test_unsorted_ids_on_the_wire_are_refused() -> None:
+    request = UnmaskRequest(**HEADER, recipient=2, survivors=(1, 2), dropped=())
+    data = bytearray(request.to_bytes())
+    body = 4 + 1 + 1 + 1 + len(SID) + 4 + 4 + 4
+    data[body : body + 8] = struct.pack(">II", 2, 1)
+    with pytest.raises(MessageFormatError, match="increasing"):
+        decode_message(bytes(data))
+
+
+def test_zero_client_id_on_the_wire_is_refused() -> None:
+    data = bytearray(SAMPLES[0].to_bytes())
+    body = 4 + 1 + 1 + 1 + len(SID) + 4
+    data[body : body + 4] = bytes(4)
+    with pytest.raises(MessageFormatError, match="id 0"):
+        decode_message(bytes(data))
+
+
+def test_masked_values_outside_the_ring_are_refused_on_the_wire() -> None:
+    message = MaskedInput(**HEADER, sender=1, ring_bits=20, values=np.zeros(3, dtype=np.uint64))
+    data = bytearray(message.to_bytes())
+    data[-1] = 0xFF  # a 4-byte wire value of 0xFF000000 >= 2**20
+    with pytest.raises(MessageFormatError, match="ring"):
+        decode_message(bytes(data))
+
+
+def test_masked_input_wire_width_follows_ring_bits() -> None:
+    values = np.arange(10, dtype=np.uint64)
+    sizes = {
+        bits: len(MaskedInput(**HEADER, sender=1, ring_bits=bits, values=values).to_bytes())
+        for bits in (8, 16, 32, 33, 64)
+    }
+    base = sizes[8] - 10
+    assert sizes == {8: base + 10, 16: base + 20, 32: base + 40, 33: base + 80, 64: base + 80}
+
+
+def test_masked_input_is_read_only_copy() -> None:
+    values = np.arange(4, dtype=np.uint64)
+    message = MaskedInput(**HEADER, sender=1, ring_bits=64, values=values)
+    values[0] = 99
+    assert message.values[0] == 0
+    with pytest.raises(ValueError, match="read-only"):
+        message.values[1] = 5
+
+
+def test_reprs_hide_secrets() -> None:
+    for message in SAMPLES:
+        text = repr(message)
+        assert "ciphertext=" not in text
+        assert "values=" not in text
+        assert "shares=" not in text
+        assert "xxxxx" not in text
+
+
+@pytest.mark.parametrize(
+    ("factory", "error"),
+    [
+        (lambda: UnmaskRequest(**HEADER, recipient=0, survivors=(), dropped=()), ParameterError),
+        (
+            lambda: UnmaskRequest(**HEADER, recipient=1, survivors=(2, 1), dropped=()),
+            ParameterError,
+        ),
+        (
+            lambda: UnmaskRequest(**HEADER, recipient=1, survivors=[1], dropped=()),
+            ParameterTypeError,
+        ),
+        (
+            lambda: UnmaskRequest(
+                session_id=b"short", round_index=0, recipient=1, survivors=(), dropped=()
+            ),
+            ParameterError,
+        ),
+        (
+            lambda: UnmaskRequest(
+                session_id=SID, round_index=-1, recipient=1, survivors=(), dropped=()
+            ),
+            ParameterError,
+        ),
+        (
+            lambda: UnmaskRequest(
+                session_id=SID, round_index=True, recipient=1, survivors=(), dropped=()
+            ),
+            ParameterTypeError,
+        ),
+        (lambda: EncryptedShares(**HEADER, sender=1, recipient=1, ciphertext=b"a"), ParameterError),
+        (lambda: EncryptedShares(**HEADER, sender=1, recipient=2, ciphertext=b""), ParameterError),
+        (
+            lambda: AdvertiseKeys(
+                **HEADER,
+                sender=1,
+                encryption_public_key=b"k",
+                mask_public_key=_key(1),
+                self_mask_commitment=_key(2),
+            ),
+            ParameterError,
+        ),
+        (
+            lambda: MaskedInput(**HEADER, sender=1, ring_bits=64, values=np.zeros(3)),
+            ParameterTypeError,
+        ),
+        (
+            lambda: MaskedInput(
+                **HEADER, sender=1, ring_bits=64, values=np.zeros((2, 2), np.uint64)
+            ),
+            ParameterError,
+        ),
+        (
+            lambda: MaskedInput(**HEADER, sender=1, ring_bits=8, values=np.full(2, 256, np.uint64)),
+            ParameterError,
+        ),
+        (
+            lambda: MaskedInput(**HEADER, sender=1, ring_bits=65, values=np.zeros(2, np.uint64)),
+            ParameterError,
+        ),
+        (
+            lambda: UnmaskResponse(
+                **HEADER,
+                sender=1,
+                self_mask_shares=(RevealedShare(2, b"a"),),
+                key_shares=(RevealedShare(2, b"b"),),
+            ),
+            ParameterError,
+        ),
+        (
+            lambda: RoutedShares(
+                **HEADER,
+                recipient=4,
+                shares=(EncryptedShares(**HEADER, sender=1, recipient=5, ciphertext=b"a"),),
+            ),
+            ParameterError,
+        ),
+        (
+            lambda: Roster(
+                **HEADER,
+                entries=(RosterEntry(2, _key(1), _key(2)), RosterEntry(2, _key(3), _key(4))),
+            ),
+            ParameterError,
+        ),
+    ],
+)
+def test_constructors_validate(factory: object, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        factory()  # type: ignore[operator]
+
+
+def test_decode_requires_bytes() -> None:
+    with pytest.raises(ParameterTypeError):
+        decode_message("PFSA")  # type: ignore[arg-type]
