@@ -27,15 +27,17 @@ This module is part of the hazardous-materials layer.
 
 from __future__ import annotations
 
+import threading
 from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 from cryptography.hazmat.primitives.ciphers import Cipher, CipherContext, algorithms, modes
 
+from privfed.errors import ParameterError, ParameterTypeError
 from privfed.secagg.primitives._validation import check_bytes, check_int
 
-__all__ = ["MAX_LENGTH", "SEED_SIZE", "expand", "expand_mod"]
+__all__ = ["MAX_LENGTH", "SEED_SIZE", "add_expanded", "expand", "expand_mod"]
 
 #: Size in bytes of a PRG seed (an AES-256 key).
 SEED_SIZE: Final[int] = 32
@@ -166,3 +168,59 @@ def expand_mod(seed: bytes, length: int, *, modulus: int) -> npt.NDArray[np.uint
     out = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
     out = out[:n]
     return _read_only(np.remainder(out, np.uint64(m)))
+
+
+# Per-thread scratch space for :func:`add_expanded`: the keystream is written
+# into a reused buffer (``update_into``) instead of a fresh allocation per mask,
+# which saves the page faults of a new multi-hundred-kilobyte buffer each call.
+_scratch = threading.local()
+_BLOCK: Final[int] = 16
+
+
+def _scratch_buffer(nbytes: int) -> bytearray:
+    buf: bytearray | None = getattr(_scratch, "buf", None)
+    if buf is None or len(buf) < nbytes + _BLOCK:
+        buf = bytearray(nbytes + _BLOCK)
+        if nbytes + _BLOCK <= _ZERO_CACHE_LIMIT:
+            _scratch.buf = buf
+    return buf
+
+
+def add_expanded(out: npt.NDArray[np.uint64], seed: bytes, *, subtract: bool = False) -> None:
+    """Add (or subtract) ``expand(seed, len(out))`` into ``out`` in place, mod ``2**64``.
+
+    The fused form of ``out += expand(seed, out.size)`` used on the hot path of
+    secure aggregation: the keystream goes into a reused per-thread scratch
+    buffer, so no mask-sized array is allocated.  Callers working in a ring
+    ``Z_{2**k}`` with ``k < 64`` reduce once at the end (``2**k`` divides
+    ``2**64``, so the reduction commutes with the additions).
+
+    Args:
+        out: A writeable, C-contiguous one-dimensional ``uint64`` array.
+        seed: :data:`SEED_SIZE` secret bytes, as for :func:`expand`.
+        subtract: Subtract the mask instead of adding it.
+
+    Raises:
+        ParameterTypeError: ``out`` is not a ``numpy.ndarray`` of ``uint64`` or
+            ``seed`` is not bytes.
+        ParameterError: ``out`` is not one-dimensional, C-contiguous and
+            writeable, or ``seed`` has the wrong length.
+    """
+    if not isinstance(out, np.ndarray) or out.dtype != np.uint64:
+        raise ParameterTypeError("out", "a numpy.ndarray of dtype uint64", out)
+    if out.ndim != 1 or not out.flags.c_contiguous or not out.flags.writeable:
+        raise ParameterError("out", "a writeable, C-contiguous 1-D array", "array")
+    key, n = _check_seed_and_length(seed, out.shape[0])
+    nbytes = 8 * n
+    if n == 0:
+        return
+    buf = _scratch_buffer(nbytes)
+    encryptor = Cipher(algorithms.AES(key), modes.CTR(_ZERO_IV)).encryptor()
+    written = encryptor.update_into(_zero_plaintext(nbytes), buf)
+    if written != nbytes:  # pragma: no cover -- CTR is a stream mode
+        raise RuntimeError("keystream length mismatch")
+    mask = np.frombuffer(buf, dtype="<u8", count=n)
+    if subtract:
+        np.subtract(out, mask, out=out)
+    else:
+        np.add(out, mask, out=out)

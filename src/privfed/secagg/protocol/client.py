@@ -112,11 +112,8 @@ def accumulate_mask(
     Reduction to ``2**ring_bits`` is left to the caller (one ``&=`` at the end);
     since ``2**ring_bits`` divides ``2**64``, this is exact.
     """
-    mask = prg.expand(seed, buffer.shape[0], modulus_bits=ring_bits)
-    if subtract:
-        np.subtract(buffer, mask, out=buffer)
-    else:
-        np.add(buffer, mask, out=buffer)
+    del ring_bits  # the mask is reduced by the caller; see the docstring
+    prg.add_expanded(buffer, seed, subtract=subtract)
 
 
 class SecAggClient:
@@ -352,8 +349,7 @@ class SecAggClient:
                 own = (key_share, seed_share)
                 continue
             try:
-                key = keys.pairwise_key(
-                    self._encryption_keys.private_key,
+                key = self._encryption_keys.pairwise_key(
                     entries[holder][0],
                     purpose=keys.Purpose.SHARE_ENCRYPTION,
                     session_id=cfg.session_id,
@@ -500,8 +496,7 @@ class SecAggClient:
         accumulate_mask(buffer, self_seed, ring_bits=cfg.ring_bits, subtract=False)
         for peer in senders:
             try:
-                seed = keys.pairwise_key(
-                    self._mask_keys.private_key,
+                seed = self._mask_keys.pairwise_key(
                     self._roster[peer][1],
                     purpose=keys.Purpose.MASK,
                     session_id=cfg.session_id,

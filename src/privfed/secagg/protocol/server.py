@@ -256,7 +256,7 @@ class SecAggServer:
             raise self._refuse(f"client {sender} reuses a public key", stage)
         for public in pair:
             try:
-                keys.agree(self._probe.private_key, public)
+                self._probe.agree(public)
             except KeyAgreementError:
                 raise self._refuse(f"client {sender} sent a low-order public key", stage) from None
         self._advertised[sender] = message
@@ -537,8 +537,7 @@ class SecAggServer:
                     f"the rebuilt mask key of client {owner} does not match its public key"
                 )
             for partner in partners:
-                seed = keys.pairwise_key(
-                    private,
+                seed = pair.pairwise_key(
                     self._advertised[partner].mask_public_key,
                     purpose=keys.Purpose.MASK,
                     session_id=cfg.session_id,
