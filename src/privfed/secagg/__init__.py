@@ -10,6 +10,7 @@ Layers:
   the mask PRG, prime-field Shamir sharing, fixed-point ring encoding.
 * :mod:`privfed.secagg.protocol` -- config, stages, wire messages, graphs and
   the client and server state machines (re-exported here).
+* :mod:`privfed.secagg.parameters` -- choosing SecAgg+ degree and threshold.
 * :func:`run_in_memory` / :func:`run_protocol` -- a whole round in one process,
   through serialized messages, with scripted dropouts.
 
@@ -27,6 +28,12 @@ imports numpy and cryptography, never torch.
 
 from __future__ import annotations
 
+from privfed.secagg.parameters import (
+    SecAggPlusBounds,
+    SecAggPlusParameters,
+    find_secagg_plus_parameters,
+    secagg_plus_bounds,
+)
 from privfed.secagg.protocol import (
     AdvertiseKeys,
     EncryptedShares,
@@ -66,14 +73,18 @@ __all__ = [
     "RunReport",
     "SecAggClient",
     "SecAggConfig",
+    "SecAggPlusBounds",
+    "SecAggPlusParameters",
     "SecAggServer",
     "Stage",
     "UnmaskRequest",
     "UnmaskResponse",
     "decode_message",
+    "find_secagg_plus_parameters",
     "harary_neighbourhoods",
     "new_session_id",
     "run_in_memory",
     "run_protocol",
+    "secagg_plus_bounds",
     "self_mask_commitment",
 ]
