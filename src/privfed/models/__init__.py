@@ -5,6 +5,10 @@ exact fixed-point client statistics (:mod:`privfed.models.statistics`), the
 server's DP release (:mod:`privfed.models.release`), class-conditional
 Gaussians (:mod:`privfed.models.gaussians`) and the downstream classifier
 (:mod:`privfed.models.classifier`).
+
+Factory-matrix engine (:mod:`privfed.models.factories`): per-client, per-class
+generative factories in a class x client matrix with quota synthesis and exact
+unlearning.  Its main names are re-exported here.
 """
 
 from privfed.models.classifier import SmallCNN, evaluate_classifier, train_classifier
@@ -14,6 +18,13 @@ from privfed.models.codecs import (
     DiffusersCodec,
     DiffusersKind,
     PCACodec,
+)
+from privfed.models.factories import (
+    EDMDiffusionFactory,
+    FactoryMatrix,
+    LatentGaussianFactory,
+    UnlearningCertificate,
+    load_factory,
 )
 from privfed.models.gaussians import ClassGaussians, fit_class_gaussians, project_psd
 from privfed.models.release import (
@@ -40,6 +51,9 @@ __all__ = [
     "ConvAutoencoderCodec",
     "DiffusersCodec",
     "DiffusersKind",
+    "EDMDiffusionFactory",
+    "FactoryMatrix",
+    "LatentGaussianFactory",
     "LatentStatistics",
     "LatentStatisticsAccumulator",
     "LatentStatisticsConfig",
@@ -47,9 +61,11 @@ __all__ = [
     "NoisyLatentStatistics",
     "PCACodec",
     "SmallCNN",
+    "UnlearningCertificate",
     "compute_latent_statistics",
     "evaluate_classifier",
     "fit_class_gaussians",
+    "load_factory",
     "nonprivate_release",
     "packed_size",
     "project_psd",
