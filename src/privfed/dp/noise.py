@@ -46,7 +46,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
-from scipy.special import ndtri
+from scipy.special import ndtri_exp
 
 from privfed.dp._validation import check_finite_nonnegative, check_finite_positive
 from privfed.errors import ParameterError, ParameterTypeError
@@ -76,6 +76,8 @@ Seed = int | bytes
 
 _DOMAIN = b"privfed.dp.noise/v1/"
 _TWO_POW_MINUS_53: Final = 2.0**-53
+_LN2: Final = math.log(2.0)
+_53_LN2: Final = 53.0 * math.log(2.0)
 
 
 def _check_shape(shape: int | Sequence[int]) -> tuple[int, ...]:
@@ -135,16 +137,40 @@ class _Stream:
         top = (self.words(count) >> np.uint64(11)).astype(np.float64)
         return (top + 0.5) * _TWO_POW_MINUS_53
 
+    def exponential(self, count: int) -> npt.NDArray[np.float64]:
+        """Standard exponentials ``−ln U`` with *unbounded* support.
+
+        ``U`` is built as ``(J + U′)·2^-53`` with ``J`` a 53-bit integer and
+        ``U′`` an independent uniform; when ``J == 0`` (probability 2^-53) the
+        result is ``53·ln 2`` plus a fresh exponential, by memorylessness.  So
+        every tail value is reachable with its exact probability instead of
+        stopping at ``−ln(2^-54) ≈ 37.4``, and the uniform keeps about 53
+        significant bits however close to 0 it is.
+        """
+        out = np.zeros(count, dtype=np.float64)
+        pending = np.arange(count)
+        while pending.size:
+            j = (self.words(pending.size) >> np.uint64(11)).astype(np.float64)
+            zero = j == 0.0
+            out[pending[zero]] += _53_LN2
+            done = pending[~zero]
+            fine = self.uniform(done.size)
+            out[done] -= np.log((j[~zero] + fine) * _TWO_POW_MINUS_53)
+            pending = pending[zero]
+        return np.maximum(out, 0.0)
+
     def normal(self, count: int) -> npt.NDArray[np.float64]:
         """Standard normals by inversion of a half-normal plus an independent sign.
 
-        Using ``ndtri(u/2)`` for the magnitude keeps full relative resolution in
-        both tails (|z| up to about 8.3); inverting u near 1 would not.
+        The magnitude is ``−Φ⁻¹(U/2)`` evaluated as ``−ndtri_exp(−E − ln 2)``
+        with ``E = −ln U`` from :meth:`exponential`, so the support is
+        unbounded and the tail keeps full relative resolution at any depth.
+        A sampler whose tail stopped at a fixed ``z_max`` (about 8.3 for a
+        53-bit uniform) would add ``Φ(μ − z_max)`` to the δ of a release with
+        GDP parameter μ -- far over budget at large ε or tiny δ.
         """
-        words = self.words(count)
-        u = ((words >> np.uint64(11)).astype(np.float64) + 0.5) * _TWO_POW_MINUS_53
-        magnitude = -ndtri(0.5 * u)
-        sign = 1.0 - 2.0 * (words & np.uint64(1)).astype(np.float64)
+        magnitude = -ndtri_exp(-self.exponential(count) - _LN2)
+        sign = 1.0 - 2.0 * (self.words(count) & np.uint64(1)).astype(np.float64)
         return np.asarray(sign * magnitude, dtype=np.float64)
 
 
@@ -212,10 +238,11 @@ def discrete_gaussian(
     ``P[X = x] ∝ exp(−x²/(2·scale²))`` on the integers.  The algorithm is the
     rejection sampler of Canonne, Kamath & Steinke (2020, arXiv:2004.00010,
     Algorithm 3): a discrete Laplace proposal with parameter
-    ``t = floor(scale) + 1`` (drawn as a signed geometric by inversion),
+    ``t = floor(scale) + 1`` (a signed geometric ``floor(t·E)``, with ``E`` an
+    exponential of unbounded support, so the proposal's tail is not cut off),
     accepted with probability ``exp(−(|Y| − scale²/t)²/(2·scale²))``; whole
     batches are drawn and tested at once.  The acceptance tests and the
-    geometric inversion are evaluated in double precision against 53-bit
+    geometric draw are evaluated in double precision against 53-bit
     uniforms, so each test errs by at most a few units of 2^-53 in
     probability; the output law is within that order of the exact discrete
     Gaussian per draw (the paper's sampler is exact with rational arithmetic,
@@ -243,8 +270,9 @@ def discrete_gaussian(
     while filled < count:
         need = count - filled
         batch = int(need * 1.7) + 64
-        # Geometric with P[X >= k] = exp(-k/t), by inversion of a uniform in (0, 1).
-        geometric = np.floor(-t * np.log(stream.uniform(batch)))
+        # Geometric with P[X >= k] = exp(-k/t): floor(t·E), E ~ Exp(1) with
+        # unbounded support (a 53-bit uniform would cut the proposal at ~37t).
+        geometric = np.floor(t * stream.exponential(batch))
         negative = (stream.words(batch) & np.uint64(1)).astype(bool)
         valid = ~(negative & (geometric == 0.0))
         deviation = geometric - sigma2 / t

@@ -21,6 +21,7 @@ joint μ of :func:`privfed.dp.sensitivity.joint_mu_squared` equals it.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Literal
 
@@ -60,6 +61,7 @@ __all__ = [
 SplitName = Literal["balanced", "optimal"]
 
 _MAX_NUDGES = 10_000
+_MIN_NORMAL = sys.float_info.min
 
 
 def _counts_noised(adjacency: Adjacency, private_labels: bool) -> bool:
@@ -154,11 +156,13 @@ class LatentReleasePlan:
                 private_labels=self.private_labels,
             )
         )
-        if self.mu < exact * (1.0 - 1e-12):
+        # No tolerance: a plan is the record the ledger trusts, and the planner's
+        # own output meets both checks exactly (same formulas, same rounding).
+        if self.mu < exact:
             raise ParameterError(
                 "mu", f">= the exact joint mu {exact!r} of these noise stds", self.mu
             )
-        if gdp_delta(self.mu, self.epsilon) > self.delta * (1.0 + 1e-9):
+        if gdp_delta(self.mu, self.epsilon) > self.delta:
             raise ParameterError("delta", "at least the exact delta of (mu, epsilon)", self.delta)
 
 
@@ -320,6 +324,11 @@ def plan_latent_release(
     eps = check_finite_positive("epsilon", epsilon)
     target_delta = check_delta(delta)
     radius = check_finite_positive("clip_norm", clip_norm)
+    if not (_MIN_NORMAL <= radius * radius < math.inf):
+        # The second-moment noise is in units of R²; it must be a normal double.
+        raise ParameterError(
+            "clip_norm", "a finite float > 0 whose square is a normal double", clip_norm
+        )
     d = check_int("dim", dim, minimum=1)
     if not isinstance(adjacency, Adjacency):
         raise ParameterTypeError("adjacency", "a privfed.dp.Adjacency member", adjacency)
@@ -344,7 +353,7 @@ def plan_latent_release(
         v = x if noised else 0.0
     scale = mu_target**2 / _constraint(x, y, v, adjacency, labels_private)
     std_sum = radius / math.sqrt(scale * x)
-    std_second = radius * radius / math.sqrt(scale * y)
+    std_second = radius * (radius / math.sqrt(scale * y))
     std_count = 1.0 / math.sqrt(scale * v) if noised else 0.0
 
     for _ in range(_MAX_NUDGES):

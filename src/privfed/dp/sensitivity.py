@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import enum
 import math
+import numbers
 
 from privfed.dp._validation import check_finite_positive
 from privfed.errors import ParameterError, ParameterTypeError
@@ -124,31 +125,43 @@ def count_sensitivity(adjacency: Adjacency, *, private_labels: bool = False) -> 
     return math.sqrt(2.0) if private_labels else 0.0
 
 
-def _inverse_square(name: str, noise_std: float | None) -> float:
-    """``1/σ²`` with ``None`` meaning 'not released' (0) and σ = ∞ allowed."""
+def _precision(name: str, noise_std: float | None, radius: float, power: int) -> float:
+    """``(R^power/σ)²``, with ``None`` meaning 'not released' (0) and σ = ∞ allowed.
+
+    The ratio is formed factor by factor (``(R/σ)·R`` for power 2), never as
+    ``R⁴`` times ``1/σ²``: for large or small R those intermediates overflow or
+    underflow and a whole block of the release would silently drop out of μ.
+    """
     if noise_std is None:
         return 0.0
-    if isinstance(noise_std, bool):
+    if isinstance(noise_std, bool) or not isinstance(noise_std, numbers.Real):
         raise ParameterTypeError(name, "a float > 0, math.inf or None", noise_std)
     value = float(noise_std)
     if math.isnan(value) or value <= 0.0:
         raise ParameterError(name, "a float > 0, math.inf or None", noise_std)
-    return 0.0 if math.isinf(value) else 1.0 / (value * value)
+    if math.isinf(value):
+        return 0.0
+    ratio = radius / value
+    for _ in range(power - 1):
+        ratio *= radius
+    return ratio * ratio
 
 
-def _same_class_replace(a2: float, b2: float, r2: float) -> float:
+def _same_class_replace(x: float, y: float) -> float:
     """Exact max over ‖z‖,‖z′‖ ≤ R of a²‖z − z′‖² + b²‖zzᵀ − z′z′ᵀ‖_F² (d >= 2).
 
-    With u = z·z′ the objective is a²(‖z‖² + ‖z′‖²) + b²(‖z‖⁴ + ‖z′‖⁴) − 2a²u − 2b²u²,
+    Written in the normalised precisions ``x = a²R²`` and ``y = b²R⁴``.  With
+    u = z·z′ the objective is a²(‖z‖² + ‖z′‖²) + b²(‖z‖⁴ + ‖z′‖⁴) − 2a²u − 2b²u²,
     increasing in the norms at fixed u, and concave in u with its peak at
     u* = −a²/(2b²); u ranges over [−‖z‖‖z′‖, ‖z‖‖z′‖].  Hence ‖z‖ = ‖z′‖ = R and
-    u = max(u*, −R²).
+    u = max(u*, −R²), giving ``2x + 2y + x²/(2y)`` when ``x <= 2y`` (that is
+    a² <= 2b²R²) and ``4x`` otherwise.
     """
-    if b2 == 0.0:
-        return 4.0 * a2 * r2
-    if a2 <= 2.0 * b2 * r2:
-        return 2.0 * a2 * r2 + 2.0 * b2 * r2 * r2 + a2 * a2 / (2.0 * b2)
-    return 4.0 * a2 * r2
+    if y == 0.0:
+        return 4.0 * x
+    if x <= 2.0 * y:
+        return 2.0 * x + 2.0 * y + x * (x / (2.0 * y))
+    return 4.0 * x
 
 
 def joint_mu_squared(
@@ -199,21 +212,21 @@ def joint_mu_squared(
     Returns:
         μ² >= 0 (possibly ``math.inf``).  The release is ``sqrt(μ²)``-GDP.
     """
-    r2 = check_finite_positive("clip_norm", clip_norm) ** 2
-    a2 = _inverse_square("noise_std_sum", noise_std_sum)
-    b2 = _inverse_square("noise_std_second_moment", noise_std_second_moment)
+    radius = check_finite_positive("clip_norm", clip_norm)
+    x = _precision("noise_std_sum", noise_std_sum, radius, 1)
+    y = _precision("noise_std_second_moment", noise_std_second_moment, radius, 2)
     adj = _check_adjacency(adjacency)
     if not isinstance(private_labels, bool):
         raise ParameterTypeError("private_labels", "a bool", private_labels)
     count_released = noise_std_count is not None
-    c2 = _inverse_square("noise_std_count", noise_std_count)
+    v = _precision("noise_std_count", noise_std_count, 1.0, 1)
     needs_count_noise = adj is Adjacency.ADD_REMOVE or private_labels
     if needs_count_noise and not count_released:
         return math.inf
     if adj is Adjacency.ADD_REMOVE:
-        return a2 * r2 + b2 * r2 * r2 + c2
-    same_class = _same_class_replace(a2, b2, r2)
+        return x + y + v
+    same_class = _same_class_replace(x, y)
     if not private_labels:
         return same_class
-    cross_class = 2.0 * a2 * r2 + 2.0 * b2 * r2 * r2 + 2.0 * c2
+    cross_class = 2.0 * x + 2.0 * y + 2.0 * v
     return max(same_class, cross_class)
