@@ -124,6 +124,10 @@ class Share:
         return cls(index, value)
 
 
+# Reduce the Horner accumulator modulo PRIME only once it exceeds this many bits.
+_LAZY_REDUCTION_BITS: Final[int] = 2048
+
+
 def _check_threshold(threshold: object) -> int:
     return check_int("threshold", threshold, low=2)
 
@@ -182,9 +186,14 @@ def split(
     shares = []
     for x in xs:
         acc = 0
-        for c in top:  # Horner's rule
-            acc = (acc * x + c) % PRIME
-        shares.append(Share(x, acc))
+        for c in top:  # Horner's rule with lazy reduction
+            acc = acc * x + c
+            # Multiplying by a small x is cheap; reducing only when the
+            # accumulator has grown well past the field size saves most of the
+            # (expensive) big-integer divisions.  The result is identical.
+            if acc.bit_length() > _LAZY_REDUCTION_BITS:
+                acc %= PRIME
+        shares.append(Share(x, acc % PRIME))
     return shares
 
 
