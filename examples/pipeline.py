@@ -1,4 +1,4 @@
-"""The whole latent-statistic job from Python in a few lines.
+"""The whole latent-statistic job from Python in a few lines, with its audit.
 
 python examples/pipeline.py
 """
@@ -12,4 +12,15 @@ print(
     f"synthetic (DP) accuracy {report.accuracy_synthetic:.3f}, "
     f"real-data accuracy {report.accuracy_real:.3f}, at epsilon={report.epsilon}"
 )
-result.write("privfed-run")  # report.json, ledger.json, samples.png
+# The default membership-inference audit: one entry per attack, next to the claim.
+audit = report.audit or {"claimed": {}, "attacks": {}}  # None only with audit=False
+claimed = audit["claimed"]
+for name, attack in audit["attacks"].items():
+    auc = attack["auc"]
+    print(
+        f"{name:>18}: AUC {auc['estimate']:.3f} [{auc['lower']:.3f}, {auc['upper']:.3f}], "
+        f"epsilon >= {attack['epsilon_lower_bound']:.2f} (claimed {claimed['epsilon']:g}), "
+        f"mu >= {attack['mu_lower_bound']:.2f} (claimed {claimed['mu']:.2f})"
+    )
+# report.json, ledger.json, samples.png, audit_inputs.npz (for `privfed audit --run-dir`)
+result.write("privfed-run")

@@ -82,6 +82,8 @@ def test_cli_smoke(tmp_path, capsys) -> None:
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["epsilon"] == 10.0 and report["num_clients"] == 4
     assert {"accuracy_real", "accuracy_nondp_synthetic", "seconds", "ledger"} <= report.keys()
+    assert report["audit"]["attacks"]["noisy-sum-lr"]["exceeds_claim"] is False
+    assert (tmp_path / "audit_inputs.npz").stat().st_size > 0
     assert (tmp_path / "samples.png").stat().st_size > 0
     assert json.loads((tmp_path / "ledger.json").read_text())["releases"]
     assert "accuracy, synthetic (DP)" in capsys.readouterr().out

@@ -1,4 +1,14 @@
-"""``privfed run``: the main job (latent-statistic engine) end to end.
+"""``privfed run``: one engine's job end to end.
+
+``--engine latent`` (default) runs :func:`privfed.pipeline.run_pipeline`, the
+latent-statistic engine with secure aggregation, the DP release, synthesis, a
+classifier, baselines and the default membership-inference audit (``--no-audit``
+skips it).  ``--engine factory`` runs
+:func:`privfed.models.factories.pipeline.run_factory_pipeline` on digits.
+
+Options that belong to one engine only are refused (exit status 2) when given
+with the other, rather than silently ignored.  Exit status 0 on success, 2 on
+invalid options or configurations.
 
 Module import is light (argparse only); torch and the engines load inside
 :func:`_run`.
@@ -7,22 +17,57 @@ Module import is light (argparse only); torch and the engines load inside
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 __all__ = ["register"]
 
+Partition = tuple[str, float | int | None]
 
-def _partition_spec(text: str) -> tuple[str, float | int | None]:
+# Option destination -> (flag, default) for options of one engine only.
+_LATENT_ONLY: dict[str, tuple[str, Any]] = {
+    "dataset": ("--dataset", "digits"),
+    "codec": ("--codec", "pca"),
+    "clip_norm": ("--clip-norm", None),
+    "epsilon": ("--epsilon", 10.0),
+    "delta": ("--delta", 1e-5),
+    "adjacency": ("--adjacency", "replace-one"),
+    "dropout_rate": ("--dropout-rate", 0.1),
+    "noise_seed": ("--noise-seed", None),
+}
+_FACTORY_ONLY: dict[str, tuple[str, Any]] = {
+    "factory": ("--factory", "gaussian"),
+    "fedavg_rounds": ("--fedavg-rounds", 20),
+}
+# Shared options whose default depends on the engine: (latent, factory).
+_SHARED_DEFAULTS: dict[str, tuple[Any, Any]] = {
+    "partition": (("dirichlet", 0.1), ("single-class", None)),
+    "clients": (20, 10),
+    "latent_dim": (8, 16),
+    "samples_per_class": (300, 300),
+    "epochs": (20, 20),
+    "no_baselines": (False, False),
+    "threads": (1, 1),
+    "no_audit": (False, False),
+}
+
+
+def _partition_spec(text: str) -> Partition:
     """Parse ``iid``, ``dirichlet[:ALPHA]``, ``pathological[:K]`` or ``single-class``."""
     name, _, arg = text.partition(":")
-    if name == "dirichlet":
-        return name, float(arg) if arg else 0.1
-    if name == "pathological":
-        return name, int(arg) if arg else 2
-    if name in ("iid", "single-class") and not arg:
-        return name, None
+    try:
+        if name == "dirichlet":
+            return name, float(arg) if arg else 0.1
+        if name == "pathological":
+            return name, int(arg) if arg else 2
+    except ValueError:
+        pass
+    else:
+        if name in ("iid", "single-class") and not arg:
+            return name, None
     raise argparse.ArgumentTypeError(
         "expected iid, dirichlet[:ALPHA], pathological[:K] or single-class"
     )
@@ -32,53 +77,134 @@ def register(subparsers: Any) -> None:
     """Add the ``run`` subcommand to an argparse sub-parser collection."""
     parser = subparsers.add_parser(
         "run",
-        help="run the one-shot DP federated job end to end (default: digits, 20 clients)",
+        help="run one engine's job end to end (default: latent engine, digits, 20 clients)",
         description=(
-            "Public split fits the codec; private split spread over clients; exact "
-            "fixed-point statistics summed by real secure aggregation with dropouts; "
-            "DP release; per-class Gaussians; synthetic data; classifier on real test data."
+            "latent engine: public split fits the codec; private split spread over clients; "
+            "exact fixed-point statistics summed by real secure aggregation with dropouts; "
+            "DP release; per-class Gaussians; synthetic data; classifier on real test data; "
+            "membership-inference audit.  factory engine: per-client generative factories "
+            "on digits, synthesis, classifier, FedAvg baseline.  Options of one engine are "
+            "refused with the other."
         ),
     )
-    parser.add_argument("--engine", choices=("latent",), default="latent")
-    parser.add_argument(
-        "--dataset", default="digits", help="'digits', an .npz file or an image folder"
-    )
-    parser.add_argument(
+    add = parser.add_argument
+    add("--engine", choices=("latent", "factory"), default="latent")
+    add("--dataset", default=None, help="latent: 'digits', an .npz file or an image folder")
+    add(
         "--partition",
         type=_partition_spec,
-        default=("dirichlet", 0.1),
-        help="iid | dirichlet[:ALPHA] (default dirichlet:0.1) | pathological[:K] | single-class",
+        default=None,
+        help="latent: iid | dirichlet[:ALPHA] (default dirichlet:0.1) | pathological[:K] | "
+        "single-class; factory: single-class (default) | dirichlet[:ALPHA]",
     )
-    parser.add_argument("--clients", type=int, default=20)
-    parser.add_argument(
-        "--codec", default="pca", help="pca | conv-ae | diffusers model dir or hub id"
+    add("--clients", type=int, default=None, help="clients (default 20 latent, 10 factory)")
+    add("--codec", default=None, help="latent: pca | conv-ae | diffusers model dir or hub id")
+    add(
+        "--latent-dim",
+        type=int,
+        default=None,
+        help="latent: codec dimension (default 8); factory gaussian: latent dimension (16)",
     )
-    parser.add_argument("--latent-dim", type=int, default=8)
-    parser.add_argument("--clip-norm", type=float, default=None, help="default: the codec's")
-    parser.add_argument("--epsilon", type=float, default=10.0)
-    parser.add_argument("--delta", type=float, default=1e-5)
-    parser.add_argument("--adjacency", choices=("replace-one", "add-remove"), default="replace-one")
-    parser.add_argument("--dropout-rate", type=float, default=0.1)
-    parser.add_argument("--samples-per-class", type=int, default=300)
-    parser.add_argument("--epochs", type=int, default=20, help="classifier epochs")
-    parser.add_argument("--no-baselines", action="store_true", help="skip the reference runs")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, default=1, help="CPU threads for torch")
-    parser.add_argument("--seed", type=int, default=0, help="experimental-design seed")
-    parser.add_argument(
+    add("--clip-norm", type=float, default=None, help="latent: default the codec's")
+    add("--epsilon", type=float, default=None, help="latent: ε of the release (default 10)")
+    add("--delta", type=float, default=None, help="latent: δ of the release and audit (1e-5)")
+    add("--adjacency", choices=("replace-one", "add-remove"), default=None, help="latent")
+    add("--dropout-rate", type=float, default=None, help="latent: secagg dropouts (0.1)")
+    add("--samples-per-class", type=int, default=None, help="synthetic samples per class (300)")
+    add("--epochs", type=int, default=None, help="classifier epochs (20)")
+    add(
+        "--no-baselines",
+        action="store_true",
+        default=None,
+        help="latent: skip the real / non-DP runs; factory: skip the centralized run",
+    )
+    add(
+        "--no-audit",
+        action="store_true",
+        default=None,
+        help="skip the membership-inference audit stage",
+    )
+    add("--factory", choices=("gaussian", "edm"), default=None, help="factory (gaussian)")
+    add("--fedavg-rounds", type=int, default=None, help="factory: FedAvg rounds (20)")
+    add("--device", default="cpu")
+    add("--threads", type=int, default=None, help="CPU threads torch may use (1)")
+    add("--seed", type=int, default=0, help="experimental-design seed")
+    add(
         "--noise-seed",
         type=int,
         default=None,
-        help="seed the DP noise (reproducible experiments only; default: OS CSPRNG)",
+        help="latent: seed the DP noise (reproducible experiments only; default: OS CSPRNG)",
     )
-    parser.add_argument("--output-dir", default="privfed-run")
-    parser.add_argument("--quiet", action="store_true")
+    add("--output-dir", default="privfed-run")
+    add("--quiet", action="store_true")
     parser.set_defaults(func=_run)
 
 
+class _UsageError(Exception):
+    """An option that does not apply to the chosen engine (exit status 2)."""
+
+
+def _resolve(args: argparse.Namespace) -> argparse.Namespace:
+    """Refuse options of the other engine, then fill in this engine's defaults."""
+    latent = args.engine == "latent"
+    foreign = _FACTORY_ONLY if latent else _LATENT_ONLY
+    given = [flag for dest, (flag, _) in foreign.items() if getattr(args, dest) is not None]
+    if given:
+        raise _UsageError(
+            "; ".join(f"{flag} does not apply to --engine {args.engine}" for flag in given)
+        )
+    filled = vars(args).copy()
+    for dest, (_, default) in (_LATENT_ONLY if latent else _FACTORY_ONLY).items():
+        if filled[dest] is None:
+            filled[dest] = default
+    for dest, (latent_default, factory_default) in _SHARED_DEFAULTS.items():
+        if filled[dest] is None:
+            filled[dest] = latent_default if latent else factory_default
+    if not latent:
+        scheme = filled["partition"][0]
+        if scheme not in ("single-class", "dirichlet"):
+            raise _UsageError(
+                f"--partition {scheme} does not apply to --engine factory "
+                "(use single-class or dirichlet[:ALPHA])"
+            )
+        if filled["factory"] == "edm" and args.latent_dim is not None:
+            raise _UsageError("--latent-dim does not apply to --factory edm")
+        if args.no_audit and not _factory_has_audit():
+            raise _UsageError("--no-audit does not apply to --engine factory (no audit stage)")
+    return argparse.Namespace(**filled)
+
+
+def _factory_has_audit() -> bool:
+    """Whether this version of the factory engine has an audit stage to switch off."""
+    import dataclasses
+
+    from privfed.models.factories.pipeline import FactoryPipelineConfig
+
+    return "audit" in {f.name for f in dataclasses.fields(FactoryPipelineConfig)}
+
+
 def _run(args: argparse.Namespace) -> int:
-    from privfed.dp import Adjacency
     from privfed.errors import PrivfedError
+
+    try:
+        resolved = _resolve(args)
+        if resolved.engine == "factory":
+            return _run_factory(resolved)
+        return _run_latent(resolved)
+    except (_UsageError, PrivfedError) as exc:
+        print(f"privfed run: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _print_table(rows: list[tuple[str, str]]) -> None:
+    width = max(len(k) for k, _ in rows)
+    print()
+    for key, value in rows:
+        print(f"  {key:<{width}}  {value}")
+
+
+def _run_latent(args: argparse.Namespace) -> int:
+    from privfed.dp import Adjacency
     from privfed.pipeline import PipelineConfig, run_pipeline
 
     scheme, option = args.partition
@@ -88,33 +214,30 @@ def _run(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"[{time.perf_counter() - start:6.1f}s] {stage:<9} {message}", flush=True)
 
-    try:
-        config = PipelineConfig(
-            dataset=args.dataset,
-            partition=scheme,
-            alpha=option if scheme == "dirichlet" else None,
-            classes_per_client=option if scheme == "pathological" else None,
-            num_clients=args.clients,
-            codec=args.codec,
-            latent_dim=args.latent_dim,
-            clip_norm=args.clip_norm,
-            epsilon=args.epsilon,
-            delta=args.delta,
-            adjacency=Adjacency(args.adjacency),
-            dropout_rate=args.dropout_rate,
-            samples_per_class=args.samples_per_class,
-            classifier_epochs=args.epochs,
-            baselines=not args.no_baselines,
-            device=args.device,
-            num_threads=args.threads,
-            seed=args.seed,
-            noise_seed=args.noise_seed,
-            engine=args.engine,
-        )
-        result = run_pipeline(config, progress=progress)
-    except PrivfedError as exc:
-        print(f"privfed run: error: {exc}", file=sys.stderr)
-        return 2
+    config = PipelineConfig(
+        dataset=args.dataset,
+        partition=scheme,
+        alpha=option if scheme == "dirichlet" else None,
+        classes_per_client=option if scheme == "pathological" else None,
+        num_clients=args.clients,
+        codec=args.codec,
+        latent_dim=args.latent_dim,
+        clip_norm=args.clip_norm,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        adjacency=Adjacency(args.adjacency),
+        dropout_rate=args.dropout_rate,
+        samples_per_class=args.samples_per_class,
+        classifier_epochs=args.epochs,
+        baselines=not args.no_baselines,
+        audit=not args.no_audit,
+        device=args.device,
+        num_threads=args.threads,
+        seed=args.seed,
+        noise_seed=args.noise_seed,
+        engine="latent",
+    )
+    result = run_pipeline(config, progress=progress)
     paths = result.write(args.output_dir)
     r = result.report
     rows = [
@@ -144,11 +267,134 @@ def _run(args: argparse.Namespace) -> int:
         ("secagg bytes sent per client", f"{r.secagg_bytes_per_client:.0f} B"),
         ("clients (empty) / dropped", f"{r.num_clients} ({r.empty_clients}) / {r.dropped_clients}"),
         ("records aggregated", f"{r.records_aggregated} of {r.records_private} private"),
-        ("total seconds", f"{sum(r.seconds.values()):.2f}"),
     ]
-    width = max(len(k) for k, _ in rows)
-    print()
-    for key, value in rows:
-        print(f"  {key:<{width}}  {value}")
+    if r.audit is not None:
+        rows.extend(_audit_rows(r.audit))
+    rows.append(("total seconds", f"{sum(r.seconds.values()):.2f}"))
+    _print_table(rows)
     print(f"\nwrote {', '.join(str(p) for p in paths.values())}")
     return 0
+
+
+def _audit_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """One summary line per attack: AUC [interval], lowest supported TPR, ε/μ bounds."""
+    if "skipped" in summary:
+        return [("audit", f"skipped: {summary['skipped']}")]
+    claimed = summary["claimed"]
+    rows = [
+        (
+            "audit: members / non-members",
+            f"{summary['members']} / {summary['nonmembers']} "
+            f"(claim for the game: eps {claimed['game_epsilon']:.3g}, "
+            f"mu {claimed['game_mu']:.3g})",
+        )
+    ]
+    for name, entry in summary["attacks"].items():
+        auc = entry["auc"]
+        text = f"AUC {auc['estimate']:.3f} [{auc['lower']:.3f}, {auc['upper']:.3f}]"
+        if entry["tpr_at_fpr"]:
+            tpr = entry["tpr_at_fpr"][-1]
+            interval = f"[{tpr['lower']:.3f}, {tpr['upper']:.3f}]"
+            text += f", TPR@{tpr['fpr']:g} {tpr['tpr']:.3f} {interval}"
+        if "epsilon_lower_bound" in entry:
+            level = 1.0 - entry["significance"]
+            text += (
+                f", eps >= {entry['epsilon_lower_bound']:.3f}, mu >= {entry['mu_lower_bound']:.3f}"
+                f" ({level:.0%})"
+            )
+            if entry["exceeds_claim"]:
+                text += "  EXCEEDS CLAIM"
+        rows.append((f"audit: {name}", text))
+    return rows
+
+
+def _run_factory(args: argparse.Namespace) -> int:
+    from privfed.models.factories.pipeline import FactoryPipelineConfig, run_factory_pipeline
+
+    scheme, alpha = args.partition
+    kwargs: dict[str, Any] = {
+        "scenario": scheme,
+        "factory": args.factory,
+        "num_clients": args.clients,
+        "latent_dim": args.latent_dim,
+        "synthetic_per_class": args.samples_per_class,
+        "classifier_epochs": args.epochs,
+        "fedavg_rounds": args.fedavg_rounds,
+        "centralized": not args.no_baselines,
+        "seed": args.seed,
+        "device": args.device,
+    }
+    if scheme == "dirichlet":
+        kwargs["dirichlet_alpha"] = alpha
+    if args.no_audit:
+        kwargs["audit"] = False
+    config = FactoryPipelineConfig(**kwargs)
+    if isinstance(args.threads, bool) or not isinstance(args.threads, int) or args.threads < 1:
+        from privfed.errors import ParameterError
+
+        raise ParameterError("threads", "an int >= 1", args.threads)
+    start = time.perf_counter()
+    last: dict[str, int] = {}
+
+    def progress(stage: str, done: int, total: int) -> None:
+        # At most about ten lines per stage.
+        step = max(1, total // 10)
+        if args.quiet or (done % step and done != total) or last.get(stage) == done:
+            return
+        last[stage] = done
+        print(f"[{time.perf_counter() - start:6.1f}s] {stage:<11} {done}/{total}", flush=True)
+
+    import torch
+
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(args.threads)
+    try:
+        report = run_factory_pipeline(config, progress=progress)
+    finally:
+        torch.set_num_threads(previous_threads)
+    seconds = time.perf_counter() - start
+    out = Path(args.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    data = {"engine": "factory", **report.to_dict(), "seconds_total": round(seconds, 4)}
+    path = out / "report.json"
+    path.write_text(json.dumps(data, indent=2, sort_keys=True))
+    central = report.centralized_accuracy
+    rows = [
+        ("scenario / factory", f"{config.scenario} / {config.factory}"),
+        ("accuracy, synthetic (factories)", f"{report.factory_accuracy:.4f}"),
+        ("accuracy, FedAvg", f"{report.fedavg_accuracy:.4f}"),
+        ("accuracy, centralized", "-" if central is None else f"{central:.4f}"),
+        ("factories", str(report.num_factories)),
+        (
+            "bytes per client: factories / FedAvg",
+            f"{report.factory_bytes_per_client:.0f} / {report.fedavg_bytes_per_client:.0f}",
+        ),
+        (
+            "epsilon (DP-SGD)",
+            "- (no DP)" if report.dp_epsilon is None else f"{report.dp_epsilon:.4g}",
+        ),
+    ]
+    rows.extend(_factory_audit_rows(data.get("audit")))
+    rows.append(("total seconds", f"{seconds:.2f}"))
+    _print_table(rows)
+    print(f"\nwrote {path}")
+    return 0
+
+
+def _factory_audit_rows(audit: Any) -> list[tuple[str, str]]:
+    """One line per attack of the factory audit's worst-case summary (if it ran)."""
+    if not isinstance(audit, dict) or not isinstance(audit.get("summary"), dict):
+        return []
+    rows = []
+    for name, entry in audit["summary"].items():
+        parts = []
+        if "max_auc" in entry:
+            parts.append(f"max AUC {entry['max_auc']:.3f} ({entry.get('max_auc_cell', '?')})")
+        if "mean_auc" in entry:
+            parts.append(f"mean AUC {entry['mean_auc']:.3f}")
+        if "max_epsilon_lower_bound" in entry:
+            parts.append(f"eps >= {entry['max_epsilon_lower_bound']:.3f}")
+        if "max_mu_lower_bound" in entry:
+            parts.append(f"mu >= {entry['max_mu_lower_bound']:.3f}")
+        rows.append((f"audit: {name}", ", ".join(parts) or "-"))
+    return rows

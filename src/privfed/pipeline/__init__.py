@@ -1,5 +1,12 @@
 """End-to-end jobs shared by the Python API and the ``privfed`` command line."""
 
+from privfed.pipeline.audit import (
+    AUDIT_INPUT_ARRAYS,
+    AUDIT_INPUTS_FILENAME,
+    audit_skip_reason,
+    audit_summary,
+    save_audit_inputs,
+)
 from privfed.pipeline.latent import (
     PipelineConfig,
     PipelineReport,
@@ -8,4 +15,15 @@ from privfed.pipeline.latent import (
     run_pipeline,
 )
 
-__all__ = ["PipelineConfig", "PipelineReport", "PipelineResult", "ProgressFn", "run_pipeline"]
+__all__ = [
+    "AUDIT_INPUTS_FILENAME",
+    "AUDIT_INPUT_ARRAYS",
+    "PipelineConfig",
+    "PipelineReport",
+    "PipelineResult",
+    "ProgressFn",
+    "audit_skip_reason",
+    "audit_summary",
+    "run_pipeline",
+    "save_audit_inputs",
+]

@@ -16,9 +16,12 @@ Stages (each timed, each reported through ``progress``):
 7. ``train``: a classifier on the synthetic images, evaluated on real test data.
 8. ``baselines``: the same classifier on the real private data, and on
    synthetic data from the noiseless statistics (no DP), for reference.
-
-An audit stage (privfed.audit) can use :class:`PipelineResult`, which keeps the
-splits, the release and the fitted Gaussians.
+9. ``audit``: the default membership-inference audit of the release and its
+   synthetic latents (:func:`privfed.audit.audit_synthetic_release`, including
+   the noisy-sum likelihood-ratio attack); who counts as member, non-member
+   and reference is documented in :mod:`privfed.pipeline.audit`.  Its summary
+   goes into the report, its inputs into ``audit_inputs.npz`` so that
+   ``privfed audit --run-dir`` can rerun or extend it.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from privfed.audit import SyntheticReleaseAudit, audit_synthetic_release
 from privfed.data import (
     DatasetSplit,
     ImageDataset,
@@ -56,7 +60,17 @@ from privfed.models.release import (
     nonprivate_release,
     release_latent_statistics,
 )
-from privfed.models.statistics import LatentStatistics, LatentStatisticsConfig
+from privfed.models.statistics import (
+    LatentStatistics,
+    LatentStatisticsAccumulator,
+    LatentStatisticsConfig,
+)
+from privfed.pipeline.audit import (
+    AUDIT_INPUTS_FILENAME,
+    audit_skip_reason,
+    audit_summary,
+    save_audit_inputs,
+)
 from privfed.secagg import Stage, run_protocol
 
 __all__ = ["PipelineConfig", "PipelineReport", "PipelineResult", "ProgressFn", "run_pipeline"]
@@ -99,6 +113,8 @@ class PipelineConfig:
         samples_per_class: Synthetic latents drawn per class.
         classifier_epochs: Epochs of each downstream classifier.
         baselines: Also train on real private data and on noiseless synthetic data.
+        audit: Run the membership-inference audit stage (about 1-2 s on a
+            CPU at the default size).
         placement: Where the server adds the noise.
         device: Torch device for codecs, statistics and classifiers.
         num_threads: CPU threads torch may use during the run (restored after);
@@ -127,6 +143,7 @@ class PipelineConfig:
     samples_per_class: int = 300
     classifier_epochs: int = 20
     baselines: bool = True
+    audit: bool = True
     placement: NoisePlacement | str = NoisePlacement.GRID
     device: str = "cpu"
     num_threads: int = 1
@@ -187,6 +204,9 @@ class PipelineConfig:
             raise ParameterError(
                 "placement", f"one of {[p.value for p in NoisePlacement]}", self.placement
             ) from None
+        for name in ("baselines", "audit"):
+            if not isinstance(getattr(self, name), bool):
+                raise ParameterTypeError(name, "a bool", getattr(self, name))
         if self.engine != "latent":
             raise ParameterError("engine", "'latent'", self.engine)
         if self.noise_seed is not None and (
@@ -211,7 +231,9 @@ class PipelineReport:
     """What one run measured (JSON-serialisable through :meth:`to_dict`).
 
     Accuracies are top-1 on the held-out real test split, in ``[0, 1]``;
-    baseline accuracies are ``None`` when ``baselines`` was off.
+    baseline accuracies are ``None`` when ``baselines`` was off.  ``audit`` is
+    the summary of :func:`privfed.pipeline.audit.audit_summary` (``None`` when
+    the audit was off; ``{"skipped": reason}`` when the data were too few).
     """
 
     config: dict[str, Any]
@@ -241,6 +263,7 @@ class PipelineReport:
     secagg_exact: bool
     seconds: dict[str, float]
     ledger: dict[str, Any]
+    audit: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A plain dict for ``json.dump``."""
@@ -249,7 +272,13 @@ class PipelineReport:
 
 @dataclass(frozen=True, eq=False)
 class PipelineResult:
-    """A run's report plus the artefacts later stages (plots, audits) need."""
+    """A run's report plus the artefacts later stages (plots, audits) need.
+
+    ``synthetic_latents`` are the sampled latents behind ``synthetic_images``
+    (float64 ``(s, d)``); ``audit`` is the full audit (with per-record scores)
+    and ``audit_inputs`` the arrays of ``audit_inputs.npz``; both ``None`` when
+    the audit was off.
+    """
 
     report: PipelineReport
     ledger: PrivacyLedger
@@ -261,9 +290,21 @@ class PipelineResult:
     gaussians: ClassGaussians = field(repr=False)
     synthetic_images: np.ndarray = field(repr=False)
     synthetic_labels: np.ndarray = field(repr=False)
+    synthetic_latents: np.ndarray = field(repr=False)
+    audit: SyntheticReleaseAudit | None = field(default=None, repr=False)
+    audit_inputs: dict[str, np.ndarray] | None = field(default=None, repr=False)
 
     def write(self, output_dir: str | Path) -> dict[str, Path]:
-        """Write ``report.json``, ``ledger.json`` and ``samples.png`` into ``output_dir``."""
+        """Write the run's files into ``output_dir`` (created if needed).
+
+        Files: ``report.json``, ``ledger.json``, ``samples.png`` and, when the
+        audit ran, ``audit_inputs.npz``.  The last holds real records' latents
+        (members and non-members): keep it as private as the data itself.
+
+        Returns:
+            The paths written, by kind (``"report"``, ``"ledger"``,
+            ``"samples"``, ``"audit_inputs"``).
+        """
         out = Path(output_dir)
         out.mkdir(parents=True, exist_ok=True)
         paths = {
@@ -274,6 +315,9 @@ class PipelineResult:
         paths["report"].write_text(json.dumps(self.report.to_dict(), indent=2, sort_keys=True))
         paths["ledger"].write_text(self.ledger.to_json())
         _save_sample_grid(self.synthetic_images, self.synthetic_labels, paths["samples"])
+        if self.audit_inputs is not None:
+            paths["audit_inputs"] = out / AUDIT_INPUTS_FILENAME
+            save_audit_inputs(paths["audit_inputs"], self.audit_inputs)
         return paths
 
 
@@ -461,7 +505,9 @@ def _run(config: PipelineConfig, progress: ProgressFn | None) -> PipelineResult:
 
     say("synthesis", "fitting class Gaussians, sampling, decoding")
     gaussians = fit_class_gaussians(release)
-    synth_images, synth_labels = _synthesise(codec, gaussians, config, device, offset=1)
+    synth_latents, synth_images, synth_labels = _synthesise(
+        codec, gaussians, config, device, offset=1
+    )
     done("synthesis", f"{synth_labels.size} synthetic images")
 
     test_x = torch.from_numpy(np.array(split.test.images))
@@ -482,9 +528,66 @@ def _run(config: PipelineConfig, progress: ProgressFn | None) -> PipelineResult:
             device,
         )
         clean = fit_class_gaussians(nonprivate_release(aggregate))
-        clean_x, clean_y = _synthesise(codec, clean, config, device, offset=2)
+        _, clean_x, clean_y = _synthesise(codec, clean, config, device, offset=2)
         acc_nondp = _train_eval(clean_x, clean_y, test_x, test_y, config, device)
         done("baselines", f"real {acc_real:.4f}, non-DP synthetic {acc_nondp:.4f}")
+
+    audit: SyntheticReleaseAudit | None = None
+    audit_inputs: dict[str, np.ndarray] | None = None
+    summary: dict[str, Any] | None = None
+    reason: str | None = None
+    if config.audit:
+        say("audit", "membership inference: members vs held-out test records")
+        member_parts = [np.asarray(clients[i], dtype=np.int64) for i in survivors]
+        members = np.sort(np.concatenate(member_parts)) if member_parts else np.zeros(0, np.int64)
+        audit_inputs = _audit_inputs(
+            codec,
+            split,
+            members,
+            latents,
+            stats_config,
+            release,
+            synth_latents,
+            synth_labels,
+            device,
+        )
+        reason = audit_skip_reason(
+            members=audit_inputs["member_latents"].shape[0],
+            nonmembers=audit_inputs["nonmember_latents"].shape[0],
+            reference=audit_inputs["reference_latents"].shape[0],
+        )
+    if config.audit and reason is not None:
+        audit_inputs, summary = None, {"skipped": reason}
+        done("audit", f"skipped: {reason}")
+    elif config.audit and audit_inputs is not None:
+        audit = audit_synthetic_release(
+            audit_inputs["member_latents"],
+            audit_inputs["nonmember_latents"],
+            audit_inputs["synthetic_latents"],
+            member_labels=audit_inputs["member_labels"],
+            nonmember_labels=audit_inputs["nonmember_labels"],
+            synthetic_labels=audit_inputs["synthetic_labels"],
+            reference_latents=audit_inputs["reference_latents"],
+            reference_labels=audit_inputs["reference_labels"],
+            noisy_sums=audit_inputs["noisy_sums"],
+            counts=audit_inputs["counts"],
+            noise_std_sum=float(audit_inputs["noise_std_sum"]),
+            delta=config.delta,
+            seed=config.seed,
+        )
+        summary = audit_summary(
+            audit,
+            claimed_epsilon=plan.epsilon,
+            claimed_delta=plan.delta,
+            claimed_mu=plan.mu,
+            adjacency=config.adjacency,
+        )
+        top = audit.best()
+        done(
+            "audit",
+            f"{len(audit.results)} attacks, best {top.attack.value} "
+            f"AUC {top.metrics.auc.estimate:.3f}",
+        )
 
     result_report = PipelineReport(
         config=config.to_dict(),
@@ -514,6 +617,7 @@ def _run(config: PipelineConfig, progress: ProgressFn | None) -> PipelineResult:
         secagg_exact=True,
         seconds=seconds,
         ledger=json.loads(ledger.to_json()),
+        audit=summary,
     )
     return PipelineResult(
         report=result_report,
@@ -526,6 +630,9 @@ def _run(config: PipelineConfig, progress: ProgressFn | None) -> PipelineResult:
         gaussians=gaussians,
         synthetic_images=synth_images,
         synthetic_labels=synth_labels,
+        synthetic_latents=synth_latents,
+        audit=audit,
+        audit_inputs=audit_inputs,
     )
 
 
@@ -536,8 +643,6 @@ def _named(dropouts: dict[Stage, list[int]]) -> str:
 def _client_statistics(
     latents: torch.Tensor, labels: np.ndarray, config: LatentStatisticsConfig, device: torch.device
 ) -> LatentStatistics:
-    from privfed.models.statistics import LatentStatisticsAccumulator
-
     accumulator = LatentStatisticsAccumulator(config, device=device)
     accumulator.update(latents, torch.from_numpy(np.array(labels)))
     return accumulator.result()
@@ -550,10 +655,56 @@ def _synthesise(
     device: torch.device,
     *,
     offset: int,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     latents, labels = gaussians.sample(config.samples_per_class, seed=config.seed * 1000 + offset)
     images = codec.decode(torch.from_numpy(latents).to(device)).cpu().numpy()
-    return images.astype(np.float32), labels
+    return latents, images.astype(np.float32), labels
+
+
+def _audit_inputs(
+    codec: Codec,
+    split: DatasetSplit,
+    member_indices: np.ndarray,
+    private_latents: torch.Tensor,
+    stats_config: LatentStatisticsConfig,
+    release: NoisyLatentStatistics,
+    synthetic_latents: np.ndarray,
+    synthetic_labels: np.ndarray,
+    device: torch.device,
+) -> dict[str, np.ndarray]:
+    """Arrays of ``audit_inputs.npz``; see :mod:`privfed.pipeline.audit` for the roles."""
+    # The statistics' own quantizer: member rows are then exactly what was summed.
+    quantizer = LatentStatisticsAccumulator(stats_config, device=device)
+    grid = math.ldexp(1.0, -stats_config.bits)
+
+    def clipped(latents: torch.Tensor) -> np.ndarray:
+        if latents.shape[0] == 0:
+            return np.zeros((0, stats_config.dim))
+        q = quantizer.quantize(latents).cpu().numpy().astype(np.float64)
+        return q * grid
+
+    def encode(images: np.ndarray) -> torch.Tensor:
+        return codec.encode(torch.from_numpy(images).to(device)).to(torch.float64).cpu()
+
+    private_labels = np.asarray(split.private.labels, dtype=np.int64)
+    return {
+        "member_latents": clipped(private_latents[torch.from_numpy(member_indices)]),
+        "member_labels": private_labels[member_indices],
+        "nonmember_latents": clipped(encode(np.array(split.test.images))),
+        "nonmember_labels": np.asarray(split.test.labels, dtype=np.int64),
+        "synthetic_latents": np.asarray(synthetic_latents, dtype=np.float64),
+        "synthetic_labels": np.asarray(synthetic_labels, dtype=np.int64),
+        "reference_latents": clipped(encode(np.array(split.public.images))),
+        "reference_labels": np.asarray(split.public.labels, dtype=np.int64),
+        "noisy_sums": np.array(release.sums, dtype=np.float64),
+        # What the attacker sees: exact counts when public, else rounded noisy
+        # ones; floored at 1 because the attack's model needs a record per class.
+        "counts": np.maximum(np.rint(np.asarray(release.counts, dtype=np.float64)), 1.0),
+        # The grid rounding of the noise adds a little variance; the attack's model includes it.
+        "noise_std_sum": np.asarray(
+            math.sqrt(release.noise_std_sum**2 + release.grid_variance), dtype=np.float64
+        ),
+    }
 
 
 def _train_eval(
