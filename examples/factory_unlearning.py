@@ -2,14 +2,18 @@
 
 Run:  python examples/factory_unlearning.py   (about half a minute on a CPU)
 
-Three hospitals hold handwritten digits with skewed labels.  Each trains one
-small generative factory per digit it holds and ships it once, with a
-checksummed manifest.  The server registers the factories in a
+Three hospitals hold handwritten digits with skewed labels.  A small public
+set of digits gives everyone the same frozen PCA codec; each hospital fits one
+Gaussian factory per digit it holds *in that public latent space* (so no
+basis fitted on private images is released) and ships it once, with a
+checksummed manifest that records the codec's fingerprint.  The server registers the factories in a
 FactoryMatrix, synthesizes a class-balanced training set, and trains a
 classifier.  Then hospital "st-anne" withdraws consent: the matrix removes its
 factories and every synthetic sample they produced, redraws the affected
 classes from the remaining factories, and issues a JSON certificate naming
-what was removed (with weight digests) and what must be retrained.
+what was removed (with weight digests) and what must be retrained.  Before
+that, the server audits a few factories for membership leakage (members: the
+hospital's images of that digit; non-members: held-out test images).
 """
 
 from __future__ import annotations
@@ -22,7 +26,14 @@ import torch
 
 from privfed.data import load_digits, partition, split_public_private
 from privfed.models.classifier import evaluate_classifier, train_classifier
-from privfed.models.factories import FactoryMatrix, LatentGaussianFactory, load_factory
+from privfed.models.codecs import PCACodec
+from privfed.models.factories import (
+    FactoryAuditConfig,
+    FactoryMatrix,
+    LatentGaussianFactory,
+    audit_factories,
+    load_factory,
+)
 
 
 def main() -> None:
@@ -34,8 +45,11 @@ def main() -> None:
         split.private.labels, scheme="dirichlet", num_clients=len(hospitals), seed=0, alpha=0.5
     )
     images = torch.tensor(split.private.images)
+    # Public data only: the codec every hospital and the server share.
+    codec = PCACodec.fit(torch.tensor(split.public.images), latent_dim=12)
 
     matrix = FactoryMatrix()
+    training_sets = {}
     with tempfile.TemporaryDirectory() as shipping:
         for name, idx in zip(hospitals, parts, strict=True):
             for digit in range(10):
@@ -43,12 +57,13 @@ def main() -> None:
                 if own.size < 2:
                     continue
                 # Client side: fit and ship (weights + checksummed manifest).
-                factory = LatentGaussianFactory(latent_dim=12, class_id=digit, client_id=name)
+                factory = LatentGaussianFactory(codec=codec, class_id=digit, client_id=name)
                 factory.fit(images[torch.from_numpy(own)])
                 folder = factory.save(Path(shipping) / f"{name}-{digit}")
-                # Server side: verify and register.
-                received = load_factory(folder)
+                # Server side: verify (checksums, codec fingerprint) and register.
+                received = load_factory(folder, codec=codec)
                 matrix.register(digit, name, received, received.sample_count)
+                training_sets[digit, name] = images[torch.from_numpy(own)]
 
     table, classes, clients = matrix.counts()
     print("samples per (class, client); 0 = empty cell")
@@ -60,13 +75,30 @@ def main() -> None:
         {k: q for (c, k), q in matrix.quotas(100).items() if c == 0},
     )
 
+    test_x, test_y = torch.tensor(split.test.images), torch.tensor(split.test.labels)
+    targets = [
+        (c, k, matrix.factory(c, k), training_sets[c, k], test_x[test_y == c])
+        for c, k in matrix.cells
+        if training_sets[c, k].shape[0] >= 20
+    ]
+    audit = audit_factories(targets, config=FactoryAuditConfig(max_factories=4))
+    print("\nmembership audit (likelihood attack; members vs held-out test digits):")
+    for f in audit.factories:
+        a = f.attacks[0]
+        auc = a.metrics.auc
+        print(
+            f"  digit {f.class_id} @ {f.client_id:<13} AUC {auc.estimate:.3f} "
+            f"[{auc.lower:.3f}, {auc.upper:.3f}]  eps_lb {a.bound.epsilon_lower_bound:.2f} "
+            f"({f.num_members} members, {f.num_nonmembers} non-members)"
+        )
+    print(f"  (each bound at significance {audit.per_test_significance:.4f}, family-wise 0.05)")
+
     data = matrix.synthesize(200, seed=7)
     first = data.provenance[0]
     print(
         f"\nsynthesized {len(data)} samples; sample 0 came from cell "
         f"{first.cell} (run {first.run}, index {first.index})"
     )
-    test_x, test_y = torch.tensor(split.test.images), torch.tensor(split.test.labels)
     clf = train_classifier(data.images, data.labels, num_classes=10, epochs=15, seed=0)
     matrix.record_consumer("digit-classifier-v1", data)
     print(f"accuracy on real test data: {evaluate_classifier(clf, test_x, test_y):.3f}")

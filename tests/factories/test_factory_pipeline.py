@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from privfed.errors import ParameterError, ParameterTypeError
+from privfed.models.factories import FactoryAuditConfig
 from privfed.models.factories.fedavg import run_fedavg
 from privfed.models.factories.pipeline import FactoryPipelineConfig, run_factory_pipeline
 
@@ -21,14 +22,21 @@ def test_single_class_silos_factories_beat_collapsing_fedavg() -> None:
         classifier_epochs=8, fedavg_rounds=3, synthetic_per_class=150, centralized=False
     )
     report = run_factory_pipeline(cfg, progress=lambda stage, done, total: stages.add(stage))
-    assert stages == {"factories", "synthesis", "classifier", "fedavg"}
+    assert stages == {"codec", "factories", "audit", "synthesis", "classifier", "fedavg"}
     assert report.num_factories == 10
     assert report.factory_accuracy > 0.8
     assert report.fedavg_accuracy < 0.3  # one class per client: FedAvg collapses
     assert report.factory_bytes_per_client < report.fedavg_bytes_per_client
     counts = torch.tensor(report.class_counts)
     assert bool(((counts > 0).sum(dim=0) == 1).all())  # each client holds one class
-    json.dumps(report.to_dict())
+    out = report.to_dict()
+    json.dumps(out)
+    # Default: public-PCA basis, every factory audited with the likelihood attack.
+    assert out["gaussian_basis"] == "public-pca"
+    assert out["audit"]["summary"]["log-likelihood"]["factories"] == 10
+    # The public basis ships a 16-d mean and a 16x16 factor per factory, not a
+    # 64-pixel basis: 272 float32 values + safetensors header.
+    assert report.factory_bytes_per_client < 4 * (16 + 16 * 16) + 200
     # The matrix came back with its buffer and the downstream consumer.
     assert len(report.matrix.buffer) == 10 * 150
     cert = report.matrix.remove_client(0)
@@ -50,6 +58,19 @@ def test_config_validation() -> None:
         FactoryPipelineConfig(unet="small")  # type: ignore[arg-type]
     with pytest.raises(ParameterTypeError):
         run_factory_pipeline("config")  # type: ignore[arg-type]
+    with pytest.raises(ParameterError):
+        FactoryPipelineConfig(gaussian_basis="private")  # type: ignore[arg-type]
+    with pytest.raises(ParameterError):
+        FactoryPipelineConfig(public_fraction=0.0)
+    with pytest.raises(ParameterError):
+        FactoryPipelineConfig(public_fraction=0.4, test_fraction=0.6)
+    with pytest.raises(ParameterTypeError):
+        FactoryPipelineConfig(audit="yes")  # type: ignore[arg-type]
+    with pytest.raises(ParameterTypeError):
+        FactoryPipelineConfig(audit_config={"max_factories": 2})  # type: ignore[arg-type]
+    # Public PCA cannot have more components than public images (about 90 here).
+    with pytest.raises(ParameterError):
+        run_factory_pipeline(FactoryPipelineConfig(latent_dim=200))
 
 
 def test_fedavg_with_one_client_is_plain_training_and_validates() -> None:
@@ -84,6 +105,7 @@ def test_dp_factories_enter_the_ledger() -> None:
         classifier_epochs=1,
         fedavg_rounds=1,
         centralized=False,
+        audit_config=FactoryAuditConfig(max_factories=2),
     )
     ledger = dp.PrivacyLedger()
     report = run_factory_pipeline(cfg, ledger=ledger)
@@ -96,3 +118,6 @@ def test_dp_factories_enter_the_ledger() -> None:
     single.record(ledger.releases[0])
     assert report.dp_epsilon == pytest.approx(single.epsilon(1e-5), rel=1e-9)
     assert report.to_dict()["dp_epsilon"] == report.dp_epsilon
+    # The audit stage scored two of the diffusion factories by denoising loss.
+    assert report.audit is not None
+    assert report.audit.summary()["denoising-loss"]["factories"] == 2

@@ -7,16 +7,32 @@ unlearning with certificates, DP-SGD training accounted in a
 * :mod:`~privfed.models.factories.base` -- the :class:`Factory` protocol,
   manifests and checksummed persistence.
 * :mod:`~privfed.models.factories.edm` -- EDM diffusion factory on a diffusers UNet.
-* :mod:`~privfed.models.factories.gaussian` -- probabilistic-PCA Gaussian factory.
+* :mod:`~privfed.models.factories.gaussian` -- Gaussian factory in a private-PCA
+  or public-codec latent space.
 * :mod:`~privfed.models.factories.dpsgd` -- DP-SGD with per-example gradients.
 * :mod:`~privfed.models.factories.matrix` -- :class:`FactoryMatrix`, quotas,
   provenance and unlearning certificates.
+* :mod:`~privfed.models.factories.audit` -- membership-inference audit of
+  factories (denoising-loss, likelihood and reconstruction attacks, AUC/TPR
+  with intervals, held-out-threshold ε/μ lower bounds).
 * :mod:`~privfed.models.factories.pipeline` -- end-to-end runs with a FedAvg baseline
   (imported on demand: ``from privfed.models.factories.pipeline import ...``).
 """
 
 from __future__ import annotations
 
+from privfed.models.factories.audit import (
+    AttackAudit,
+    FactoryAttack,
+    FactoryAudit,
+    FactoryAuditConfig,
+    FactoryAuditReport,
+    attacks_for,
+    audit_factories,
+    audit_factory,
+    factory_attack_scores,
+    numpy_denoiser,
+)
 from privfed.models.factories.base import (
     ClientId,
     Factory,
@@ -34,7 +50,7 @@ from privfed.models.factories.edm import (
     UNetConfig,
     edm_sigmas,
 )
-from privfed.models.factories.gaussian import LatentGaussianFactory
+from privfed.models.factories.gaussian import LatentGaussianFactory, codec_fingerprint
 from privfed.models.factories.matrix import (
     CellKey,
     FactoryMatrix,
@@ -47,6 +63,7 @@ from privfed.models.factories.matrix import (
 )
 
 __all__ = [
+    "AttackAudit",
     "CellKey",
     "ClientId",
     "DPSGDConfig",
@@ -54,6 +71,10 @@ __all__ = [
     "EDMDiffusionFactory",
     "EDMTrainingConfig",
     "Factory",
+    "FactoryAttack",
+    "FactoryAudit",
+    "FactoryAuditConfig",
+    "FactoryAuditReport",
     "FactoryManifest",
     "FactoryMatrix",
     "GaussianNoiseSource",
@@ -64,10 +85,16 @@ __all__ = [
     "SyntheticDataset",
     "UNetConfig",
     "UnlearningCertificate",
+    "attacks_for",
+    "audit_factories",
+    "audit_factory",
     "cell_seed",
+    "codec_fingerprint",
     "edm_sigmas",
+    "factory_attack_scores",
     "largest_remainder_quotas",
     "load_factory",
+    "numpy_denoiser",
     "read_manifest",
     "record_in_ledger",
     "tensors_sha256",

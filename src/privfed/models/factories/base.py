@@ -491,10 +491,16 @@ def _verified(directory: str | Path) -> tuple[FactoryManifest, bytes]:
     return manifest, weights
 
 
-def load_factory(directory: str | Path) -> Any:
+def load_factory(directory: str | Path, *, codec: Any = None) -> Any:
     """Load any saved factory, dispatching on the manifest's ``factory_type``.
 
     Both checksums are verified before any tensor is deserialised.
+
+    Args:
+        directory: Directory written by a factory's ``save``.
+        codec: The public codec (:class:`privfed.models.codecs.Codec`) of a
+            codec-mode :class:`~privfed.models.factories.gaussian.LatentGaussianFactory`;
+            ``None`` for every other factory.
 
     Returns:
         A fitted factory of the recorded type (CPU).
@@ -514,6 +520,10 @@ def load_factory(directory: str | Path) -> Any:
     cls = registry.get(manifest.factory_type)
     if cls is None:
         raise ArtifactIntegrityError(MANIFEST_FILENAME, "unknown factory type")
+    if cls is LatentGaussianFactory:
+        return cls.load(directory, codec=codec)
+    if codec is not None:
+        raise ParameterError("codec", f"None for a {manifest.factory_type} factory", "a codec")
     return cls.load(directory)
 
 

@@ -42,7 +42,12 @@ from typing import Any, ClassVar
 import torch
 
 import privfed
-from privfed.errors import ArtifactIntegrityError, ParameterError, ParameterTypeError
+from privfed.errors import (
+    ArtifactIntegrityError,
+    NonFiniteInputError,
+    ParameterError,
+    ParameterTypeError,
+)
 from privfed.models.factories.base import (
     ClientId,
     FactoryManifest,
@@ -537,6 +542,53 @@ class EDMDiffusionFactory:
         # Heun updates do not lose precision at small σ.
         s = sigma.float().expand(m)
         return self._denoise(model, x.float(), s).double()
+
+    @torch.no_grad()
+    def denoise(self, noisy_images: torch.Tensor, noise_std: float) -> torch.Tensor:
+        """The trained EDM denoiser ``D(x; σ)`` in image units (a membership-audit hook).
+
+        ``noisy_images`` are ``x + noise_std·n`` for clean images ``x`` in
+        ``[0, 1]`` and ``n ~ N(0, I)``; the result is the model's estimate of
+        ``x``.  Internally images live in ``[−1, 1]`` (``y = 2x − 1``), so the
+        network is queried at ``σ = 2·noise_std``; padding (see the module
+        docstring) uses the noiseless background value and is cropped away.
+        Usable as the ``denoise`` callable of
+        :func:`privfed.audit.denoising_loss_scores` after conversion to numpy
+        (:func:`privfed.models.factories.audit.numpy_denoiser`).
+
+        Args:
+            noisy_images: float tensor ``(B, C, H, W)`` of the factory's image
+                shape; any finite values (noise takes them outside ``[0, 1]``).
+            noise_std: Standard deviation of the added noise in image units
+                (pixels in ``[0, 1]``), finite and ``> 0``.
+
+        Returns:
+            float32 CPU tensor ``(B, C, H, W)``, not clamped.
+
+        Raises:
+            ParameterError: Not fitted, bad shape, or bad ``noise_std``.
+            NonFiniteInputError: ``noisy_images`` holds NaN or infinity.
+        """
+        if self._model is None or self._image_shape is None:
+            raise ParameterError("self", "a fitted factory (call fit or load first)", "unfitted")
+        _check_float("noise_std", noise_std)
+        if not isinstance(noisy_images, torch.Tensor) or not noisy_images.is_floating_point():
+            raise ParameterTypeError("noisy_images", "a floating-point torch.Tensor", noisy_images)
+        c, h, w = self._image_shape
+        if noisy_images.ndim != 4 or tuple(noisy_images.shape[1:]) != (c, h, w):
+            raise ParameterError(
+                "noisy_images", f"a tensor of shape (B, {c}, {h}, {w})", tuple(noisy_images.shape)
+            )
+        bad = int((~torch.isfinite(noisy_images)).sum())
+        if bad:
+            raise NonFiniteInputError("noisy_images", count=bad)
+        device = torch.device(self.training.device)
+        if noisy_images.shape[0] == 0:
+            return torch.zeros((0, c, h, w), dtype=torch.float32)
+        y = self._to_model_space(noisy_images.detach().float().cpu()).to(device)
+        sigma = torch.full((y.shape[0],), 2.0 * float(noise_std), device=device)
+        out = self._denoise(self._model, y, sigma)
+        return ((out[:, :, :h, :w] + 1.0) / 2.0).float().cpu()
 
     # -- persistence -------------------------------------------------------------
 

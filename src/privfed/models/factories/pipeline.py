@@ -2,28 +2,51 @@
 
 One call of :func:`run_factory_pipeline`:
 
-1. loads scikit-learn's digits (:func:`privfed.data.load_digits`), splits off
-   a stratified held-out test set (:func:`privfed.data.split_public_private`;
-   the small public part is not used by this engine) and partitions the rest
-   over clients -- ``"single-class"`` silos (each client holds one class,
-   the FederatedFactory setting) or ``"dirichlet"`` label skew;
-2. every client trains one factory per class it holds (at least
+1. loads scikit-learn's digits (:func:`privfed.data.load_digits`), splits it
+   (:func:`privfed.data.split_public_private`, stratified) into a small
+   public part, a held-out test set and the private rest, and partitions the
+   private rest over clients -- ``"single-class"`` silos (each client holds
+   one class, the FederatedFactory setting) or ``"dirichlet"`` label skew;
+2. Gaussian factories only: fits the public codec on the public part
+   (``gaussian_basis``, see below);
+3. every client trains one factory per class it holds (at least
    ``min_records_per_factory`` records) and ships it once: the report counts
    the bytes of the safetensors weights each client sends;
-3. the server registers the factories in a :class:`FactoryMatrix`,
+4. audit (``audit=True``, the default): a membership-inference audit of up to
+   ``audit_config.max_factories`` factories
+   (:mod:`privfed.models.factories.audit`) -- members are the factory's own
+   training images, non-members the same class's held-out test images, which
+   no factory saw; the result is in the report's ``to_dict()["audit"]``;
+5. the server registers the factories in a :class:`FactoryMatrix`,
    synthesizes ``synthetic_per_class`` images per class, trains the
    downstream classifier (:func:`privfed.models.classifier.train_classifier`)
    on them and evaluates it on the real test set;
-4. baselines on the same split: FedAvg with the same classifier architecture
+6. baselines on the same split: FedAvg with the same classifier architecture
    (:func:`~privfed.models.factories.fedavg.run_fedavg`) and, optionally, a
    centralized classifier trained on the pooled private data.
 
 The matrix (with its synthetic buffer) is returned in the report for
 unlearning experiments.
+
+Which basis the Gaussian factories use (``gaussian_basis``):
+
+* ``"public-pca"`` (default): a :class:`~privfed.models.codecs.PCACodec` with
+  ``latent_dim`` components fitted on the public split (5 % of digits, about
+  90 images) -- the latent engine's codec.  Clients release only a latent
+  mean and covariance per class.
+* ``"public-autoencoder"``: a :class:`~privfed.models.codecs.ConvAutoencoderCodec`
+  trained on the same public split (a few seconds on a CPU).
+* ``"private-pca"``: each factory fits probabilistic PCA to its own private
+  images, so its principal directions -- a release of private data -- are
+  shipped too (the historical behaviour).
+
+None of the Gaussian modes is differentially private; the audit measures
+what they leak.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -35,6 +58,12 @@ import torch
 from safetensors.torch import save as safetensors_bytes
 
 from privfed.errors import ParameterError, ParameterTypeError
+from privfed.models.codecs.base import Codec
+from privfed.models.factories.audit import (
+    FactoryAuditConfig,
+    FactoryAuditReport,
+    audit_factories,
+)
 from privfed.models.factories.dpsgd import record_in_ledger
 from privfed.models.factories.edm import (
     EDMConfig,
@@ -50,9 +79,11 @@ __all__ = [
     "FactoryKind",
     "FactoryPipelineConfig",
     "FactoryPipelineReport",
+    "GaussianBasis",
     "ProgressCallback",
     "Scenario",
     "make_factory",
+    "public_codec",
     "run_factory_pipeline",
 ]
 
@@ -60,8 +91,10 @@ __all__ = [
 Scenario = Literal["single-class", "dirichlet"]
 #: Which factory every client trains.
 FactoryKind = Literal["gaussian", "edm"]
-#: ``progress(stage, done, total)``; stages: "factories", "synthesis",
-#: "classifier", "fedavg", "centralized".
+#: Latent basis of the Gaussian factories (see the module docstring).
+GaussianBasis = Literal["public-pca", "public-autoencoder", "private-pca"]
+#: ``progress(stage, done, total)``; stages: "codec", "factories", "audit",
+#: "synthesis", "classifier", "fedavg", "centralized".
 ProgressCallback = Callable[[str, int, int], None]
 
 
@@ -84,7 +117,11 @@ class FactoryPipelineConfig:
         dirichlet_alpha: Dirichlet concentration (> 0), dirichlet only.
         factory: ``"gaussian"`` (probabilistic PCA, milliseconds per
             factory) or ``"edm"`` (EDM diffusion on a small UNet).
-        latent_dim: Principal directions of the Gaussian factory (>= 1).
+        latent_dim: Latent dimension of the Gaussian factories (>= 1):
+            principal directions kept (private PCA) or the public codec's
+            ``d`` (at most the public split's size, about 90, for public PCA).
+        gaussian_basis: ``"public-pca"`` (default), ``"public-autoencoder"``
+            or ``"private-pca"`` (see the module docstring).
         unet: UNet of the EDM factory.
         edm: EDM constants of the EDM factory.
         edm_training: Training of the EDM factory (steps, batch, device,
@@ -102,6 +139,10 @@ class FactoryPipelineConfig:
             trained with DP-SGD (``edm_training.dp``), in (0, 1).
         seed: Seed of split, partition, training and synthesis (>= 0).
         device: Torch device for factories and classifiers.
+        public_fraction: Fraction of every class put in the public split, in
+            (0, 0.5); ``public_fraction + test_fraction < 1``.
+        audit: Run the membership-inference audit stage (default ``True``).
+        audit_config: Settings of the audit stage.
     """
 
     scenario: Scenario = "single-class"
@@ -124,6 +165,10 @@ class FactoryPipelineConfig:
     delta: float = 1e-5
     seed: int = 0
     device: str = "cpu"
+    gaussian_basis: GaussianBasis = "public-pca"
+    public_fraction: float = 0.05
+    audit: bool = True
+    audit_config: FactoryAuditConfig = field(default_factory=FactoryAuditConfig)
 
     def __post_init__(self) -> None:
         if self.scenario not in ("single-class", "dirichlet"):
@@ -162,6 +207,21 @@ class FactoryPipelineConfig:
         _int_at_least("seed", self.seed, 0)
         if not isinstance(self.device, str):
             raise ParameterTypeError("device", "a torch device string", self.device)
+        if self.gaussian_basis not in ("public-pca", "public-autoencoder", "private-pca"):
+            raise ParameterError(
+                "gaussian_basis",
+                "'public-pca', 'public-autoencoder' or 'private-pca'",
+                self.gaussian_basis,
+            )
+        p = self.public_fraction
+        if isinstance(p, bool) or not isinstance(p, int | float) or not (0 < p < 0.5):
+            raise ParameterError("public_fraction", "a float in (0, 0.5)", p)
+        if p + t >= 1:
+            raise ParameterError("public_fraction + test_fraction", "< 1", p + t)
+        if not isinstance(self.audit, bool):
+            raise ParameterTypeError("audit", "a bool", self.audit)
+        if not isinstance(self.audit_config, FactoryAuditConfig):
+            raise ParameterTypeError("audit_config", "a FactoryAuditConfig", self.audit_config)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dictionary."""
@@ -184,6 +244,10 @@ class FactoryPipelineConfig:
             "delta": self.delta,
             "seed": self.seed,
             "device": self.device,
+            "gaussian_basis": self.gaussian_basis,
+            "public_fraction": self.public_fraction,
+            "audit": self.audit,
+            "audit_config": self.audit_config.to_dict(),
         }
 
 
@@ -209,6 +273,9 @@ class FactoryPipelineReport:
         matrix: The matrix with its synthetic buffer (not serialised).
         test_images: Real held-out test images (not serialised).
         test_labels: Their labels (not serialised).
+        audit: The membership-inference audit, or ``None`` when
+            ``config.audit`` is off.
+        codec_seconds: Seconds spent fitting the public codec (0 without one).
     """
 
     config: FactoryPipelineConfig
@@ -225,6 +292,8 @@ class FactoryPipelineReport:
     matrix: FactoryMatrix = field(repr=False, compare=False)
     test_images: torch.Tensor = field(repr=False, compare=False)
     test_labels: torch.Tensor = field(repr=False, compare=False)
+    audit: FactoryAuditReport | None = field(default=None, compare=False)
+    codec_seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (without the matrix and test tensors)."""
@@ -242,14 +311,89 @@ class FactoryPipelineReport:
             "synthesis_seconds": self.synthesis_seconds,
             "class_counts": [list(row) for row in self.class_counts],
             "dp_epsilon": self.dp_epsilon,
+            "gaussian_basis": self.config.gaussian_basis
+            if self.config.factory == "gaussian"
+            else None,
+            "codec_seconds": self.codec_seconds,
+            "audit": None if self.audit is None else self.audit.to_dict(),
         }
 
 
-def make_factory(config: FactoryPipelineConfig, class_id: int, client_id: int) -> Any:
-    """The factory the pipeline trains for one cell (seeded from ``config.seed``)."""
+@functools.lru_cache(maxsize=4)
+def _cached_codec(
+    basis: str, latent_dim: int, public_fraction: float, test_fraction: float, seed: int
+) -> Codec:
+    from privfed.data import load_digits, split_public_private
+    from privfed.models.codecs import ConvAutoencoderCodec, PCACodec
+
+    split = split_public_private(
+        load_digits(), public_fraction=public_fraction, test_fraction=test_fraction, seed=seed
+    )
+    public = torch.from_numpy(np.array(split.public.images))
+    if basis == "public-pca":
+        limit = min(public.shape[0], int(np.prod(public.shape[1:])))
+        if latent_dim > limit:
+            raise ParameterError(
+                "latent_dim",
+                f"an int <= {limit} (public images and pixels) for public-pca",
+                latent_dim,
+            )
+        return PCACodec.fit(public, latent_dim=latent_dim)
+    return ConvAutoencoderCodec.fit(public, latent_dim=latent_dim, seed=seed)
+
+
+def public_codec(config: FactoryPipelineConfig) -> Codec | None:
+    """The public codec of the Gaussian factories, fitted on the public split only.
+
+    Deterministic for a configuration (and cached, so :func:`make_factory`
+    and :func:`run_factory_pipeline` share one fit).  The public split is
+    the same one :func:`run_factory_pipeline` draws, disjoint from every
+    client's private data and from the test set.
+
+    Returns:
+        ``None`` for EDM factories or ``gaussian_basis="private-pca"``,
+        otherwise a :class:`~privfed.models.codecs.PCACodec` or
+        :class:`~privfed.models.codecs.ConvAutoencoderCodec` with
+        ``latent_dim`` dimensions.
+
+    Raises:
+        ParameterError: ``latent_dim`` exceeds what public PCA can fit.
+    """
+    if not isinstance(config, FactoryPipelineConfig):
+        raise ParameterTypeError("config", "a FactoryPipelineConfig", config)
+    if config.factory != "gaussian" or config.gaussian_basis == "private-pca":
+        return None
+    return _cached_codec(
+        config.gaussian_basis,
+        config.latent_dim,
+        float(config.public_fraction),
+        float(config.test_fraction),
+        config.seed,
+    )
+
+
+def make_factory(
+    config: FactoryPipelineConfig, class_id: int, client_id: int, *, codec: Codec | None = None
+) -> Any:
+    """The factory the pipeline trains for one cell (seeded from ``config.seed``).
+
+    Args:
+        config: The pipeline configuration.
+        class_id: The cell's class.
+        client_id: The cell's client.
+        codec: The public codec of Gaussian factories; ``None`` fits (or
+            reuses) :func:`public_codec` ``(config)``.  Ignored for EDM and
+            private-PCA factories.
+    """
     if config.factory == "gaussian":
+        if config.gaussian_basis == "private-pca":
+            return LatentGaussianFactory(
+                latent_dim=config.latent_dim, class_id=class_id, client_id=client_id
+            )
         return LatentGaussianFactory(
-            latent_dim=config.latent_dim, class_id=class_id, client_id=client_id
+            class_id=class_id,
+            client_id=client_id,
+            codec=codec if codec is not None else public_codec(config),
         )
     tr = config.edm_training
     seed = (config.seed * 1_000_003 + class_id * 1009 + client_id) % (2**62)
@@ -284,7 +428,13 @@ def run_factory_pipeline(
             enforced before each factory is registered.
 
     Returns:
-        Accuracies, communication, timings, and the matrix.
+        Accuracies, communication, timings, the membership-inference audit
+        (``None`` when ``config.audit`` is off) and the matrix.
+
+    Raises:
+        ParameterTypeError: ``config`` is not a :class:`FactoryPipelineConfig`.
+        ParameterError: ``latent_dim`` exceeds what public PCA can fit on the
+            public split (raised before any client trains).
     """
     from privfed.data import load_digits, partition, split_public_private
     from privfed.models.classifier import evaluate_classifier, train_classifier
@@ -303,7 +453,10 @@ def run_factory_pipeline(
 
     data = load_digits()
     split = split_public_private(
-        data, public_fraction=0.05, test_fraction=config.test_fraction, seed=config.seed
+        data,
+        public_fraction=config.public_fraction,
+        test_fraction=config.test_fraction,
+        seed=config.seed,
     )
     private, test = split.private, split.test
     k_classes = data.num_classes
@@ -324,6 +477,13 @@ def run_factory_pipeline(
     test_x = torch.from_numpy(np.array(test.images))
     test_y = torch.from_numpy(np.array(test.labels))
 
+    # 0. The public codec of Gaussian factories (public split only).
+    start = time.perf_counter()
+    codec = public_codec(config)
+    codec_seconds = time.perf_counter() - start if codec is not None else 0.0
+    if codec is not None:
+        report("codec", 1, 1)
+
     # 1. Clients train and ship factories.
     jobs = []
     for client, idx in enumerate(parts):
@@ -335,8 +495,9 @@ def run_factory_pipeline(
     matrix = FactoryMatrix()
     seconds: list[float] = []
     shipped = [0] * len(parts)
+    trained = []
     for done, (client, c, cls_idx) in enumerate(jobs, start=1):
-        factory = make_factory(config, c, client)
+        factory = make_factory(config, c, client, codec=codec)
         start = time.perf_counter()
         factory.fit(images[cls_idx])
         seconds.append(time.perf_counter() - start)
@@ -349,7 +510,17 @@ def run_factory_pipeline(
             )
         shipped[client] += len(safetensors_bytes(factory.state_tensors()))
         matrix.register(c, client, factory, int(cls_idx.numel()))
+        trained.append((c, client, factory, cls_idx))
         report("factories", done, len(jobs))
+
+    # 1b. Membership-inference audit of the shipped factories.
+    audit = None
+    if config.audit:
+        audit = audit_factories(
+            _audit_targets(trained, images, test_x, test_y),
+            config=config.audit_config,
+            progress=lambda d, t: report("audit", d, t),
+        )
 
     # 2. The server synthesizes and trains the downstream classifier.
     start = time.perf_counter()
@@ -411,4 +582,25 @@ def run_factory_pipeline(
         matrix=matrix,
         test_images=test_x,
         test_labels=test_y,
+        audit=audit,
+        codec_seconds=codec_seconds,
     )
+
+
+def _audit_targets(
+    trained: list[tuple[int, int, Any, torch.Tensor]],
+    images: torch.Tensor,
+    test_x: torch.Tensor,
+    test_y: torch.Tensor,
+) -> list[tuple[int, int, Any, torch.Tensor, torch.Tensor]]:
+    """Cells round-robin over classes (every class before a second cell of any class)."""
+    by_class: dict[int, list[tuple[int, int, Any, torch.Tensor]]] = {}
+    for item in trained:
+        by_class.setdefault(item[0], []).append(item)
+    order = []
+    depth = max((len(v) for v in by_class.values()), default=0)
+    for r in range(depth):
+        for c in sorted(by_class):
+            if r < len(by_class[c]):
+                order.append(by_class[c][r])
+    return [(c, k, f, images[idx], test_x[test_y == c]) for c, k, f, idx in order]
