@@ -29,6 +29,7 @@ does.
 
 from __future__ import annotations
 
+import functools
 import math
 import secrets
 from collections.abc import Sequence
@@ -257,6 +258,28 @@ def _leave_one_out_products(values: list[int], *, reduce: bool) -> list[int]:
     return out
 
 
+# The x-coordinates are public (client indices), and a server reconstructs many
+# secrets from shares held by the same set of clients; the Lagrange quantities
+# that depend on the x-coordinates alone are therefore cached.  Only public
+# values enter these caches -- never a share value or a secret.
+
+
+@functools.lru_cache(maxsize=128)
+def _denominator_inverses(xs: tuple[int, ...], reduce: bool) -> tuple[int, ...]:
+    """``1 / prod_{m != i} (x_i - x_m)`` for every ``i`` (non-zero: distinct x)."""
+    denominators = [
+        _product([xi - xm for m, xm in enumerate(xs) if m != i], reduce=reduce)
+        for i, xi in enumerate(xs)
+    ]
+    return tuple(_batch_inverse(denominators))
+
+
+@functools.lru_cache(maxsize=1024)
+def _basis_at(xs: tuple[int, ...], point: int, reduce: bool) -> tuple[int, ...]:
+    """``prod_{m != i} (point - x_m)`` for every ``i``."""
+    return tuple(_leave_one_out_products([point - xm for xm in xs], reduce=reduce))
+
+
 def combine(shares: Sequence[Share], *, threshold: int) -> bytes:
     """Reconstruct the secret from at least ``threshold`` shares, checking redundancy.
 
@@ -310,21 +333,15 @@ def combine(shares: Sequence[Share], *, threshold: int) -> bytes:
             detail="duplicate share index",
         )
 
-    xs = all_x[:threshold]
+    xs = tuple(all_x[:threshold])
     ys = [s.value for s in shares[:threshold]]
     reduce = max(all_x).bit_length() * threshold > PRIME.bit_length()
-    # d_i = prod_{m != i} (x_i - x_m) is non-zero mod PRIME (distinct x in [1, PRIME));
-    # c_i = y_i / d_i, with one modular inversion for all i (Montgomery's trick).
-    denominators = [
-        _product([xi - xm for m, xm in enumerate(xs) if m != i], reduce=reduce)
-        for i, xi in enumerate(xs)
-    ]
-    inverses = _batch_inverse(denominators)
+    inverses = _denominator_inverses(xs, reduce)
     weights = [y * w % PRIME for y, w in zip(ys, inverses, strict=True)]
 
     def evaluate(point: int) -> int:
         # Lagrange form: f(point) = sum_i c_i * prod_{m != i} (point - x_m).
-        basis = _leave_one_out_products([point - xm for xm in xs], reduce=reduce)
+        basis = _basis_at(xs, point, reduce)
         return sum(c * b for c, b in zip(weights, basis, strict=True)) % PRIME
 
     secret_int = evaluate(0)
