@@ -341,13 +341,7 @@ def ring_add(a: npt.ArrayLike, b: npt.ArrayLike, *, ring_bits: int = 64) -> npt.
         ParameterTypeError: An input is not an integer array.
         ParameterError: Shapes differ or an element is outside ``[0, 2**k)``.
     """
-    k = _check_ring_bits(ring_bits)
-    x, y = _as_ring("a", a, k), _as_ring("b", b, k)
-    _check_same_shape(x, y)
-    np.add(x, y, out=x)
-    if k < 64:
-        np.bitwise_and(x, _ring_mask(k), out=x)
-    return x
+    return _ring_binary(np.add, a, b, ring_bits)
 
 
 def ring_sub(a: npt.ArrayLike, b: npt.ArrayLike, *, ring_bits: int = 64) -> npt.NDArray[np.uint64]:
@@ -365,10 +359,17 @@ def ring_sub(a: npt.ArrayLike, b: npt.ArrayLike, *, ring_bits: int = 64) -> npt.
         ParameterTypeError: An input is not an integer array.
         ParameterError: Shapes differ or an element is outside ``[0, 2**k)``.
     """
+    return _ring_binary(np.subtract, a, b, ring_bits)
+
+
+def _ring_binary(
+    op: np.ufunc, a: npt.ArrayLike, b: npt.ArrayLike, ring_bits: int
+) -> npt.NDArray[np.uint64]:
+    """Validate two ring operands, apply ``op`` wrapping in uint64, reduce to ``2**k``."""
     k = _check_ring_bits(ring_bits)
     x, y = _as_ring("a", a, k), _as_ring("b", b, k)
     _check_same_shape(x, y)
-    np.subtract(x, y, out=x)
+    op(x, y, out=x)
     if k < 64:
         np.bitwise_and(x, _ring_mask(k), out=x)
     return x
