@@ -32,6 +32,7 @@ Events are validated when built (dp-accounting does not validate), and
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -412,77 +413,40 @@ def _epsilon(releases: Sequence[Release], delta: float) -> tuple[float, float | 
     return worst, None, "pld"
 
 
+# JSON tag of each release type; the fields are the dataclass fields.
+_RELEASE_TAGS: dict[str, type[GaussianRelease] | type[SubsampledGaussianRelease]] = {
+    "gaussian": GaussianRelease,
+    "subsampled-gaussian": SubsampledGaussianRelease,
+}
+
+
 def _release_to_dict(release: Release) -> dict[str, Any]:
-    if isinstance(release, GaussianRelease):
-        return {
-            "type": "gaussian",
-            "name": release.name,
-            "partition": release.partition,
-            "l2_sensitivity": float(release.l2_sensitivity),
-            "noise_std": float(release.noise_std),
-            "adjacency": release.adjacency.value,
-            "sampler": release.sampler,
-            "seeded": release.seeded,
-            "dimension": release.dimension,
-        }
-    return {
-        "type": "subsampled-gaussian",
-        "name": release.name,
-        "partition": release.partition,
-        "noise_multiplier": float(release.noise_multiplier),
-        "sampling_rate": float(release.sampling_rate),
-        "steps": int(release.steps),
-        "adjacency": release.adjacency.value,
-        "sampler": release.sampler,
-        "seeded": release.seeded,
-    }
+    tag = "gaussian" if isinstance(release, GaussianRelease) else "subsampled-gaussian"
+    out: dict[str, Any] = {"type": tag}
+    for field in dataclasses.fields(release):
+        value = getattr(release, field.name)
+        out[field.name] = value.value if isinstance(value, Adjacency) else value
+    return out
 
 
 def _release_from_dict(data: object) -> Release:
     if not isinstance(data, dict):
         raise LedgerError("each release must be a JSON object")
     kind = data.get("type")
+    cls = _RELEASE_TAGS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise LedgerError(f"unknown release type {kind!r}")
+    names = {field.name for field in dataclasses.fields(cls)}
+    if set(data) != names | {"type"}:
+        raise LedgerError(f"a {kind} release has missing or unknown fields")
+    values = {name: data[name] for name in names}
     try:
-        adjacency = Adjacency(data["adjacency"])
-        if kind == "gaussian":
-            keys = {
-                "type", "name", "partition", "l2_sensitivity", "noise_std",
-                "adjacency", "sampler", "seeded", "dimension",
-            }  # fmt: skip
-            if set(data) != keys:
-                raise LedgerError("a gaussian release has missing or unknown fields")
-            return GaussianRelease(
-                name=data["name"],
-                partition=data["partition"],
-                l2_sensitivity=data["l2_sensitivity"],
-                noise_std=data["noise_std"],
-                adjacency=adjacency,
-                sampler=data["sampler"],
-                seeded=data["seeded"],
-                dimension=data["dimension"],
-            )
-        if kind == "subsampled-gaussian":
-            keys = {
-                "type", "name", "partition", "noise_multiplier", "sampling_rate",
-                "steps", "adjacency", "sampler", "seeded",
-            }  # fmt: skip
-            if set(data) != keys:
-                raise LedgerError("a subsampled-gaussian release has missing or unknown fields")
-            return SubsampledGaussianRelease(
-                name=data["name"],
-                partition=data["partition"],
-                noise_multiplier=data["noise_multiplier"],
-                sampling_rate=data["sampling_rate"],
-                steps=data["steps"],
-                adjacency=adjacency,
-                sampler=data["sampler"],
-                seeded=data["seeded"],
-            )
-    except (KeyError, ValueError, TypeError) as exc:
+        values["adjacency"] = Adjacency(values["adjacency"])
+        return cls(**values)
+    except (ValueError, TypeError) as exc:
         if isinstance(exc, LedgerError):
             raise
         raise LedgerError(f"invalid release in ledger JSON: {exc}") from exc
-    raise LedgerError(f"unknown release type {kind!r}")
 
 
 class PrivacyLedger:

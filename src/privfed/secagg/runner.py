@@ -233,6 +233,21 @@ def run_protocol(
         finally:
             server_seconds[stage] = server_seconds.get(stage, 0.0) + time.perf_counter() - start
 
+    def play_single_reply(stage: Stage, order: list[int], act: Callable[[int], bytes]) -> None:
+        """Run one stage in which each client answers with one message to the server."""
+        for done, i in enumerate(order, 1):
+            start = time.perf_counter()
+            try:
+                data = act(i)
+            except ProtocolAbort:
+                aborted[i] = True
+                seconds[i][stage] = time.perf_counter() - start
+                continue
+            seconds[i][stage] = time.perf_counter() - start
+            sent[i][stage] = len(data)
+            server_receive(stage, data)
+            tick(stage, done, len(order))
+
     # ADVERTISE_KEYS
     stage = Stage.ADVERTISE_KEYS
     order = [i for i in range(n) if active(i, stage)]
@@ -283,21 +298,13 @@ def run_protocol(
 
     # MASKED_INPUT
     stage = Stage.MASKED_INPUT
-    order = [i for i in range(n) if (i + 1) in routed and active(i, stage)]
-    for done, i in enumerate(order, 1):
-        start = time.perf_counter()
-        try:
-            message = clients[i].masked_input(RoutedShares.from_bytes(routed[i + 1]), rows[i])
-            data = message.to_bytes()
-            del message
-        except ProtocolAbort:
-            aborted[i] = True
-            seconds[i][stage] = time.perf_counter() - start
-            continue
-        seconds[i][stage] = time.perf_counter() - start
-        sent[i][stage] = len(data)
-        server_receive(stage, data)
-        tick(stage, done, len(order))
+    play_single_reply(
+        stage,
+        [i for i in range(n) if (i + 1) in routed and active(i, stage)],
+        lambda i: (
+            clients[i].masked_input(RoutedShares.from_bytes(routed[i + 1]), rows[i]).to_bytes()
+        ),
+    )
 
     def publish_requests() -> dict[int, bytes]:
         return {cid: msg.to_bytes() for cid, msg in server.unmask_requests().items()}
@@ -307,19 +314,11 @@ def run_protocol(
 
     # UNMASKING
     stage = Stage.UNMASKING
-    order = [i for i in range(n) if (i + 1) in requests and active(i, stage)]
-    for done, i in enumerate(order, 1):
-        start = time.perf_counter()
-        try:
-            data = clients[i].unmask(UnmaskRequest.from_bytes(requests[i + 1])).to_bytes()
-        except ProtocolAbort:
-            aborted[i] = True
-            seconds[i][stage] = time.perf_counter() - start
-            continue
-        seconds[i][stage] = time.perf_counter() - start
-        sent[i][stage] = len(data)
-        server_receive(stage, data)
-        tick(stage, done, len(order))
+    play_single_reply(
+        stage,
+        [i for i in range(n) if (i + 1) in requests and active(i, stage)],
+        lambda i: clients[i].unmask(UnmaskRequest.from_bytes(requests[i + 1])).to_bytes(),
+    )
 
     total = server_close(stage, server.finalize)
     records = tuple(
