@@ -100,8 +100,7 @@ class ParameterTypeError(PrivfedError, TypeError):
         self.parameter = name
         self.expected = expected
         super().__init__(
-            f"parameter {name!r} must be {expected}; got an object of type "
-            f"{type(value).__name__}"
+            f"parameter {name!r} must be {expected}; got an object of type {type(value).__name__}"
         )
 
 
@@ -121,7 +120,15 @@ class KeyAgreementError(PrivfedError, ValueError):
     """Key agreement failed, e.g. because the peer's public key is a low-order point.
 
     The message never contains key material.
+
+    Attributes:
+        peer_id: The (public) id of the peer whose key failed, when the failing
+            call worked on several peers at once; ``None`` otherwise.
     """
+
+    def __init__(self, message: str, *, peer_id: int | None = None) -> None:
+        super().__init__(message)
+        self.peer_id = peer_id
 
 
 class AuthenticationError(PrivfedError):

@@ -22,6 +22,7 @@ from privfed.errors import (
 from privfed.secagg import (
     AdvertiseKeys,
     EncryptedShares,
+    EncryptedSharesBundle,
     MaskedInput,
     RevealedShare,
     Roster,
@@ -369,6 +370,54 @@ def test_partial_ciphertext_set_counts_as_dropped() -> None:
     assert all(2 not in routed[c].senders for c in routed)
 
 
+def test_bundles_are_taken_whole_or_not_at_all() -> None:
+    r = _round()
+    roster = _advertise(r, skip=(5,))
+    cfg = r.config
+    out = r.clients[1].share_keys(roster)
+    stray = EncryptedShares(
+        session_id=cfg.session_id,
+        round_index=cfg.round_index,
+        sender=1,
+        recipient=5,
+        ciphertext=b"x" * 80,
+    )
+    # A ciphertext for a client that is not on the roster spoils the whole bundle.
+    with pytest.raises(ProtocolAbort, match="not a roster neighbour"):
+        r.server.receive(EncryptedSharesBundle.from_shares([*out.values(), stray]))
+    assert not r.server.aborted
+    # Nothing of it was kept: the same ciphertexts are accepted afterwards.
+    first, *rest = sorted(out.values(), key=lambda m: m.recipient)
+    r.server.receive(first)
+    # A bundle repeating an accepted ciphertext is refused as a whole, too.
+    with pytest.raises(ProtocolAbort, match="duplicate"):
+        r.server.receive(EncryptedSharesBundle.from_shares(out))
+    r.server.receive(EncryptedSharesBundle.from_shares(rest))
+    for cid in (2, 3, 4):
+        r.server.receive(EncryptedSharesBundle.from_shares(r.clients[cid].share_keys(roster)))
+    r.routed = r.server.routed_shares()
+    assert r.server.shared == {1, 2, 3, 4}
+    # Routed exactly as the clients sent them.
+    assert r.routed[2].shares[0] == out[2]
+    requests = _mask(r)
+    for cid in sorted(requests):
+        r.server.receive(r.clients[cid].unmask(requests[cid]))
+    expected = sum((r.inputs[c] for c in (1, 2, 3, 4)), start=np.zeros(L, dtype=np.uint64))
+    assert np.array_equal(r.server.finalize(), expected)
+
+
+def test_a_partial_bundle_counts_as_dropped() -> None:
+    r = _round()
+    roster = _advertise(r)
+    for cid in roster.client_ids:
+        out = r.clients[cid].share_keys(roster)
+        items = sorted(out.values(), key=lambda m: m.recipient)
+        r.server.receive(EncryptedSharesBundle.from_shares(items[:2] if cid == 3 else items))
+    routed = r.server.routed_shares()
+    assert r.server.shared == {1, 2, 4, 5}
+    assert all(3 not in routed[c].senders for c in routed)
+
+
 def test_server_aborts_below_threshold_for_good() -> None:
     r = _round()
     r.server.receive(r.clients[1].advertise_keys())
@@ -413,6 +462,53 @@ def test_server_refuses_responses_that_do_not_match_the_request() -> None:
     r.server.receive(response)
     with pytest.raises(ProtocolAbort, match="duplicate"):
         r.server.receive(response)
+
+
+@pytest.mark.parametrize(
+    "mangle",
+    [
+        "short",
+        "long",
+        "index_of_another_client",
+        "index_zero",
+        "index_not_canonical",
+        "value_at_prime",
+        "value_all_ones",
+    ],
+)
+def test_server_refuses_badly_encoded_shares_and_keeps_its_state(mangle: str) -> None:
+    r = _round()
+    requests = _to_unmasking(r, mask_skip=(5,))
+    response = r.clients[1].unmask(requests[1])
+    fb = shamir.FIELD_BYTES
+    good = response.self_mask_shares[0].share
+    index, value = good[:fb], good[fb:]
+    bad = {
+        "short": good[:-1],
+        "long": good + b"\x00",
+        "index_of_another_client": (2).to_bytes(fb, "big") + value,
+        "index_zero": bytes(fb) + value,
+        "index_not_canonical": (1 + shamir.PRIME).to_bytes(fb, "big") + value,
+        "value_at_prime": index + shamir.PRIME.to_bytes(fb, "big"),
+        "value_all_ones": index + b"\xff" * fb,
+    }[mangle]
+    first = RevealedShare(response.self_mask_shares[0].owner, bad)
+    altered = dataclasses.replace(
+        response, self_mask_shares=(first, *response.self_mask_shares[1:])
+    )
+    expected: type[Exception] = (
+        ProtocolAbort if mangle == "index_of_another_client" else MessageFormatError
+    )
+    with pytest.raises(expected):
+        r.server.receive(altered)
+    assert not r.server.aborted
+    assert r.server.responders == frozenset()
+    # The honest response is still accepted and the round completes exactly.
+    for cid in sorted(requests):
+        r.server.receive(r.clients[cid].unmask(requests[cid]) if cid != 1 else response)
+    total = r.server.finalize()
+    expected_sum = sum((r.inputs[c] for c in (1, 2, 3, 4)), start=np.zeros(L, dtype=np.uint64))
+    assert np.array_equal(total, expected_sum)
 
 
 # -- wrong-but-well-formed shares are caught at reconstruction ------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 
 import numpy as np
@@ -13,6 +14,7 @@ from privfed.errors import MessageFormatError, ParameterError, ParameterTypeErro
 from privfed.secagg import (
     AdvertiseKeys,
     EncryptedShares,
+    EncryptedSharesBundle,
     MaskedInput,
     Message,
     RevealedShare,
@@ -54,6 +56,14 @@ def _samples() -> list[Message]:
             shares=(
                 EncryptedShares(**HEADER, sender=1, recipient=4, ciphertext=b"ab"),
                 EncryptedShares(**HEADER, sender=6, recipient=4, ciphertext=b"cde"),
+            ),
+        ),
+        EncryptedSharesBundle(
+            **HEADER,
+            sender=4,
+            shares=(
+                EncryptedShares(**HEADER, sender=4, recipient=1, ciphertext=b"ab"),
+                EncryptedShares(**HEADER, sender=4, recipient=6, ciphertext=b"cde"),
             ),
         ),
         MaskedInput(**HEADER, sender=8, ring_bits=64, values=values),
@@ -127,8 +137,97 @@ def test_random_byte_flips_never_escape_typed_errors(seed: int) -> None:
     assert parsed != message
 
 
+def _revalidate(value: object) -> None:
+    """Rebuild ``value`` (and every message or share inside it) through its checked constructor.
+
+    Parsers build objects without re-running ``__post_init__``; this proves that
+    what they accept is exactly what the public constructors accept.
+    """
+    if isinstance(value, tuple):
+        for item in value:
+            _revalidate(item)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
+        for item in fields.values():
+            _revalidate(item)
+        assert type(value)(**fields) == value
+
+
+@pytest.mark.parametrize("message", SAMPLES, ids=IDS)
+def test_parsed_messages_pass_the_constructor_checks(message: Message) -> None:
+    _revalidate(decode_message(message.to_bytes()))
+
+
+@given(seed=st.integers(0, 2**32 - 1), flips=st.integers(1, 3))
+def test_whatever_parses_passes_the_constructor_checks(seed: int, flips: int) -> None:
+    rng = np.random.default_rng(seed)
+    message = SAMPLES[int(rng.integers(len(SAMPLES)))]
+    data = bytearray(message.to_bytes())
+    for _ in range(flips):
+        data[int(rng.integers(len(data)))] ^= int(rng.integers(1, 256))
+    try:
+        parsed = decode_message(bytes(data))
+    except MessageFormatError:
+        return
+    _revalidate(parsed)
+
+
+def _bundle_bytes(sender: int, items: list[tuple[int, bytes]], count: int | None = None) -> bytes:
+    header = EncryptedSharesBundle(
+        **HEADER,
+        sender=sender,
+        shares=(EncryptedShares(**HEADER, sender=sender, recipient=sender + 1, ciphertext=b"a"),),
+    ).to_bytes()
+    prefix = header[: 4 + 1 + 1 + 1 + len(SID) + 4]
+    body = struct.pack(">II", sender, len(items) if count is None else count)
+    for recipient, blob in items:
+        body += struct.pack(">II", recipient, len(blob)) + blob
+    return prefix + body
+
+
+@pytest.mark.parametrize(
+    ("items", "match"),
+    [
+        ([], "empty"),
+        ([(3, b"a")], "own sender"),
+        ([(2, b"")], "length"),
+        ([(2, b"a" * 4097)], "length"),
+        ([(5, b"a"), (2, b"b")], "increasing"),
+        ([(2, b"a"), (2, b"b")], "increasing"),
+        ([(0, b"a")], "id 0"),
+    ],
+)
+def test_malformed_bundles_are_refused(items: list[tuple[int, bytes]], match: str) -> None:
+    assert isinstance(
+        decode_message(_bundle_bytes(3, [(1, b"x"), (4, b"y")])), EncryptedSharesBundle
+    )
+    with pytest.raises(MessageFormatError, match=match):
+        decode_message(_bundle_bytes(3, items))
+
+
+def test_bundle_from_shares_sorts_and_checks() -> None:
+    a = EncryptedShares(**HEADER, sender=2, recipient=7, ciphertext=b"a")
+    b = EncryptedShares(**HEADER, sender=2, recipient=3, ciphertext=b"b")
+    bundle = EncryptedSharesBundle.from_shares({7: a, 3: b})
+    assert bundle.recipients == (3, 7)
+    assert bundle.shares == (b, a)
+    assert EncryptedSharesBundle.from_shares([a, b]) == bundle
+    other_sender = EncryptedShares(**HEADER, sender=5, recipient=4, ciphertext=b"c")
+    with pytest.raises(ParameterError, match="'shares'"):
+        EncryptedSharesBundle.from_shares([a, other_sender])
+    other_round = dataclasses.replace(b, round_index=8)
+    with pytest.raises(ParameterError, match="'shares'"):
+        EncryptedSharesBundle.from_shares([a, other_round])
+    with pytest.raises(ParameterError, match="'shares'"):
+        EncryptedSharesBundle.from_shares([a, a])
+    with pytest.raises(ParameterError, match="'shares'"):
+        EncryptedSharesBundle.from_shares([])
+    with pytest.raises(ParameterTypeError, match="'shares'"):
+        EncryptedSharesBundle.from_shares([a, b"raw"])  # type: ignore[list-item]
+
+
 def test_count_larger_than_message_is_refused() -> None:
-    data = bytearray(SAMPLES[6].to_bytes())  # UnmaskRequest
+    data = bytearray(SAMPLES[7].to_bytes())  # UnmaskRequest
     body = 4 + 1 + 1 + 1 + len(SID) + 4
     data[body + 4 : body + 8] = struct.pack(">I", 2**30)
     with pytest.raises(MessageFormatError, match="count"):

@@ -37,6 +37,7 @@ from privfed.secagg.parameters import (
 from privfed.secagg.protocol import (
     AdvertiseKeys,
     EncryptedShares,
+    EncryptedSharesBundle,
     GraphMode,
     MaskedInput,
     Message,
@@ -62,6 +63,7 @@ __all__ = [
     "AdvertiseKeys",
     "ClientRecord",
     "EncryptedShares",
+    "EncryptedSharesBundle",
     "GraphMode",
     "MaskedInput",
     "Message",

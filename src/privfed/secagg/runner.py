@@ -11,7 +11,8 @@ per-stage timings and byte counts (:class:`RunReport`) for benchmarks.
 Dropouts are scripted: ``dropouts[stage]`` lists the indices of clients that
 stop responding from ``stage`` on.  A client dropping at
 :attr:`~privfed.secagg.Stage.SHARE_KEYS` delivers only the first half of its
-ciphertexts (it dies while sending), which the server must discard.
+ciphertexts (it dies while sending), which the server must discard.  Each
+client sends its ciphertexts as one :class:`~privfed.secagg.EncryptedSharesBundle`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from privfed.secagg.protocol.client import SecAggClient
 from privfed.secagg.protocol.config import SecAggConfig, new_session_id
 from privfed.secagg.protocol.graph import GraphMode
 from privfed.secagg.protocol.messages import (
+    EncryptedSharesBundle,
     Roster,
     RoutedShares,
     UnmaskRequest,
@@ -233,12 +235,22 @@ def run_protocol(
         finally:
             server_seconds[stage] = server_seconds.get(stage, 0.0) + time.perf_counter() - start
 
-    def play_single_reply(stage: Stage, order: list[int], act: Callable[[int], bytes]) -> None:
-        """Run one stage in which each client answers with one message to the server."""
+    def play_single_reply(
+        stage: Stage,
+        order: list[int],
+        act: Callable[[int, _T], bytes],
+        fetch: Callable[[int], _T],
+    ) -> None:
+        """Run one stage in which each client answers with one message to the server.
+
+        ``fetch(i)`` prepares client ``i``'s local data outside the timed region;
+        ``act(i, data)`` is the client's timed work.
+        """
         for done, i in enumerate(order, 1):
+            local = fetch(i)
             start = time.perf_counter()
             try:
-                data = act(i)
+                data = act(i, local)
             except ProtocolAbort:
                 aborted[i] = True
                 seconds[i][stage] = time.perf_counter() - start
@@ -281,12 +293,13 @@ def run_protocol(
             aborted[i] = True
             seconds[i][stage] = time.perf_counter() - start
             continue
-        blobs = [outgoing[r].to_bytes() for r in sorted(outgoing)]
-        seconds[i][stage] = time.perf_counter() - start
+        items = [outgoing[r] for r in sorted(outgoing)]
         if not active(i, stage):
-            blobs = blobs[: len(blobs) // 2]
-        sent[i][stage] = sum(len(b) for b in blobs)
-        for blob in blobs:
+            items = items[: len(items) // 2]
+        blob = EncryptedSharesBundle.from_shares(items).to_bytes() if items else b""
+        seconds[i][stage] = time.perf_counter() - start
+        sent[i][stage] = len(blob)
+        if blob:
             server_receive(stage, blob)
         tick(stage, done, len(order))
 
@@ -296,14 +309,16 @@ def run_protocol(
     routed = server_close(stage, publish_routed)
     server_sent[stage] = sum(len(b) for b in routed.values())
 
-    # MASKED_INPUT
+    # MASKED_INPUT.  Fetching an input (which the caller may compute lazily) is
+    # the caller's work, not the client's protocol work, so it is not timed.
     stage = Stage.MASKED_INPUT
     play_single_reply(
         stage,
         [i for i in range(n) if (i + 1) in routed and active(i, stage)],
-        lambda i: (
-            clients[i].masked_input(RoutedShares.from_bytes(routed[i + 1]), rows[i]).to_bytes()
+        lambda i, values: (
+            clients[i].masked_input(RoutedShares.from_bytes(routed[i + 1]), values).to_bytes()
         ),
+        fetch=lambda i: rows[i],
     )
 
     def publish_requests() -> dict[int, bytes]:
@@ -317,7 +332,8 @@ def run_protocol(
     play_single_reply(
         stage,
         [i for i in range(n) if (i + 1) in requests and active(i, stage)],
-        lambda i: clients[i].unmask(UnmaskRequest.from_bytes(requests[i + 1])).to_bytes(),
+        lambda i, _: clients[i].unmask(UnmaskRequest.from_bytes(requests[i + 1])).to_bytes(),
+        fetch=lambda i: None,
     )
 
     total = server_close(stage, server.finalize)

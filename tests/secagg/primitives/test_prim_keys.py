@@ -401,3 +401,51 @@ def test_keypair_copy_and_pickle() -> None:
         assert clone.agree(KeyPair.generate().public_key)
     assert hash(pair) == hash(KeyPair.from_private_bytes(pair.private_key))
     assert repr(pair) == f"KeyPair(public_key={pair.public_key!r})"
+
+
+@given(
+    me=st.integers(0, 2**32 - 1),
+    peers=st.lists(st.integers(0, 2**32 - 1), min_size=0, max_size=5, unique=True),
+    purpose=st.sampled_from([Purpose.MASK, Purpose.SHARE_ENCRYPTION]),
+    length=st.sampled_from([16, 32, 64]),
+)
+def test_pairwise_keys_equals_pairwise_key_per_peer(
+    me: int, peers: list[int], purpose: Purpose, length: int
+) -> None:
+    peers = [p for p in peers if p != me]
+    pair = KeyPair.from_private_bytes(hashlib.sha256(b"me%d" % me).digest())
+    publics = {
+        p: KeyPair.from_private_bytes(hashlib.sha256(b"peer%d" % p).digest()).public_key
+        for p in peers
+    }
+    ctx: dict[str, Any] = {"purpose": purpose, "session_id": b"sess", "round_index": 3}
+    batch = pair.pairwise_keys(publics, client_id=me, length=length, **ctx)
+    assert list(batch) == peers
+    for p in peers:
+        assert batch[p] == pair.pairwise_key(
+            publics[p], client_id=me, peer_id=p, length=length, **ctx
+        )
+
+
+def test_pairwise_keys_names_the_low_order_peer_and_validates_first() -> None:
+    pair = KeyPair.generate()
+    good = KeyPair.generate().public_key
+    ctx: dict[str, Any] = {"purpose": Purpose.MASK, "session_id": b"s", "round_index": 0}
+    low = _low_order_encodings()[0]
+    with pytest.raises(KeyAgreementError) as info:
+        pair.pairwise_keys({2: good, 5: low, 7: good}, client_id=1, **ctx)
+    assert info.value.peer_id == 5
+    assert low.hex() not in str(info.value)
+    assert info.value.__cause__ is None
+    # A malformed entry anywhere is reported before any key agreement runs.
+    with pytest.raises(ParameterError, match="'peer_public_key'"):
+        pair.pairwise_keys({2: low, 3: bytes(31)}, client_id=1, **ctx)
+    with pytest.raises(ParameterError, match="'peer_id'"):
+        pair.pairwise_keys({2: good, 1: good}, client_id=1, **ctx)
+    with pytest.raises(ParameterTypeError, match="'peer_public_keys'"):
+        pair.pairwise_keys([(2, good)], client_id=1, **ctx)  # type: ignore[arg-type]
+    with pytest.raises(ParameterError, match="'purpose'"):
+        pair.pairwise_keys(
+            {2: good}, client_id=1, purpose=Purpose.SELF_MASK, session_id=b"s", round_index=0
+        )
+    assert pair.pairwise_keys({}, client_id=1, **ctx) == {}

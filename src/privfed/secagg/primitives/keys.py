@@ -31,6 +31,7 @@ from __future__ import annotations
 import enum
 import hmac
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -180,6 +181,59 @@ class KeyPair:
         info, size = _pair_context(purpose, session_id, round_index, client_id, peer_id, length)
         return _hkdf_sha256(self.agree(peer_public_key), salt=HKDF_SALT, info=info, length=size)
 
+    def pairwise_keys(
+        self,
+        peer_public_keys: Mapping[int, bytes],
+        *,
+        purpose: Purpose,
+        session_id: bytes,
+        round_index: int,
+        client_id: int,
+        length: int = 32,
+    ) -> dict[int, bytes]:
+        """:meth:`pairwise_key` for many peers at once.
+
+        Returns exactly ``{peer_id: self.pairwise_key(public, peer_id=peer_id,
+        ...)}`` for every item of ``peer_public_keys``, but validates and
+        encodes the shared part of the context once instead of once per peer.
+        Every argument (each peer id and key included) is validated before the
+        first X25519 operation.
+
+        Args:
+            peer_public_keys: ``{peer_id: peer_public_key}``; each id an ``int``
+                in ``[0, 2**32)`` other than ``client_id``, each key 32 bytes.
+            purpose, session_id, round_index, client_id, length: As for
+                :meth:`pairwise_key`.
+
+        Returns:
+            ``{peer_id: key}`` in the iteration order of ``peer_public_keys``.
+
+        Raises:
+            ParameterTypeError: An argument has the wrong type.
+            ParameterError: An argument is outside its domain.
+            KeyAgreementError: A peer's key is a low-order point; the error's
+                ``peer_id`` names that peer (no key material is included).
+        """
+        if not isinstance(peer_public_keys, Mapping):
+            raise ParameterTypeError(
+                "peer_public_keys", "a mapping from peer id to public key", peer_public_keys
+            )
+        prefix, me, size = _pair_prefix(purpose, session_id, round_index, client_id, length)
+        jobs: list[tuple[int, bytes, bytes]] = []
+        for peer, public in peer_public_keys.items():
+            b = _check_peer(peer, me)
+            key = check_bytes("peer_public_key", public, size=PUBLIC_KEY_SIZE)
+            jobs.append((b, key, prefix + _PAIR.pack(min(me, b), max(me, b))))
+        out: dict[int, bytes] = {}
+        private = self._key
+        for peer, public, info in jobs:
+            try:
+                shared = _exchange(private, public)
+            except KeyAgreementError:
+                raise KeyAgreementError(_LOW_ORDER_MESSAGE, peer_id=peer) from None
+            out[peer] = _hkdf_sha256(shared, salt=HKDF_SALT, info=info, length=size)
+        return out
+
 
 def _public_from_private(private: bytes) -> bytes:
     return X25519PrivateKey.from_private_bytes(private).public_key().public_bytes_raw()
@@ -234,10 +288,11 @@ def _lp(data: bytes) -> bytes:
     return struct.pack(">H", len(data)) + data
 
 
-def _encode_info(
-    purpose: Purpose, session_id: bytes, round_index: int, ids: tuple[int, ...]
-) -> bytes:
-    """The versioned, length-prefixed HKDF ``info`` string (see the module docstring)."""
+_PAIR: Final[struct.Struct] = struct.Struct(">II")
+
+
+def _info_prefix(purpose: Purpose, session_id: bytes, round_index: int, count: int) -> bytes:
+    """The ``info`` string up to (and including) the number of ids that follow."""
     return b"".join(
         [
             bytes([KDF_VERSION]),
@@ -245,10 +300,17 @@ def _encode_info(
             _lp(purpose.value.encode("ascii")),
             _lp(session_id),
             struct.pack(">Q", round_index),
-            bytes([len(ids)]),
-            *(struct.pack(">I", i) for i in ids),
+            bytes([count]),
         ]
     )
+
+
+def _encode_info(
+    purpose: Purpose, session_id: bytes, round_index: int, ids: tuple[int, ...]
+) -> bytes:
+    """The versioned, length-prefixed HKDF ``info`` string (see the module docstring)."""
+    prefix = _info_prefix(purpose, session_id, round_index, len(ids))
+    return prefix + b"".join(struct.pack(">I", i) for i in ids)
 
 
 def _hkdf_sha256(ikm: bytes, *, salt: bytes | None, info: bytes, length: int) -> bytes:
@@ -271,6 +333,15 @@ def _pair_context(
     length: object,
 ) -> tuple[bytes, int]:
     """Validate the context of a pairwise key; return its HKDF ``info`` and length."""
+    prefix, a, size = _pair_prefix(purpose, session_id, round_index, client_id, length)
+    b = _check_peer(peer_id, a)
+    return prefix + _PAIR.pack(min(a, b), max(a, b)), size
+
+
+def _pair_prefix(
+    purpose: object, session_id: object, round_index: object, client_id: object, length: object
+) -> tuple[bytes, int, int]:
+    """Validate the peer-independent context; return the ``info`` prefix, id and length."""
     if not isinstance(purpose, Purpose):
         raise ParameterTypeError("purpose", "a Purpose", purpose)
     if purpose is Purpose.SELF_MASK:
@@ -281,11 +352,15 @@ def _pair_context(
         )
     sid, rnd = _check_context(session_id, round_index)
     a = check_int("client_id", client_id, low=0, high=MAX_CLIENT_ID)
-    b = check_int("peer_id", peer_id, low=0, high=MAX_CLIENT_ID)
-    if a == b:
-        raise ParameterError("peer_id", "a client id different from client_id", b)
     size = check_int("length", length, low=MIN_DERIVED_KEY_SIZE, high=MAX_DERIVED_KEY_SIZE)
-    return _encode_info(purpose, sid, rnd, (min(a, b), max(a, b))), size
+    return _info_prefix(purpose, sid, rnd, 2), a, size
+
+
+def _check_peer(peer_id: object, client_id: int) -> int:
+    b = check_int("peer_id", peer_id, low=0, high=MAX_CLIENT_ID)
+    if b == client_id:
+        raise ParameterError("peer_id", "a client id different from client_id", b)
+    return b
 
 
 def derive_key(

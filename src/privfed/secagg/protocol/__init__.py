@@ -13,6 +13,7 @@ from privfed.secagg.protocol.graph import GraphMode, harary_neighbourhoods
 from privfed.secagg.protocol.messages import (
     AdvertiseKeys,
     EncryptedShares,
+    EncryptedSharesBundle,
     MaskedInput,
     Message,
     MessageType,
@@ -30,6 +31,7 @@ from privfed.secagg.protocol.stages import Stage
 __all__ = [
     "AdvertiseKeys",
     "EncryptedShares",
+    "EncryptedSharesBundle",
     "GraphMode",
     "MaskedInput",
     "Message",

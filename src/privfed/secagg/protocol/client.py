@@ -56,7 +56,7 @@ from privfed.secagg.protocol.messages import (
 )
 from privfed.secagg.protocol.stages import Stage
 
-__all__ = ["SecAggClient", "accumulate_mask", "check_ring_vector"]
+__all__ = ["SecAggClient", "check_ring_vector"]
 
 
 class _Phase(enum.Enum):
@@ -102,18 +102,6 @@ def check_ring_vector(
     if ring_bits < 64 and values.size and int(values.max()) >> ring_bits:
         raise ParameterError(name, f"ring elements in [0, 2**{ring_bits})", "<redacted>")
     return np.array(values, dtype=np.uint64, order="C", copy=True)
-
-
-def accumulate_mask(
-    buffer: npt.NDArray[np.uint64], seed: bytes, *, ring_bits: int, subtract: bool
-) -> None:
-    """Add (or subtract) ``prg.expand(seed)`` into ``buffer`` in place, mod ``2**64``.
-
-    Reduction to ``2**ring_bits`` is left to the caller (one ``&=`` at the end);
-    since ``2**ring_bits`` divides ``2**64``, this is exact.
-    """
-    del ring_bits  # the mask is reduced by the caller; see the docstring
-    prg.add_expanded(buffer, seed, subtract=subtract)
 
 
 class SecAggClient:
@@ -341,27 +329,25 @@ class SecAggClient:
         seed_shares = shamir.split(
             self._seed, threshold=cfg.threshold, num_shares=len(holders), indices=holders
         )
+        try:
+            share_keys = self._encryption_keys.pairwise_keys(
+                {peer: entries[peer][0] for peer in peers},
+                purpose=keys.Purpose.SHARE_ENCRYPTION,
+                session_id=cfg.session_id,
+                round_index=cfg.round_index,
+                client_id=self._id,
+            )
+        except KeyAgreementError as exc:
+            raise self._abort(
+                f"client {exc.peer_id} advertised an invalid encryption key", stage
+            ) from None
         out: dict[int, EncryptedShares] = {}
-        share_keys: dict[int, bytes] = {}
         own: tuple[shamir.Share, shamir.Share] | None = None
         for holder, key_share, seed_share in zip(holders, key_shares, seed_shares, strict=True):
             if holder == self._id:
                 own = (key_share, seed_share)
                 continue
-            try:
-                key = self._encryption_keys.pairwise_key(
-                    entries[holder][0],
-                    purpose=keys.Purpose.SHARE_ENCRYPTION,
-                    session_id=cfg.session_id,
-                    round_index=cfg.round_index,
-                    client_id=self._id,
-                    peer_id=holder,
-                )
-            except KeyAgreementError:
-                raise self._abort(
-                    f"client {holder} advertised an invalid encryption key", stage
-                ) from None
-            share_keys[holder] = key
+            key = share_keys[holder]
             plaintext = pack_shares(
                 sender=self._id, recipient=holder, key_share=key_share, seed_share=seed_share
             )
@@ -493,20 +479,22 @@ class SecAggClient:
             round_index=cfg.round_index,
             client_id=self._id,
         )
-        accumulate_mask(buffer, self_seed, ring_bits=cfg.ring_bits, subtract=False)
-        for peer in senders:
-            try:
-                seed = self._mask_keys.pairwise_key(
-                    self._roster[peer][1],
-                    purpose=keys.Purpose.MASK,
-                    session_id=cfg.session_id,
-                    round_index=cfg.round_index,
-                    client_id=self._id,
-                    peer_id=peer,
-                )
-            except KeyAgreementError:
-                raise self._abort(f"client {peer} advertised an invalid mask key", stage) from None
-            accumulate_mask(buffer, seed, ring_bits=cfg.ring_bits, subtract=self._id > peer)
+        try:
+            pair_seeds = self._mask_keys.pairwise_keys(
+                {peer: self._roster[peer][1] for peer in senders},
+                purpose=keys.Purpose.MASK,
+                session_id=cfg.session_id,
+                round_index=cfg.round_index,
+                client_id=self._id,
+            )
+        except KeyAgreementError as exc:
+            raise self._abort(
+                f"client {exc.peer_id} advertised an invalid mask key", stage
+            ) from None
+        # Pairwise masks: +PRG(s_uv) towards larger ids, -PRG(s_uv) towards smaller.
+        masks = [(self_seed, False)]
+        masks += [(seed, self._id > peer) for peer, seed in pair_seeds.items()]
+        prg.add_expanded_many(buffer, masks)
         if cfg.ring_bits < 64:
             np.bitwise_and(buffer, np.uint64(cfg.modulus - 1), out=buffer)
         self._values = None

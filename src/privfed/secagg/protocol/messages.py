@@ -33,7 +33,7 @@ import dataclasses
 import enum
 import itertools
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Final, TypeVar
 
 import numpy as np
@@ -51,6 +51,7 @@ __all__ = [
     "WIRE_VERSION",
     "AdvertiseKeys",
     "EncryptedShares",
+    "EncryptedSharesBundle",
     "MaskedInput",
     "Message",
     "MessageType",
@@ -77,6 +78,8 @@ MAX_CIPHERTEXT_SIZE: Final = 4096
 MAX_SHARE_SIZE: Final = 1024
 
 _U32 = struct.Struct(">I")
+_ID_U32 = struct.Struct(">II")
+_ID_U16 = struct.Struct(">IH")
 _MAX_U32 = 2**32 - 1
 
 
@@ -90,6 +93,7 @@ class MessageType(enum.IntEnum):
     MASKED_INPUT = 5
     UNMASK_REQUEST = 6
     UNMASK_RESPONSE = 7
+    ENCRYPTED_SHARES_BUNDLE = 8
 
 
 # -- validation helpers ------------------------------------------------------------
@@ -176,6 +180,37 @@ class _Reader:
             raise MessageFormatError("client ids are not strictly increasing")
         return ids
 
+    def id_blobs(self, n: int, *, wide: bool, max_size: int) -> list[tuple[int, bytes]]:
+        """``n`` items of ``id u32 | length (u32 if wide else u16) | bytes``.
+
+        Ids must be strictly increasing and non-zero, lengths in
+        ``[1, max_size]``.  One loop with no per-field method calls: this
+        parses the thousands of ciphertexts and shares of a round.
+        """
+        head = _ID_U32 if wide else _ID_U16
+        step = head.size
+        data, pos, end = self._data, self._pos, self._end
+        out: list[tuple[int, bytes]] = []
+        previous = 0
+        for _ in range(n):
+            if pos + step > end:
+                raise MessageFormatError("message truncated")
+            ident, size = head.unpack_from(data, pos)
+            pos += step
+            if ident <= previous:
+                if ident == 0:
+                    raise MessageFormatError("client id 0 is not allowed")
+                raise MessageFormatError("client ids are not strictly increasing")
+            if not 1 <= size <= max_size:
+                raise MessageFormatError(f"item length {size} outside [1, {max_size}]")
+            if pos + size > end:
+                raise MessageFormatError("message truncated")
+            out.append((ident, data[pos : pos + size]))
+            pos += size
+            previous = ident
+        self._pos = pos
+        return out
+
     @property
     def remaining(self) -> int:
         return self._end - self._pos
@@ -187,6 +222,19 @@ class _Reader:
 
 def _ids(ids: Sequence[int]) -> bytes:
     return _U32.pack(len(ids)) + b"".join(_U32.pack(i) for i in ids)
+
+
+_T = TypeVar("_T")
+
+
+def _unchecked(cls: type[_T], fields: dict[str, Any]) -> _T:
+    """An instance of the frozen dataclass ``cls`` built without ``__init__`` checks.
+
+    Only for fields already validated with the rules of ``cls.__post_init__``.
+    """
+    obj = object.__new__(cls)
+    obj.__dict__.update(fields)
+    return obj
 
 
 # -- base class --------------------------------------------------------------------
@@ -221,6 +269,16 @@ class Message:
             raise ParameterTypeError("round_index", "an int", value)
         if not 0 <= value <= _MAX_U32:
             raise ParameterError("round_index", f"an int in [0, {_MAX_U32}]", value)
+
+    @classmethod
+    def _trusted(cls: type[_M], **fields: Any) -> _M:
+        """Build a message from fields that were validated already, skipping the checks.
+
+        For internal hot paths only (a parser that has checked every field with
+        the same rules, or a server re-packaging messages it validated on
+        receipt); every public construction goes through ``__post_init__``.
+        """
+        return _unchecked(cls, fields)
 
     def _body(self) -> bytes:  # pragma: no cover -- every subclass overrides
         raise NotImplementedError
@@ -524,17 +582,136 @@ class RoutedShares(Message):
     @classmethod
     def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> RoutedShares:
         recipient = reader.client_id()
-        n = reader.count(9)
+        items = reader.id_blobs(reader.count(9), wide=True, max_size=MAX_CIPHERTEXT_SIZE)
+        session_id, round_index = header["session_id"], header["round_index"]
         shares = []
-        for _ in range(n):
-            sender = reader.client_id()
-            size = reader.u32()
+        for sender, ciphertext in items:
+            if sender == recipient:
+                raise MessageFormatError("a ciphertext from the recipient to itself")
+            # Checked as EncryptedShares.__post_init__ would (ids, length, the
+            # header by decode_message); RoutedShares' own checks hold by
+            # construction (same session, round and recipient; increasing senders).
             shares.append(
-                EncryptedShares(
-                    **header, sender=sender, recipient=recipient, ciphertext=reader.take(size)
+                EncryptedShares._trusted(
+                    session_id=session_id,
+                    round_index=round_index,
+                    sender=sender,
+                    recipient=recipient,
+                    ciphertext=ciphertext,
                 )
             )
-        return cls(**header, recipient=recipient, shares=tuple(shares))
+        return cls._trusted(**header, recipient=recipient, shares=tuple(shares))
+
+
+@dataclasses.dataclass(frozen=True)
+class EncryptedSharesBundle(Message):
+    """Stage SHARE_KEYS, client to server: all of one sender's ciphertexts in one message.
+
+    The same content as the :class:`EncryptedShares` messages it bundles, for
+    transports that prefer one message per client and stage (one request to
+    the server instead of one per neighbour, and a cheaper parse there).  The
+    server handles a bundle as if its ciphertexts arrived one after another; a
+    sender may also use both forms.
+
+    Body: ``sender u32 | count u32 | count x (recipient u32 | length u32 |
+    ciphertext)`` with strictly increasing recipients.
+
+    Attributes:
+        sender: The client that made the shares.
+        shares: Its :class:`EncryptedShares`, of this session, round and
+            sender, strictly increasing by recipient (at least one).
+    """
+
+    MESSAGE_TYPE: ClassVar[MessageType] = MessageType.ENCRYPTED_SHARES_BUNDLE
+
+    sender: int
+    shares: tuple[EncryptedShares, ...] = dataclasses.field(repr=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_id("sender", self.sender)
+        if not isinstance(self.shares, tuple) or not all(
+            isinstance(s, EncryptedShares) for s in self.shares
+        ):
+            raise ParameterTypeError("shares", "a tuple of EncryptedShares", self.shares)
+        if not self.shares:
+            raise ParameterError("shares", "at least one ciphertext", 0)
+        for s in self.shares:
+            if (s.session_id, s.round_index, s.sender) != (
+                self.session_id,
+                self.round_index,
+                self.sender,
+            ):
+                raise ParameterError(
+                    "shares", "ciphertexts of this session and round from this sender", s
+                )
+        _check_increasing_ids("shares", tuple(s.recipient for s in self.shares))
+
+    @classmethod
+    def from_shares(
+        cls, shares: Mapping[int, EncryptedShares] | Iterable[EncryptedShares]
+    ) -> EncryptedSharesBundle:
+        """Bundle a sender's ciphertexts, e.g. the result of ``SecAggClient.share_keys``.
+
+        Args:
+            shares: :class:`EncryptedShares` of one session, round and sender
+                (a mapping's values are used), in any order.
+
+        Raises:
+            ParameterTypeError: An item is not an :class:`EncryptedShares`.
+            ParameterError: No ciphertext, ciphertexts of different sessions,
+                rounds or senders, or two for one recipient.
+        """
+        items = list(shares.values()) if isinstance(shares, Mapping) else list(shares)
+        if not items:
+            raise ParameterError("shares", "at least one ciphertext", 0)
+        for item in items:
+            if not isinstance(item, EncryptedShares):
+                raise ParameterTypeError("shares", "EncryptedShares", item)
+        items.sort(key=lambda s: s.recipient)
+        first = items[0]
+        return cls(
+            session_id=first.session_id,
+            round_index=first.round_index,
+            sender=first.sender,
+            shares=tuple(items),
+        )
+
+    @property
+    def recipients(self) -> tuple[int, ...]:
+        """Ids of the clients the ciphertexts are addressed to, increasing."""
+        return tuple(s.recipient for s in self.shares)
+
+    def _body(self) -> bytes:
+        parts = [_U32.pack(self.sender), _U32.pack(len(self.shares))]
+        for s in self.shares:
+            parts += [_U32.pack(s.recipient), _U32.pack(len(s.ciphertext)), s.ciphertext]
+        return b"".join(parts)
+
+    @classmethod
+    def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> EncryptedSharesBundle:
+        sender = reader.client_id()
+        items = reader.id_blobs(reader.count(9), wide=True, max_size=MAX_CIPHERTEXT_SIZE)
+        if not items:
+            raise MessageFormatError("an empty bundle")
+        session_id, round_index = header["session_id"], header["round_index"]
+        shares = []
+        for recipient, ciphertext in items:
+            if recipient == sender:
+                raise MessageFormatError("a ciphertext addressed to its own sender")
+            # Checked as EncryptedShares.__post_init__ would (ids, length, the
+            # header by decode_message); the bundle's own checks hold by
+            # construction (same session, round and sender; increasing recipients).
+            shares.append(
+                EncryptedShares._trusted(
+                    session_id=session_id,
+                    round_index=round_index,
+                    sender=sender,
+                    recipient=recipient,
+                    ciphertext=ciphertext,
+                )
+            )
+        return cls._trusted(**header, sender=sender, shares=tuple(shares))
 
 
 # -- MaskedInput -------------------------------------------------------------------
@@ -710,13 +887,10 @@ def _encode_revealed(values: tuple[RevealedShare, ...]) -> bytes:
 
 
 def _parse_revealed(reader: _Reader) -> tuple[RevealedShare, ...]:
-    n = reader.count(7)
-    out = []
-    for _ in range(n):
-        owner = reader.client_id()
-        size = reader.u16()
-        out.append(RevealedShare(owner=owner, share=reader.take(size)))
-    return tuple(out)
+    items = reader.id_blobs(reader.count(7), wide=False, max_size=MAX_SHARE_SIZE)
+    # Owners non-zero and strictly increasing, shares of 1 to MAX_SHARE_SIZE
+    # bytes: exactly the checks of RevealedShare and _check_revealed.
+    return tuple(_unchecked(RevealedShare, {"owner": o, "share": b}) for o, b in items)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -765,7 +939,9 @@ class UnmaskResponse(Message):
         sender = reader.client_id()
         self_mask = _parse_revealed(reader)
         key = _parse_revealed(reader)
-        return cls(**header, sender=sender, self_mask_shares=self_mask, key_shares=key)
+        if {v.owner for v in self_mask} & {v.owner for v in key}:
+            raise MessageFormatError("a client has both a self-mask share and a key share")
+        return cls._trusted(**header, sender=sender, self_mask_shares=self_mask, key_shares=key)
 
 
 _CLASSES: dict[MessageType, type[Message]] = {
@@ -773,6 +949,7 @@ _CLASSES: dict[MessageType, type[Message]] = {
     MessageType.ROSTER: Roster,
     MessageType.ENCRYPTED_SHARES: EncryptedShares,
     MessageType.ROUTED_SHARES: RoutedShares,
+    MessageType.ENCRYPTED_SHARES_BUNDLE: EncryptedSharesBundle,
     MessageType.MASKED_INPUT: MaskedInput,
     MessageType.UNMASK_REQUEST: UnmaskRequest,
     MessageType.UNMASK_RESPONSE: UnmaskResponse,

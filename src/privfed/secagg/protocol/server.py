@@ -46,16 +46,17 @@ from privfed.errors import (
     ProtocolAbort,
     ReconstructionError,
 )
-from privfed.secagg.primitives import keys, shamir
-from privfed.secagg.protocol.client import accumulate_mask
+from privfed.secagg.primitives import keys, prg, shamir
 from privfed.secagg.protocol.commitment import self_mask_commitment
 from privfed.secagg.protocol.config import SecAggConfig
 from privfed.secagg.protocol.graph import GraphMode
 from privfed.secagg.protocol.messages import (
     AdvertiseKeys,
     EncryptedShares,
+    EncryptedSharesBundle,
     MaskedInput,
     Message,
+    RevealedShare,
     Roster,
     RosterEntry,
     RoutedShares,
@@ -115,8 +116,9 @@ class SecAggServer:
         self._requests: dict[int, UnmaskRequest] = {}
         self._responses: dict[int, UnmaskResponse] = {}
         # Revealed shares indexed by owner: (responder id, share), per kind.
-        self._seed_shares: dict[int, list[tuple[int, shamir.Share]]] = {}
-        self._key_shares: dict[int, list[tuple[int, shamir.Share]]] = {}
+        # owner -> [(holder id, share value)]; the holder id is the x-coordinate.
+        self._seed_shares: dict[int, list[tuple[int, int]]] = {}
+        self._key_shares: dict[int, list[tuple[int, int]]] = {}
         self._roster: Roster | None = None
         self._roster_index: dict[int, RosterEntry] = {}
         self._result: npt.NDArray[np.uint64] | None = None
@@ -202,6 +204,7 @@ class SecAggServer:
 
         Args:
             message: An :class:`AdvertiseKeys`, :class:`EncryptedShares`,
+                :class:`EncryptedSharesBundle` (taken whole or not at all),
                 :class:`MaskedInput` or :class:`UnmaskResponse` (parse bytes
                 with ``from_bytes`` or :func:`decode_message` first).
 
@@ -218,6 +221,8 @@ class SecAggServer:
             self._receive_keys(message)
         elif isinstance(message, EncryptedShares):
             self._receive_shares(message)
+        elif isinstance(message, EncryptedSharesBundle):
+            self._receive_bundle(message)
         elif isinstance(message, MaskedInput):
             self._receive_masked(message)
         elif isinstance(message, UnmaskResponse):
@@ -264,17 +269,29 @@ class SecAggServer:
 
     def _receive_shares(self, message: EncryptedShares) -> None:
         stage = self._precheck(message, _Phase.SHARE)
-        sender, recipient = message.sender, message.recipient
+        self._check_recipients(message.sender, (message.recipient,), stage)
+        self._ciphertexts.setdefault(message.sender, {})[message.recipient] = message
+
+    def _receive_bundle(self, message: EncryptedSharesBundle) -> None:
+        # All or nothing: every ciphertext is checked before any is stored.
+        stage = self._precheck(message, _Phase.SHARE)
+        self._check_recipients(message.sender, message.recipients, stage)
+        box = self._ciphertexts.setdefault(message.sender, {})
+        for item in message.shares:
+            box[item.recipient] = item
+
+    def _check_recipients(self, sender: int, recipients: tuple[int, ...], stage: Stage) -> None:
         if sender not in self._advertised:
             raise self._refuse(f"client {sender} is not on the roster", stage)
-        if recipient not in self._advertised or recipient not in self._config.neighbours(sender):
-            raise self._refuse(
-                f"client {recipient} is not a roster neighbour of client {sender}", stage
-            )
+        allowed = self._config.neighbours(sender)
         box = self._ciphertexts.get(sender, {})
-        if recipient in box:
-            raise self._refuse(f"duplicate ciphertext from {sender} to {recipient}", stage)
-        self._ciphertexts.setdefault(sender, {})[recipient] = message
+        for recipient in recipients:
+            if recipient not in self._advertised or recipient not in allowed:
+                raise self._refuse(
+                    f"client {recipient} is not a roster neighbour of client {sender}", stage
+                )
+            if recipient in box:
+                raise self._refuse(f"duplicate ciphertext from {sender} to {recipient}", stage)
 
     def _receive_masked(self, message: MaskedInput) -> None:
         stage = self._precheck(message, _Phase.MASK)
@@ -304,25 +321,40 @@ class SecAggServer:
         key_owners = tuple(s.owner for s in message.key_shares)
         if seed_owners != request.survivors or key_owners != request.dropped:
             raise self._refuse("the shares do not match the request", stage)
-        parsed: tuple[dict[int, shamir.Share], dict[int, shamir.Share]] = ({}, {})
+        # Shares are checked here (canonical encoding, evaluated at the sender's
+        # id) but only turned into Share objects for the ones finalize uses.
+        index_bytes = sender.to_bytes(shamir.FIELD_BYTES, "big")
+        parsed: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])
         for target, revealed in zip(
             parsed, (message.self_mask_shares, message.key_shares), strict=True
         ):
             for item in revealed:
-                try:
-                    share = shamir.Share.from_bytes(item.share)
-                except (ParameterError, ParameterTypeError):
-                    raise MessageFormatError(
-                        f"client {sender} sent a malformed share for client {item.owner}"
-                    ) from None
-                if share.index != sender:
-                    raise self._refuse("a share is not evaluated at the sender's id", stage)
-                target[item.owner] = share
+                raw = item.share
+                value = int.from_bytes(raw[shamir.FIELD_BYTES :], "big")
+                if (
+                    len(raw) != shamir.SHARE_SIZE
+                    or raw[: shamir.FIELD_BYTES] != index_bytes
+                    or value >= shamir.PRIME
+                ):
+                    self._check_share_encoding(item, sender, stage)
+                target.append((item.owner, value))
         self._responses[sender] = message
-        for owner, share in parsed[0].items():
-            self._seed_shares.setdefault(owner, []).append((sender, share))
-        for owner, share in parsed[1].items():
-            self._key_shares.setdefault(owner, []).append((sender, share))
+        for owner, value in parsed[0]:
+            self._seed_shares.setdefault(owner, []).append((sender, value))
+        for owner, value in parsed[1]:
+            self._key_shares.setdefault(owner, []).append((sender, value))
+
+    def _check_share_encoding(self, item: RevealedShare, sender: int, stage: Stage) -> None:
+        """Raise the right error for a revealed share that failed the fast checks."""
+        try:
+            share = shamir.Share.from_bytes(item.share)
+        except (ParameterError, ParameterTypeError):
+            raise MessageFormatError(
+                f"client {sender} sent a malformed share for client {item.owner}"
+            ) from None
+        if share.index != sender:
+            raise self._refuse("a share is not evaluated at the sender's id", stage)
+        raise AssertionError("unreachable: the fast checks accept this share")  # pragma: no cover
 
     # -- closing stages ------------------------------------------------------------
 
@@ -413,7 +445,10 @@ class SecAggServer:
                 self._ciphertexts[sender][recipient]
                 for sender in sorted(cfg.neighbours(recipient) & complete)
             )
-            routed[recipient] = RoutedShares(
+            # Every item was validated on receipt (session, round, ids, sender
+            # and recipient on the roster and neighbours), and senders are
+            # taken in increasing order: the RoutedShares checks would repeat that.
+            routed[recipient] = RoutedShares._trusted(
                 session_id=cfg.session_id,
                 round_index=cfg.round_index,
                 recipient=recipient,
@@ -498,14 +533,15 @@ class SecAggServer:
 
         def gather(owner: int, kind: int) -> list[shamir.Share]:
             index = self._seed_shares if kind == 0 else self._key_shares
-            found = [share for _, share in sorted(index.get(owner, []), key=lambda p: p[0])]
+            found = sorted(index.get(owner, []))
             if len(found) < t:
                 what = "self-mask seed" if kind == 0 else "mask key"
                 raise self._abort(
                     f"only {len(found)} shares of the {what} of client {owner}; threshold is {t}",
                     stage,
                 )
-            return found if self._check_all else found[:t]
+            used = found if self._check_all else found[:t]
+            return [shamir.Share(holder, value) for holder, value in used]
 
         # Rebuild and verify every secret first: nothing is mutated until all pass.
         self_seeds: list[bytes] = []
@@ -536,26 +572,21 @@ class SecAggServer:
                 raise ReconstructionError(
                     f"the rebuilt mask key of client {owner} does not match its public key"
                 )
-            for partner in partners:
-                seed = pair.pairwise_key(
-                    self._advertised[partner].mask_public_key,
-                    purpose=keys.Purpose.MASK,
-                    session_id=cfg.session_id,
-                    round_index=cfg.round_index,
-                    client_id=owner,
-                    peer_id=partner,
-                )
-                # The partner added +PRG if its id is below the dropped client's.
-                pair_seeds.append((seed, partner < owner))
+            seeds = pair.pairwise_keys(
+                {partner: self._advertised[partner].mask_public_key for partner in partners},
+                purpose=keys.Purpose.MASK,
+                session_id=cfg.session_id,
+                round_index=cfg.round_index,
+                client_id=owner,
+            )
+            # The partner added +PRG if its id is below the dropped client's.
+            pair_seeds += [(seed, partner < owner) for partner, seed in seeds.items()]
 
         total = self._total
         if total is None:  # pragma: no cover -- at least threshold inputs arrived
             raise self._abort("no masked input", stage)
         result = total.copy()
-        for seed in self_seeds:
-            accumulate_mask(result, seed, ring_bits=cfg.ring_bits, subtract=True)
-        for seed, subtract in pair_seeds:
-            accumulate_mask(result, seed, ring_bits=cfg.ring_bits, subtract=subtract)
+        prg.add_expanded_many(result, [(seed, True) for seed in self_seeds] + pair_seeds)
         if cfg.ring_bits < 64:
             np.bitwise_and(result, np.uint64(cfg.modulus - 1), out=result)
         self._result = result
