@@ -449,3 +449,43 @@ def test_pairwise_keys_names_the_low_order_peer_and_validates_first() -> None:
             {2: good}, client_id=1, purpose=Purpose.SELF_MASK, session_id=b"s", round_index=0
         )
     assert pair.pairwise_keys({}, client_id=1, **ctx) == {}
+
+
+@pytest.mark.parametrize("point", _low_order_encodings(), ids=lambda b: b.hex()[:8] + b.hex()[-2:])
+def test_is_low_order_flags_every_listed_point(point: bytes) -> None:
+    assert keys.is_low_order(point)
+
+
+@given(point=st.binary(min_size=32, max_size=32), private=st.binary(min_size=32, max_size=32))
+def test_is_low_order_agrees_with_key_agreement(point: bytes, private: bytes) -> None:
+    # The table must flag exactly the keys X25519 itself refuses.  Random
+    # strings are almost never low-order, so the listed points (with bit 255
+    # toggled and with their non-canonical u + p forms where those fit in 255
+    # bits) are also fed in via the explicit examples below.
+    try:
+        agree(private, point)
+        refused = False
+    except KeyAgreementError:
+        refused = True
+    assert keys.is_low_order(point) == refused
+
+
+def test_is_low_order_on_non_canonical_and_near_miss_encodings() -> None:
+    rng = random.Random(7)
+    candidates = []
+    for u in (0, 1, 2, 18, CURVE_P - 2, CURVE_P - 1, CURVE_P, CURVE_P + 1, CURVE_P + 2):
+        candidates += [u, u | (1 << 255)]
+    listed = [int.from_bytes(p, "little") for p in _low_order_encodings()]
+    candidates += listed + [u + 1 for u in listed] + [u - 1 for u in listed if u]
+    for u in candidates:
+        point = (u % 2**256).to_bytes(32, "little")
+        try:
+            agree(rng.randbytes(32), point)
+            refused = False
+        except KeyAgreementError:
+            refused = True
+        assert keys.is_low_order(point) == refused, hex(u)
+    with pytest.raises(ParameterError, match="'public_key'"):
+        keys.is_low_order(bytes(31))
+    with pytest.raises(ParameterTypeError, match="'public_key'"):
+        keys.is_low_order("x" * 32)  # type: ignore[arg-type]

@@ -57,6 +57,7 @@ __all__ = [
     "agree",
     "derive_key",
     "derive_self_mask_seed",
+    "is_low_order",
     "pairwise_key",
 ]
 
@@ -254,6 +255,47 @@ def _exchange(key: X25519PrivateKey, public: bytes) -> bytes:
     if hmac.compare_digest(shared, bytes(SHARED_SECRET_SIZE)):
         raise KeyAgreementError(_LOW_ORDER_MESSAGE)
     return shared
+
+
+_CURVE_P: Final[int] = 2**255 - 19
+# u-coordinates (mod p) of the points of order dividing 8 on Curve25519 and its
+# twist: 0 and 1, the two points of order 8, and p - 1 (Bernstein, "How do I
+# validate Curve25519 public keys?"; libsodium's blacklist).  X25519 clamps
+# scalars to multiples of 8, so exactly these points give an all-zero output.
+_SMALL_ORDER_U: Final[frozenset[int]] = frozenset(
+    {
+        0,
+        1,
+        325606250916557431795983626356110631294008115727848805560023387167927233504,
+        39382357235489614581723060781553021112529911719440698176882885853963445705823,
+        _CURVE_P - 1,
+    }
+)
+_U_MASK: Final[int] = (1 << 255) - 1
+
+
+def is_low_order(public_key: bytes) -> bool:
+    """Whether X25519 with ``public_key`` gives the all-zero secret for every private key.
+
+    A table lookup (no scalar multiplication): the u-coordinate is decoded as
+    RFC 7748 §5 prescribes (little-endian, bit 255 ignored, reduced mod p, so
+    non-canonical encodings such as ``p`` and ``p + 1`` are caught too) and
+    compared with the u-coordinates of the points of order 1, 2, 4 and 8.
+    :func:`agree` refuses exactly these keys; this test lets a server refuse
+    them on arrival for the cost of a set lookup.
+
+    Args:
+        public_key: A 32-byte X25519 public key.
+
+    Returns:
+        ``True`` for a low-order point.
+
+    Raises:
+        ParameterTypeError: ``public_key`` is not bytes.
+        ParameterError: ``public_key`` is not 32 bytes long.
+    """
+    raw = check_bytes("public_key", public_key, size=PUBLIC_KEY_SIZE)
+    return (int.from_bytes(raw, "little") & _U_MASK) % _CURVE_P in _SMALL_ORDER_U
 
 
 def agree(private_key: bytes, peer_public_key: bytes) -> bytes:

@@ -184,17 +184,28 @@ def split(
     coefficients = [int.from_bytes(data, "big")]
     coefficients += [secrets.randbelow(PRIME) for _ in range(threshold - 1)]
     top = coefficients[::-1]
+    # Horner's rule with lazy reduction.  Multiplying by a small x is cheap, and
+    # reducing only when the accumulator has grown well past the field size
+    # saves most of the (expensive) big-integer divisions; the result is the
+    # same field element.  Starting below 2**PRIME_BITS, each step
+    # ``acc * x + c`` adds at most ``x.bit_length() + 1`` bits, so ``run``
+    # steps fit below 2**_LAZY_REDUCTION_BITS between reductions.
+    width = max(xs).bit_length() + 1
+    run = max(1, (_LAZY_REDUCTION_BITS - PRIME.bit_length()) // width)
+    chunks = [top[i : i + run] for i in range(0, len(top), run)]
+    new, setattr_ = object.__new__, object.__setattr__
     shares = []
     for x in xs:
         acc = 0
-        for c in top:  # Horner's rule with lazy reduction
-            acc = acc * x + c
-            # Multiplying by a small x is cheap; reducing only when the
-            # accumulator has grown well past the field size saves most of the
-            # (expensive) big-integer divisions.  The result is identical.
-            if acc.bit_length() > _LAZY_REDUCTION_BITS:
-                acc %= PRIME
-        shares.append(Share(x, acc % PRIME))
+        for chunk in chunks:
+            for c in chunk:
+                acc = acc * x + c
+            acc %= PRIME
+        # ``x`` was validated above and ``acc`` is reduced: skip Share's checks.
+        share = new(Share)
+        setattr_(share, "index", x)
+        setattr_(share, "value", acc)
+        shares.append(share)
     return shares
 
 

@@ -180,6 +180,15 @@ class _Reader:
             raise MessageFormatError("client ids are not strictly increasing")
         return ids
 
+    def array(self, dtype: np.dtype[Any], n: int) -> npt.NDArray[Any]:
+        """The next ``n`` items of ``dtype``: a read-only view of the (immutable) message bytes."""
+        nbytes = n * dtype.itemsize
+        if self._pos + nbytes > self._end:
+            raise MessageFormatError("message truncated")
+        view = np.frombuffer(self._data, dtype=dtype, count=n, offset=self._pos)
+        self._pos += nbytes
+        return view
+
     def id_blobs(self, n: int, *, wide: bool, max_size: int) -> list[tuple[int, bytes]]:
         """``n`` items of ``id u32 | length (u32 if wide else u16) | bytes``.
 
@@ -574,10 +583,9 @@ class RoutedShares(Message):
         return tuple(s.sender for s in self.shares)
 
     def _body(self) -> bytes:
-        parts = [_U32.pack(self.recipient), _U32.pack(len(self.shares))]
-        for s in self.shares:
-            parts += [_U32.pack(s.sender), _U32.pack(len(s.ciphertext)), s.ciphertext]
-        return b"".join(parts)
+        pack = _ID_U32.pack
+        items = b"".join([pack(s.sender, len(s.ciphertext)) + s.ciphertext for s in self.shares])
+        return _ID_U32.pack(self.recipient, len(self.shares)) + items
 
     @classmethod
     def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> RoutedShares:
@@ -683,10 +691,9 @@ class EncryptedSharesBundle(Message):
         return tuple(s.recipient for s in self.shares)
 
     def _body(self) -> bytes:
-        parts = [_U32.pack(self.sender), _U32.pack(len(self.shares))]
-        for s in self.shares:
-            parts += [_U32.pack(s.recipient), _U32.pack(len(s.ciphertext)), s.ciphertext]
-        return b"".join(parts)
+        pack = _ID_U32.pack
+        items = b"".join([pack(s.recipient, len(s.ciphertext)) + s.ciphertext for s in self.shares])
+        return _ID_U32.pack(self.sender, len(self.shares)) + items
 
     @classmethod
     def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> EncryptedSharesBundle:
@@ -802,7 +809,7 @@ class MaskedInput(Message):
             raise MessageFormatError(f"ring_bits {bits} outside [8, 64]")
         dtype = cls._wire_dtype(bits)
         n = reader.count(dtype.itemsize)
-        raw = np.frombuffer(reader.take(n * dtype.itemsize), dtype=dtype)
+        raw = reader.array(dtype, n)
         # A 64-bit little-endian payload is used in place (read-only, no copy).
         values = raw if raw.dtype == np.uint64 else raw.astype(np.uint64)
         values.flags.writeable = False

@@ -39,7 +39,6 @@ import numpy as np
 import numpy.typing as npt
 
 from privfed.errors import (
-    KeyAgreementError,
     MessageFormatError,
     ParameterError,
     ParameterTypeError,
@@ -105,8 +104,6 @@ class SecAggServer:
         self._check_all = check_all_shares
         self._config = config
         self._phase = _Phase.ADVERTISE
-        # A throwaway key used only to test advertised public keys for low order.
-        self._probe = keys.KeyPair.generate()
         self._advertised: dict[int, AdvertiseKeys] = {}
         self._public_keys: set[bytes] = set()
         self._ciphertexts: dict[int, dict[int, EncryptedShares]] = {}
@@ -259,11 +256,8 @@ class SecAggServer:
         pair = {message.encryption_public_key, message.mask_public_key}
         if len(pair) != 2 or pair & self._public_keys:
             raise self._refuse(f"client {sender} reuses a public key", stage)
-        for public in pair:
-            try:
-                self._probe.agree(public)
-            except KeyAgreementError:
-                raise self._refuse(f"client {sender} sent a low-order public key", stage) from None
+        if any(keys.is_low_order(public) for public in pair):
+            raise self._refuse(f"client {sender} sent a low-order public key", stage)
         self._advertised[sender] = message
         self._public_keys |= pair
 
