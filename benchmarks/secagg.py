@@ -6,6 +6,8 @@ another in one process, every message serialized) and reports:
 * mean client seconds over all four stages (clients that ran every stage);
 * server seconds over all stages;
 * bytes each client sends, per stage and in total;
+* each scenario is played ``--repeats`` times (default 3) and every timing is
+  the median over the repeats;
 * the *floor* measured in the same run: the time to just expand the same
   number of masks with ``prg.expand`` -- per client its pairwise masks plus its
   self mask, for the server the self masks of the survivors and the pairwise
@@ -150,7 +152,8 @@ def mask_counts(config: SecAggConfig, report: RunReport) -> tuple[dict[int, int]
     return per_client, server
 
 
-def run_scenario(s: Scenario, *, seed: int, floor_sample: int) -> dict[str, Any]:
+def run_once(s: Scenario, *, seed: int, floor_sample: int) -> dict[str, Any]:
+    """One round of ``s`` and, right after it, its mask floor."""
     inputs = LazyInputs(s.clients, s.length, seed)
     rng = np.random.default_rng(seed)
     dropped = sorted(rng.choice(s.clients, size=s.dropouts, replace=False).tolist())
@@ -178,34 +181,84 @@ def run_scenario(s: Scenario, *, seed: int, floor_sample: int) -> dict[str, Any]
     server_floor = time_expansions(server_masks, s.length)
 
     full = [c for c in report.clients if len(c.seconds) == 4]
-    bytes_per_stage = {
-        stage.name: float(np.mean([c.bytes_sent[stage] for c in full])) for stage in Stage
-    }
-    seconds_per_stage = {
-        stage.name: float(np.mean([c.seconds[stage] for c in full])) for stage in Stage
-    }
-    client_s = report.mean_client_seconds
-    server_s = report.total_server_seconds
     return {
-        "scenario": dataclasses.asdict(s),
         "exact_sum": exact,
         "wall_seconds": wall,
-        "client_seconds_mean": client_s,
-        "client_seconds_per_stage": seconds_per_stage,
-        "server_seconds": server_s,
+        "client_seconds_mean": report.mean_client_seconds,
+        "client_seconds_per_stage": {
+            stage.name: float(np.mean([c.seconds[stage] for c in full])) for stage in Stage
+        },
+        "server_seconds": report.total_server_seconds,
         "server_seconds_per_stage": {k.name: v for k, v in report.server_seconds.items()},
-        "client_bytes_per_stage": bytes_per_stage,
-        "client_bytes_total": float(sum(bytes_per_stage.values())),
+        "client_bytes_per_stage": {
+            stage.name: float(np.mean([c.bytes_sent[stage] for c in full])) for stage in Stage
+        },
         "masks_per_client_mean": float(np.mean(list(per_client_masks.values()))),
         "server_masks": server_masks,
         "client_floor_seconds": client_floor,
         "server_floor_seconds": server_floor,
+    }
+
+
+def run_scenario(s: Scenario, *, seed: int, floor_sample: int, repeats: int) -> dict[str, Any]:
+    """``repeats`` rounds of ``s``; every timing reported is the median over them.
+
+    The round and its floor are timed back to back in each repeat, so a slow
+    moment of a shared machine affects both; medians keep one such moment from
+    deciding the figures.  Every repeat is also kept in ``runs``.
+    """
+    runs = [run_once(s, seed=seed, floor_sample=floor_sample) for _ in range(repeats)]
+
+    def median(key: str) -> float:
+        return float(np.median([r[key] for r in runs]))
+
+    def median_per_stage(key: str) -> dict[str, float]:
+        return {stage: float(np.median([r[key][stage] for r in runs])) for stage in runs[0][key]}
+
+    client_s, server_s = median("client_seconds_mean"), median("server_seconds")
+    client_floor, server_floor = median("client_floor_seconds"), median("server_floor_seconds")
+    bytes_per_stage = runs[0]["client_bytes_per_stage"]
+    return {
+        "scenario": dataclasses.asdict(s),
+        "repeats": repeats,
+        "exact_sum": all(r["exact_sum"] for r in runs),
+        "wall_seconds": median("wall_seconds"),
+        "client_seconds_mean": client_s,
+        "client_seconds_per_stage": median_per_stage("client_seconds_per_stage"),
+        "server_seconds": server_s,
+        "server_seconds_per_stage": median_per_stage("server_seconds_per_stage"),
+        "client_bytes_per_stage": bytes_per_stage,
+        "client_bytes_total": float(sum(bytes_per_stage.values())),
+        "masks_per_client_mean": runs[0]["masks_per_client_mean"],
+        "server_masks": runs[0]["server_masks"],
+        "client_floor_seconds": client_floor,
+        "server_floor_seconds": server_floor,
         "client_over_floor": client_s / client_floor,
         "server_over_floor": server_s / server_floor,
+        "client_over_floor_per_run": [
+            r["client_seconds_mean"] / r["client_floor_seconds"] for r in runs
+        ],
+        "server_over_floor_per_run": [
+            r["server_seconds"] / r["server_floor_seconds"] for r in runs
+        ],
         "flower_client_seconds": s.flower_client_s,
         "flower_server_seconds": s.flower_server_s,
         "flower_client_speedup": (s.flower_client_s / client_s) if s.flower_client_s else None,
         "flower_server_speedup": (s.flower_server_s / server_s) if s.flower_server_s else None,
+        "runs": [
+            {
+                k: r[k]
+                for k in (
+                    "wall_seconds",
+                    "client_seconds_mean",
+                    "server_seconds",
+                    "client_floor_seconds",
+                    "server_floor_seconds",
+                    "exact_sum",
+                )
+            }
+            for r in runs
+        ],
     }
 
 
@@ -236,6 +289,11 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     for r in rows:
         parts = ", ".join(f"{k} {v:,.0f}" for k, v in r["client_bytes_per_stage"].items())
         print(f"  {r['scenario']['name']:<22} {parts}")
+    print("client / server over floor, each repeat:")
+    for r in rows:
+        client = ", ".join(f"{x:.2f}" for x in r["client_over_floor_per_run"])
+        server = ", ".join(f"{x:.2f}" for x in r["server_over_floor_per_run"])
+        print(f"  {r['scenario']['name']:<22} client {client} | server {server}")
     print("client seconds per stage:")
     for r in rows:
         parts = ", ".join(f"{k} {v:.4f}" for k, v in r["client_seconds_per_stage"].items())
@@ -279,16 +337,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-large", action="store_true", help="skip the N=1000 scenario")
     parser.add_argument("--seed", type=int, default=0, help="seed of inputs and dropouts")
     parser.add_argument("--floor-sample", type=int, default=10, help="clients timed for the floor")
+    parser.add_argument(
+        "--repeats", type=int, default=None, help="rounds per scenario (default 3, quick 1)"
+    )
     parser.add_argument("--output", type=Path, default=RESULTS / "secagg.json")
     args = parser.parse_args(argv)
 
     scenarios = QUICK if args.quick else FULL
+    repeats = args.repeats if args.repeats is not None else (1 if args.quick else 3)
+    if repeats < 1:
+        parser.error("--repeats must be at least 1")
     if args.skip_large:
         scenarios = [s for s in scenarios if s.clients < 1000]
     rows = []
     for s in scenarios:
         print(f"running {s.name} ...", file=sys.stderr)
-        rows.append(run_scenario(s, seed=args.seed, floor_sample=args.floor_sample))
+        rows.append(
+            run_scenario(s, seed=args.seed, floor_sample=args.floor_sample, repeats=repeats)
+        )
     print_table(rows)
 
     args.output.parent.mkdir(parents=True, exist_ok=True)
@@ -299,7 +365,11 @@ def main(argv: list[str] | None = None) -> int:
         "numpy": np.__version__,
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
-        "note": "clients played one after another in one process; shared machine, provisional",
+        "note": (
+            "clients played one after another in one process; each timing is the median "
+            "over the repeats; shared machine, provisional"
+        ),
+        "repeats": repeats,
         "flower_reference": "Flower 1.42 SecAgg+ functions, same payload, 2-core machine",
     }
     args.output.write_text(json.dumps({"meta": meta, "results": rows}, indent=2) + "\n")
