@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from privfed.secagg import (
+    EncryptedSharesBundle,
     Roster,
     RoutedShares,
     SecAggClient,
@@ -40,10 +41,12 @@ def main() -> None:
     roster = server.roster().to_bytes()  # broadcast to every client
     print(f"roster: {len(roster)} bytes for {len(clients)} clients")
 
-    # Stage 2: share keys; the server only routes ciphertexts it cannot read.
+    # Stage 2: share keys; the server only routes ciphertexts it cannot read.  Each
+    # client sends all of its ciphertexts as one bundle (one message per client).
     for client in clients.values():
-        for message in client.share_keys(Roster.from_bytes(roster)).values():
-            server.receive(decode_message(message.to_bytes()))
+        outgoing = client.share_keys(Roster.from_bytes(roster))
+        bundle = EncryptedSharesBundle.from_shares(outgoing).to_bytes()
+        server.receive(decode_message(bundle))
     routed = {cid: m.to_bytes() for cid, m in server.routed_shares().items()}
 
     # Stage 3: masked input; the client hands its input over only now.  Client 4 is gone.

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from privfed.errors import NonFiniteInputError, ParameterError, ParameterTypeError
+from privfed.models._rng import seeded_global_rng
 
 __all__ = ["SmallCNN", "evaluate_classifier", "train_classifier"]
 
@@ -127,9 +128,7 @@ def train_classifier(
     x = images.to(dev)
     y = labels.to(dev)
     n = x.shape[0]
-    devices = [dev.index or 0] if dev.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(seed)
+    with seeded_global_rng(seed, dev):
         model = SmallCNN(int(x.shape[1]), num_classes).to(dev)
         optimiser = torch.optim.Adam(model.parameters(), lr=learning_rate)
         loss_fn = nn.CrossEntropyLoss()

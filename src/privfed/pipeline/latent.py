@@ -116,7 +116,8 @@ class PipelineConfig:
         audit: Run the membership-inference audit stage (about 1-2 s on a
             CPU at the default size).
         placement: Where the server adds the noise.
-        device: Torch device for codecs, statistics and classifiers.
+        device: Torch device for the PCA and diffusers codecs, statistics and
+            classifiers (the small convolutional autoencoder always runs on the CPU).
         num_threads: CPU threads torch may use during the run (restored after);
             1 is fastest on small shared machines.
         seed: Seed of the experimental design (split, partition, codec fit,

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from privfed.errors import ParameterError
+from privfed.models._rng import seeded_global_rng
 from privfed.models.codecs.base import check_images, check_latents
 
 __all__ = ["ConvAutoencoderCodec"]
@@ -113,8 +114,7 @@ class ConvAutoencoderCodec:
             raise ParameterError("learning_rate", "a finite float > 0", learning_rate)
         if images.shape[0] < 2:
             raise ParameterError("public_images", "at least 2 images", images.shape[0])
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+        with seeded_global_rng(seed):
             net = _Net(shape[0], shape[1], shape[2], latent_dim)
             optimiser = torch.optim.Adam(net.parameters(), lr=learning_rate)
             shuffler = torch.Generator().manual_seed(seed)

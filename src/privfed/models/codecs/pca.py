@@ -72,7 +72,7 @@ class PCACodec:
         # Fix the sign of each component so the fit is deterministic.
         signs = torch.sign(components[components.abs().argmax(dim=0), torch.arange(latent_dim)])
         components = components * torch.where(signs == 0, 1.0, signs)
-        norms = ((flat - mean) @ components).norm(dim=1).numpy()
+        norms = ((flat - mean) @ components).norm(dim=1).cpu().numpy()
         clip = float(np.quantile(norms, clip_quantile))
         return cls(mean.reshape(images.shape[1:]), components, clip if clip > 0 else 1.0)
 

@@ -48,6 +48,7 @@ from privfed.errors import (
     ParameterError,
     ParameterTypeError,
 )
+from privfed.models._rng import seeded_global_rng
 from privfed.models.factories.base import (
     ClientId,
     FactoryManifest,
@@ -314,8 +315,7 @@ class EDMDiffusionFactory:
         ph, pw = self._padded_hw(height, width)
         # Initialise under a private RNG state so the caller's global torch RNG
         # is neither consumed nor reset.
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(init_seed)
+        with seeded_global_rng(init_seed):
             model = UNet2DModel(
                 sample_size=(ph, pw),
                 in_channels=channels,

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from privfed.errors import ParameterError
+from privfed.models._rng import seeded_global_rng
 from privfed.models.classifier import SmallCNN
 
 __all__ = ["FedAvgResult", "run_fedavg"]
@@ -97,8 +98,7 @@ def run_fedavg(
     if not active:
         raise ParameterError("clients", "at least one client with data", 0)
     channels = int(active[0][0].shape[1])
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded_global_rng(seed):
         global_model = SmallCNN(channels, num_classes)
         shuffler = torch.Generator().manual_seed(seed)
         loss_fn = nn.CrossEntropyLoss()
