@@ -21,6 +21,9 @@ from privfed.secagg import (
     Roster,
     RosterEntry,
     RoutedShares,
+    SecAggClient,
+    SecAggConfig,
+    SecAggServer,
     UnmaskRequest,
     UnmaskResponse,
     decode_message,
@@ -381,3 +384,35 @@ def test_constructors_validate(factory: object, error: type[Exception]) -> None:
 def test_decode_requires_bytes() -> None:
     with pytest.raises(ParameterTypeError):
         decode_message("PFSA")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("graph", ["complete", "harary"])
+def test_messages_the_server_builds_pass_the_constructor_checks(graph: str) -> None:
+    # The server assembles rosters, routed ciphertexts and unmasking requests
+    # from values it validated on receipt, without re-running the checks.
+    n = 9
+    config = SecAggConfig(
+        client_ids=tuple(range(1, n + 1)),
+        threshold=3,
+        vector_length=3,
+        graph=graph,
+        degree=4 if graph == "harary" else None,
+    )
+    clients = {c: SecAggClient(config, c, np.arange(3, dtype=np.uint64)) for c in config.client_ids}
+    server = SecAggServer(config)
+    for c in (1, 2, 3, 4, 5, 6, 7, 8):  # client 9 never shows up
+        server.receive(clients[c].advertise_keys())
+    rosters = {c: server.roster(c) for c in range(1, 9)}
+    for roster in [server.roster(), *rosters.values()]:
+        _revalidate(roster)
+    for c, roster in rosters.items():
+        server.receive(EncryptedSharesBundle.from_shares(clients[c].share_keys(roster)))
+    routed = server.routed_shares()
+    for message in routed.values():
+        _revalidate(message)
+    for c in (1, 2, 3, 4, 5, 6):  # clients 7 and 8 drop before masked input
+        server.receive(clients[c].masked_input(routed[c]))
+    requests = server.unmask_requests()
+    assert requests
+    for message in requests.values():
+        _revalidate(message)

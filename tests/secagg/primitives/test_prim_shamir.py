@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from privfed.errors import ParameterError, ParameterTypeError, ReconstructionError
+from privfed.secagg.primitives import shamir
 from privfed.secagg.primitives.shamir import (
     FIELD_BYTES,
     PRIME,
@@ -311,3 +312,58 @@ def test_protocol_sized_combine() -> None:
     tampered[80] = Share(tampered[80].index, tampered[80].value ^ 1)
     with pytest.raises(ReconstructionError):
         combine(tampered, threshold=51)
+
+
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    threshold=st.integers(2, 6),
+    groups=st.integers(0, 6),
+    big_indices=st.booleans(),
+)
+def test_combine_many_equals_combine_per_group(
+    seed: int, threshold: int, groups: int, big_indices: bool
+) -> None:
+    rng = random.Random(seed)
+    batch, secrets_in = [], []
+    for _ in range(groups):
+        n = threshold + rng.randrange(4)
+        top = shamir.PRIME - 1 if big_indices else 200
+        indices = (
+            rng.sample(range(1, top), n)
+            if not big_indices
+            else [rng.randrange(1, top) for _ in range(n)]
+        )
+        if len(set(indices)) != n:
+            continue
+        secret = rng.randbytes(32)
+        shares = shamir.split(secret, threshold=threshold, num_shares=n, indices=indices)
+        rng.shuffle(shares)
+        # Some groups repeat an x-set already seen in the batch.
+        if batch and rng.random() < 0.3:
+            shares = shamir.split(
+                secret,
+                threshold=threshold,
+                num_shares=len(batch[0]),
+                indices=[s.index for s in batch[0]],
+            )
+        batch.append(shares)
+        secrets_in.append(secret)
+    out = shamir.combine_many(batch, threshold=threshold)
+    assert out == [shamir.combine(g, threshold=threshold) for g in batch] == secrets_in
+
+
+def test_combine_many_names_the_failing_group() -> None:
+    good = shamir.split(b"a" * 32, threshold=3, num_shares=5)
+    bad = list(shamir.split(b"b" * 32, threshold=3, num_shares=5))
+    bad[4] = shamir.Share(bad[4].index, (bad[4].value + 1) % shamir.PRIME)
+    with pytest.raises(ReconstructionError, match=r"^groups\[1\]: shares are inconsistent"):
+        shamir.combine_many([good, bad, good], threshold=3)
+    with pytest.raises(ParameterError, match=r"groups\[2\]"):
+        shamir.combine_many([good, good, good[:2]], threshold=3)
+    with pytest.raises(ParameterError, match=r"groups\[0\]"):
+        shamir.combine_many([[good[0], good[0], good[1]]], threshold=3)
+    with pytest.raises(ParameterTypeError, match="'groups'"):
+        shamir.combine_many(b"shares", threshold=3)  # type: ignore[arg-type]
+    with pytest.raises(ParameterTypeError, match=r"groups\[0\]"):
+        shamir.combine_many([[b"x"] * 3], threshold=3)  # type: ignore[list-item]
+    assert shamir.combine_many([], threshold=3) == []

@@ -9,6 +9,7 @@ associated data) so a decrypted plaintext is self-describing.
 
 from __future__ import annotations
 
+import struct
 from typing import Final
 
 from privfed.errors import ParameterError
@@ -19,36 +20,37 @@ __all__ = ["pack_shares", "unpack_shares"]
 _MAGIC: Final = b"PFSS"
 _VERSION: Final = 1
 _SIZE: Final = 4 + 1 + 4 + 4 + 2 * shamir.SHARE_SIZE
+_HEADER: Final = struct.Struct(">4sBII")
 
 
-def pack_shares(
-    *, sender: int, recipient: int, key_share: shamir.Share, seed_share: shamir.Share
-) -> bytes:
-    """Lay out the recipient's two shares of the sender's secrets."""
-    return (
-        _MAGIC
-        + bytes((_VERSION,))
-        + sender.to_bytes(4, "big")
-        + recipient.to_bytes(4, "big")
-        + key_share.to_bytes()
-        + seed_share.to_bytes()
-    )
+def pack_shares(*, sender: int, recipient: int, key_share: bytes, seed_share: bytes) -> bytes:
+    """Lay out the recipient's two serialized shares of the sender's secrets."""
+    return b"".join([_HEADER.pack(_MAGIC, _VERSION, sender, recipient), key_share, seed_share])
 
 
-def unpack_shares(data: bytes, *, sender: int, recipient: int) -> tuple[shamir.Share, shamir.Share]:
-    """Parse and check a decrypted plaintext; return ``(key_share, seed_share)``.
+def unpack_shares(data: bytes, *, sender: int, recipient: int) -> tuple[bytes, bytes]:
+    """Parse and check a decrypted plaintext; return the serialized ``(key_share, seed_share)``.
+
+    Each share is checked to be a canonical serialized
+    :class:`~privfed.secagg.primitives.shamir.Share` evaluated at the recipient's
+    id (so :meth:`Share.from_bytes <privfed.secagg.primitives.shamir.Share.from_bytes>`
+    accepts it), and is returned as those bytes: the holder only ever reveals
+    it again, so it is not parsed further.
 
     Raises:
         ParameterError: Wrong layout, wrong sender/recipient, or a share whose
-            index is not the recipient's id (no secret appears in the message).
+            index is not the recipient's id or whose value is not below the
+            field prime (no secret appears in the message).
     """
     if len(data) != _SIZE or data[:4] != _MAGIC or data[4] != _VERSION:
         raise ParameterError("plaintext", "a version-1 share plaintext", None, secret=True)
     if int.from_bytes(data[5:9], "big") != sender or int.from_bytes(data[9:13], "big") != recipient:
         raise ParameterError("plaintext", "shares addressed from sender to recipient", None)
-    start = 13
-    key_share = shamir.Share.from_bytes(data[start : start + shamir.SHARE_SIZE])
-    seed_share = shamir.Share.from_bytes(data[start + shamir.SHARE_SIZE :])
-    if key_share.index != recipient or seed_share.index != recipient:
-        raise ParameterError("plaintext", "shares evaluated at the recipient's id", None)
-    return key_share, seed_share
+    index = recipient.to_bytes(shamir.FIELD_BYTES, "big")
+    shares = (data[13 : 13 + shamir.SHARE_SIZE], data[13 + shamir.SHARE_SIZE :])
+    for share in shares:
+        if share[: shamir.FIELD_BYTES] != index:
+            raise ParameterError("plaintext", "shares evaluated at the recipient's id", None)
+        if int.from_bytes(share[shamir.FIELD_BYTES :], "big") >= shamir.PRIME:
+            raise ParameterError("plaintext", "share values below the field prime", None)
+    return shares

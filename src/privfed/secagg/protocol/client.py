@@ -171,8 +171,10 @@ class SecAggClient:
         # Filled as the round goes on.
         self._roster: dict[int, tuple[bytes, bytes]] = {}
         self._share_keys: dict[int, bytes] = {}
-        self._own_shares: tuple[shamir.Share, shamir.Share] | None = None
-        self._held: dict[int, tuple[shamir.Share, shamir.Share]] = {}
+        # Serialized (key share, seed share) pairs: this client's own, and those
+        # it holds for each peer.  They are only ever revealed, never parsed.
+        self._own_shares: tuple[bytes, bytes] | None = None
+        self._held: dict[int, tuple[bytes, bytes]] = {}
         self._masked_with: frozenset[int] = frozenset()
         self._request: UnmaskRequest | None = None
         self._response: UnmaskResponse | None = None
@@ -342,14 +344,15 @@ class SecAggClient:
                 f"client {exc.peer_id} advertised an invalid encryption key", stage
             ) from None
         out: dict[int, EncryptedShares] = {}
-        own: tuple[shamir.Share, shamir.Share] | None = None
+        own: tuple[bytes, bytes] | None = None
         for holder, key_share, seed_share in zip(holders, key_shares, seed_shares, strict=True):
+            pair = (key_share.to_bytes(), seed_share.to_bytes())
             if holder == self._id:
-                own = (key_share, seed_share)
+                own = pair
                 continue
             key = share_keys[holder]
             plaintext = pack_shares(
-                sender=self._id, recipient=holder, key_share=key_share, seed_share=seed_share
+                sender=self._id, recipient=holder, key_share=pair[0], seed_share=pair[1]
             )
             ciphertext = aead.seal(
                 key,
@@ -446,7 +449,7 @@ class SecAggClient:
                 f"threshold is {cfg.threshold}",
                 stage,
             )
-        held: dict[int, tuple[shamir.Share, shamir.Share]] = {}
+        held: dict[int, tuple[bytes, bytes]] = {}
         for item in routed.shares:
             try:
                 plaintext = aead.unseal(
@@ -581,11 +584,9 @@ class SecAggClient:
             round_index=self._config.round_index,
             sender=self._id,
             self_mask_shares=tuple(
-                RevealedShare(owner=v, share=held[v][1].to_bytes()) for v in sorted(survivors)
+                RevealedShare(owner=v, share=held[v][1]) for v in sorted(survivors)
             ),
-            key_shares=tuple(
-                RevealedShare(owner=v, share=held[v][0].to_bytes()) for v in sorted(dropped)
-            ),
+            key_shares=tuple(RevealedShare(owner=v, share=held[v][0]) for v in sorted(dropped)),
         )
         self._request = request
         self._response = response

@@ -31,7 +31,6 @@ as fewer than ``threshold`` clients of any neighbourhood collude with it.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import hmac
 
@@ -401,8 +400,10 @@ class SecAggServer:
         by_id = self._roster_index
         if not by_id:
             by_id.update((e.client_id, e) for e in self._roster.entries)
-        return dataclasses.replace(
-            self._roster,
+        # A sorted subset of the validated full roster: valid by construction.
+        return Roster._trusted(
+            session_id=self._roster.session_id,
+            round_index=self._roster.round_index,
             entries=tuple(by_id[c] for c in sorted(hood) if c in by_id),
         )
 
@@ -479,7 +480,8 @@ class SecAggServer:
         requests: dict[int, UnmaskRequest] = {}
         for client in sorted(survivors):
             hood = cfg.neighbourhood(client)
-            requests[client] = UnmaskRequest(
+            # Ids of the config, sorted: the UnmaskRequest checks hold by construction.
+            requests[client] = UnmaskRequest._trusted(
                 session_id=cfg.session_id,
                 round_index=cfg.round_index,
                 recipient=client,
@@ -538,9 +540,25 @@ class SecAggServer:
             return [shamir.Share(holder, value) for holder, value in used]
 
         # Rebuild and verify every secret first: nothing is mutated until all pass.
+        def rebuild(owners: list[int], kind: int) -> list[bytes]:
+            # One batched interpolation for all owners (one field inversion in
+            # total); on failure, find the owner whose shares are at fault.
+            groups = [gather(owner, kind) for owner in owners]
+            try:
+                return shamir.combine_many(groups, threshold=t)
+            except ReconstructionError:
+                what = "self-mask seed" if kind == 0 else "mask key"
+                for owner, group in zip(owners, groups, strict=True):
+                    try:
+                        shamir.combine(group, threshold=t)
+                    except ReconstructionError as exc:
+                        raise ReconstructionError(
+                            f"the shares of the {what} of client {owner}: {exc}"
+                        ) from None
+                raise  # pragma: no cover -- combine_many and combine agree
+
         self_seeds: list[bytes] = []
-        for owner in survivors:
-            seed = shamir.combine(gather(owner, 0), threshold=t)
+        for owner, seed in zip(survivors, rebuild(survivors, 0), strict=True):
             expected = self._advertised[owner].self_mask_commitment
             actual = self_mask_commitment(
                 seed, session_id=cfg.session_id, round_index=cfg.round_index, client_id=owner
@@ -556,11 +574,11 @@ class SecAggServer:
             )
         pair_seeds: list[tuple[bytes, bool]] = []
         alive = set(survivors)
-        for owner in dropped:
-            partners = sorted(cfg.neighbours(owner) & alive)
-            if not partners:
-                continue
-            private = shamir.combine(gather(owner, 1), threshold=t)
+        partners_of = {owner: sorted(cfg.neighbours(owner) & alive) for owner in dropped}
+        # A dropped client without a surviving neighbour left no mask in the sum.
+        needed = [owner for owner in dropped if partners_of[owner]]
+        for owner, private in zip(needed, rebuild(needed, 1), strict=True):
+            partners = partners_of[owner]
             pair = keys.KeyPair.from_private_bytes(private)
             if not hmac.compare_digest(pair.public_key, self._advertised[owner].mask_public_key):
                 raise ReconstructionError(
