@@ -281,6 +281,31 @@ def test_masked_input_is_read_only_copy() -> None:
         message.values[1] = 5
 
 
+def test_masked_input_never_aliases_memory_someone_can_write() -> None:
+    owner = np.arange(6, dtype=np.uint64)
+    view = owner.view()
+    view.flags.writeable = False
+    frozen_owner = np.arange(6, dtype=np.uint64)
+    frozen_owner.flags.writeable = False
+    for supplied in (view, frozen_owner, owner[::2]):
+        message = MaskedInput(**HEADER, sender=1, ring_bits=64, values=supplied)
+        before = message.values.copy()
+        owner[:] = 7
+        frozen_owner.flags.writeable = True
+        frozen_owner[:] = 7
+        frozen_owner.flags.writeable = False
+        assert np.array_equal(message.values, before)
+        assert not np.shares_memory(message.values, owner)
+        assert not np.shares_memory(message.values, frozen_owner)
+    # A parsed message reads its values in place from the immutable message bytes.
+    data = MaskedInput(**HEADER, sender=1, ring_bits=64, values=np.arange(6, dtype=np.uint64))
+    parsed = MaskedInput.from_bytes(data.to_bytes())
+    assert isinstance(parsed.values.base, bytes | np.ndarray)
+    assert not parsed.values.flags.owndata
+    with pytest.raises(TypeError):
+        MaskedInput._trusted(**HEADER, sender=1, ring_bits=64, values=parsed.values)
+
+
 def test_reprs_hide_secrets() -> None:
     for message in SAMPLES:
         text = repr(message)

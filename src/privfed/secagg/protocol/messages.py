@@ -246,6 +246,16 @@ def _unchecked(cls: type[_T], fields: dict[str, Any]) -> _T:
     return obj
 
 
+def _backed_by_bytes(array: npt.NDArray[Any]) -> bool:
+    """Whether ``array``'s memory belongs to an immutable ``bytes`` object."""
+    base: object = array
+    while isinstance(base, np.ndarray):
+        if base.flags.writeable:
+            return False
+        base = base.base
+    return isinstance(base, bytes)
+
+
 # -- base class --------------------------------------------------------------------
 
 _M = TypeVar("_M", bound="Message")
@@ -618,8 +628,10 @@ class EncryptedSharesBundle(Message):
     The same content as the :class:`EncryptedShares` messages it bundles, for
     transports that prefer one message per client and stage (one request to
     the server instead of one per neighbour, and a cheaper parse there).  The
-    server handles a bundle as if its ciphertexts arrived one after another; a
-    sender may also use both forms.
+    server takes a bundle whole or not at all: if any of its ciphertexts would
+    be refused on its own (a recipient that is not a roster neighbour, one
+    already received), the whole bundle is refused and nothing of it is kept.
+    A sender may mix bundles and single ciphertexts.
 
     Body: ``sender u32 | count u32 | count x (recipient u32 | length u32 |
     ciphertext)`` with strictly increasing recipients.
@@ -741,7 +753,9 @@ class MaskedInput(Message):
         ring_bits: Ring width in bits, an int in ``[8, 64]``.
         values: Read-only 1-D ``uint64`` array of ring elements
             (``< 2**ring_bits``), of length ``[1, 2**31 - 1]`` (left out of
-            repr).  A copy of the array given is stored.
+            repr).  The message keeps a private, read-only copy of the array
+            given (no copy is made only of an array whose memory is an
+            immutable ``bytes`` object, as after parsing).
     """
 
     MESSAGE_TYPE: ClassVar[MessageType] = MessageType.MASKED_INPUT
@@ -767,10 +781,18 @@ class MaskedInput(Message):
             )
         if bits < 64 and int(values.max()) >> bits:
             raise ParameterError("values", f"ring elements below 2**{bits}", "<redacted>")
-        if values.flags.writeable or not values.flags.c_contiguous:
-            values = np.array(values, dtype=np.uint64, order="C")
+        if not (values.flags.c_contiguous and _backed_by_bytes(values)):
+            # Copy whatever someone else could still write to (a writeable array,
+            # a read-only view of a writeable one, an owner that can be made
+            # writeable again), so the message never changes after the fact.
+            values = np.array(values, dtype=np.uint64, order="C", copy=True)
             values.flags.writeable = False
             object.__setattr__(self, "values", values)
+
+    @classmethod
+    def _trusted(cls, **fields: Any) -> MaskedInput:
+        # Skipping __post_init__ would also skip the private copy of ``values``.
+        raise TypeError("MaskedInput is always built through its checked constructor")
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MaskedInput):

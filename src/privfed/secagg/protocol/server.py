@@ -5,7 +5,8 @@ A :class:`SecAggServer` collects each stage's messages with
 publishes what the clients need next:
 
 1. ADVERTISE_KEYS: ``receive(AdvertiseKeys)`` ... then :meth:`~SecAggServer.roster`
-2. SHARE_KEYS: ``receive(EncryptedShares)`` ... then
+2. SHARE_KEYS: ``receive(EncryptedShares)`` or ``receive(EncryptedSharesBundle)``
+   (a client's ciphertexts together, taken whole or not at all) ... then
    :meth:`~SecAggServer.routed_shares`
 3. MASKED_INPUT: ``receive(MaskedInput)`` ... then
    :meth:`~SecAggServer.unmask_requests`
