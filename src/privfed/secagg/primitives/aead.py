@@ -23,6 +23,7 @@ This module is part of the hazardous-materials layer.
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
 from typing import Final
@@ -89,14 +90,22 @@ def share_associated_data(
     rnd = check_int("round_index", round_index, low=0, high=2**64 - 1)
     src = check_int("sender", sender, low=0, high=2**32 - 1)
     dst = check_int("recipient", recipient, low=0, high=2**32 - 1)
+    return _ad_prefix(sid) + _AD_TAIL.pack(rnd, src, dst)
+
+
+_AD_TAIL: Final = struct.Struct(">QII")
+
+
+@functools.lru_cache(maxsize=64)
+def _ad_prefix(session_id: bytes) -> bytes:
+    # Public values only (the session id), so caching them is harmless.
     return b"".join(
         [
             bytes([AD_VERSION]),
             struct.pack(">H", len(_AD_LABEL)),
             _AD_LABEL,
-            struct.pack(">H", len(sid)),
-            sid,
-            struct.pack(">QII", rnd, src, dst),
+            struct.pack(">H", len(session_id)),
+            session_id,
         ]
     )
 

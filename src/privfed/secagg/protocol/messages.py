@@ -485,16 +485,32 @@ class Roster(Message):
 
     @classmethod
     def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> Roster:
-        n = reader.count(4 + 2 * PUBLIC_KEY_SIZE)
-        entries = tuple(
-            RosterEntry(
-                client_id=reader.client_id(),
-                encryption_public_key=reader.take(PUBLIC_KEY_SIZE),
-                mask_public_key=reader.take(PUBLIC_KEY_SIZE),
+        size = 4 + 2 * PUBLIC_KEY_SIZE
+        n = reader.count(size)
+        raw = reader.take(n * size)  # the count check guarantees this is whole
+        entries = []
+        previous = 0
+        for start in range(0, n * size, size):
+            (client_id,) = _U32.unpack_from(raw, start)
+            if client_id <= previous:
+                if client_id == 0:
+                    raise MessageFormatError("client id 0 is not allowed")
+                raise MessageFormatError("client ids are not strictly increasing")
+            previous = client_id
+            keys_at = start + 4
+            # Fixed-size fields, non-zero increasing ids: RosterEntry's and
+            # Roster's checks hold by construction.
+            entries.append(
+                _unchecked(
+                    RosterEntry,
+                    {
+                        "client_id": client_id,
+                        "encryption_public_key": raw[keys_at : keys_at + PUBLIC_KEY_SIZE],
+                        "mask_public_key": raw[keys_at + PUBLIC_KEY_SIZE : keys_at + size - 4],
+                    },
+                )
             )
-            for _ in range(n)
-        )
-        return cls(**header, entries=entries)
+        return cls._trusted(**header, entries=tuple(entries))
 
 
 # -- EncryptedShares / RoutedShares -----------------------------------------------
