@@ -6,7 +6,7 @@ another in one process, every message serialized) and reports:
 * mean client seconds over all four stages (clients that ran every stage);
 * server seconds over all stages;
 * bytes each client sends, per stage and in total;
-* each scenario is played ``--repeats`` times (default 3) and every timing is
+* each scenario is played ``--repeats`` times (default 5) and every timing is
   the median over the repeats;
 * the *floor* measured in the same run: the time to just expand the same
   number of masks with ``prg.expand`` -- per client its pairwise masks plus its
@@ -338,13 +338,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of inputs and dropouts")
     parser.add_argument("--floor-sample", type=int, default=10, help="clients timed for the floor")
     parser.add_argument(
-        "--repeats", type=int, default=None, help="rounds per scenario (default 3, quick 1)"
+        "--repeats", type=int, default=None, help="rounds per scenario (default 5, quick 1)"
     )
     parser.add_argument("--output", type=Path, default=RESULTS / "secagg.json")
     args = parser.parse_args(argv)
 
     scenarios = QUICK if args.quick else FULL
-    repeats = args.repeats if args.repeats is not None else (1 if args.quick else 3)
+    repeats = args.repeats if args.repeats is not None else (1 if args.quick else 5)
     if repeats < 1:
         parser.error("--repeats must be at least 1")
     if args.skip_large:
