@@ -223,6 +223,34 @@ def test_roster_tricks_abort() -> None:
     )
 
 
+@pytest.mark.parametrize("field", ["encryption_public_key", "mask_public_key"])
+def test_low_order_key_slipped_into_the_roster_aborts_the_client(field: str) -> None:
+    # The server refuses low-order keys on arrival; a lying server could still
+    # relay one.  Clients run X25519 themselves and abort, naming the peer.
+    r = _round()
+    roster = _advertise(r)
+    entries = list(roster.entries)
+    point_of_order_8 = bytes.fromhex(
+        "e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800"
+    )
+    entries[2] = dataclasses.replace(entries[2], **{field: point_of_order_8})
+    forged = dataclasses.replace(roster, entries=tuple(entries))
+    if field == "encryption_public_key":
+        with pytest.raises(ProtocolAbort, match="client 3 advertised an invalid encryption key"):
+            r.clients[1].share_keys(forged)
+        assert r.clients[1].aborted
+        return
+    # The mask key is used at the next stage.
+    for cid in (1, 2, 3, 4, 5):
+        outgoing = r.clients[cid].share_keys(forged if cid == 1 else roster)
+        for message in outgoing.values():
+            r.server.receive(message)
+    routed = r.server.routed_shares()
+    with pytest.raises(ProtocolAbort, match="client 3 advertised an invalid mask key"):
+        r.clients[1].masked_input(routed[1])
+    assert r.clients[1].aborted
+
+
 def test_roster_below_threshold_aborts() -> None:
     r = _round()
     roster = _advertise(r)

@@ -192,7 +192,7 @@ def _bundle_bytes(sender: int, items: list[tuple[int, bytes]], count: int | None
     ("items", "match"),
     [
         ([], "empty"),
-        ([(3, b"a")], "own sender"),
+        ([(3, b"a")], "itself"),
         ([(2, b"")], "length"),
         ([(2, b"a" * 4097)], "length"),
         ([(5, b"a"), (2, b"b")], "increasing"),

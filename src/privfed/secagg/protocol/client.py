@@ -242,6 +242,28 @@ class SecAggClient:
 
     # -- stage 0 ---------------------------------------------------------------------
 
+    def _pairwise_keys(
+        self, pair: keys.KeyPair, publics: dict[int, bytes], stage: Stage
+    ) -> dict[int, bytes]:
+        """Keys shared with each peer: for encryption (encryption pair) or masks (mask pair)."""
+        purpose, what = (
+            (keys.Purpose.SHARE_ENCRYPTION, "encryption")
+            if pair is self._encryption_keys
+            else (keys.Purpose.MASK, "mask")
+        )
+        try:
+            return pair.pairwise_keys(
+                publics,
+                purpose=purpose,
+                session_id=self._config.session_id,
+                round_index=self._config.round_index,
+                client_id=self._id,
+            )
+        except KeyAgreementError as exc:
+            raise self._abort(
+                f"client {exc.peer_id} advertised an invalid {what} key", stage
+            ) from None
+
     def advertise_keys(self) -> AdvertiseKeys:
         """Stage ADVERTISE_KEYS: publish this round's public keys.
 
@@ -331,18 +353,9 @@ class SecAggClient:
         seed_shares = shamir.split(
             self._seed, threshold=cfg.threshold, num_shares=len(holders), indices=holders
         )
-        try:
-            share_keys = self._encryption_keys.pairwise_keys(
-                {peer: entries[peer][0] for peer in peers},
-                purpose=keys.Purpose.SHARE_ENCRYPTION,
-                session_id=cfg.session_id,
-                round_index=cfg.round_index,
-                client_id=self._id,
-            )
-        except KeyAgreementError as exc:
-            raise self._abort(
-                f"client {exc.peer_id} advertised an invalid encryption key", stage
-            ) from None
+        share_keys = self._pairwise_keys(
+            self._encryption_keys, {peer: entries[peer][0] for peer in peers}, stage
+        )
         out: dict[int, EncryptedShares] = {}
         own: tuple[bytes, bytes] | None = None
         for holder, key_share, seed_share in zip(holders, key_shares, seed_shares, strict=True):
@@ -482,18 +495,9 @@ class SecAggClient:
             round_index=cfg.round_index,
             client_id=self._id,
         )
-        try:
-            pair_seeds = self._mask_keys.pairwise_keys(
-                {peer: self._roster[peer][1] for peer in senders},
-                purpose=keys.Purpose.MASK,
-                session_id=cfg.session_id,
-                round_index=cfg.round_index,
-                client_id=self._id,
-            )
-        except KeyAgreementError as exc:
-            raise self._abort(
-                f"client {exc.peer_id} advertised an invalid mask key", stage
-            ) from None
+        pair_seeds = self._pairwise_keys(
+            self._mask_keys, {peer: self._roster[peer][1] for peer in senders}, stage
+        )
         # Pairwise masks: +PRG(s_uv) towards larger ids, -PRG(s_uv) towards smaller.
         masks = [(self_seed, False)]
         masks += [(seed, self._id > peer) for peer, seed in pair_seeds.items()]

@@ -588,20 +588,7 @@ class RoutedShares(Message):
     def __post_init__(self) -> None:
         super().__post_init__()
         _check_id("recipient", self.recipient)
-        if not isinstance(self.shares, tuple) or not all(
-            isinstance(s, EncryptedShares) for s in self.shares
-        ):
-            raise ParameterTypeError("shares", "a tuple of EncryptedShares", self.shares)
-        for s in self.shares:
-            if (s.session_id, s.round_index, s.recipient) != (
-                self.session_id,
-                self.round_index,
-                self.recipient,
-            ):
-                raise ParameterError(
-                    "shares", "ciphertexts of this session and round for this recipient", s
-                )
-        _check_increasing_ids("shares", tuple(s.sender for s in self.shares))
+        _check_group(self, self.shares, fixed="recipient")
 
     @property
     def senders(self) -> tuple[int, ...]:
@@ -609,32 +596,12 @@ class RoutedShares(Message):
         return tuple(s.sender for s in self.shares)
 
     def _body(self) -> bytes:
-        pack = _ID_U32.pack
-        items = b"".join([pack(s.sender, len(s.ciphertext)) + s.ciphertext for s in self.shares])
-        return _ID_U32.pack(self.recipient, len(self.shares)) + items
+        return _encode_group(self.recipient, self.shares, fixed="recipient")
 
     @classmethod
     def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> RoutedShares:
-        recipient = reader.client_id()
-        items = reader.id_blobs(reader.count(9), wide=True, max_size=MAX_CIPHERTEXT_SIZE)
-        session_id, round_index = header["session_id"], header["round_index"]
-        shares = []
-        for sender, ciphertext in items:
-            if sender == recipient:
-                raise MessageFormatError("a ciphertext from the recipient to itself")
-            # Checked as EncryptedShares.__post_init__ would (ids, length, the
-            # header by decode_message); RoutedShares' own checks hold by
-            # construction (same session, round and recipient; increasing senders).
-            shares.append(
-                EncryptedShares._trusted(
-                    session_id=session_id,
-                    round_index=round_index,
-                    sender=sender,
-                    recipient=recipient,
-                    ciphertext=ciphertext,
-                )
-            )
-        return cls._trusted(**header, recipient=recipient, shares=tuple(shares))
+        recipient, shares = _parse_group(header, reader, fixed="recipient")
+        return cls._trusted(**header, recipient=recipient, shares=shares)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -666,22 +633,9 @@ class EncryptedSharesBundle(Message):
     def __post_init__(self) -> None:
         super().__post_init__()
         _check_id("sender", self.sender)
-        if not isinstance(self.shares, tuple) or not all(
-            isinstance(s, EncryptedShares) for s in self.shares
-        ):
-            raise ParameterTypeError("shares", "a tuple of EncryptedShares", self.shares)
-        if not self.shares:
+        if isinstance(self.shares, tuple) and not self.shares:
             raise ParameterError("shares", "at least one ciphertext", 0)
-        for s in self.shares:
-            if (s.session_id, s.round_index, s.sender) != (
-                self.session_id,
-                self.round_index,
-                self.sender,
-            ):
-                raise ParameterError(
-                    "shares", "ciphertexts of this session and round from this sender", s
-                )
-        _check_increasing_ids("shares", tuple(s.recipient for s in self.shares))
+        _check_group(self, self.shares, fixed="sender")
 
     @classmethod
     def from_shares(
@@ -719,34 +673,65 @@ class EncryptedSharesBundle(Message):
         return tuple(s.recipient for s in self.shares)
 
     def _body(self) -> bytes:
-        pack = _ID_U32.pack
-        items = b"".join([pack(s.recipient, len(s.ciphertext)) + s.ciphertext for s in self.shares])
-        return _ID_U32.pack(self.sender, len(self.shares)) + items
+        return _encode_group(self.sender, self.shares, fixed="sender")
 
     @classmethod
     def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> EncryptedSharesBundle:
-        sender = reader.client_id()
-        items = reader.id_blobs(reader.count(9), wide=True, max_size=MAX_CIPHERTEXT_SIZE)
-        if not items:
+        sender, shares = _parse_group(header, reader, fixed="sender")
+        if not shares:
             raise MessageFormatError("an empty bundle")
-        session_id, round_index = header["session_id"], header["round_index"]
-        shares = []
-        for recipient, ciphertext in items:
-            if recipient == sender:
-                raise MessageFormatError("a ciphertext addressed to its own sender")
-            # Checked as EncryptedShares.__post_init__ would (ids, length, the
-            # header by decode_message); the bundle's own checks hold by
-            # construction (same session, round and sender; increasing recipients).
-            shares.append(
-                EncryptedShares._trusted(
-                    session_id=session_id,
-                    round_index=round_index,
-                    sender=sender,
-                    recipient=recipient,
-                    ciphertext=ciphertext,
-                )
+        return cls._trusted(**header, sender=sender, shares=shares)
+
+
+def _check_group(message: Message, shares: object, *, fixed: str) -> None:
+    """Checks of a group of ciphertexts that share one end (``fixed``) and ``message``'s context."""
+    if not isinstance(shares, tuple) or not all(isinstance(s, EncryptedShares) for s in shares):
+        raise ParameterTypeError("shares", "a tuple of EncryptedShares", shares)
+    context = (message.session_id, message.round_index, getattr(message, fixed))
+    for s in shares:
+        if (s.session_id, s.round_index, getattr(s, fixed)) != context:
+            raise ParameterError(
+                "shares", f"ciphertexts of this session and round with this {fixed}", s
             )
-        return cls._trusted(**header, sender=sender, shares=tuple(shares))
+    other = "sender" if fixed == "recipient" else "recipient"
+    _check_increasing_ids("shares", tuple(getattr(s, other) for s in shares))
+
+
+def _encode_group(fixed_id: int, shares: tuple[EncryptedShares, ...], *, fixed: str) -> bytes:
+    """``fixed_id u32 | count u32 | count x (other id u32 | length u32 | ciphertext)``."""
+    pack = _ID_U32.pack
+    if fixed == "recipient":
+        items = [pack(s.sender, len(s.ciphertext)) + s.ciphertext for s in shares]
+    else:
+        items = [pack(s.recipient, len(s.ciphertext)) + s.ciphertext for s in shares]
+    return _ID_U32.pack(fixed_id, len(shares)) + b"".join(items)
+
+
+def _parse_group(
+    header: dict[str, Any], reader: _Reader, *, fixed: str
+) -> tuple[int, tuple[EncryptedShares, ...]]:
+    """Parse :func:`_encode_group`; every field checked as the constructors would."""
+    fixed_id = reader.client_id()
+    items = reader.id_blobs(reader.count(9), wide=True, max_size=MAX_CIPHERTEXT_SIZE)
+    session_id, round_index = header["session_id"], header["round_index"]
+    to_fixed = fixed == "recipient"
+    shares = []
+    for other_id, ciphertext in items:
+        if other_id == fixed_id:
+            raise MessageFormatError("a ciphertext between a client and itself")
+        # Ids non-zero u32, strictly increasing; ciphertext of 1 to
+        # MAX_CIPHERTEXT_SIZE bytes; the header checked by decode_message: the
+        # checks of EncryptedShares and of the group hold by construction.
+        shares.append(
+            EncryptedShares._trusted(
+                session_id=session_id,
+                round_index=round_index,
+                sender=other_id if to_fixed else fixed_id,
+                recipient=fixed_id if to_fixed else other_id,
+                ciphertext=ciphertext,
+            )
+        )
+    return fixed_id, tuple(shares)
 
 
 # -- MaskedInput -------------------------------------------------------------------
