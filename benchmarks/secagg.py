@@ -340,7 +340,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--repeats", type=int, default=None, help="rounds per scenario (default 5, quick 1)"
     )
-    parser.add_argument("--output", type=Path, default=RESULTS / "secagg.json")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help="JSON path (default results/secagg.json, or results/secagg_quick.json with --quick)",
+    )
     args = parser.parse_args(argv)
 
     scenarios = QUICK if args.quick else FULL
@@ -357,6 +362,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     print_table(rows)
 
+    if args.output is None:
+        # A quick run never overwrites the committed full results.
+        args.output = RESULTS / ("secagg_quick.json" if args.quick else "secagg.json")
     args.output.parent.mkdir(parents=True, exist_ok=True)
     meta = {
         "command": "python benchmarks/secagg.py" + (" --quick" if args.quick else ""),
