@@ -32,6 +32,7 @@ from privfed.secagg.protocol.config import SecAggConfig, new_session_id
 from privfed.secagg.protocol.graph import GraphMode
 from privfed.secagg.protocol.messages import (
     EncryptedSharesBundle,
+    Message,
     Roster,
     RoutedShares,
     UnmaskRequest,
@@ -235,7 +236,7 @@ def run_protocol(
         finally:
             server_seconds[stage] = server_seconds.get(stage, 0.0) + time.perf_counter() - start
 
-    def play_single_reply(
+    def play_replies(
         stage: Stage,
         order: list[int],
         act: Callable[[int, _T], bytes],
@@ -244,7 +245,8 @@ def run_protocol(
         """Run one stage in which each client answers with one message to the server.
 
         ``fetch(i)`` prepares client ``i``'s local data outside the timed region;
-        ``act(i, data)`` is the client's timed work.
+        ``act(i, data)`` is the client's timed work and returns the bytes it
+        sends (empty: it sends nothing).
         """
         for done, i in enumerate(order, 1):
             local = fetch(i)
@@ -257,62 +259,60 @@ def run_protocol(
                 continue
             seconds[i][stage] = time.perf_counter() - start
             sent[i][stage] = len(data)
-            server_receive(stage, data)
+            if data:
+                server_receive(stage, data)
             tick(stage, done, len(order))
+
+    def publish(stage: Stage, produce: Callable[[], Mapping[int, Message]]) -> dict[int, bytes]:
+        """Close ``stage`` on the server and serialize what it sends to each client."""
+
+        def close() -> dict[int, bytes]:
+            messages = produce()
+            encoded: dict[int, bytes] = {}  # a broadcast message is serialized once
+            for message in messages.values():
+                if id(message) not in encoded:
+                    encoded[id(message)] = message.to_bytes()
+            return {cid: encoded[id(m)] for cid, m in messages.items()}
+
+        out = server_close(stage, close)
+        server_sent[stage] = sum(len(b) for b in out.values())
+        return out
+
+    def no_input(_: int) -> None:
+        return None
 
     # ADVERTISE_KEYS
     stage = Stage.ADVERTISE_KEYS
     order = [i for i in range(n) if active(i, stage)]
-    for done, i in enumerate(order, 1):
-        start = time.perf_counter()
-        data = clients[i].advertise_keys().to_bytes()
-        seconds[i][stage] = time.perf_counter() - start
-        sent[i][stage] = len(data)
-        server_receive(stage, data)
-        tick(stage, done, len(order))
+    play_replies(stage, order, lambda i, _: clients[i].advertise_keys().to_bytes(), no_input)
 
-    def publish_rosters() -> dict[int, bytes]:
+    def rosters_to_send() -> dict[int, Roster]:
         if config.graph is GraphMode.COMPLETE:
-            # One roster, broadcast to everyone.
-            data = server.roster().to_bytes()
-            return {i + 1: data for i in order}
+            # One roster, broadcast to everyone (its bytes counted once per recipient).
+            roster = server.roster()
+            return {i + 1: roster for i in order}
         # SecAgg+: each client gets the entries of its own neighbourhood only.
-        return {i + 1: server.roster(i + 1).to_bytes() for i in order}
+        return {i + 1: server.roster(i + 1) for i in order}
 
-    rosters = server_close(stage, publish_rosters)
-    server_sent[stage] = sum(len(b) for b in rosters.values())
+    rosters = publish(stage, rosters_to_send)
 
-    # SHARE_KEYS (clients dropping here send half their ciphertexts)
+    # SHARE_KEYS (clients dropping here send half their ciphertexts, then die)
     stage = Stage.SHARE_KEYS
-    order = [i for i in range(n) if active(i, Stage.ADVERTISE_KEYS)]
-    for done, i in enumerate(order, 1):
-        start = time.perf_counter()
-        try:
-            outgoing = clients[i].share_keys(Roster.from_bytes(rosters[i + 1]))
-        except ProtocolAbort:
-            aborted[i] = True
-            seconds[i][stage] = time.perf_counter() - start
-            continue
+
+    def share(i: int, _: None) -> bytes:
+        outgoing = clients[i].share_keys(Roster.from_bytes(rosters[i + 1]))
         items = [outgoing[r] for r in sorted(outgoing)]
         if not active(i, stage):
             items = items[: len(items) // 2]
-        blob = EncryptedSharesBundle.from_shares(items).to_bytes() if items else b""
-        seconds[i][stage] = time.perf_counter() - start
-        sent[i][stage] = len(blob)
-        if blob:
-            server_receive(stage, blob)
-        tick(stage, done, len(order))
+        return EncryptedSharesBundle.from_shares(items).to_bytes() if items else b""
 
-    def publish_routed() -> dict[int, bytes]:
-        return {cid: msg.to_bytes() for cid, msg in server.routed_shares().items()}
-
-    routed = server_close(stage, publish_routed)
-    server_sent[stage] = sum(len(b) for b in routed.values())
+    play_replies(stage, [i for i in range(n) if active(i, Stage.ADVERTISE_KEYS)], share, no_input)
+    routed = publish(stage, server.routed_shares)
 
     # MASKED_INPUT.  Fetching an input (which the caller may compute lazily) is
     # the caller's work, not the client's protocol work, so it is not timed.
     stage = Stage.MASKED_INPUT
-    play_single_reply(
+    play_replies(
         stage,
         [i for i in range(n) if (i + 1) in routed and active(i, stage)],
         lambda i, values: (
@@ -320,20 +320,15 @@ def run_protocol(
         ),
         fetch=lambda i: rows[i],
     )
-
-    def publish_requests() -> dict[int, bytes]:
-        return {cid: msg.to_bytes() for cid, msg in server.unmask_requests().items()}
-
-    requests = server_close(stage, publish_requests)
-    server_sent[stage] = sum(len(b) for b in requests.values())
+    requests = publish(stage, server.unmask_requests)
 
     # UNMASKING
     stage = Stage.UNMASKING
-    play_single_reply(
+    play_replies(
         stage,
         [i for i in range(n) if (i + 1) in requests and active(i, stage)],
         lambda i, _: clients[i].unmask(UnmaskRequest.from_bytes(requests[i + 1])).to_bytes(),
-        fetch=lambda i: None,
+        no_input,
     )
 
     total = server_close(stage, server.finalize)
