@@ -40,9 +40,9 @@ from pathlib import Path
 
 import torch
 
-from privfed.models.classifier import evaluate_classifier, train_classifier
-from privfed.models.factories import EDMTrainingConfig, FactoryMatrix
-from privfed.models.factories.pipeline import (
+from privfed.engines.classifier import evaluate_classifier, train_classifier
+from privfed.engines.factory import EDMTrainingConfig, FactoryMatrix
+from privfed.engines.factory.job import (
     FactoryPipelineConfig,
     make_factory,
     run_factory_pipeline,

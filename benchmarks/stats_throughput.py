@@ -84,7 +84,7 @@ def main() -> None:
             _ = rows.T @ rows
 
     width = args.dim + 1
-    bands = min(4, max(1, width // 32))  # as in privfed.models.statistics
+    bands = min(4, max(1, width // 32))  # as in privfed.engines.latent.statistics
     edges = [round(i * width / bands) for i in range(bands + 1)]
     upper = torch.zeros((width, width), dtype=torch.float64)
 

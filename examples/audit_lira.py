@@ -17,7 +17,7 @@ import torch
 
 from privfed.audit import ReferenceAttack, classifier_train_fn, reference_model_attack
 from privfed.data import load_digits
-from privfed.models.classifier import train_classifier
+from privfed.engines.classifier import train_classifier
 
 
 def main() -> None:

@@ -25,9 +25,9 @@ from pathlib import Path
 import torch
 
 from privfed.data import load_digits, partition, split_public_private
-from privfed.models.classifier import evaluate_classifier, train_classifier
-from privfed.models.codecs import PCACodec
-from privfed.models.factories import (
+from privfed.engines.classifier import evaluate_classifier, train_classifier
+from privfed.engines.codecs import PCACodec
+from privfed.engines.factory import (
     FactoryAuditConfig,
     FactoryMatrix,
     LatentGaussianFactory,

@@ -37,10 +37,9 @@ import torch
 from privfed.audit.torch_scoring import per_example_losses, true_class_probabilities
 from privfed.cli import main
 from privfed.data import load_digits
-from privfed.errors import NonFiniteInputError
-from privfed.models.classifier import evaluate_classifier, train_classifier
-from privfed.models.codecs import ConvAutoencoderCodec, DiffusersCodec, PCACodec
-from privfed.models.factories import (
+from privfed.engines.classifier import evaluate_classifier, train_classifier
+from privfed.engines.codecs import ConvAutoencoderCodec, DiffusersCodec, PCACodec
+from privfed.engines.factory import (
     DPSGDConfig,
     EDMConfig,
     EDMDiffusionFactory,
@@ -49,15 +48,12 @@ from privfed.models.factories import (
     GaussianNoiseSource,
     UNetConfig,
 )
-from privfed.models.factories.dpsgd import dp_sgd_step
-from privfed.models.factories.fedavg import run_fedavg
-from privfed.models.factories.pipeline import FactoryPipelineConfig, run_factory_pipeline
-from privfed.models.statistics import (
-    LatentStatistics,
-    LatentStatisticsAccumulator,
-    LatentStatisticsConfig,
-    compute_latent_statistics,
-)
+from privfed.engines.factory.dpsgd import dp_sgd_step
+from privfed.engines.factory.fedavg import run_fedavg
+from privfed.engines.factory.job import FactoryPipelineConfig, run_factory_pipeline
+from privfed.engines.latent.client import LatentStatisticsAccumulator, compute_latent_statistics
+from privfed.engines.latent.statistics import LatentStatistics, LatentStatisticsConfig
+from privfed.errors import NonFiniteInputError
 from privfed.pipeline import PipelineConfig, run_pipeline
 
 pytestmark = pytest.mark.cuda

@@ -6,7 +6,8 @@ Subpackages:
 * :mod:`privfed.dp` -- differential-privacy calibration and accounting (pure).
 * :mod:`privfed.testing` -- Hypothesis strategies for sensitivity tests (pure).
 * :mod:`privfed.audit` -- membership-inference audits.
-* :mod:`privfed.models` -- engines built on torch (optional extra ``engines``).
+* :mod:`privfed.engines` -- the two engines, built on torch (optional extra ``engines``);
+  :mod:`privfed.models` and :mod:`privfed.pipeline` keep their older names.
 
 ``import privfed`` is light: subpackages load on first attribute access.
 """
@@ -17,15 +18,25 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from privfed import errors
+from privfed._version import __version__
 
-__version__ = "0.1.0.dev0"
+__all__ = [
+    "__version__",
+    "audit",
+    "data",
+    "dp",
+    "engines",
+    "errors",
+    "models",
+    "pipeline",
+    "secagg",
+    "testing",
+]
 
-__all__ = ["__version__", "audit", "dp", "errors", "models", "secagg", "testing"]
-
-_LAZY = frozenset({"audit", "dp", "models", "secagg", "testing"})
+_LAZY = frozenset({"audit", "data", "dp", "engines", "models", "pipeline", "secagg", "testing"})
 
 if TYPE_CHECKING:  # pragma: no cover
-    from privfed import audit, dp, models, secagg, testing
+    from privfed import audit, data, dp, engines, models, pipeline, secagg, testing
 
 
 def __getattr__(name: str) -> Any:

@@ -24,7 +24,9 @@ from privfed.dp import (
 )
 from privfed.errors import ParameterError, ParameterTypeError
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "dp" / "analytic_gaussian_known_answers.csv"
+DATA = (
+    Path(__file__).resolve().parents[1] / "fixtures" / "dp" / "analytic_gaussian_known_answers.csv"
+)
 
 
 def _known_answers() -> list[tuple[float, float, float]]:

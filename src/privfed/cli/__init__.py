@@ -27,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="privfed",
         description="Privacy-preserving one-shot federated learning with generative models.",
     )
-    from privfed import __version__
+    from privfed._version import __version__
 
     parser.add_argument("--version", action="version", version=f"privfed {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -4,7 +4,7 @@
 latent-statistic engine with secure aggregation, the DP release, synthesis, a
 classifier, baselines and the default membership-inference audit (``--no-audit``
 skips it).  ``--engine factory`` runs
-:func:`privfed.models.factories.pipeline.run_factory_pipeline` on digits.
+:func:`privfed.engines.factory.job.run_factory_pipeline` on digits.
 
 Options that belong to one engine only are refused (exit status 2) when given
 with the other, rather than silently ignored.  Exit status 0 on success, 2 on
@@ -178,7 +178,7 @@ def _factory_has_audit() -> bool:
     """Whether this version of the factory engine has an audit stage to switch off."""
     import dataclasses
 
-    from privfed.models.factories.pipeline import FactoryPipelineConfig
+    from privfed.engines.factory.job import FactoryPipelineConfig
 
     return "audit" in {f.name for f in dataclasses.fields(FactoryPipelineConfig)}
 
@@ -309,7 +309,7 @@ def _audit_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _run_factory(args: argparse.Namespace) -> int:
-    from privfed.models.factories.pipeline import FactoryPipelineConfig, run_factory_pipeline
+    from privfed.engines.factory.job import FactoryPipelineConfig, run_factory_pipeline
 
     scheme, alpha = args.partition
     kwargs: dict[str, Any] = {

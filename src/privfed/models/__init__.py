@@ -1,48 +1,50 @@
-"""privfed.models: the engines (torch).
+"""Compatibility names for the engines (their home is :mod:`privfed.engines`).
 
-Latent-statistic engine: frozen public codecs (:mod:`privfed.models.codecs`),
-exact fixed-point client statistics (:mod:`privfed.models.statistics`), the
-server's DP release (:mod:`privfed.models.release`), class-conditional
-Gaussians (:mod:`privfed.models.gaussians`) and the downstream classifier
-(:mod:`privfed.models.classifier`).
+``privfed.models`` was the engines' package before they became wings; it keeps
+re-exporting the public names it had, loading each on first use:
 
-Factory-matrix engine (:mod:`privfed.models.factories`): per-client, per-class
-generative factories in a class x client matrix with quota synthesis and exact
-unlearning.  Its main names are re-exported here.
+* latent-statistic engine: :mod:`privfed.engines.latent`;
+* factory-matrix engine: :mod:`privfed.engines.factory`;
+* shared codecs and classifier: :mod:`privfed.engines.codecs`,
+  :mod:`privfed.engines.classifier`.
 """
 
-from privfed.models.classifier import SmallCNN, evaluate_classifier, train_classifier
-from privfed.models.codecs import (
-    Codec,
-    ConvAutoencoderCodec,
-    DiffusersCodec,
-    DiffusersKind,
-    PCACodec,
-)
-from privfed.models.factories import (
-    EDMDiffusionFactory,
-    FactoryMatrix,
-    LatentGaussianFactory,
-    UnlearningCertificate,
-    load_factory,
-)
-from privfed.models.gaussians import ClassGaussians, fit_class_gaussians, project_psd
-from privfed.models.release import (
-    NoisePlacement,
-    NoisyLatentStatistics,
-    nonprivate_release,
-    release_latent_statistics,
-    release_with_noise_stds,
-)
-from privfed.models.statistics import (
-    DEFAULT_MAX_RECORDS,
-    LatentStatistics,
-    LatentStatisticsAccumulator,
-    LatentStatisticsConfig,
-    compute_latent_statistics,
-    packed_size,
-    unpack_symmetric,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from privfed._lazy import lazy_exports
+
+_EXPORTS: dict[str, str] = {
+    "DEFAULT_MAX_RECORDS": "privfed.engines.latent.statistics",
+    "LatentStatistics": "privfed.engines.latent.statistics",
+    "LatentStatisticsConfig": "privfed.engines.latent.statistics",
+    "packed_size": "privfed.engines.latent.statistics",
+    "unpack_symmetric": "privfed.engines.latent.statistics",
+    "LatentStatisticsAccumulator": "privfed.engines.latent.client",
+    "compute_latent_statistics": "privfed.engines.latent.client",
+    "NoisePlacement": "privfed.engines.latent.release",
+    "NoisyLatentStatistics": "privfed.engines.latent.release",
+    "nonprivate_release": "privfed.engines.latent.release",
+    "release_latent_statistics": "privfed.engines.latent.release",
+    "release_with_noise_stds": "privfed.engines.latent.release",
+    "ClassGaussians": "privfed.engines.latent.gaussians",
+    "fit_class_gaussians": "privfed.engines.latent.gaussians",
+    "project_psd": "privfed.engines.latent.gaussians",
+    "SmallCNN": "privfed.engines.classifier",
+    "evaluate_classifier": "privfed.engines.classifier",
+    "train_classifier": "privfed.engines.classifier",
+    "Codec": "privfed.engines.codecs",
+    "ConvAutoencoderCodec": "privfed.engines.codecs",
+    "DiffusersCodec": "privfed.engines.codecs",
+    "DiffusersKind": "privfed.engines.codecs",
+    "PCACodec": "privfed.engines.codecs",
+    "EDMDiffusionFactory": "privfed.engines.factory",
+    "FactoryMatrix": "privfed.engines.factory",
+    "LatentGaussianFactory": "privfed.engines.factory",
+    "UnlearningCertificate": "privfed.engines.factory",
+    "load_factory": "privfed.engines.factory",
+}
 
 __all__ = [
     "DEFAULT_MAX_RECORDS",
@@ -74,3 +76,48 @@ __all__ = [
     "train_classifier",
     "unpack_symmetric",
 ]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:  # pragma: no cover - static view of the lazy names
+    from privfed.engines.classifier import (
+        SmallCNN,
+        evaluate_classifier,
+        train_classifier,
+    )
+    from privfed.engines.codecs import (
+        Codec,
+        ConvAutoencoderCodec,
+        DiffusersCodec,
+        DiffusersKind,
+        PCACodec,
+    )
+    from privfed.engines.factory import (
+        EDMDiffusionFactory,
+        FactoryMatrix,
+        LatentGaussianFactory,
+        UnlearningCertificate,
+        load_factory,
+    )
+    from privfed.engines.latent.client import (
+        LatentStatisticsAccumulator,
+        compute_latent_statistics,
+    )
+    from privfed.engines.latent.gaussians import (
+        ClassGaussians,
+        fit_class_gaussians,
+        project_psd,
+    )
+    from privfed.engines.latent.release import (
+        NoisePlacement,
+        NoisyLatentStatistics,
+        nonprivate_release,
+        release_latent_statistics,
+        release_with_noise_stds,
+    )
+    from privfed.engines.latent.statistics import (
+        DEFAULT_MAX_RECORDS,
+        LatentStatistics,
+        LatentStatisticsConfig,
+        packed_size,
+        unpack_symmetric,
+    )

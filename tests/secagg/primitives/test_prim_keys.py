@@ -28,7 +28,7 @@ from privfed.secagg.primitives.keys import (
     pairwise_key,
 )
 
-KAT = Path(__file__).resolve().parents[2] / "data" / "kat"
+KAT = Path(__file__).resolve().parents[2] / "fixtures" / "kat"
 SEEDS = st.integers(min_value=0, max_value=2**64 - 1)
 CURVE_P = 2**255 - 19
 

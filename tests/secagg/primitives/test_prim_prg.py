@@ -24,7 +24,7 @@ from scipy import stats
 from privfed.errors import ParameterError, ParameterTypeError
 from privfed.secagg.primitives.prg import expand, expand_mod
 
-KAT = Path(__file__).resolve().parents[2] / "data" / "kat"
+KAT = Path(__file__).resolve().parents[2] / "fixtures" / "kat"
 SEEDS = st.integers(min_value=0, max_value=2**64 - 1)
 # Vectors longer than this are checked against the slow reference only at a few
 # positions (the reference AES runs at roughly 10^4 blocks per second).

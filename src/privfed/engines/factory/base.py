@@ -1,0 +1,505 @@
+"""The factory contract, its manifest, and checksummed persistence.
+
+A *factory* is a small generative model that one client trains on the images
+of one class it holds and ships to the server once (FederatedFactory,
+arXiv:2603.16370, §3).  Every factory in this package satisfies the
+:class:`Factory` protocol and is stored as a directory with two files:
+
+* ``weights.safetensors`` -- the tensors (safetensors format, no pickle);
+* ``manifest.json`` -- what the weights are: factory type, class id, client id,
+  sample count, architecture, training configuration, privacy record, library
+  version, the SHA-256 of the weights file and the SHA-256 of the manifest
+  itself.
+
+:func:`load_factory` recomputes both checksums before it builds anything and
+raises :class:`~privfed.errors.ArtifactIntegrityError` on a mismatch.  The
+checksums detect corruption and tampering by anyone who cannot rewrite *both*
+files consistently; they are not a signature.  A consortium that must resist
+a malicious courier should sign ``manifest.json`` (which pins the weights).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal, Protocol, runtime_checkable
+
+import numpy as np
+import torch
+from safetensors.torch import load as safetensors_load
+from safetensors.torch import save_file
+
+from privfed.errors import (
+    ArtifactIntegrityError,
+    NonFiniteInputError,
+    ParameterError,
+    ParameterTypeError,
+)
+
+__all__ = [
+    "MANIFEST_FILENAME",
+    "MANIFEST_FORMAT_VERSION",
+    "WEIGHTS_FILENAME",
+    "ClientId",
+    "Factory",
+    "FactoryManifest",
+    "PrivacyRecord",
+    "load_verified_tensors",
+    "read_manifest",
+    "save_factory",
+    "tensors_sha256",
+    "validate_class_id",
+    "validate_client_id",
+    "validate_images",
+]
+
+#: Name of the weights file inside a factory directory.
+WEIGHTS_FILENAME: Final = "weights.safetensors"
+#: Name of the manifest file inside a factory directory.
+MANIFEST_FILENAME: Final = "manifest.json"
+#: Version of the manifest layout; bumped on any incompatible change.
+MANIFEST_FORMAT_VERSION: Final = 1
+
+#: A client identifier: a non-negative ``int`` or a non-empty ``str``.
+ClientId = int | str
+
+
+def validate_class_id(class_id: object, name: str = "class_id") -> int:
+    """Check that ``class_id`` is a non-negative ``int`` (``bool`` excluded) and return it.
+
+    Raises:
+        ParameterTypeError: ``class_id`` is not an ``int``.
+        ParameterError: ``class_id`` is negative.
+    """
+    if isinstance(class_id, bool) or not isinstance(class_id, int):
+        raise ParameterTypeError(name, "an int >= 0", class_id)
+    if class_id < 0:
+        raise ParameterError(name, "an int >= 0", class_id)
+    return class_id
+
+
+def validate_client_id(client_id: object, name: str = "client_id") -> ClientId:
+    """Check that ``client_id`` is an ``int >= 0`` or a non-empty ``str`` and return it.
+
+    Raises:
+        ParameterTypeError: ``client_id`` is neither an ``int`` nor a ``str``.
+        ParameterError: ``client_id`` is a negative ``int`` or an empty ``str``.
+    """
+    if isinstance(client_id, bool) or not isinstance(client_id, int | str):
+        raise ParameterTypeError(name, "an int >= 0 or a non-empty str", client_id)
+    if isinstance(client_id, int) and client_id < 0:
+        raise ParameterError(name, "an int >= 0 or a non-empty str", client_id)
+    if isinstance(client_id, str) and not client_id:
+        raise ParameterError(name, "an int >= 0 or a non-empty str", client_id)
+    return client_id
+
+
+def validate_images(images: object, name: str = "images", *, min_count: int = 1) -> torch.Tensor:
+    """Check an image batch and return it as a contiguous float32 CPU tensor.
+
+    Args:
+        images: A ``torch.Tensor`` (or numpy array) of shape ``(N, C, H, W)``
+            with values in ``[0, 1]``.
+        name: Parameter name used in error messages.
+        min_count: Smallest admissible ``N``.
+
+    Raises:
+        ParameterTypeError: ``images`` is not a tensor or array.
+        ParameterError: Wrong rank, too few images, or values outside ``[0, 1]``.
+        NonFiniteInputError: ``images`` holds NaN or infinity.
+    """
+    if isinstance(images, np.ndarray):
+        images = torch.from_numpy(np.ascontiguousarray(images))
+    if not isinstance(images, torch.Tensor):
+        raise ParameterTypeError(name, "a torch.Tensor or numpy array", images)
+    if images.ndim != 4:
+        raise ParameterError(name, "a 4-D batch of shape (N, C, H, W)", tuple(images.shape))
+    if images.shape[0] < min_count:
+        raise ParameterError(
+            name, f"a batch of at least {min_count} image(s)", f"{images.shape[0]} images"
+        )
+    if not images.is_floating_point():
+        raise ParameterError(name, "a floating-point tensor", str(images.dtype))
+    out = images.detach().to(device="cpu", dtype=torch.float32).contiguous()
+    bad = int((~torch.isfinite(out)).sum())
+    if bad:
+        raise NonFiniteInputError(name, count=bad)
+    if out.numel() and (float(out.min()) < 0.0 or float(out.max()) > 1.0):
+        raise ParameterError(
+            name,
+            "values in [0, 1]",
+            f"range [{float(out.min()):.4g}, {float(out.max()):.4g}]",
+        )
+    return out
+
+
+def tensors_sha256(tensors: Mapping[str, torch.Tensor]) -> str:
+    """SHA-256 (hex) of a set of named tensors, independent of the file format.
+
+    The digest covers, for each name in sorted order, the name, dtype, shape
+    and the raw little-endian bytes of the tensor moved to the CPU, so two
+    factories with bit-identical weights have the same digest whatever device
+    they live on.  Used by unlearning certificates to name what was removed.
+    """
+    digest = hashlib.sha256()
+    for key in sorted(tensors):
+        tensor = tensors[key].detach().to("cpu").contiguous()
+        header = json.dumps(
+            {"name": key, "dtype": str(tensor.dtype), "shape": list(tensor.shape)},
+            sort_keys=True,
+        )
+        digest.update(header.encode("utf-8"))
+        digest.update(b"\x00")
+        digest.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class PrivacyRecord:
+    """How a factory's weights were protected, as shipped in its manifest.
+
+    ``mechanism="none"`` means no formal guarantee: the weights are a
+    deterministic function of the client's images and may memorise them.
+    ``mechanism="dp-sgd"`` means the weights are the output of DP-SGD with
+    Poisson sampling (Abadi et al. 2016, arXiv:1607.00133): per-example
+    gradients clipped to ``clip_norm`` (L2) and Gaussian noise of standard
+    deviation ``noise_multiplier * clip_norm`` added to their sum at each of
+    ``steps`` steps, each record included independently with probability
+    ``sampling_rate``.  The sample count ``n`` that the manifest also carries
+    is released in the clear, so the honest statement is replace-one
+    adjacency (public counts) within the factory's training set; that is how
+    :func:`~privfed.engines.factory.record_in_ledger` records it.
+
+    The record carries the mechanism's parameters only; ε is computed by a
+    privacy accountant (:mod:`privfed.dp`), never here.
+
+    Attributes:
+        mechanism: ``"none"`` or ``"dp-sgd"``.
+        noise_multiplier: σ/Δ (dimensionless, > 0) for DP-SGD, else ``None``.
+        clip_norm: Per-example L2 clipping bound (> 0) for DP-SGD, else ``None``.
+        sampling_rate: Poisson inclusion probability in (0, 1] for DP-SGD, else ``None``.
+        steps: Number of noisy steps (>= 1) for DP-SGD, else ``None``.
+        seeded: Whether the noise came from a caller-supplied seed
+            (reproducible, for experiments) rather than the OS CSPRNG.
+        sampler: Name of the noise sampler for DP-SGD, else ``None``.
+    """
+
+    mechanism: Literal["none", "dp-sgd"] = "none"
+    noise_multiplier: float | None = None
+    clip_norm: float | None = None
+    sampling_rate: float | None = None
+    steps: int | None = None
+    seeded: bool = False
+    sampler: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.mechanism not in ("none", "dp-sgd"):
+            raise ParameterError("mechanism", "'none' or 'dp-sgd'", self.mechanism)
+        params = (
+            self.noise_multiplier,
+            self.clip_norm,
+            self.sampling_rate,
+            self.steps,
+            self.sampler,
+        )
+        if self.mechanism == "none":
+            if any(p is not None for p in params):
+                raise ParameterError(
+                    "mechanism",
+                    "'dp-sgd' when DP-SGD parameters are given",
+                    self.mechanism,
+                )
+            return
+        _positive_float("noise_multiplier", self.noise_multiplier)
+        _positive_float("clip_norm", self.clip_norm)
+        rate = _positive_float("sampling_rate", self.sampling_rate)
+        if rate > 1.0:
+            raise ParameterError("sampling_rate", "a float in (0, 1]", rate)
+        if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
+            raise ParameterError("steps", "an int >= 1", self.steps)
+        if not isinstance(self.seeded, bool):
+            raise ParameterTypeError("seeded", "a bool", self.seeded)
+        if not isinstance(self.sampler, str) or not self.sampler:
+            raise ParameterError("sampler", "a non-empty str", self.sampler)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dictionary of the record."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PrivacyRecord:
+        """Inverse of :meth:`to_dict`; validates every field."""
+        return cls(**dict(data))
+
+
+def _positive_float(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ParameterError(name, "a finite float > 0", value)
+    if not math.isfinite(value) or value <= 0:
+        raise ParameterError(name, "a finite float > 0", value)
+    return float(value)
+
+
+@dataclass(frozen=True)
+class FactoryManifest:
+    """Description of a saved factory (the content of ``manifest.json``).
+
+    Attributes:
+        factory_type: Registered type name (``"edm-diffusion"``, ``"latent-gaussian"``).
+        class_id: Class the factory generates, or ``None`` if not assigned.
+        client_id: Client that trained it, or ``None`` if not assigned.
+        sample_count: Number of real images it was fitted on (``n_{c,k}``).
+        image_shape: ``(C, H, W)`` of the images it generates.
+        architecture: JSON-ready architecture configuration.
+        training: JSON-ready training configuration.
+        privacy: How the weights were protected.
+        library_version: ``privfed.__version__`` that wrote the files.
+        weights_sha256: SHA-256 (hex) of the bytes of ``weights.safetensors``.
+        format_version: Manifest layout version.
+    """
+
+    factory_type: str
+    class_id: int | None
+    client_id: ClientId | None
+    sample_count: int
+    image_shape: tuple[int, int, int]
+    architecture: Mapping[str, Any]
+    training: Mapping[str, Any]
+    privacy: PrivacyRecord
+    library_version: str
+    weights_sha256: str
+    format_version: int = MANIFEST_FORMAT_VERSION
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.factory_type, str) or not self.factory_type:
+            raise ParameterError("factory_type", "a non-empty str", self.factory_type)
+        if self.class_id is not None:
+            validate_class_id(self.class_id)
+        if self.client_id is not None:
+            validate_client_id(self.client_id)
+        if (
+            isinstance(self.sample_count, bool)
+            or not isinstance(self.sample_count, int)
+            or self.sample_count < 1
+        ):
+            raise ParameterError("sample_count", "an int >= 1", self.sample_count)
+        shape = tuple(self.image_shape)
+        if len(shape) != 3 or any(
+            isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in shape
+        ):
+            raise ParameterError("image_shape", "three ints >= 1 (C, H, W)", self.image_shape)
+        object.__setattr__(self, "image_shape", shape)
+        if not isinstance(self.privacy, PrivacyRecord):
+            raise ParameterTypeError("privacy", "a PrivacyRecord", self.privacy)
+        if (
+            not isinstance(self.weights_sha256, str)
+            or len(self.weights_sha256) != 64
+            or any(ch not in "0123456789abcdef" for ch in self.weights_sha256)
+        ):
+            raise ParameterError("weights_sha256", "64 lowercase hex digits", self.weights_sha256)
+        if self.format_version != MANIFEST_FORMAT_VERSION:
+            raise ParameterError(
+                "format_version", f"{MANIFEST_FORMAT_VERSION}", self.format_version
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dictionary (without the manifest's own checksum)."""
+        return {
+            "format_version": self.format_version,
+            "factory_type": self.factory_type,
+            "class_id": self.class_id,
+            "client_id": self.client_id,
+            "sample_count": self.sample_count,
+            "image_shape": list(self.image_shape),
+            "architecture": dict(self.architecture),
+            "training": dict(self.training),
+            "privacy": self.privacy.to_dict(),
+            "library_version": self.library_version,
+            "weights_sha256": self.weights_sha256,
+            "extra": dict(self.extra),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FactoryManifest:
+        """Inverse of :meth:`to_dict`.
+
+        Raises:
+            ArtifactIntegrityError: A field is missing or has the wrong form.
+        """
+        try:
+            return cls(
+                factory_type=data["factory_type"],
+                class_id=data["class_id"],
+                client_id=data["client_id"],
+                sample_count=data["sample_count"],
+                image_shape=tuple(data["image_shape"]),
+                architecture=dict(data["architecture"]),
+                training=dict(data["training"]),
+                privacy=PrivacyRecord.from_dict(data["privacy"]),
+                library_version=data["library_version"],
+                weights_sha256=data["weights_sha256"],
+                format_version=data["format_version"],
+                extra=dict(data.get("extra", {})),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ArtifactIntegrityError(
+                MANIFEST_FILENAME, f"malformed manifest ({type(exc).__name__})"
+            ) from None
+
+
+def _canonical_json(data: Mapping[str, Any]) -> bytes:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+
+
+@runtime_checkable
+class Factory(Protocol):
+    """What the generative matrix needs from a per-(class, client) generator.
+
+    Implementations: :class:`~privfed.engines.factory.EDMDiffusionFactory`,
+    :class:`~privfed.engines.factory.LatentGaussianFactory`.
+    """
+
+    #: Registered type name written into manifests.
+    factory_type: str
+
+    def fit(self, images: torch.Tensor) -> Factory:
+        """Train on one client's images of one class.
+
+        Args:
+            images: float32 tensor ``(N, C, H, W)``, values in ``[0, 1]``.
+
+        Returns:
+            ``self``.
+        """
+        ...
+
+    def sample(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Draw ``n`` images: float32 CPU tensor ``(n, C, H, W)`` in ``[0, 1]``."""
+        ...
+
+    @property
+    def num_parameters(self) -> int:
+        """Number of scalar values shipped (the communication cost in values)."""
+        ...
+
+    @property
+    def is_fitted(self) -> bool:
+        """Whether :meth:`fit` (or :meth:`load`) has run."""
+        ...
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """The tensors that define the fitted factory (what is shipped)."""
+        ...
+
+    def manifest(self) -> FactoryManifest:
+        """The manifest describing the fitted factory (``weights_sha256`` of its tensors)."""
+        ...
+
+    def save(self, directory: str | Path) -> Path:
+        """Write ``weights.safetensors`` and ``manifest.json`` into ``directory``."""
+        ...
+
+
+def save_factory(
+    directory: str | Path, tensors: Mapping[str, torch.Tensor], manifest: FactoryManifest
+) -> Path:
+    """Write a factory directory (weights + checksummed manifest).
+
+    The ``weights_sha256`` field of ``manifest`` is replaced by the SHA-256 of
+    the bytes actually written, and a ``manifest_sha256`` field (SHA-256 of
+    the canonical JSON of every other field) is added.
+
+    Args:
+        directory: Target directory; created if missing.  Existing files of
+            the same names are overwritten.
+        tensors: Named tensors to store (moved to CPU, made contiguous).
+        manifest: Description of the factory.
+
+    Returns:
+        The directory as a :class:`~pathlib.Path`.
+    """
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    cpu = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}
+    weights_path = path / WEIGHTS_FILENAME
+    save_file(cpu, str(weights_path))
+    weights_sha = hashlib.sha256(weights_path.read_bytes()).hexdigest()
+    body = FactoryManifest(
+        **{**_manifest_fields(manifest), "weights_sha256": weights_sha}
+    ).to_dict()
+    body["manifest_sha256"] = hashlib.sha256(_canonical_json(body)).hexdigest()
+    (path / MANIFEST_FILENAME).write_text(json.dumps(body, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def _manifest_fields(manifest: FactoryManifest) -> dict[str, Any]:
+    return {
+        "factory_type": manifest.factory_type,
+        "class_id": manifest.class_id,
+        "client_id": manifest.client_id,
+        "sample_count": manifest.sample_count,
+        "image_shape": manifest.image_shape,
+        "architecture": manifest.architecture,
+        "training": manifest.training,
+        "privacy": manifest.privacy,
+        "library_version": manifest.library_version,
+        "weights_sha256": manifest.weights_sha256,
+        "format_version": manifest.format_version,
+        "extra": manifest.extra,
+    }
+
+
+def read_manifest(directory: str | Path) -> FactoryManifest:
+    """Read and verify ``manifest.json`` and the weights file it pins.
+
+    Raises:
+        ArtifactIntegrityError: A file is missing, the manifest is malformed,
+            or either checksum does not match.
+    """
+    return _verified(directory)[0]
+
+
+def _verified(directory: str | Path) -> tuple[FactoryManifest, bytes]:
+    path = Path(directory)
+    manifest_path = path / MANIFEST_FILENAME
+    weights_path = path / WEIGHTS_FILENAME
+    if not manifest_path.is_file():
+        raise ArtifactIntegrityError(MANIFEST_FILENAME, "file is missing")
+    if not weights_path.is_file():
+        raise ArtifactIntegrityError(WEIGHTS_FILENAME, "file is missing")
+    try:
+        body = json.loads(manifest_path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise ArtifactIntegrityError(MANIFEST_FILENAME, "not valid JSON") from None
+    if not isinstance(body, dict) or not isinstance(body.get("manifest_sha256"), str):
+        raise ArtifactIntegrityError(MANIFEST_FILENAME, "no manifest checksum")
+    claimed = body.pop("manifest_sha256")
+    if hashlib.sha256(_canonical_json(body)).hexdigest() != claimed:
+        raise ArtifactIntegrityError(MANIFEST_FILENAME, "checksum mismatch")
+    manifest = FactoryManifest.from_dict(body)
+    # The bytes are read once and the same bytes are checked and parsed, so a
+    # file swapped between the check and the load cannot slip through.
+    weights = weights_path.read_bytes()
+    if hashlib.sha256(weights).hexdigest() != manifest.weights_sha256:
+        raise ArtifactIntegrityError(WEIGHTS_FILENAME, "checksum mismatch")
+    return manifest, weights
+
+
+def load_verified_tensors(directory: str | Path) -> tuple[FactoryManifest, dict[str, torch.Tensor]]:
+    """Verify a factory directory and return its manifest and CPU tensors.
+
+    Raises:
+        ArtifactIntegrityError: As :func:`read_manifest`, or the weights file
+            cannot be parsed.
+    """
+    manifest, weights = _verified(directory)
+    try:
+        tensors = safetensors_load(weights)
+    except Exception:  # safetensors raises its own error types on malformed files
+        raise ArtifactIntegrityError(WEIGHTS_FILENAME, "unreadable safetensors file") from None
+    return manifest, tensors

@@ -1,0 +1,531 @@
+"""A cheap factory: a Gaussian in a low-dimensional latent space.
+
+Two bases, chosen at construction:
+
+**Private PCA (``codec=None``, the historical mode).**  The factory fits
+probabilistic PCA (Tipping & Bishop 1999) to one client's images of one
+class, flattened to ``D = C·H·W`` values:
+
+    x = μ + Wz + ε,   z ~ N(0, I_k),   ε ~ N(0, s² I_D),
+
+with ``μ`` the mean image, ``W = V_kᵀ·diag(sqrt(λ_i − s²))`` from the top
+``k`` principal directions ``V_k`` and variances ``λ_i``, and ``s²`` the mean
+of the discarded variances (the maximum-likelihood solution).  Shipped
+values: ``D + k·D + k + 1``.  The principal directions are computed from the
+client's private images, so **the basis itself is a release** of private
+data (with one image the factory reproduces it).
+
+**Public codec (``codec=`` a :class:`privfed.engines.codecs.Codec`).**  The
+basis is a frozen codec fitted on *public* data (e.g.
+:class:`~privfed.engines.codecs.PCACodec` or
+:class:`~privfed.engines.codecs.ConvAutoencoderCodec`), known to the server
+and never shipped.  The factory encodes its images, fits a full-covariance
+Gaussian ``N(m, Σ)`` to the ``d`` latents, and samples by decoding draws from
+it -- the latent engine's codec + class Gaussian, per client.  Shipped
+values: ``d + d²`` (the mean and a square-root factor of ``Σ``).  Only the
+latent mean and covariance depend on private data.
+
+Neither mode has a formal privacy guarantee (:attr:`privacy` is always
+``mechanism="none"``): the mean and covariance are deterministic functions of
+the images.  Use this factory where the matrix's unlearning, not differential
+privacy, is the requirement, and audit it
+(:mod:`privfed.engines.factory.audit`).  The public-codec mode removes the
+private basis from what is released; it does not make the rest private.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from privfed._version import __version__
+from privfed.engines.codecs.base import Codec
+from privfed.engines.factory.base import (
+    ClientId,
+    FactoryManifest,
+    PrivacyRecord,
+    load_verified_tensors,
+    save_factory,
+    tensors_sha256,
+    validate_class_id,
+    validate_client_id,
+    validate_images,
+)
+from privfed.errors import ArtifactIntegrityError, ParameterError, ParameterTypeError
+
+__all__ = ["LIKELIHOOD_VARIANCE_FLOOR", "LatentGaussianFactory", "codec_fingerprint"]
+
+_TENSOR_NAMES = ("mean", "components", "scales", "residual_std")
+_CODEC_TENSOR_NAMES = ("latent_mean", "latent_factor")
+
+#: Smallest variance (pixel units², pixels in [0, 1]) per direction used by
+#: :meth:`LatentGaussianFactory.log_likelihood` in private-PCA mode, so that a
+#: rank-deficient fit (``s² = 0``) still has a finite density.
+LIKELIHOOD_VARIANCE_FLOOR = 1e-6
+
+#: Eigenvalue floor of the latent covariance in codec mode, as a fraction of
+#: the codec's per-coordinate clip share ``R² / d`` (chosen without data, as in
+#: :mod:`privfed.engines.latent.gaussians`).
+_LATENT_FLOOR_FRACTION = 1e-3
+
+_PROBE_IMAGES = 8
+_PROBE_DECIMALS = 4
+
+
+def codec_fingerprint(codec: Codec) -> str:
+    """Behavioural SHA-256 fingerprint of a codec (hex, 64 characters).
+
+    The codec encodes a fixed pseudo-random probe batch and decodes a fixed
+    latent batch; the outputs, rounded to 4 decimals, are hashed with the
+    codec's class name and shapes.  It identifies which codec a factory was
+    fitted with, so that a factory is never decoded through another one.  It is
+    a consistency check, not a cryptographic binding: two codecs agreeing on
+    the probes to 4 decimals share a fingerprint, and a platform whose float
+    arithmetic differs near a rounding boundary could produce a different one.
+
+    Args:
+        codec: Any :class:`~privfed.engines.codecs.Codec`.
+
+    Returns:
+        64 lowercase hex digits.
+    """
+    if not isinstance(codec, Codec):
+        raise ParameterTypeError("codec", "a privfed.engines.codecs.Codec", codec)
+    shape = tuple(int(s) for s in codec.image_shape)
+    d = int(codec.latent_dim)
+    gen = torch.Generator().manual_seed(20_240_601)
+    images = torch.rand((_PROBE_IMAGES, *shape), generator=gen)
+    latents = torch.randn((_PROBE_IMAGES, d), generator=gen)
+    with torch.no_grad():
+        encoded = codec.encode(images).detach().cpu().double().numpy()
+        decoded = codec.decode(latents).detach().cpu().double().numpy()
+    digest = hashlib.sha256()
+    digest.update(f"{type(codec).__name__}|{shape}|{d}".encode())
+    for arr in (encoded, decoded):
+        digest.update(np.ascontiguousarray(np.round(arr, _PROBE_DECIMALS) + 0.0).tobytes())
+    return digest.hexdigest()
+
+
+def _gaussian_log_density(
+    deviations: torch.Tensor, directions: torch.Tensor, variances: torch.Tensor, rest: float
+) -> torch.Tensor:
+    """log N(r; 0, Uᵀ diag(v) U + rest·(I − UᵀU)) for rows r of ``deviations``.
+
+    ``directions`` U has orthonormal rows (k, D); ``variances`` v (k,) > 0;
+    ``rest`` > 0 is the variance of the D − k remaining directions.
+    """
+    dim = deviations.shape[1]
+    k = directions.shape[0]
+    proj = deviations @ directions.T
+    quad = (proj**2 / variances).sum(dim=1)
+    resid = (deviations**2).sum(dim=1) - (proj**2).sum(dim=1)
+    quad = quad + resid.clamp(min=0.0) / rest
+    log_det = torch.log(variances).sum() + (dim - k) * math.log(rest)
+    return -0.5 * (dim * math.log(2.0 * math.pi) + log_det + quad)
+
+
+class LatentGaussianFactory:
+    """A Gaussian per (class, client) in a private-PCA or public-codec latent space.
+
+    Fits in milliseconds.  See the module docstring for the two modes and what
+    each one releases.
+
+    Args:
+        latent_dim: Private-PCA mode: number ``k`` of principal directions
+            kept (int >= 1, default 16); the fit uses ``min(latent_dim, N − 1, D)``.
+            Codec mode: must be ``None`` or equal to ``codec.latent_dim``.
+        class_id: Class the factory generates (written into the manifest).
+        client_id: Client that trains it (written into the manifest).
+        codec: A frozen public codec, or ``None`` for private PCA.  Never
+            shipped: the receiver must hold the same codec (its fingerprint is
+            in the manifest and checked by :meth:`load`).
+
+    Raises:
+        ParameterTypeError: ``latent_dim`` is not an int, ``codec`` not a codec.
+        ParameterError: ``latent_dim`` < 1, or it contradicts the codec.
+    """
+
+    factory_type: ClassVar[str] = "latent-gaussian"
+
+    def __init__(
+        self,
+        *,
+        latent_dim: int | None = None,
+        class_id: int | None = None,
+        client_id: ClientId | None = None,
+        codec: Codec | None = None,
+    ) -> None:
+        if codec is not None and not isinstance(codec, Codec):
+            raise ParameterTypeError("codec", "a privfed.engines.codecs.Codec or None", codec)
+        if latent_dim is not None:
+            if isinstance(latent_dim, bool) or not isinstance(latent_dim, int):
+                raise ParameterTypeError("latent_dim", "an int >= 1", latent_dim)
+            if latent_dim < 1:
+                raise ParameterError("latent_dim", "an int >= 1", latent_dim)
+            if codec is not None and latent_dim != codec.latent_dim:
+                raise ParameterError(
+                    "latent_dim", f"None or the codec's latent_dim {codec.latent_dim}", latent_dim
+                )
+        if latent_dim is None:
+            latent_dim = 16 if codec is None else int(codec.latent_dim)
+        self.latent_dim = latent_dim
+        self.class_id = None if class_id is None else validate_class_id(class_id)
+        self.client_id = None if client_id is None else validate_client_id(client_id)
+        self._codec = codec
+        self._codec_fingerprint = None if codec is None else codec_fingerprint(codec)
+        self._tensors: dict[str, torch.Tensor] | None = None
+        self._image_shape: tuple[int, int, int] | None = None
+        self._sample_count = 0
+
+    def __repr__(self) -> str:
+        state = "fitted" if self.is_fitted else "unfitted"
+        return (
+            f"LatentGaussianFactory(class_id={self.class_id!r}, client_id={self.client_id!r}, "
+            f"latent_dim={self.latent_dim}, basis={self.basis!r}, {state})"
+        )
+
+    @property
+    def basis(self) -> str:
+        """``"private-pca"`` (basis fitted on the client's images) or ``"public-codec"``."""
+        return "private-pca" if self._codec is None else "public-codec"
+
+    @property
+    def codec(self) -> Codec | None:
+        """The public codec of codec mode, ``None`` in private-PCA mode."""
+        return self._codec
+
+    @property
+    def is_fitted(self) -> bool:
+        """Whether the factory has been fitted or loaded."""
+        return self._tensors is not None
+
+    @property
+    def num_parameters(self) -> int:
+        """Number of scalar values shipped (0 before fitting; the codec is not shipped)."""
+        if self._tensors is None:
+            return 0
+        return int(sum(t.numel() for t in self._tensors.values()))
+
+    @property
+    def sample_count(self) -> int:
+        """Number of real images fitted on (0 before fitting)."""
+        return self._sample_count
+
+    @property
+    def image_shape(self) -> tuple[int, int, int] | None:
+        """``(C, H, W)`` of generated images, ``None`` before fitting."""
+        return self._image_shape
+
+    @property
+    def privacy(self) -> PrivacyRecord:
+        """Always ``mechanism="none"``: this factory has no formal guarantee."""
+        return PrivacyRecord()
+
+    def _latent_floor(self, codec: Codec) -> float:
+        r = float(codec.default_clip_norm)
+        return _LATENT_FLOOR_FRACTION * r * r / codec.latent_dim
+
+    def fit(self, images: torch.Tensor) -> LatentGaussianFactory:
+        """Fit to ``images`` (float ``(N, C, H, W)`` in ``[0, 1]``, N >= 1).
+
+        Private-PCA mode: probabilistic PCA in float64 on the CPU.  Codec mode:
+        the images are encoded with the codec (their shape must be the codec's
+        ``image_shape``) and a Gaussian is fitted to the latents: sample mean,
+        unbiased covariance (zero for N = 1), projected to eigenvalues
+        ``>= 1e-3·R²/d`` (``R`` the codec's default clip norm).  Deterministic.
+        A failed call leaves the factory unchanged.
+
+        Returns:
+            ``self``.
+
+        Raises:
+            ParameterError, ParameterTypeError, NonFiniteInputError: Bad images
+                (or images of another shape than the codec's).
+        """
+        data = validate_images(images)
+        n, c, h, w = data.shape
+        if self._codec is not None:
+            codec = self._codec
+            if (c, h, w) != tuple(codec.image_shape):
+                raise ParameterError(
+                    "images", f"images of the codec's shape {tuple(codec.image_shape)}", (c, h, w)
+                )
+            z = codec.encode(data).detach().cpu().double()
+            mean = z.mean(dim=0)
+            centred = z - mean
+            cov = centred.T @ centred / (n - 1) if n > 1 else torch.zeros(z.shape[1], z.shape[1])
+            values, vectors = torch.linalg.eigh(0.5 * (cov + cov.T).double())
+            values = values.clamp(min=self._latent_floor(codec))
+            factor = vectors * values.sqrt()
+            tensors = {
+                "latent_mean": mean.float(),
+                "latent_factor": factor.float().contiguous(),
+            }
+        else:
+            x = data.reshape(n, -1).double()
+            d = x.shape[1]
+            mean = x.mean(dim=0)
+            k = max(0, min(self.latent_dim, n - 1, d))
+            if k == 0:
+                components = torch.zeros((0, d), dtype=torch.float64)
+                scales = torch.zeros(0, dtype=torch.float64)
+                residual = torch.zeros(1, dtype=torch.float64)
+            else:
+                _, sing, vh = torch.linalg.svd(x - mean, full_matrices=False)
+                variances = sing**2 / (n - 1)
+                discarded = variances[k:]
+                # ML residual variance: mean of the discarded variances over all
+                # D - k directions (directions beyond rank N - 1 have variance 0).
+                s2 = float(discarded.sum()) / (d - k) if d > k else 0.0
+                components = vh[:k]
+                scales = (variances[:k] - s2).clamp(min=0.0).sqrt()
+                residual = torch.tensor([s2**0.5], dtype=torch.float64)
+            tensors = {
+                "mean": mean.float(),
+                "components": components.float().contiguous(),
+                "scales": scales.float(),
+                "residual_std": residual.float(),
+            }
+        self._tensors = tensors
+        self._image_shape = (c, h, w)
+        self._sample_count = n
+        return self
+
+    def _require_fitted(self) -> tuple[dict[str, torch.Tensor], tuple[int, int, int]]:
+        if self._tensors is None or self._image_shape is None:
+            raise ParameterError("self", "a fitted factory (call fit or load first)", "unfitted")
+        return self._tensors, self._image_shape
+
+    def _check_queries(self, images: object, shape: tuple[int, int, int]) -> torch.Tensor:
+        data = validate_images(images)
+        if tuple(data.shape[1:]) != shape:
+            raise ParameterError(
+                "images", f"images of the factory's shape {shape}", tuple(data.shape[1:])
+            )
+        return data
+
+    def sample(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Draw ``n`` images: float32 CPU tensor ``(n, C, H, W)`` in ``[0, 1]``.
+
+        Args:
+            n: Number of images (int >= 0).
+            generator: CPU generator (reproducible draws) or ``None`` (global RNG).
+
+        Raises:
+            ParameterError: ``n`` < 0 or the factory is not fitted.
+        """
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ParameterError("n", "an int >= 0", n)
+        t, shape = self._require_fitted()
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise ParameterTypeError("generator", "a torch.Generator or None", generator)
+        if self._codec is not None:
+            d = t["latent_mean"].numel()
+            e = torch.randn((n, d), generator=generator)
+            z = t["latent_mean"] + e @ t["latent_factor"].T
+            return self._codec.decode(z).detach().cpu().float().reshape(n, *shape)
+        k, d = t["components"].shape
+        z = torch.randn((n, k), generator=generator)
+        e = torch.randn((n, d), generator=generator)
+        x = t["mean"] + (z * t["scales"]) @ t["components"] + t["residual_std"] * e
+        return x.clamp(0.0, 1.0).reshape(n, *shape).float()
+
+    @torch.no_grad()
+    def log_likelihood(self, images: torch.Tensor) -> torch.Tensor:
+        """Log density of each image under the fitted model (a membership score).
+
+        Private-PCA mode: the probabilistic-PCA density of the flattened image
+        in pixel space (before the sampler's clamping), with every variance
+        floored at :data:`LIKELIHOOD_VARIANCE_FLOOR`.  Codec mode: the Gaussian
+        density of the image's codec latent in latent space (no Jacobian
+        term: the codec is fixed, so the omitted term does not depend on the
+        factory and cancels in any comparison between factories).  Higher
+        means "more typical of the training images"; the audit uses it as
+        the likelihood attack's score.
+
+        Args:
+            images: float ``(N, C, H, W)`` in ``[0, 1]`` of the factory's shape.
+
+        Returns:
+            float64 CPU tensor ``(N,)``, in nats.
+
+        Raises:
+            ParameterError: Not fitted, or images of another shape.
+        """
+        t, shape = self._require_fitted()
+        data = self._check_queries(images, shape)
+        n = data.shape[0]
+        if self._codec is not None:
+            z = self._codec.encode(data).detach().cpu().double()
+            factor = t["latent_factor"].double()
+            values, vectors = torch.linalg.eigh(factor @ factor.T)
+            floor = self._latent_floor(self._codec)
+            values = values.clamp(min=floor)
+            return _gaussian_log_density(
+                z - t["latent_mean"].double(), vectors.T.contiguous(), values, floor
+            )
+        x = data.reshape(n, -1).double()
+        comps = t["components"].double()
+        rest = max(float(t["residual_std"].double()) ** 2, LIKELIHOOD_VARIANCE_FLOOR)
+        variances = (t["scales"].double() ** 2 + rest).clamp(min=LIKELIHOOD_VARIANCE_FLOOR)
+        return _gaussian_log_density(x - t["mean"].double(), comps, variances, rest)
+
+    @torch.no_grad()
+    def reconstruct(self, images: torch.Tensor) -> torch.Tensor:
+        """Project images onto the factory's basis and back, clamped to ``[0, 1]``.
+
+        Private-PCA mode: ``μ + V_kᵀ V_k (x − μ)`` with the *private* mean and
+        principal directions, so the reconstruction error is a membership
+        signal.  Codec mode: ``decode(encode(x))`` through the public codec,
+        which does not depend on the client's data at all (useful only as a
+        control: its error carries no membership signal about the factory).
+
+        Args:
+            images: float ``(N, C, H, W)`` in ``[0, 1]`` of the factory's shape.
+
+        Returns:
+            float32 CPU tensor ``(N, C, H, W)``.
+        """
+        t, shape = self._require_fitted()
+        data = self._check_queries(images, shape)
+        n = data.shape[0]
+        if self._codec is not None:
+            return self._codec.decode(self._codec.encode(data)).detach().cpu().float()
+        x = data.reshape(n, -1).double()
+        mean = t["mean"].double()
+        comps = t["components"].double()
+        x_hat = mean + ((x - mean) @ comps.T) @ comps
+        return x_hat.clamp(0.0, 1.0).reshape(n, *shape).float()
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """The shipped tensors (copies on the CPU; never the codec).
+
+        Private-PCA mode: ``mean`` (D,), ``components`` (k, D), ``scales``
+        (k,), ``residual_std`` (1,).  Codec mode: ``latent_mean`` (d,) and
+        ``latent_factor`` (d, d) with ``factor·factorᵀ = Σ``.
+
+        Raises:
+            ParameterError: The factory is not fitted.
+        """
+        if self._tensors is None:
+            raise ParameterError("self", "a fitted factory (call fit or load first)", "unfitted")
+        return {k: v.clone() for k, v in self._tensors.items()}
+
+    def weights_sha256(self) -> str:
+        """SHA-256 of the shipped tensors."""
+        return tensors_sha256(self.state_tensors())
+
+    def manifest(self) -> FactoryManifest:
+        """Manifest of the fitted factory (basis and codec fingerprint included).
+
+        Raises:
+            ParameterError: The factory is not fitted.
+        """
+        tensors = self.state_tensors()
+        shape = self._image_shape
+        if shape is None:  # pragma: no cover -- set together with the tensors
+            raise ParameterError("self", "a fitted factory", "unfitted")
+        architecture: dict[str, Any] = {"latent_dim": self.latent_dim, "basis": self.basis}
+        if self._codec is None:
+            architecture["fitted_dim"] = int(tensors["scales"].numel())
+            method = "probabilistic-pca-ml"
+        else:
+            architecture["codec"] = {
+                "type": type(self._codec).__name__,
+                "fingerprint": self._codec_fingerprint,
+            }
+            method = "latent-gaussian-mle"
+        return FactoryManifest(
+            factory_type=self.factory_type,
+            class_id=self.class_id,
+            client_id=self.client_id,
+            sample_count=self._sample_count,
+            image_shape=shape,
+            architecture=architecture,
+            training={"method": method},
+            privacy=self.privacy,
+            library_version=__version__,
+            weights_sha256=tensors_sha256(tensors),
+        )
+
+    def save(self, directory: str | Path) -> Path:
+        """Write ``weights.safetensors`` and a checksummed ``manifest.json``.
+
+        In codec mode the codec is not written: only its fingerprint.
+        """
+        return save_factory(directory, self.state_tensors(), self.manifest())
+
+    @classmethod
+    def load(cls, directory: str | Path, *, codec: Codec | None = None) -> LatentGaussianFactory:
+        """Load a factory saved by :meth:`save`, verifying both checksums first.
+
+        Args:
+            directory: Directory written by :meth:`save`.
+            codec: For a codec-mode factory, the same public codec it was
+                fitted with (checked against the manifest's fingerprint);
+                must be ``None`` for a private-PCA factory.
+
+        Raises:
+            ArtifactIntegrityError: Missing file, checksum mismatch, malformed
+                manifest or tensors, another factory type, or a codec whose
+                fingerprint differs from the manifest's.
+            ParameterError: A codec-mode factory loaded without a codec, or a
+                private-PCA factory loaded with one.
+        """
+        if codec is not None and not isinstance(codec, Codec):
+            raise ParameterTypeError("codec", "a privfed.engines.codecs.Codec or None", codec)
+        manifest, tensors = load_verified_tensors(directory)
+        if manifest.factory_type != cls.factory_type:
+            raise ArtifactIntegrityError("manifest.json", "factory type mismatch")
+        arch = manifest.architecture
+        basis = arch.get("basis", "private-pca")
+        if basis not in ("private-pca", "public-codec"):
+            raise ArtifactIntegrityError("manifest.json", "malformed architecture")
+        if basis == "public-codec" and codec is None:
+            raise ParameterError("codec", "the public codec this factory was fitted with", "None")
+        if basis == "private-pca" and codec is not None:
+            raise ParameterError("codec", "None for a private-PCA factory", type(codec).__name__)
+        try:
+            latent_dim = int(arch["latent_dim"])
+            factory = cls(
+                latent_dim=latent_dim,
+                class_id=manifest.class_id,
+                client_id=manifest.client_id,
+                codec=codec,
+            )
+            expected_print = None if codec is None else str(arch["codec"]["fingerprint"])
+        except (KeyError, TypeError, ValueError):
+            raise ArtifactIntegrityError("manifest.json", "malformed architecture") from None
+        if expected_print is not None and expected_print != factory._codec_fingerprint:
+            raise ArtifactIntegrityError("manifest.json", "codec does not match")
+        c, h, w = manifest.image_shape
+        d = c * h * w
+        if codec is not None:
+            if (c, h, w) != tuple(codec.image_shape):
+                raise ArtifactIntegrityError("manifest.json", "codec does not match")
+            names: tuple[str, ...] = _CODEC_TENSOR_NAMES
+            shapes_ok = set(tensors) == set(names) and (
+                tuple(tensors["latent_mean"].shape) == (latent_dim,)
+                and tuple(tensors["latent_factor"].shape) == (latent_dim, latent_dim)
+            )
+        else:
+            names = _TENSOR_NAMES
+            shapes_ok = set(tensors) == set(names)
+            if shapes_ok:
+                k = tensors["scales"].numel()
+                shapes_ok = (
+                    tuple(tensors["mean"].shape) == (d,)
+                    and tuple(tensors["components"].shape) == (k, d)
+                    and tuple(tensors["residual_std"].shape) == (1,)
+                )
+        if not shapes_ok:
+            raise ArtifactIntegrityError("weights.safetensors", "tensors do not match")
+        factory._tensors = {name: tensors[name].float() for name in names}
+        factory._image_shape = (c, h, w)
+        factory._sample_count = manifest.sample_count
+        return factory

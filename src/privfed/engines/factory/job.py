@@ -1,0 +1,606 @@
+"""End-to-end runs of the factory-matrix engine on digits, with a FedAvg baseline.
+
+One call of :func:`run_factory_pipeline`:
+
+1. loads scikit-learn's digits (:func:`privfed.data.load_digits`), splits it
+   (:func:`privfed.data.split_public_private`, stratified) into a small
+   public part, a held-out test set and the private rest, and partitions the
+   private rest over clients -- ``"single-class"`` silos (each client holds
+   one class, the FederatedFactory setting) or ``"dirichlet"`` label skew;
+2. Gaussian factories only: fits the public codec on the public part
+   (``gaussian_basis``, see below);
+3. every client trains one factory per class it holds (at least
+   ``min_records_per_factory`` records) and ships it once: the report counts
+   the bytes of the safetensors weights each client sends;
+4. audit (``audit=True``, the default): a membership-inference audit of up to
+   ``audit_config.max_factories`` factories
+   (:mod:`privfed.engines.factory.audit`) -- members are the factory's own
+   training images, non-members the same class's held-out test images, which
+   no factory saw; the result is in the report's ``to_dict()["audit"]``;
+5. the server registers the factories in a :class:`FactoryMatrix`,
+   synthesizes ``synthetic_per_class`` images per class, trains the
+   downstream classifier (:func:`privfed.engines.classifier.train_classifier`)
+   on them and evaluates it on the real test set;
+6. baselines on the same split: FedAvg with the same classifier architecture
+   (:func:`~privfed.engines.factory.fedavg.run_fedavg`) and, optionally, a
+   centralized classifier trained on the pooled private data.
+
+The matrix (with its synthetic buffer) is returned in the report for
+unlearning experiments.
+
+Which basis the Gaussian factories use (``gaussian_basis``):
+
+* ``"public-pca"`` (default): a :class:`~privfed.engines.codecs.PCACodec` with
+  ``latent_dim`` components fitted on the public split (5 % of digits, about
+  90 images) -- the latent engine's codec.  Clients release only a latent
+  mean and covariance per class.
+* ``"public-autoencoder"``: a :class:`~privfed.engines.codecs.ConvAutoencoderCodec`
+  trained on the same public split (a few seconds on a CPU).
+* ``"private-pca"``: each factory fits probabilistic PCA to its own private
+  images, so its principal directions -- a release of private data -- are
+  shipped too (the historical behaviour).
+
+None of the Gaussian modes is differentially private; the audit measures
+what they leak.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from safetensors.torch import save as safetensors_bytes
+
+from privfed.engines.codecs.base import Codec
+from privfed.engines.factory.audit import (
+    FactoryAuditConfig,
+    FactoryAuditReport,
+    audit_factories,
+)
+from privfed.engines.factory.dpsgd import record_in_ledger
+from privfed.engines.factory.edm import (
+    EDMConfig,
+    EDMDiffusionFactory,
+    EDMTrainingConfig,
+    UNetConfig,
+)
+from privfed.engines.factory.fedavg import run_fedavg
+from privfed.engines.factory.gaussian import LatentGaussianFactory
+from privfed.engines.factory.matrix import FactoryMatrix
+from privfed.errors import ParameterError, ParameterTypeError
+
+__all__ = [
+    "FactoryKind",
+    "FactoryPipelineConfig",
+    "FactoryPipelineReport",
+    "GaussianBasis",
+    "ProgressCallback",
+    "Scenario",
+    "make_factory",
+    "public_codec",
+    "run_factory_pipeline",
+]
+
+#: Client data layout.
+Scenario = Literal["single-class", "dirichlet"]
+#: Which factory every client trains.
+FactoryKind = Literal["gaussian", "edm"]
+#: Latent basis of the Gaussian factories (see the module docstring).
+GaussianBasis = Literal["public-pca", "public-autoencoder", "private-pca"]
+#: ``progress(stage, done, total)``; stages: "codec", "factories", "audit",
+#: "synthesis", "classifier", "fedavg", "centralized".
+ProgressCallback = Callable[[str, int, int], None]
+
+
+def _int_at_least(name: str, value: object, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ParameterTypeError(name, f"an int >= {minimum}", value)
+    if value < minimum:
+        raise ParameterError(name, f"an int >= {minimum}", value)
+
+
+@dataclass(frozen=True)
+class FactoryPipelineConfig:
+    """Configuration of :func:`run_factory_pipeline`.
+
+    Attributes:
+        scenario: ``"single-class"`` (client k holds class k mod 10) or
+            ``"dirichlet"`` (label proportions ~ Dir(``dirichlet_alpha``)).
+        num_clients: Number of clients (>= 1; >= 10 for single-class so
+            every class has a holder).
+        dirichlet_alpha: Dirichlet concentration (> 0), dirichlet only.
+        factory: ``"gaussian"`` (probabilistic PCA, milliseconds per
+            factory) or ``"edm"`` (EDM diffusion on a small UNet).
+        latent_dim: Latent dimension of the Gaussian factories (>= 1):
+            principal directions kept (private PCA) or the public codec's
+            ``d`` (at most the public split's size, about 90, for public PCA).
+        gaussian_basis: ``"public-pca"`` (default), ``"public-autoencoder"``
+            or ``"private-pca"`` (see the module docstring).
+        unet: UNet of the EDM factory.
+        edm: EDM constants of the EDM factory.
+        edm_training: Training of the EDM factory (steps, batch, device,
+            optional DP-SGD).  Its ``seed`` is ignored: each factory gets a
+            seed derived from ``seed``.
+        min_records_per_factory: A client trains a factory for a class only
+            if it holds at least this many records of it (>= 1).
+        synthetic_per_class: Synthetic images per class (>= 1).
+        classifier_epochs: Epochs of the downstream classifier (>= 1).
+        fedavg_rounds: FedAvg rounds (>= 1).
+        fedavg_local_epochs: Local epochs per FedAvg round (>= 1).
+        centralized: Also train on the pooled private data (upper bound).
+        test_fraction: Fraction of every class held out for testing, in (0, 0.9).
+        delta: δ at which the DP guarantee is reported when the factories are
+            trained with DP-SGD (``edm_training.dp``), in (0, 1).
+        seed: Seed of split, partition, training and synthesis (>= 0).
+        device: Torch device for factories and classifiers.
+        public_fraction: Fraction of every class put in the public split, in
+            (0, 0.5); ``public_fraction + test_fraction < 1``.
+        audit: Run the membership-inference audit stage (default ``True``).
+        audit_config: Settings of the audit stage.
+    """
+
+    scenario: Scenario = "single-class"
+    num_clients: int = 10
+    dirichlet_alpha: float = 0.5
+    factory: FactoryKind = "gaussian"
+    latent_dim: int = 16
+    unet: UNetConfig = field(default_factory=UNetConfig)
+    edm: EDMConfig = field(default_factory=lambda: EDMConfig(sampling_steps=12))
+    edm_training: EDMTrainingConfig = field(
+        default_factory=lambda: EDMTrainingConfig(steps=300, batch_size=64, learning_rate=2e-3)
+    )
+    min_records_per_factory: int = 2
+    synthetic_per_class: int = 300
+    classifier_epochs: int = 20
+    fedavg_rounds: int = 20
+    fedavg_local_epochs: int = 1
+    centralized: bool = True
+    test_fraction: float = 0.3
+    delta: float = 1e-5
+    seed: int = 0
+    device: str = "cpu"
+    gaussian_basis: GaussianBasis = "public-pca"
+    public_fraction: float = 0.05
+    audit: bool = True
+    audit_config: FactoryAuditConfig = field(default_factory=FactoryAuditConfig)
+
+    def __post_init__(self) -> None:
+        if self.scenario not in ("single-class", "dirichlet"):
+            raise ParameterError("scenario", "'single-class' or 'dirichlet'", self.scenario)
+        if self.factory not in ("gaussian", "edm"):
+            raise ParameterError("factory", "'gaussian' or 'edm'", self.factory)
+        _int_at_least("num_clients", self.num_clients, 1)
+        if self.scenario == "single-class" and self.num_clients < 10:
+            raise ParameterError(
+                "num_clients", "an int >= 10 for single-class silos on digits", self.num_clients
+            )
+        a = self.dirichlet_alpha
+        if isinstance(a, bool) or not isinstance(a, int | float) or not math.isfinite(a) or a <= 0:
+            raise ParameterError("dirichlet_alpha", "a finite float > 0", a)
+        _int_at_least("latent_dim", self.latent_dim, 1)
+        for name, kind in (
+            ("unet", UNetConfig),
+            ("edm", EDMConfig),
+            ("edm_training", EDMTrainingConfig),
+        ):
+            if not isinstance(getattr(self, name), kind):
+                raise ParameterTypeError(name, f"a {kind.__name__}", getattr(self, name))
+        _int_at_least("min_records_per_factory", self.min_records_per_factory, 1)
+        _int_at_least("synthetic_per_class", self.synthetic_per_class, 1)
+        _int_at_least("classifier_epochs", self.classifier_epochs, 1)
+        _int_at_least("fedavg_rounds", self.fedavg_rounds, 1)
+        _int_at_least("fedavg_local_epochs", self.fedavg_local_epochs, 1)
+        if not isinstance(self.centralized, bool):
+            raise ParameterTypeError("centralized", "a bool", self.centralized)
+        t = self.test_fraction
+        if isinstance(t, bool) or not isinstance(t, int | float) or not (0 < t < 0.9):
+            raise ParameterError("test_fraction", "a float in (0, 0.9)", t)
+        d = self.delta
+        if isinstance(d, bool) or not isinstance(d, int | float) or not (0 < d < 1):
+            raise ParameterError("delta", "a float in (0, 1)", d)
+        _int_at_least("seed", self.seed, 0)
+        if not isinstance(self.device, str):
+            raise ParameterTypeError("device", "a torch device string", self.device)
+        if self.gaussian_basis not in ("public-pca", "public-autoencoder", "private-pca"):
+            raise ParameterError(
+                "gaussian_basis",
+                "'public-pca', 'public-autoencoder' or 'private-pca'",
+                self.gaussian_basis,
+            )
+        p = self.public_fraction
+        if isinstance(p, bool) or not isinstance(p, int | float) or not (0 < p < 0.5):
+            raise ParameterError("public_fraction", "a float in (0, 0.5)", p)
+        if p + t >= 1:
+            raise ParameterError("public_fraction + test_fraction", "< 1", p + t)
+        if not isinstance(self.audit, bool):
+            raise ParameterTypeError("audit", "a bool", self.audit)
+        if not isinstance(self.audit_config, FactoryAuditConfig):
+            raise ParameterTypeError("audit_config", "a FactoryAuditConfig", self.audit_config)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dictionary."""
+        return {
+            "scenario": self.scenario,
+            "num_clients": self.num_clients,
+            "dirichlet_alpha": self.dirichlet_alpha,
+            "factory": self.factory,
+            "latent_dim": self.latent_dim,
+            "unet": self.unet.to_dict(),
+            "edm": self.edm.to_dict(),
+            "edm_training": self.edm_training.to_dict(),
+            "min_records_per_factory": self.min_records_per_factory,
+            "synthetic_per_class": self.synthetic_per_class,
+            "classifier_epochs": self.classifier_epochs,
+            "fedavg_rounds": self.fedavg_rounds,
+            "fedavg_local_epochs": self.fedavg_local_epochs,
+            "centralized": self.centralized,
+            "test_fraction": self.test_fraction,
+            "delta": self.delta,
+            "seed": self.seed,
+            "device": self.device,
+            "gaussian_basis": self.gaussian_basis,
+            "public_fraction": self.public_fraction,
+            "audit": self.audit,
+            "audit_config": self.audit_config.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class FactoryPipelineReport:
+    """Outcome of :func:`run_factory_pipeline` (accuracies in [0, 1]).
+
+    Attributes:
+        config: The configuration run.
+        factory_accuracy: Test accuracy of the classifier trained on synthetic data.
+        fedavg_accuracy: Test accuracy of FedAvg on the same split.
+        centralized_accuracy: Test accuracy on pooled private data, or ``None``.
+        num_factories: Factories registered in the matrix.
+        factory_bytes_per_client: Mean bytes of safetensors weights a client ships.
+        fedavg_bytes_per_client: Mean bytes a FedAvg client sends and receives.
+        factory_seconds: Wall-clock training seconds of each factory.
+        synthesis_seconds: Wall-clock seconds of synthesis.
+        class_counts: Count matrix ``n_{c,k}`` (rows = classes 0..9, columns = clients).
+        dp_epsilon: ε at ``config.delta`` of the factory releases, from the
+            privacy ledger (replace-one adjacency, PLD accounting), or
+            ``None`` without DP-SGD.  Factories of different cells are
+            trained on disjoint records and compose in parallel.
+        matrix: The matrix with its synthetic buffer (not serialised).
+        test_images: Real held-out test images (not serialised).
+        test_labels: Their labels (not serialised).
+        audit: The membership-inference audit, or ``None`` when
+            ``config.audit`` is off.
+        codec_seconds: Seconds spent fitting the public codec (0 without one).
+    """
+
+    config: FactoryPipelineConfig
+    factory_accuracy: float
+    fedavg_accuracy: float
+    centralized_accuracy: float | None
+    num_factories: int
+    factory_bytes_per_client: float
+    fedavg_bytes_per_client: float
+    factory_seconds: tuple[float, ...]
+    synthesis_seconds: float
+    class_counts: tuple[tuple[int, ...], ...]
+    dp_epsilon: float | None
+    matrix: FactoryMatrix = field(repr=False, compare=False)
+    test_images: torch.Tensor = field(repr=False, compare=False)
+    test_labels: torch.Tensor = field(repr=False, compare=False)
+    audit: FactoryAuditReport | None = field(default=None, compare=False)
+    codec_seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (without the matrix and test tensors)."""
+        secs = self.factory_seconds
+        return {
+            "config": self.config.to_dict(),
+            "factory_accuracy": self.factory_accuracy,
+            "fedavg_accuracy": self.fedavg_accuracy,
+            "centralized_accuracy": self.centralized_accuracy,
+            "num_factories": self.num_factories,
+            "factory_bytes_per_client": self.factory_bytes_per_client,
+            "fedavg_bytes_per_client": self.fedavg_bytes_per_client,
+            "factory_seconds_mean": float(np.mean(secs)) if secs else 0.0,
+            "factory_seconds_max": float(np.max(secs)) if secs else 0.0,
+            "synthesis_seconds": self.synthesis_seconds,
+            "class_counts": [list(row) for row in self.class_counts],
+            "dp_epsilon": self.dp_epsilon,
+            "gaussian_basis": self.config.gaussian_basis
+            if self.config.factory == "gaussian"
+            else None,
+            "codec_seconds": self.codec_seconds,
+            "audit": None if self.audit is None else self.audit.to_dict(),
+        }
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_codec(
+    basis: str, latent_dim: int, public_fraction: float, test_fraction: float, seed: int
+) -> Codec:
+    from privfed.data import load_digits, split_public_private
+    from privfed.engines.codecs import ConvAutoencoderCodec, PCACodec
+
+    split = split_public_private(
+        load_digits(), public_fraction=public_fraction, test_fraction=test_fraction, seed=seed
+    )
+    public = torch.from_numpy(np.array(split.public.images))
+    if basis == "public-pca":
+        limit = min(public.shape[0], int(np.prod(public.shape[1:])))
+        if latent_dim > limit:
+            raise ParameterError(
+                "latent_dim",
+                f"an int <= {limit} (public images and pixels) for public-pca",
+                latent_dim,
+            )
+        return PCACodec.fit(public, latent_dim=latent_dim)
+    return ConvAutoencoderCodec.fit(public, latent_dim=latent_dim, seed=seed)
+
+
+def public_codec(config: FactoryPipelineConfig) -> Codec | None:
+    """The public codec of the Gaussian factories, fitted on the public split only.
+
+    Deterministic for a configuration (and cached, so :func:`make_factory`
+    and :func:`run_factory_pipeline` share one fit).  The public split is
+    the same one :func:`run_factory_pipeline` draws, disjoint from every
+    client's private data and from the test set.
+
+    Returns:
+        ``None`` for EDM factories or ``gaussian_basis="private-pca"``,
+        otherwise a :class:`~privfed.engines.codecs.PCACodec` or
+        :class:`~privfed.engines.codecs.ConvAutoencoderCodec` with
+        ``latent_dim`` dimensions.
+
+    Raises:
+        ParameterError: ``latent_dim`` exceeds what public PCA can fit.
+    """
+    if not isinstance(config, FactoryPipelineConfig):
+        raise ParameterTypeError("config", "a FactoryPipelineConfig", config)
+    if config.factory != "gaussian" or config.gaussian_basis == "private-pca":
+        return None
+    return _cached_codec(
+        config.gaussian_basis,
+        config.latent_dim,
+        float(config.public_fraction),
+        float(config.test_fraction),
+        config.seed,
+    )
+
+
+def make_factory(
+    config: FactoryPipelineConfig, class_id: int, client_id: int, *, codec: Codec | None = None
+) -> Any:
+    """The factory the pipeline trains for one cell (seeded from ``config.seed``).
+
+    Args:
+        config: The pipeline configuration.
+        class_id: The cell's class.
+        client_id: The cell's client.
+        codec: The public codec of Gaussian factories; ``None`` fits (or
+            reuses) :func:`public_codec` ``(config)``.  Ignored for EDM and
+            private-PCA factories.
+    """
+    if config.factory == "gaussian":
+        if config.gaussian_basis == "private-pca":
+            return LatentGaussianFactory(
+                latent_dim=config.latent_dim, class_id=class_id, client_id=client_id
+            )
+        return LatentGaussianFactory(
+            class_id=class_id,
+            client_id=client_id,
+            codec=codec if codec is not None else public_codec(config),
+        )
+    tr = config.edm_training
+    seed = (config.seed * 1_000_003 + class_id * 1009 + client_id) % (2**62)
+    training = EDMTrainingConfig(
+        steps=tr.steps,
+        batch_size=tr.batch_size,
+        learning_rate=tr.learning_rate,
+        seed=seed,
+        device=config.device,
+        dp=tr.dp,
+        sample_batch_size=tr.sample_batch_size,
+    )
+    return EDMDiffusionFactory(
+        unet=config.unet, edm=config.edm, training=training, class_id=class_id, client_id=client_id
+    )
+
+
+def run_factory_pipeline(
+    config: FactoryPipelineConfig,
+    *,
+    progress: ProgressCallback | None = None,
+    ledger: Any = None,
+) -> FactoryPipelineReport:
+    """Run the factory-matrix engine and its baselines on digits.
+
+    Args:
+        config: What to run.
+        progress: Optional callback ``progress(stage, done, total)``.
+        ledger: A :class:`privfed.dp.PrivacyLedger` that receives one
+            release per DP-SGD factory (partition ``"class=c/client=k"``);
+            a fresh one is used when ``None``.  Its budget, if any, is
+            enforced before each factory is registered.
+
+    Returns:
+        Accuracies, communication, timings, the membership-inference audit
+        (``None`` when ``config.audit`` is off) and the matrix.
+
+    Raises:
+        ParameterTypeError: ``config`` is not a :class:`FactoryPipelineConfig`.
+        ParameterError: ``latent_dim`` exceeds what public PCA can fit on the
+            public split (raised before any client trains).
+    """
+    from privfed.data import load_digits, partition, split_public_private
+    from privfed.engines.classifier import evaluate_classifier, train_classifier
+
+    if not isinstance(config, FactoryPipelineConfig):
+        raise ParameterTypeError("config", "a FactoryPipelineConfig", config)
+    uses_dp = config.factory == "edm" and config.edm_training.dp is not None
+    if uses_dp and ledger is None:
+        from privfed.dp import PrivacyLedger
+
+        ledger = PrivacyLedger()
+
+    def report(stage: str, done: int, total: int) -> None:
+        if progress is not None:
+            progress(stage, done, total)
+
+    data = load_digits()
+    split = split_public_private(
+        data,
+        public_fraction=config.public_fraction,
+        test_fraction=config.test_fraction,
+        seed=config.seed,
+    )
+    private, test = split.private, split.test
+    k_classes = data.num_classes
+    if config.scenario == "single-class":
+        parts = partition(
+            private.labels, scheme="single-class", num_clients=config.num_clients, seed=config.seed
+        )
+    else:
+        parts = partition(
+            private.labels,
+            scheme="dirichlet",
+            num_clients=config.num_clients,
+            seed=config.seed,
+            alpha=config.dirichlet_alpha,
+        )
+    images = torch.from_numpy(np.array(private.images))
+    labels = torch.from_numpy(np.array(private.labels))
+    test_x = torch.from_numpy(np.array(test.images))
+    test_y = torch.from_numpy(np.array(test.labels))
+
+    # 0. The public codec of Gaussian factories (public split only).
+    start = time.perf_counter()
+    codec = public_codec(config)
+    codec_seconds = time.perf_counter() - start if codec is not None else 0.0
+    if codec is not None:
+        report("codec", 1, 1)
+
+    # 1. Clients train and ship factories.
+    jobs = []
+    for client, idx in enumerate(parts):
+        idx_t = torch.from_numpy(idx)
+        for c in range(k_classes):
+            cls_idx = idx_t[labels[idx_t] == c]
+            if cls_idx.numel() >= config.min_records_per_factory:
+                jobs.append((client, c, cls_idx))
+    matrix = FactoryMatrix()
+    seconds: list[float] = []
+    shipped = [0] * len(parts)
+    trained = []
+    for done, (client, c, cls_idx) in enumerate(jobs, start=1):
+        factory = make_factory(config, c, client, codec=codec)
+        start = time.perf_counter()
+        factory.fit(images[cls_idx])
+        seconds.append(time.perf_counter() - start)
+        if uses_dp:
+            record_in_ledger(
+                ledger,
+                factory.privacy,
+                name=f"factory class={c} client={client}",
+                partition=f"class={c}/client={client}",
+            )
+        shipped[client] += len(safetensors_bytes(factory.state_tensors()))
+        matrix.register(c, client, factory, int(cls_idx.numel()))
+        trained.append((c, client, factory, cls_idx))
+        report("factories", done, len(jobs))
+
+    # 1b. Membership-inference audit of the shipped factories.
+    audit = None
+    if config.audit:
+        audit = audit_factories(
+            _audit_targets(trained, images, test_x, test_y),
+            config=config.audit_config,
+            progress=lambda d, t: report("audit", d, t),
+        )
+
+    # 2. The server synthesizes and trains the downstream classifier.
+    start = time.perf_counter()
+    synthetic = matrix.synthesize(config.synthetic_per_class, seed=config.seed)
+    synthesis_seconds = time.perf_counter() - start
+    report("synthesis", 1, 1)
+    clf = train_classifier(
+        synthetic.images,
+        synthetic.labels,
+        num_classes=k_classes,
+        epochs=config.classifier_epochs,
+        seed=config.seed,
+        device=config.device,
+        progress=lambda e, t, _loss: report("classifier", e, t),
+    )
+    matrix.record_consumer("downstream-classifier", synthetic)
+    factory_acc = evaluate_classifier(clf, test_x, test_y, device=config.device)
+
+    # 3. Baselines on the same split.
+    clients = [(images[torch.from_numpy(idx)], labels[torch.from_numpy(idx)]) for idx in parts]
+    fed = run_fedavg(
+        clients,
+        num_classes=k_classes,
+        rounds=config.fedavg_rounds,
+        local_epochs=config.fedavg_local_epochs,
+        seed=config.seed,
+        progress=lambda r, t: report("fedavg", r, t),
+    )
+    fedavg_acc = evaluate_classifier(fed.model, test_x, test_y)
+    central_acc = None
+    if config.centralized:
+        central = train_classifier(
+            images,
+            labels,
+            num_classes=k_classes,
+            epochs=config.classifier_epochs,
+            seed=config.seed,
+            device=config.device,
+            progress=lambda e, t, _loss: report("centralized", e, t),
+        )
+        central_acc = evaluate_classifier(central, test_x, test_y, device=config.device)
+
+    counts = np.zeros((k_classes, len(parts)), dtype=np.int64)
+    for client, idx in enumerate(parts):
+        for c in range(k_classes):
+            counts[c, client] = int((private.labels[idx] == c).sum())
+    return FactoryPipelineReport(
+        config=config,
+        factory_accuracy=factory_acc,
+        fedavg_accuracy=fedavg_acc,
+        centralized_accuracy=central_acc,
+        num_factories=len(matrix),
+        factory_bytes_per_client=float(np.mean(shipped)),
+        fedavg_bytes_per_client=fed.bytes_per_client,
+        factory_seconds=tuple(seconds),
+        synthesis_seconds=synthesis_seconds,
+        class_counts=tuple(tuple(int(v) for v in row) for row in counts),
+        dp_epsilon=float(ledger.epsilon(config.delta)) if uses_dp else None,
+        matrix=matrix,
+        test_images=test_x,
+        test_labels=test_y,
+        audit=audit,
+        codec_seconds=codec_seconds,
+    )
+
+
+def _audit_targets(
+    trained: list[tuple[int, int, Any, torch.Tensor]],
+    images: torch.Tensor,
+    test_x: torch.Tensor,
+    test_y: torch.Tensor,
+) -> list[tuple[int, int, Any, torch.Tensor, torch.Tensor]]:
+    """Cells round-robin over classes (every class before a second cell of any class)."""
+    by_class: dict[int, list[tuple[int, int, Any, torch.Tensor]]] = {}
+    for item in trained:
+        by_class.setdefault(item[0], []).append(item)
+    order = []
+    depth = max((len(v) for v in by_class.values()), default=0)
+    for r in range(depth):
+        for c in sorted(by_class):
+            if r < len(by_class[c]):
+                order.append(by_class[c][r])
+    return [(c, k, f, images[idx], test_x[test_y == c]) for c, k, f, idx in order]

@@ -1,0 +1,234 @@
+"""The cache-blocked statistics engine against an independent integer reference.
+
+The engine groups, quantizes in place and accumulates Gram products in float64
+blocks; the reference below follows the module docstring's per-record recipe
+in numpy and does every sum in exact int64 arithmetic.  They must agree bit for
+bit, including where the float64 accumulator has to be flushed into int64
+before it could lose bits, and for inputs at the edge of the float64 range.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import privfed.engines.latent.statistics as engine_stats
+from privfed.errors import NonFiniteInputError
+from privfed.models import (
+    LatentStatisticsAccumulator,
+    LatentStatisticsConfig,
+    compute_latent_statistics,
+)
+
+_MARGIN = 1.0 - 2.0**-40
+
+
+def _reference_quantize(latents: np.ndarray, cfg: LatentStatisticsConfig) -> np.ndarray:
+    """The module docstring's steps, in numpy, in the committed order of operations."""
+    z = np.asarray(latents, dtype=np.float64)
+    f, radius, limit = cfg.bits, cfg.clip_norm, cfg.norm_bound_squared
+    peak = np.abs(z).max(axis=1) if z.size else np.zeros(z.shape[0])
+    q = z * math.ldexp(1.0, f)
+    over = peak > radius
+    q[over] *= (radius / peak[over])[:, None]
+    q = np.rint(q)
+    ints = q.astype(np.int64)
+    norms = (ints * ints).sum(axis=1)
+    long = norms > limit
+    target = math.ldexp(radius, f) * _MARGIN
+    q[long] = np.trunc(q[long] * (target / np.sqrt(norms[long].astype(np.float64)))[:, None])
+    return q.astype(np.int64)
+
+
+def _reference_statistics(
+    latents: np.ndarray, labels: np.ndarray, cfg: LatentStatisticsConfig
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    q = _reference_quantize(latents, cfg)
+    rows, cols = np.triu_indices(cfg.dim)
+    sums, moments, counts = [], [], []
+    for c in range(cfg.num_classes):
+        mine = q[labels == c]
+        sums.append(mine.sum(axis=0, dtype=np.int64))
+        moments.append((mine.T @ mine)[rows, cols])  # int64 matmul: exact
+        counts.append(mine.shape[0])
+    return np.array(sums), np.array(moments), np.array(counts, dtype=np.int64)
+
+
+def _assert_matches_reference(
+    latents: np.ndarray, labels: np.ndarray, cfg: LatentStatisticsConfig, **kwargs: object
+) -> None:
+    stats = compute_latent_statistics(
+        latents, labels, num_classes=cfg.num_classes, clip_norm=cfg.clip_norm, config=cfg, **kwargs
+    )
+    sums, moments, counts = _reference_statistics(latents, labels, cfg)
+    np.testing.assert_array_equal(stats.counts, counts)
+    np.testing.assert_array_equal(stats.sums, sums)
+    np.testing.assert_array_equal(stats.second_moments, moments)
+
+
+def _mixed_records(seed: int, n: int, d: int) -> np.ndarray:
+    """Records of wildly different scales: most need no clipping, some need both steps."""
+    rng = np.random.default_rng(seed)
+    scale = rng.choice([0.0, 1e-3, 0.3, 1.0, 3.0, 1e6], size=(n, 1))
+    return rng.normal(size=(n, d)) * scale
+
+
+@settings(max_examples=25)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(0, 300),
+    d=st.integers(1, 9),
+    k=st.integers(1, 5),
+    batch=st.integers(1, 512),
+)
+def test_matches_integer_reference(seed: int, n: int, d: int, k: int, batch: int) -> None:
+    cfg = LatentStatisticsConfig(dim=d, num_classes=k, clip_norm=2.5)
+    z = _mixed_records(seed, n, d)
+    y = np.random.default_rng(seed + 1).integers(0, k, size=n)
+    _assert_matches_reference(z, y, cfg, batch_size=batch)
+
+
+def test_several_passes_through_the_buffer_match_reference() -> None:
+    # The reusable buffer holds _WORK_BYTES of rows; 2.5 buffers' worth of
+    # records take three passes through it, the last one partial.
+    d, k = 16, 10
+    per_pass = engine_stats._WORK_BYTES // (8 * (d + 1))
+    n = per_pass * 5 // 2
+    cfg = LatentStatisticsConfig(dim=d, num_classes=k, clip_norm=3.0 * math.sqrt(d))
+    rng = np.random.default_rng(7)
+    z = rng.normal(size=(n, d)) * rng.choice([1.0, 10.0], size=(n, 1))
+    y = rng.integers(0, k, size=n)
+    _assert_matches_reference(z, y, cfg, batch_size=n)
+    # The same through torch, float32 and a smaller batch: bit-identical again
+    # (float32 -> float64 is exact, so the reference sees the same values).
+    z32 = z.astype(np.float32)
+    _assert_matches_reference(z32, y, cfg, batch_size=n)
+    stats = compute_latent_statistics(
+        torch.from_numpy(z32), torch.from_numpy(y), num_classes=k, clip_norm=cfg.clip_norm
+    )
+    small = compute_latent_statistics(
+        z32, y, num_classes=k, clip_norm=cfg.clip_norm, batch_size=4097
+    )
+    assert stats == small
+
+
+def test_d128_in_two_buffer_passes_matches_reference() -> None:
+    d, k = 128, 3
+    n = engine_stats._WORK_BYTES // (8 * (d + 1)) + 500
+    cfg = LatentStatisticsConfig(dim=d, num_classes=k, clip_norm=3.0 * math.sqrt(d))
+    rng = np.random.default_rng(8)
+    z = rng.normal(size=(n, d)) * rng.choice([1.0, 10.0], size=(n, 1))
+    _assert_matches_reference(z, rng.integers(0, k, size=n), cfg)
+
+
+@pytest.mark.parametrize("d", [31, 32, 47, 63, 64, 95, 200])
+def test_banded_upper_triangle_matches_reference(d: int) -> None:
+    # Above ~32 columns the product is split into bands of columns covering the
+    # upper triangle only; the edges fall at different places for each d.
+    cfg = LatentStatisticsConfig(dim=d, num_classes=3, clip_norm=2.0 * math.sqrt(d))
+    rng = np.random.default_rng(d)
+    z = rng.normal(size=(300, d)) * rng.choice([0.5, 1.0, 5.0], size=(300, 1))
+    _assert_matches_reference(z, rng.integers(0, 3, size=300), cfg, batch_size=128)
+
+
+def test_many_classes_share_one_accumulator(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Beyond _GRAM_BYTES of per-class accumulators a single one is reused and
+    # flushed after every block; the result must not change.
+    cfg = LatentStatisticsConfig(dim=6, num_classes=7, clip_norm=2.0)
+    z = _mixed_records(11, 400, 6)
+    y = np.random.default_rng(12).integers(0, 7, size=400)
+    kept = compute_latent_statistics(z, y, num_classes=7, clip_norm=2.0, batch_size=50)
+    monkeypatch.setattr(engine_stats, "_GRAM_BYTES", 0)
+    _assert_matches_reference(z, y, cfg, batch_size=50)
+    shared = compute_latent_statistics(z, y, num_classes=7, clip_norm=2.0, batch_size=50)
+    assert shared == kept
+
+
+def test_float64_accumulator_is_flushed_before_it_could_round(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # f=25 and R=1 give L = 2**50, so only 8 rows fit exactly in one float64
+    # accumulator; 400 near-full-norm records per class push every entry of the
+    # total far beyond 2**53, where float64 would drop the low bits that the
+    # integer reference keeps.
+    cfg = LatentStatisticsConfig(
+        dim=2, num_classes=2, clip_norm=1.0, max_records=1000, fractional_bits=25
+    )
+    assert cfg.exact_batch_size == 8
+    rng = np.random.default_rng(3)
+    z = rng.normal(size=(800, 2)) * 5.0  # all clipped, so |q_i q_j| close to 2**49
+    y = np.repeat([0, 1], 400)
+    rng.shuffle(y)
+    _assert_matches_reference(z, y, cfg)
+    _assert_matches_reference(z, y, cfg, batch_size=3)
+    monkeypatch.setattr(engine_stats, "_GRAM_BYTES", 0)  # and with a shared accumulator
+    _assert_matches_reference(z, y, cfg)
+    monkeypatch.undo()
+    stats = compute_latent_statistics(z, y, num_classes=2, clip_norm=1.0, config=cfg)
+    assert int(np.abs(stats.second_moments).max()) > 2**53  # the regime that needs the flush
+
+
+def test_records_near_the_float64_maximum_are_clipped_not_overflowed() -> None:
+    cfg = LatentStatisticsConfig(dim=3, num_classes=1, clip_norm=2.0)
+    z = np.array(
+        [
+            [1.7e308, -1.7e308, 3.0],
+            [-np.finfo(np.float64).max, 0.0, 1e-300],
+            [1e300, 1e-310, -5e-324],
+        ]
+    )
+    acc = LatentStatisticsAccumulator(cfg)
+    q = acc.quantize(torch.from_numpy(z)).numpy()
+    assert int((q * q).sum(axis=1).max()) <= cfg.norm_bound_squared
+    one = cfg.clip_norm * 2**cfg.bits
+    # Each record points along its largest coordinates, scaled to the clip norm.
+    np.testing.assert_allclose(q[1], [-one, 0, 0], rtol=2**-30)
+    np.testing.assert_allclose(q[2], [one, 0, 0], rtol=2**-30)
+    assert q[0, 0] == -q[0, 1] > 0 and abs(q[0, 0]) * math.sqrt(2) <= one
+    stats = compute_latent_statistics(z, np.zeros(3, dtype=np.int64), num_classes=1, clip_norm=2.0)
+    np.testing.assert_array_equal(stats.sums[0], q.sum(axis=0))
+
+
+def test_inputs_are_never_modified() -> None:
+    cfg = LatentStatisticsConfig(dim=4, num_classes=2, clip_norm=1.0)
+    z = _mixed_records(5, 200, 4)
+    y = np.random.default_rng(6).integers(0, 2, size=200)
+    z_copy, y_copy = z.copy(), y.copy()
+    compute_latent_statistics(z, y, num_classes=2, clip_norm=1.0)
+    zt = torch.from_numpy(z.copy())
+    zt_copy = zt.clone()
+    LatentStatisticsAccumulator(cfg).quantize(zt)
+    compute_latent_statistics(zt, torch.from_numpy(y), num_classes=2, clip_norm=1.0)
+    assert np.array_equal(z, z_copy) and np.array_equal(y, y_copy)
+    assert torch.equal(zt, zt_copy)
+
+
+def test_latents_that_require_grad_are_accepted() -> None:
+    # Encoders hand over latents that may still carry autograd history.
+    cfg = LatentStatisticsConfig(dim=4, num_classes=2, clip_norm=1.0)
+    z = _mixed_records(9, 50, 4)
+    y = np.random.default_rng(10).integers(0, 2, size=50)
+    zt = torch.from_numpy(z.copy()).requires_grad_(True)
+    expected = compute_latent_statistics(z, y, num_classes=2, clip_norm=1.0)
+    assert compute_latent_statistics(zt * 1.0, y, num_classes=2, clip_norm=1.0) == expected
+    q = LatentStatisticsAccumulator(cfg).quantize(zt)
+    assert torch.equal(q, torch.from_numpy(_reference_quantize(z, cfg)))
+
+
+def test_non_finite_in_a_later_block_leaves_accumulator_unchanged() -> None:
+    cfg = LatentStatisticsConfig(dim=3, num_classes=2, clip_norm=1.0)
+    acc = LatentStatisticsAccumulator(cfg, batch_size=4)
+    acc.update(np.ones((5, 3)), np.array([0, 1, 0, 1, 1]))
+    before = acc.result()
+    bad = np.ones((10, 3))
+    bad[9, 0] = np.nan  # in the third block of four: two blocks were already added
+    with pytest.raises(NonFiniteInputError, match="latents"):
+        acc.update(bad, np.zeros(10, dtype=np.int64))
+    assert acc.result() == before
+    acc.update(bad[:9], np.zeros(9, dtype=np.int64))
+    assert acc.result().total_records == 14
