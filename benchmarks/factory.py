@@ -47,6 +47,7 @@ from privfed.engines.factory.job import (
     make_factory,
     run_factory_pipeline,
 )
+from privfed.progress import ProgressEvent
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -54,7 +55,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 def _progress(prefix: str):  # type: ignore[no-untyped-def]
     last = {"stage": ""}
 
-    def callback(stage: str, done: int, total: int) -> None:
+    def callback(event: ProgressEvent) -> None:
+        stage, done, total = event.stage, event.done, event.total
         if stage != last["stage"] or done == total or stage == "factories":
             print(f"  [{prefix}] {stage}: {done}/{total}", file=sys.stderr, flush=True)
             last["stage"] = stage

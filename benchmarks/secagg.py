@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from privfed.progress import ProgressEvent
 from privfed.secagg import RunReport, SecAggConfig, Stage, run_protocol
 from privfed.secagg.primitives import prg
 
@@ -121,12 +122,12 @@ class Progress:
         self.label = label
         self.last = 0.0
 
-    def __call__(self, stage: Stage, done: int, total: int) -> None:
+    def __call__(self, event: ProgressEvent) -> None:
         now = time.monotonic()
-        if done == total or now - self.last > 0.5:
+        if event.finished or now - self.last > 0.5:
             self.last = now
-            end = "\n" if done == total else ""
-            line = f"  {self.label}: {stage.name:<15} {done}/{total}"
+            end = "\n" if event.finished else ""
+            line = f"  {self.label}: {event.stage:<15} {event.done}/{event.total}"
             print(f"\r{line}", end=end, file=sys.stderr, flush=True)
 
 

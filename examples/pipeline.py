@@ -4,9 +4,10 @@ python examples/pipeline.py
 """
 
 from privfed.pipeline import PipelineConfig, run_pipeline
+from privfed.progress import format_event
 
 config = PipelineConfig(num_clients=20, partition="dirichlet", alpha=0.1, epsilon=10.0)
-result = run_pipeline(config, progress=lambda stage, message: print(f"{stage:>9}: {message}"))
+result = run_pipeline(config, progress=lambda event: print(format_event(event)))
 report = result.report
 print(
     f"synthetic (DP) accuracy {report.accuracy_synthetic:.3f}, "

@@ -221,30 +221,17 @@ def _score_bound(members: Any, nonmembers: Any, options: dict[str, Any]) -> Any:
     )
 
 
-def _run_dir_inputs(directory: Path) -> dict[str, Any]:
-    import numpy as np
+def _run_dir_inputs(directory: Path) -> Any:
+    from privfed.engines.latent.audit import AuditInputs
+    from privfed.errors import ParameterError
 
     path = directory / AUDIT_INPUTS_FILENAME
     if not path.is_file():
         raise _UsageError(f"{path} not found (privfed run writes it)")
-    keys = (
-        "member_latents",
-        "nonmember_latents",
-        "synthetic_latents",
-        "member_labels",
-        "nonmember_labels",
-        "synthetic_labels",
-        "reference_latents",
-        "reference_labels",
-        "noisy_sums",
-        "counts",
-        "noise_std_sum",
-    )
-    with np.load(path, allow_pickle=False) as data:
-        missing = [k for k in keys[:3] if k not in data]
-        if missing:
-            raise _UsageError(f"{path} lacks arrays: {', '.join(missing)}")
-        return {k: np.asarray(data[k]) for k in keys if k in data}
+    try:
+        return AuditInputs.load(path)
+    except ParameterError as exc:
+        raise _UsageError(f"{path}: {exc}") from None
 
 
 def _execute(options: dict[str, Any]) -> int:
@@ -274,18 +261,7 @@ def _execute(options: dict[str, Any]) -> int:
 
     if options["run_dir"]:
         inputs = _run_dir_inputs(Path(options["run_dir"]))
-        result = audit.audit_synthetic_release(
-            inputs["member_latents"],
-            inputs["nonmember_latents"],
-            inputs["synthetic_latents"],
-            member_labels=inputs.get("member_labels"),
-            nonmember_labels=inputs.get("nonmember_labels"),
-            synthetic_labels=inputs.get("synthetic_labels"),
-            reference_latents=inputs.get("reference_latents"),
-            reference_labels=inputs.get("reference_labels"),
-            noisy_sums=inputs.get("noisy_sums"),
-            counts=inputs.get("counts"),
-            noise_std_sum=(float(inputs["noise_std_sum"]) if "noise_std_sum" in inputs else None),
+        result = inputs.run(
             delta=float(options["delta"]),
             significance=float(options["significance"]),
             confidence=confidence,

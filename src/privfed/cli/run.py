@@ -1,6 +1,6 @@
 """``privfed run``: one engine's job end to end.
 
-``--engine latent`` (default) runs :func:`privfed.pipeline.run_pipeline`, the
+``--engine latent`` (default) runs :func:`privfed.engines.latent.job.run_pipeline`, the
 latent-statistic engine with secure aggregation, the DP release, synthesis, a
 classifier, baselines and the default membership-inference audit (``--no-audit``
 skips it).  ``--engine factory`` runs
@@ -17,42 +17,66 @@ Module import is light (argparse only); torch and the engines load inside
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 __all__ = ["register"]
 
 Partition = tuple[str, float | int | None]
 
-# Option destination -> (flag, default) for options of one engine only.
-_LATENT_ONLY: dict[str, tuple[str, Any]] = {
-    "dataset": ("--dataset", "digits"),
-    "codec": ("--codec", "pca"),
-    "clip_norm": ("--clip-norm", None),
-    "epsilon": ("--epsilon", 10.0),
-    "delta": ("--delta", 1e-5),
-    "adjacency": ("--adjacency", "replace-one"),
-    "dropout_rate": ("--dropout-rate", 0.1),
-    "noise_seed": ("--noise-seed", None),
-}
-_FACTORY_ONLY: dict[str, tuple[str, Any]] = {
-    "factory": ("--factory", "gaussian"),
-    "fedavg_rounds": ("--fedavg-rounds", 20),
-}
-# Shared options whose default depends on the engine: (latent, factory).
-_SHARED_DEFAULTS: dict[str, tuple[Any, Any]] = {
-    "partition": (("dirichlet", 0.1), ("single-class", None)),
-    "clients": (20, 10),
-    "latent_dim": (8, 16),
-    "samples_per_class": (300, 300),
-    "epochs": (20, 20),
-    "no_baselines": (False, False),
-    "threads": (1, 1),
-    "no_audit": (False, False),
-}
+
+def _defaults() -> tuple[dict[str, tuple[str, Any]], dict[str, tuple[str, Any]], dict[str, Any]]:
+    """Option tables whose defaults come from the engines' configs (their one source).
+
+    Returns ``(latent_only, factory_only, shared)``: option destination ->
+    (flag, default) for options of one engine, and destination ->
+    (latent default, factory default) for shared ones.  Only dataclass field
+    defaults are read, so no engine code (torch) is imported.
+    """
+    from privfed.engines.factory.job import FactoryPipelineConfig
+    from privfed.engines.latent.job import PipelineConfig
+
+    latent, factory = _field_defaults(PipelineConfig), _field_defaults(FactoryPipelineConfig)
+    latent_only = {
+        "dataset": ("--dataset", latent["dataset"]),
+        "codec": ("--codec", latent["codec"]),
+        "clip_norm": ("--clip-norm", latent["clip_norm"]),
+        "epsilon": ("--epsilon", latent["epsilon"]),
+        "delta": ("--delta", latent["delta"]),
+        "adjacency": ("--adjacency", latent["adjacency"].value),
+        "dropout_rate": ("--dropout-rate", latent["dropout_rate"]),
+        "noise_seed": ("--noise-seed", latent["noise_seed"]),
+    }
+    factory_only = {
+        "factory": ("--factory", factory["factory"]),
+        "fedavg_rounds": ("--fedavg-rounds", factory["fedavg_rounds"]),
+    }
+    shared = {
+        "partition": (
+            (latent["partition"].value, latent["alpha"]),
+            (factory["scenario"], None),
+        ),
+        "clients": (latent["num_clients"], factory["num_clients"]),
+        "latent_dim": (latent["latent_dim"], factory["latent_dim"]),
+        "samples_per_class": (latent["samples_per_class"], factory["synthetic_per_class"]),
+        "epochs": (latent["classifier_epochs"], factory["classifier_epochs"]),
+        "no_baselines": (not latent["baselines"], not factory["centralized"]),
+        "threads": (latent["num_threads"], factory["num_threads"]),
+        "no_audit": (not latent["audit"], not factory["audit"]),
+    }
+    return latent_only, factory_only, shared
+
+
+def _field_defaults(cls: type) -> dict[str, Any]:
+    """Default of every field of a dataclass that has a plain default."""
+    import dataclasses
+
+    return {
+        f.name: f.default
+        for f in dataclasses.fields(cls)
+        if f.default is not dataclasses.MISSING
+    }
 
 
 def _partition_spec(text: str) -> Partition:
@@ -147,17 +171,18 @@ class _UsageError(Exception):
 def _resolve(args: argparse.Namespace) -> argparse.Namespace:
     """Refuse options of the other engine, then fill in this engine's defaults."""
     latent = args.engine == "latent"
-    foreign = _FACTORY_ONLY if latent else _LATENT_ONLY
+    latent_only, factory_only, shared = _defaults()
+    foreign = factory_only if latent else latent_only
     given = [flag for dest, (flag, _) in foreign.items() if getattr(args, dest) is not None]
     if given:
         raise _UsageError(
             "; ".join(f"{flag} does not apply to --engine {args.engine}" for flag in given)
         )
     filled = vars(args).copy()
-    for dest, (_, default) in (_LATENT_ONLY if latent else _FACTORY_ONLY).items():
+    for dest, (_, default) in (latent_only if latent else factory_only).items():
         if filled[dest] is None:
             filled[dest] = default
-    for dest, (latent_default, factory_default) in _SHARED_DEFAULTS.items():
+    for dest, (latent_default, factory_default) in shared.items():
         if filled[dest] is None:
             filled[dest] = latent_default if latent else factory_default
     if not latent:
@@ -169,18 +194,7 @@ def _resolve(args: argparse.Namespace) -> argparse.Namespace:
             )
         if filled["factory"] == "edm" and args.latent_dim is not None:
             raise _UsageError("--latent-dim does not apply to --factory edm")
-        if args.no_audit and not _factory_has_audit():
-            raise _UsageError("--no-audit does not apply to --engine factory (no audit stage)")
     return argparse.Namespace(**filled)
-
-
-def _factory_has_audit() -> bool:
-    """Whether this version of the factory engine has an audit stage to switch off."""
-    import dataclasses
-
-    from privfed.engines.factory.job import FactoryPipelineConfig
-
-    return "audit" in {f.name for f in dataclasses.fields(FactoryPipelineConfig)}
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -203,17 +217,31 @@ def _print_table(rows: list[tuple[str, str]]) -> None:
         print(f"  {key:<{width}}  {value}")
 
 
+def _printer(args: argparse.Namespace) -> Any:
+    """A progress callback printing one line per event (``--quiet``: none)."""
+    from privfed.progress import format_event
+
+    start = time.perf_counter()
+    last: dict[str, int] = {}
+
+    def progress(event: Any) -> None:
+        # At most about ten lines per counted stage.
+        step = max(1, event.total // 10)
+        if args.quiet or (event.done % step and not event.finished):
+            return
+        if event.total > 1 and last.get(event.stage) == event.done:
+            return
+        last[event.stage] = event.done
+        print(f"[{time.perf_counter() - start:6.1f}s] {format_event(event)}", flush=True)
+
+    return progress
+
+
 def _run_latent(args: argparse.Namespace) -> int:
     from privfed.dp import Adjacency
-    from privfed.pipeline import PipelineConfig, run_pipeline
+    from privfed.engines.latent.job import PipelineConfig, run_pipeline
 
     scheme, option = args.partition
-    start = time.perf_counter()
-
-    def progress(stage: str, message: str) -> None:
-        if not args.quiet:
-            print(f"[{time.perf_counter() - start:6.1f}s] {stage:<9} {message}", flush=True)
-
     config = PipelineConfig(
         dataset=args.dataset,
         partition=scheme,
@@ -235,9 +263,8 @@ def _run_latent(args: argparse.Namespace) -> int:
         num_threads=args.threads,
         seed=args.seed,
         noise_seed=args.noise_seed,
-        engine="latent",
     )
-    result = run_pipeline(config, progress=progress)
+    result = run_pipeline(config, progress=_printer(args))
     paths = result.write(args.output_dir)
     r = result.report
     rows = [
@@ -276,33 +303,33 @@ def _run_latent(args: argparse.Namespace) -> int:
     return 0
 
 
-def _audit_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+def _audit_rows(summary: Any) -> list[tuple[str, str]]:
     """One summary line per attack: AUC [interval], lowest supported TPR, ε/μ bounds."""
-    if "skipped" in summary:
-        return [("audit", f"skipped: {summary['skipped']}")]
-    claimed = summary["claimed"]
+    from privfed.engines.latent.audit import AuditSkipped
+
+    if isinstance(summary, AuditSkipped):
+        return [("audit", f"skipped: {summary.reason}")]
+    claim = summary.claim
     rows = [
         (
             "audit: members / non-members",
-            f"{summary['members']} / {summary['nonmembers']} "
-            f"(claim for the game: eps {claimed['game_epsilon']:.3g}, "
-            f"mu {claimed['game_mu']:.3g})",
+            f"{summary.members} / {summary.nonmembers} "
+            f"(claim for the game: eps {claim.game_epsilon:.3g}, mu {claim.game_mu:.3g})",
         )
     ]
-    for name, entry in summary["attacks"].items():
-        auc = entry["auc"]
-        text = f"AUC {auc['estimate']:.3f} [{auc['lower']:.3f}, {auc['upper']:.3f}]"
-        if entry["tpr_at_fpr"]:
-            tpr = entry["tpr_at_fpr"][-1]
-            interval = f"[{tpr['lower']:.3f}, {tpr['upper']:.3f}]"
-            text += f", TPR@{tpr['fpr']:g} {tpr['tpr']:.3f} {interval}"
-        if "epsilon_lower_bound" in entry:
-            level = 1.0 - entry["significance"]
+    for name, entry in summary.attacks.items():
+        auc = entry.auc
+        text = f"AUC {auc.estimate:.3f} [{auc.lower:.3f}, {auc.upper:.3f}]"
+        if entry.tpr_at_fpr:
+            tpr = entry.tpr_at_fpr[-1]
+            text += f", TPR@{tpr.fpr:g} {tpr.tpr:.3f} [{tpr.lower:.3f}, {tpr.upper:.3f}]"
+        if entry.epsilon_lower_bound is not None and entry.significance is not None:
+            level = 1.0 - entry.significance
             text += (
-                f", eps >= {entry['epsilon_lower_bound']:.3f}, mu >= {entry['mu_lower_bound']:.3f}"
+                f", eps >= {entry.epsilon_lower_bound:.3f}, mu >= {entry.mu_lower_bound:.3f}"
                 f" ({level:.0%})"
             )
-            if entry["exceeds_claim"]:
+            if entry.exceeds_claim:
                 text += "  EXCEEDS CLAIM"
         rows.append((f"audit: {name}", text))
     return rows
@@ -323,41 +350,15 @@ def _run_factory(args: argparse.Namespace) -> int:
         "centralized": not args.no_baselines,
         "seed": args.seed,
         "device": args.device,
+        "audit": not args.no_audit,
+        "num_threads": args.threads,
     }
     if scheme == "dirichlet":
         kwargs["dirichlet_alpha"] = alpha
-    if args.no_audit:
-        kwargs["audit"] = False
     config = FactoryPipelineConfig(**kwargs)
-    if isinstance(args.threads, bool) or not isinstance(args.threads, int) or args.threads < 1:
-        from privfed.errors import ParameterError
-
-        raise ParameterError("threads", "an int >= 1", args.threads)
-    start = time.perf_counter()
-    last: dict[str, int] = {}
-
-    def progress(stage: str, done: int, total: int) -> None:
-        # At most about ten lines per stage.
-        step = max(1, total // 10)
-        if args.quiet or (done % step and done != total) or last.get(stage) == done:
-            return
-        last[stage] = done
-        print(f"[{time.perf_counter() - start:6.1f}s] {stage:<11} {done}/{total}", flush=True)
-
-    import torch
-
-    previous_threads = torch.get_num_threads()
-    torch.set_num_threads(args.threads)
-    try:
-        report = run_factory_pipeline(config, progress=progress)
-    finally:
-        torch.set_num_threads(previous_threads)
-    seconds = time.perf_counter() - start
-    out = Path(args.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    data = {"engine": "factory", **report.to_dict(), "seconds_total": round(seconds, 4)}
-    path = out / "report.json"
-    path.write_text(json.dumps(data, indent=2, sort_keys=True))
+    report = run_factory_pipeline(config, progress=_printer(args))
+    paths = report.write(args.output_dir)
+    data = report.to_dict()
     central = report.centralized_accuracy
     rows = [
         ("scenario / factory", f"{config.scenario} / {config.factory}"),
@@ -375,9 +376,9 @@ def _run_factory(args: argparse.Namespace) -> int:
         ),
     ]
     rows.extend(_factory_audit_rows(data.get("audit")))
-    rows.append(("total seconds", f"{seconds:.2f}"))
+    rows.append(("total seconds", f"{data['seconds_total']:.2f}"))
     _print_table(rows)
-    print(f"\nwrote {path}")
+    print(f"\nwrote {', '.join(str(p) for p in paths.values())}")
     return 0
 
 

@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from privfed.errors import ParameterError, ParameterTypeError, ProtocolAbort
+from privfed.progress import ProgressEvent, ProgressFn
 from privfed.secagg.protocol.client import SecAggClient
 from privfed.secagg.protocol.config import SecAggConfig, new_session_id
 from privfed.secagg.protocol.graph import GraphMode
@@ -41,10 +42,7 @@ from privfed.secagg.protocol.messages import (
 from privfed.secagg.protocol.server import SecAggServer
 from privfed.secagg.protocol.stages import Stage
 
-__all__ = ["ClientRecord", "ProgressCallback", "RunReport", "run_in_memory", "run_protocol"]
-
-#: ``progress(stage, done, total)``: called after each client finishes a stage.
-ProgressCallback = Callable[[Stage, int, int], None]
+__all__ = ["ClientRecord", "RunReport", "run_in_memory", "run_protocol"]
 
 _T = TypeVar("_T")
 _STAGES = (Stage.ADVERTISE_KEYS, Stage.SHARE_KEYS, Stage.MASKED_INPUT, Stage.UNMASKING)
@@ -173,7 +171,7 @@ def run_protocol(
     degree: int | None = None,
     session_id: bytes | None = None,
     round_index: int = 0,
-    progress: ProgressCallback | None = None,
+    progress: ProgressFn | None = None,
 ) -> RunReport:
     """Play one round for ``len(inputs)`` clients and report the sum and its costs.
 
@@ -222,7 +220,7 @@ def run_protocol(
 
     def tick(stage: Stage, done: int, total: int) -> None:
         if progress is not None:
-            progress(stage, done, total)
+            progress(ProgressEvent(stage.name.lower(), done, total))
 
     def server_receive(stage: Stage, data: bytes) -> None:
         start = time.perf_counter()
@@ -363,7 +361,7 @@ def run_in_memory(
     degree: int | None = None,
     session_id: bytes | None = None,
     round_index: int = 0,
-    progress: ProgressCallback | None = None,
+    progress: ProgressFn | None = None,
 ) -> npt.NDArray[np.uint64]:
     """Securely sum ``inputs`` with one in-memory round of double-masking SecAgg.
 
@@ -391,7 +389,9 @@ def run_in_memory(
         degree: Neighbours per client in Harary mode (``None`` otherwise).
         session_id: Public session id; fresh from the OS CSPRNG by default.
         round_index: Public round index.
-        progress: Optional ``progress(stage, done, total)`` callback.
+        progress: Optional callback; receives a :class:`privfed.progress.ProgressEvent`
+            after each client finishes a stage (``stage`` is the stage's name in
+            lower case, e.g. ``"share_keys"``).
 
     Returns:
         The ring sum (1-D ``uint64``, modulo ``2**ring_bits``) of the inputs of

@@ -21,7 +21,7 @@ def test_single_class_silos_factories_beat_collapsing_fedavg() -> None:
     cfg = FactoryPipelineConfig(
         classifier_epochs=8, fedavg_rounds=3, synthetic_per_class=150, centralized=False
     )
-    report = run_factory_pipeline(cfg, progress=lambda stage, done, total: stages.add(stage))
+    report = run_factory_pipeline(cfg, progress=lambda event: stages.add(event.stage))
     assert stages == {"codec", "factories", "audit", "synthesis", "classifier", "fedavg"}
     assert report.num_factories == 10
     assert report.factory_accuracy > 0.8

@@ -29,7 +29,7 @@ TINY = FactoryPipelineConfig(
 
 def test_audit_stage_reports_members_against_held_out_test_images() -> None:
     stages: list[str] = []
-    report = run_factory_pipeline(TINY, progress=lambda s, d, t: stages.append(s))
+    report = run_factory_pipeline(TINY, progress=lambda e: stages.append(e.stage))
     assert stages.index("codec") < stages.index("factories") < stages.index("audit")
     assert stages.index("audit") < stages.index("synthesis")
     audit = report.audit
@@ -69,7 +69,7 @@ def test_audit_can_be_skipped_and_private_pca_is_still_available() -> None:
         gaussian_basis="private-pca",
     )
     stages: set[str] = set()
-    report = run_factory_pipeline(cfg, progress=lambda s, d, t: stages.add(s))
+    report = run_factory_pipeline(cfg, progress=lambda e: stages.add(e.stage))
     assert report.audit is None and report.to_dict()["audit"] is None
     assert "audit" not in stages and "codec" not in stages
     assert report.codec_seconds == 0.0

@@ -1,4 +1,4 @@
-"""``privfed run``: the audit stage of the latent engine, and ``--engine factory``."""
+"""The default membership-inference audit stage of the latent engine."""
 
 from __future__ import annotations
 
@@ -11,13 +11,9 @@ import numpy as np
 import pytest
 
 from privfed.audit import SyntheticReleaseAudit, audit_synthetic_release
-from privfed.cli import main
-from privfed.cli.audit import AUDIT_INPUTS_FILENAME as CLI_FILENAME
-from privfed.cli.run import _factory_has_audit
 from privfed.dp import Adjacency, gdp_epsilon
 from privfed.engines.latent.audit import (
     AUDIT_INPUT_ARRAYS,
-    AUDIT_INPUTS_FILENAME,
     audit_skip_reason,
     audit_summary,
     save_audit_inputs,
@@ -59,15 +55,11 @@ def tiny_run() -> PipelineResult:
     return run_pipeline(PipelineConfig(**TINY))
 
 
-def test_filename_matches_the_audit_cli() -> None:
-    assert AUDIT_INPUTS_FILENAME == CLI_FILENAME
-
-
 @pytest.mark.slow
 def test_audit_summary_is_in_the_report_with_sane_values(tiny_run: PipelineResult) -> None:
     r = tiny_run.report
-    summary = r.audit
-    assert summary is not None and "audit" in r.seconds
+    assert r.audit is not None and "audit" in r.seconds
+    summary = r.audit.to_dict()
     assert summary["members"] == r.records_aggregated
     assert summary["nonmembers"] == r.records_test
     assert summary["reference"] == r.records_public
@@ -101,8 +93,9 @@ def test_audit_summary_is_in_the_report_with_sane_values(tiny_run: PipelineResul
 def test_members_are_exactly_the_clipped_latents_that_were_summed(
     tiny_run: PipelineResult,
 ) -> None:
-    inputs = tiny_run.audit_inputs
-    assert inputs is not None and set(inputs) == set(AUDIT_INPUT_ARRAYS)
+    assert tiny_run.audit_inputs is not None
+    inputs = tiny_run.audit_inputs.arrays()
+    assert set(inputs) == set(AUDIT_INPUT_ARRAYS)
     members, labels = inputs["member_latents"], inputs["member_labels"]
     sums = tiny_run.aggregate.sums_float()
     for c in range(sums.shape[0]):
@@ -116,84 +109,8 @@ def test_members_are_exactly_the_clipped_latents_that_were_summed(
     assert float(inputs["noise_std_sum"]) >= tiny_run.release.noise_std_sum
     assert np.array_equal(inputs["synthetic_latents"], tiny_run.synthetic_latents)
     assert tiny_run.audit is not None
-    assert len(tiny_run.audit.results) == len(tiny_run.report.audit["attacks"])  # type: ignore[index]
-
-
-@pytest.mark.slow
-def test_run_writes_audit_inputs_that_privfed_audit_reads(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    run_dir, audit_dir = tmp_path / "run", tmp_path / "audit"
-    assert main([*TINY_CLI, "--output-dir", str(run_dir)]) == 0
-    table = capsys.readouterr().out
-    assert "audit: noisy-sum-lr" in table and "audit: dcr" in table
-    report = json.loads((run_dir / "report.json").read_text())
-    assert (run_dir / AUDIT_INPUTS_FILENAME).is_file()
-    code = main(["audit", "--run-dir", str(run_dir), "--out", str(audit_dir), "--no-plot"])
-    assert code == 0
-    rerun = json.loads((audit_dir / "audit.json").read_text())
-    text = json.dumps(rerun)
-    for name, entry in report["audit"]["attacks"].items():
-        assert name in text
-        # Same inputs, same (seed-free) metric: the AUC is reproduced exactly.
-        assert repr(entry["auc"]["estimate"]) in text
-
-
-@pytest.mark.slow
-def test_no_audit_flag_skips_the_stage(tmp_path: Path) -> None:
-    assert main([*TINY_CLI, "--no-audit", "--output-dir", str(tmp_path)]) == 0
-    report = json.loads((tmp_path / "report.json").read_text())
-    assert report["audit"] is None and "audit" not in report["seconds"]
-    assert report["config"]["audit"] is False
-    assert not (tmp_path / AUDIT_INPUTS_FILENAME).exists()
-
-
-def test_engine_factory_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["run", "--engine", "factory", "--samples-per-class", "10", "--epochs", "1"]
-    argv += ["--fedavg-rounds", "1", "--no-baselines", "--seed", "3", "--output-dir", str(tmp_path)]
-    if _factory_has_audit():  # the factory engine's audit stage is switched off for speed
-        argv.append("--no-audit")
-    assert main(argv) == 0
-    out = capsys.readouterr().out
-    assert "accuracy, synthetic (factories)" in out and "factories" in out
-    report = json.loads((tmp_path / "report.json").read_text())
-    assert report["engine"] == "factory"
-    assert report["config"]["scenario"] == "single-class"
-    assert report["config"]["factory"] == "gaussian"
-    assert report["config"]["num_clients"] == 10 and report["config"]["seed"] == 3
-    assert report["config"]["fedavg_rounds"] == 1 and report["config"]["centralized"] is False
-    assert report["num_factories"] == 10 and report["centralized_accuracy"] is None
-    assert 0.0 <= report["factory_accuracy"] <= 1.0
-    assert report["config"].get("audit", False) is False
-
-
-@pytest.mark.parametrize(
-    ("argv", "flag"),
-    [
-        (["--engine", "factory", "--codec", "pca"], "--codec"),
-        (["--engine", "factory", "--epsilon", "3"], "--epsilon"),
-        (["--engine", "factory", "--noise-seed", "1"], "--noise-seed"),
-        (["--engine", "factory", "--partition", "iid"], "--partition iid"),
-        (["--engine", "factory", "--factory", "edm", "--latent-dim", "4"], "--latent-dim"),
-        (["--factory", "edm"], "--factory"),
-        (["--fedavg-rounds", "2"], "--fedavg-rounds"),
-        (["--engine", "factory", "--clients", "5"], "num_clients"),
-        (["--engine", "factory", "--threads", "0"], "threads"),
-    ],
-)
-def test_options_that_do_not_apply_are_refused(
-    argv: list[str], flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main(["run", *argv, "--output-dir", str(tmp_path / "out")]) == 2
-    assert flag in capsys.readouterr().err
-    assert not (tmp_path / "out").exists()
-
-
-def test_bad_partition_spec_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as info:
-        main(["run", "--partition", "dirichlet:x"])
-    assert info.value.code == 2
-    assert "expected iid" in capsys.readouterr().err
+    assert tiny_run.report.audit is not None
+    assert len(tiny_run.audit.results) == len(tiny_run.report.audit.to_dict()["attacks"])
 
 
 def _small_audit(seed: int) -> SyntheticReleaseAudit:
@@ -206,7 +123,7 @@ def _small_audit(seed: int) -> SyntheticReleaseAudit:
 def test_audit_summary_add_remove_game_and_validation() -> None:
     audit = _small_audit(0)
     kwargs = {"claimed_epsilon": 2.0, "claimed_delta": 1e-5, "claimed_mu": 0.5}
-    s = audit_summary(audit, adjacency=Adjacency.ADD_REMOVE, **kwargs)
+    s = audit_summary(audit, adjacency=Adjacency.ADD_REMOVE, **kwargs).to_dict()
     assert s["claimed"]["game_mu"] == 1.0
     assert s["claimed"]["game_epsilon"] == gdp_epsilon(1.0, 1e-5)
     assert s["best"] in s["attacks"]
@@ -244,13 +161,14 @@ def test_add_remove_release_is_audited_against_the_group_privacy_claim() -> None
         adjacency=Adjacency.ADD_REMOVE,
     )
     result = run_pipeline(config)
-    summary = result.report.audit
-    assert summary is not None and result.audit_inputs is not None
+    assert result.report.audit is not None and result.audit_inputs is not None
+    summary = result.report.audit.to_dict()
     claimed = summary["claimed"]
     assert claimed["adjacency"] == "add-remove"
     assert claimed["game_mu"] == 2 * result.report.mu
     # Noisy counts are released: the attack sees them rounded and floored at one.
-    counts = result.audit_inputs["counts"]
+    counts = result.audit_inputs.counts
+    assert counts is not None
     assert np.all(counts >= 1) and np.array_equal(counts, np.rint(counts))
     for entry in summary["attacks"].values():
         # Each bound fails with probability <= 5 % under a correct release; fixed seeds.

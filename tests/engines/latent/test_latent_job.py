@@ -25,11 +25,16 @@ def test_pipeline_tiny_run_is_exact_and_reproducible_with_noise_seed() -> None:
     config = PipelineConfig(noise_seed=5, baselines=False, **TINY)
     a = run_pipeline(config)
     r = a.report
-    assert r.secagg_exact and set(r.dropped_clients) == {"MASKED_INPUT", "UNMASKING"}
+    assert set(r.dropped_clients) == {"MASKED_INPUT", "UNMASKING"}
     (left_out,) = r.dropped_clients["MASKED_INPUT"]
     assert len(r.dropped_clients["UNMASKING"]) == 1  # its input is still in the sum
     survivors = [i for i in range(6) if i != left_out]
     assert r.records_aggregated == sum(a.client_indices[i].size for i in survivors)
+    # The delivered total is exact: its class counts are the survivors' label counts.
+    held = np.concatenate([a.client_indices[i] for i in survivors])
+    labels = np.asarray(a.split.private.labels)[held]
+    expected = np.bincount(labels, minlength=a.aggregate.counts.shape[0])
+    assert np.array_equal(a.aggregate.counts, expected)
     assert 0.0 <= r.accuracy_synthetic <= 1.0 and r.accuracy_real is None
     assert r.ledger["releases"] and all(rel["seeded"] for rel in r.ledger["releases"])
     assert r.payload_values_per_class == 6 + 21 + 1

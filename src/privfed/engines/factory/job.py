@@ -47,10 +47,11 @@ what they leak.
 from __future__ import annotations
 
 import functools
+import json
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -72,15 +73,16 @@ from privfed.engines.factory.edm import (
 )
 from privfed.engines.factory.fedavg import run_fedavg
 from privfed.engines.factory.gaussian import LatentGaussianFactory
-from privfed.engines.factory.matrix import FactoryMatrix
+from privfed.engines.factory.matrix import FactoryMatrix, SyntheticDataset
+from privfed.engines.job import RunArtifacts, StageClock, torch_threads, write_artifacts
 from privfed.errors import ParameterError, ParameterTypeError
+from privfed.progress import ProgressFn
 
 __all__ = [
     "FactoryKind",
     "FactoryPipelineConfig",
     "FactoryPipelineReport",
     "GaussianBasis",
-    "ProgressCallback",
     "Scenario",
     "make_factory",
     "public_codec",
@@ -93,9 +95,6 @@ Scenario = Literal["single-class", "dirichlet"]
 FactoryKind = Literal["gaussian", "edm"]
 #: Latent basis of the Gaussian factories (see the module docstring).
 GaussianBasis = Literal["public-pca", "public-autoencoder", "private-pca"]
-#: ``progress(stage, done, total)``; stages: "codec", "factories", "audit",
-#: "synthesis", "classifier", "fedavg", "centralized".
-ProgressCallback = Callable[[str, int, int], None]
 
 
 def _int_at_least(name: str, value: object, minimum: int) -> None:
@@ -143,6 +142,8 @@ class FactoryPipelineConfig:
             (0, 0.5); ``public_fraction + test_fraction < 1``.
         audit: Run the membership-inference audit stage (default ``True``).
         audit_config: Settings of the audit stage.
+        num_threads: CPU threads torch may use during the run (restored
+            after), int >= 1.
     """
 
     scenario: Scenario = "single-class"
@@ -169,6 +170,7 @@ class FactoryPipelineConfig:
     public_fraction: float = 0.05
     audit: bool = True
     audit_config: FactoryAuditConfig = field(default_factory=FactoryAuditConfig)
+    num_threads: int = 1
 
     def __post_init__(self) -> None:
         if self.scenario not in ("single-class", "dirichlet"):
@@ -222,6 +224,7 @@ class FactoryPipelineConfig:
             raise ParameterTypeError("audit", "a bool", self.audit)
         if not isinstance(self.audit_config, FactoryAuditConfig):
             raise ParameterTypeError("audit_config", "a FactoryAuditConfig", self.audit_config)
+        _int_at_least("num_threads", self.num_threads, 1)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dictionary."""
@@ -248,6 +251,7 @@ class FactoryPipelineConfig:
             "public_fraction": self.public_fraction,
             "audit": self.audit,
             "audit_config": self.audit_config.to_dict(),
+            "num_threads": self.num_threads,
         }
 
 
@@ -276,6 +280,11 @@ class FactoryPipelineReport:
         audit: The membership-inference audit, or ``None`` when
             ``config.audit`` is off.
         codec_seconds: Seconds spent fitting the public codec (0 without one).
+        seconds: Wall-clock seconds per stage.
+        synthetic: The synthetic dataset the classifier was trained on (not
+            serialised).
+        ledger: The run's privacy ledger when the factories were trained with
+            DP-SGD, else ``None``.
     """
 
     config: FactoryPipelineConfig
@@ -294,6 +303,27 @@ class FactoryPipelineReport:
     test_labels: torch.Tensor = field(repr=False, compare=False)
     audit: FactoryAuditReport | None = field(default=None, compare=False)
     codec_seconds: float = 0.0
+    seconds: dict[str, float] = field(default_factory=dict)
+    synthetic: SyntheticDataset | None = field(default=None, repr=False, compare=False)
+    ledger: Any = field(default=None, repr=False, compare=False)
+
+    def artifacts(self) -> RunArtifacts:
+        """The run's artefacts, for :func:`privfed.engines.job.write_artifacts`."""
+        report = {"engine": "factory", **self.to_dict()}
+        images = labels = None
+        if self.synthetic is not None:
+            images = self.synthetic.images.detach().cpu().numpy()
+            labels = self.synthetic.labels.detach().cpu().numpy()
+        return RunArtifacts(
+            report=json.loads(json.dumps(report)),
+            ledger=self.ledger,
+            sample_images=images,
+            sample_labels=labels,
+        )
+
+    def write(self, output_dir: str | Path) -> dict[str, Path]:
+        """Write ``report.json``, ``samples.png`` (and ``ledger.json`` with DP-SGD)."""
+        return write_artifacts(output_dir, self.artifacts())
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (without the matrix and test tensors)."""
@@ -316,6 +346,8 @@ class FactoryPipelineReport:
             else None,
             "codec_seconds": self.codec_seconds,
             "audit": None if self.audit is None else self.audit.to_dict(),
+            "seconds": dict(self.seconds),
+            "seconds_total": round(sum(self.seconds.values()), 4),
         }
 
 
@@ -414,14 +446,17 @@ def make_factory(
 def run_factory_pipeline(
     config: FactoryPipelineConfig,
     *,
-    progress: ProgressCallback | None = None,
+    progress: ProgressFn | None = None,
     ledger: Any = None,
 ) -> FactoryPipelineReport:
     """Run the factory-matrix engine and its baselines on digits.
 
     Args:
         config: What to run.
-        progress: Optional callback ``progress(stage, done, total)``.
+        progress: Optional callback receiving a
+            :class:`~privfed.progress.ProgressEvent` per step of the stages
+            "codec", "factories", "audit", "synthesis", "classifier", "fedavg"
+            and "centralized".
         ledger: A :class:`privfed.dp.PrivacyLedger` that receives one
             release per DP-SGD factory (partition ``"class=c/client=k"``);
             a fresh one is used when ``None``.  Its budget, if any, is
@@ -436,20 +471,23 @@ def run_factory_pipeline(
         ParameterError: ``latent_dim`` exceeds what public PCA can fit on the
             public split (raised before any client trains).
     """
+    if not isinstance(config, FactoryPipelineConfig):
+        raise ParameterTypeError("config", "a FactoryPipelineConfig", config)
+    with torch_threads(config.num_threads):
+        return _run(config, StageClock(progress), ledger)
+
+
+def _run(config: FactoryPipelineConfig, clock: StageClock, ledger: Any) -> FactoryPipelineReport:
     from privfed.data import load_digits, partition, split_public_private
     from privfed.engines.classifier import evaluate_classifier, train_classifier
 
-    if not isinstance(config, FactoryPipelineConfig):
-        raise ParameterTypeError("config", "a FactoryPipelineConfig", config)
     uses_dp = config.factory == "edm" and config.edm_training.dp is not None
     if uses_dp and ledger is None:
         from privfed.dp import PrivacyLedger
 
         ledger = PrivacyLedger()
 
-    def report(stage: str, done: int, total: int) -> None:
-        if progress is not None:
-            progress(stage, done, total)
+    report = clock.step
 
     data = load_digits()
     split = split_public_private(
@@ -482,9 +520,11 @@ def run_factory_pipeline(
     codec = public_codec(config)
     codec_seconds = time.perf_counter() - start if codec is not None else 0.0
     if codec is not None:
+        clock.seconds["codec"] = round(codec_seconds, 4)
         report("codec", 1, 1)
 
     # 1. Clients train and ship factories.
+    clock.start("factories")
     jobs = []
     for client, idx in enumerate(parts):
         idx_t = torch.from_numpy(idx)
@@ -516,6 +556,7 @@ def run_factory_pipeline(
     # 1b. Membership-inference audit of the shipped factories.
     audit = None
     if config.audit:
+        clock.start("audit")
         audit = audit_factories(
             _audit_targets(trained, images, test_x, test_y),
             config=config.audit_config,
@@ -523,10 +564,12 @@ def run_factory_pipeline(
         )
 
     # 2. The server synthesizes and trains the downstream classifier.
+    clock.start("synthesis")
     start = time.perf_counter()
     synthetic = matrix.synthesize(config.synthetic_per_class, seed=config.seed)
     synthesis_seconds = time.perf_counter() - start
     report("synthesis", 1, 1)
+    clock.start("classifier")
     clf = train_classifier(
         synthetic.images,
         synthetic.labels,
@@ -541,6 +584,7 @@ def run_factory_pipeline(
 
     # 3. Baselines on the same split.
     clients = [(images[torch.from_numpy(idx)], labels[torch.from_numpy(idx)]) for idx in parts]
+    clock.start("fedavg")
     fed = run_fedavg(
         clients,
         num_classes=k_classes,
@@ -552,6 +596,7 @@ def run_factory_pipeline(
     fedavg_acc = evaluate_classifier(fed.model, test_x, test_y)
     central_acc = None
     if config.centralized:
+        clock.start("centralized")
         central = train_classifier(
             images,
             labels,
@@ -584,6 +629,9 @@ def run_factory_pipeline(
         test_labels=test_y,
         audit=audit,
         codec_seconds=codec_seconds,
+        seconds=dict(clock.seconds),
+        synthetic=synthetic,
+        ledger=ledger if uses_dp else None,
     )
 
 

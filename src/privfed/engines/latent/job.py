@@ -1,27 +1,38 @@
-"""The main job of the latent-statistic engine (FedKT-CSD), end to end.
+"""The job of the latent-statistic engine (FedKT-CSD), as typed stages.
 
-Stages (each timed, each reported through ``progress``):
+:func:`run_pipeline` runs the stages below in order; each is a public function
+that takes and returns frozen values, so the same stages run in one process
+here, on Flower nodes (the client stage) and in a ServerApp (the server stages).
 
-1. ``data``: load the dataset and split it into public / private / test parts;
-   spread the private part over clients (:func:`privfed.data.partition`).
-2. ``codec``: fit the codec on the PUBLIC part only (or load a pretrained one);
-   the clip norm is the codec's data-independent default unless given.
-3. ``clients``: every client encodes its records and computes exact
-   fixed-point statistics, flattened to a ring vector.
-4. ``secagg``: a real double-masking secure-aggregation round over serialized
-   messages, with scripted dropouts; the server learns only the total of the
-   survivors, which is checked to equal the exact sum of their statistics.
-5. ``release``: the DP plan from :mod:`privfed.dp`, grid noise, ledger entry.
-6. ``synthesis``: per-class Gaussians (post-processing), sampling, decoding.
-7. ``train``: a classifier on the synthetic images, evaluated on real test data.
-8. ``baselines``: the same classifier on the real private data, and on
+1. ``data`` -- :func:`load_data`: load the dataset, split it into public /
+   private / test parts, spread the private part over clients
+   (:func:`privfed.data.partition`).
+2. ``codec`` -- :func:`fit_codec` on the PUBLIC part only (or load a pretrained
+   one) and :func:`release_spec`: the one specification (dimension, classes,
+   clip norm, grid) shared by the clients' statistics and the DP plan; the
+   clip norm is the codec's data-independent default unless given.
+3. ``clients`` -- :func:`encode` and :func:`client_statistics`: every client's
+   exact fixed-point statistics, flattened to a ring vector.
+4. ``secagg`` -- :func:`aggregate`: a real double-masking secure-aggregation
+   round over serialized messages, with scripted dropouts; the server learns
+   only the total of the survivors, which is checked against the exact sum.
+5. ``release`` -- :func:`release`: the DP plan from :mod:`privfed.dp`, grid
+   noise, the ledger entry.
+6. ``synthesis`` -- :func:`synthesize`: per-class Gaussians (post-processing),
+   sampling, decoding.
+7. ``train`` -- :func:`train_evaluate`: a classifier on the synthetic images,
+   evaluated on real test data.
+8. ``baselines`` -- the same classifier on the real private data, and on
    synthetic data from the noiseless statistics (no DP), for reference.
-9. ``audit``: the default membership-inference audit of the release and its
-   synthetic latents (:func:`privfed.audit.audit_synthetic_release`, including
-   the noisy-sum likelihood-ratio attack); who counts as member, non-member
-   and reference is documented in :mod:`privfed.engines.latent.audit`.  Its summary
-   goes into the report, its inputs into ``audit_inputs.npz`` so that
+9. ``audit`` -- :func:`audit`: the default membership-inference audit of the
+   release and its synthetic latents (who counts as member, non-member and
+   reference is documented in :mod:`privfed.engines.latent.audit`).  Its
+   summary goes into the report, its inputs into ``audit_inputs.npz`` so that
    ``privfed audit --run-dir`` can rerun or extend it.
+
+Progress is reported through the one protocol of :mod:`privfed.progress`
+(a start and a finish event per stage); the artefacts are written by the one
+path of :mod:`privfed.engines.job`.
 """
 
 from __future__ import annotations
@@ -29,16 +40,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import time
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
 
-from privfed.audit import SyntheticReleaseAudit, audit_synthetic_release
 from privfed.data import (
     DatasetSplit,
     ImageDataset,
@@ -49,14 +58,16 @@ from privfed.data import (
     partition,
     split_public_private,
 )
-from privfed.dp import Adjacency, PrivacyLedger, plan_latent_release
+from privfed.dp import Adjacency, LatentReleasePlan, PrivacyLedger, plan_latent_release
 from privfed.engines.classifier import evaluate_classifier, train_classifier
 from privfed.engines.codecs import Codec, ConvAutoencoderCodec, DiffusersCodec, PCACodec
+from privfed.engines.job import RunArtifacts, StageClock, torch_threads, write_artifacts
 from privfed.engines.latent.audit import (
-    AUDIT_INPUTS_FILENAME,
+    AuditInputs,
+    AuditSkipped,
+    AuditSummary,
     audit_skip_reason,
     audit_summary,
-    save_audit_inputs,
 )
 from privfed.engines.latent.client import LatentStatisticsAccumulator
 from privfed.engines.latent.gaussians import ClassGaussians, fit_class_gaussians
@@ -68,14 +79,32 @@ from privfed.engines.latent.release import (
 )
 from privfed.engines.latent.statistics import LatentStatistics, LatentStatisticsConfig
 from privfed.errors import ParameterError, ParameterTypeError
+from privfed.progress import ProgressFn
 from privfed.secagg import Stage, run_protocol
 
-__all__ = ["PipelineConfig", "PipelineReport", "PipelineResult", "ProgressFn", "run_pipeline"]
-
-#: ``progress(stage, message)``: called when a stage starts and finishes.
-ProgressFn = Callable[[str, str], None]
-
-Engine = Literal["latent"]
+__all__ = [
+    "Aggregation",
+    "LatentData",
+    "LatentRelease",
+    "PipelineConfig",
+    "PipelineReport",
+    "PipelineResult",
+    "ProgressFn",
+    "SyntheticData",
+    "aggregate",
+    "audit",
+    "client_statistics",
+    "dropout_plan",
+    "encode",
+    "fit_codec",
+    "load_data",
+    "load_dataset",
+    "release",
+    "release_spec",
+    "run_pipeline",
+    "synthesize",
+    "train_evaluate",
+]
 
 
 def _finite(name: str, value: object, *, low: float, high: float | None = None) -> None:
@@ -121,7 +150,6 @@ class PipelineConfig:
             dropouts, sampling, classifier).  Never used for the DP noise.
         noise_seed: ``None`` (default): DP noise from the OS CSPRNG.  An int
             makes the noise reproducible (recorded as seeded in the ledger).
-        engine: The engine; only ``"latent"`` here.
     """
 
     dataset: str = "digits"
@@ -147,7 +175,6 @@ class PipelineConfig:
     num_threads: int = 1
     seed: int = 0
     noise_seed: int | None = None
-    engine: Engine = "latent"
 
     def __post_init__(self) -> None:
         if not isinstance(self.dataset, str) or not self.dataset:
@@ -205,8 +232,6 @@ class PipelineConfig:
         for name in ("baselines", "audit"):
             if not isinstance(getattr(self, name), bool):
                 raise ParameterTypeError(name, "a bool", getattr(self, name))
-        if self.engine != "latent":
-            raise ParameterError("engine", "'latent'", self.engine)
         if self.noise_seed is not None and (
             isinstance(self.noise_seed, bool) or not isinstance(self.noise_seed, int)
         ):
@@ -214,7 +239,7 @@ class PipelineConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly view (enums as their values; the noise seed only as a flag)."""
-        out: dict[str, Any] = {}
+        out: dict[str, Any] = {"engine": "latent"}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if f.name == "noise_seed":
@@ -230,8 +255,9 @@ class PipelineReport:
 
     Accuracies are top-1 on the held-out real test split, in ``[0, 1]``;
     baseline accuracies are ``None`` when ``baselines`` was off.  ``audit`` is
-    the summary of :func:`privfed.engines.latent.audit.audit_summary` (``None`` when
-    the audit was off; ``{"skipped": reason}`` when the data were too few).
+    the :class:`~privfed.engines.latent.audit.AuditSummary` (``None`` when the
+    audit was off; an :class:`~privfed.engines.latent.audit.AuditSkipped` when
+    the data were too few).
     """
 
     config: dict[str, Any]
@@ -258,14 +284,15 @@ class PipelineReport:
     records_private: int
     records_aggregated: int
     records_test: int
-    secagg_exact: bool
     seconds: dict[str, float]
     ledger: dict[str, Any]
-    audit: dict[str, Any] | None = None
+    audit: AuditSummary | AuditSkipped | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A plain dict for ``json.dump``."""
-        return dataclasses.asdict(self)
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["audit"] = None if self.audit is None else self.audit.to_dict()
+        return json.loads(json.dumps(out))
 
 
 @dataclass(frozen=True, eq=False)
@@ -274,8 +301,8 @@ class PipelineResult:
 
     ``synthetic_latents`` are the sampled latents behind ``synthetic_images``
     (float64 ``(s, d)``); ``audit`` is the full audit (with per-record scores)
-    and ``audit_inputs`` the arrays of ``audit_inputs.npz``; both ``None`` when
-    the audit was off.
+    and ``audit_inputs`` what ``audit_inputs.npz`` holds; both ``None`` when
+    the audit was off or skipped.
     """
 
     report: PipelineReport
@@ -289,8 +316,18 @@ class PipelineResult:
     synthetic_images: np.ndarray = field(repr=False)
     synthetic_labels: np.ndarray = field(repr=False)
     synthetic_latents: np.ndarray = field(repr=False)
-    audit: SyntheticReleaseAudit | None = field(default=None, repr=False)
-    audit_inputs: dict[str, np.ndarray] | None = field(default=None, repr=False)
+    audit: Any = field(default=None, repr=False)
+    audit_inputs: AuditInputs | None = field(default=None, repr=False)
+
+    def artifacts(self) -> RunArtifacts:
+        """The run's artefacts, for :func:`privfed.engines.job.write_artifacts`."""
+        return RunArtifacts(
+            report=self.report.to_dict(),
+            ledger=self.ledger,
+            sample_images=self.synthetic_images,
+            sample_labels=self.synthetic_labels,
+            audit_inputs=self.audit_inputs,
+        )
 
     def write(self, output_dir: str | Path) -> dict[str, Path]:
         """Write the run's files into ``output_dir`` (created if needed).
@@ -303,50 +340,38 @@ class PipelineResult:
             The paths written, by kind (``"report"``, ``"ledger"``,
             ``"samples"``, ``"audit_inputs"``).
         """
-        out = Path(output_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        paths = {
-            "report": out / "report.json",
-            "ledger": out / "ledger.json",
-            "samples": out / "samples.png",
-        }
-        paths["report"].write_text(json.dumps(self.report.to_dict(), indent=2, sort_keys=True))
-        paths["ledger"].write_text(self.ledger.to_json())
-        _save_sample_grid(self.synthetic_images, self.synthetic_labels, paths["samples"])
-        if self.audit_inputs is not None:
-            paths["audit_inputs"] = out / AUDIT_INPUTS_FILENAME
-            save_audit_inputs(paths["audit_inputs"], self.audit_inputs)
-        return paths
+        return write_artifacts(output_dir, self.artifacts())
 
 
-def _save_sample_grid(
-    images: np.ndarray, labels: np.ndarray, path: Path, per_class: int = 8
-) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    classes = sorted(int(c) for c in np.unique(labels))
-    rows = max(1, len(classes))
-    fig, axes = plt.subplots(rows, per_class, figsize=(per_class * 0.8, rows * 0.8), squeeze=False)
-    for r, cls in enumerate(classes):
-        picks = np.flatnonzero(labels == cls)[:per_class]
-        for col in range(per_class):
-            ax = axes[r][col]
-            ax.axis("off")
-            if col < picks.size:
-                img = images[picks[col]]
-                shown = img[0] if img.shape[0] == 1 else np.transpose(img, (1, 2, 0))
-                ax.imshow(shown, cmap="gray" if img.shape[0] == 1 else None, vmin=0, vmax=1)
-        axes[r][0].set_title(str(cls), fontsize=7, loc="left")
-    fig.suptitle("synthetic samples per class")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+# -- the stages ------------------------------------------------------------------------
 
 
-def _load_dataset(spec: str) -> ImageDataset:
+@dataclass(frozen=True, eq=False)
+class LatentData:
+    """The data stage's output.
+
+    Attributes:
+        num_classes: Classes of the dataset (every client sends every class).
+        split: Public / private / test parts.
+        clients: Each client's indices into ``split.private``.
+    """
+
+    num_classes: int
+    split: DatasetSplit = field(repr=False)
+    clients: tuple[np.ndarray, ...] = field(repr=False)
+
+    @property
+    def empty_clients(self) -> int:
+        """Clients holding no private record."""
+        return sum(1 for c in self.clients if c.size == 0)
+
+
+def load_dataset(spec: str) -> ImageDataset:
+    """``"digits"`` (bundled), a ``.npz`` file or an image folder.
+
+    Raises:
+        ParameterError: ``spec`` names none of them.
+    """
     if spec == "digits":
         return load_digits()
     path = Path(spec)
@@ -357,72 +382,9 @@ def _load_dataset(spec: str) -> ImageDataset:
     raise ParameterError("dataset", "'digits', an existing .npz file or directory", spec)
 
 
-def _build_codec(config: PipelineConfig, public: ImageDataset) -> Codec:
-    images = torch.from_numpy(np.array(public.images))
-    if config.codec == "pca":
-        return PCACodec.fit(images, latent_dim=config.latent_dim)
-    if config.codec == "conv-ae":
-        return ConvAutoencoderCodec.fit(images, latent_dim=config.latent_dim, seed=config.seed)
-    return DiffusersCodec.from_pretrained(
-        config.codec, image_shape=public.image_shape, device=config.device
-    )
-
-
-def _dropouts(config: PipelineConfig) -> dict[Stage, list[int]]:
-    count = round(config.dropout_rate * config.num_clients)
-    if count == 0:
-        return {}
-    rng = np.random.default_rng([config.seed, 0xD20])
-    chosen = sorted(int(i) for i in rng.choice(config.num_clients, size=count, replace=False))
-    before, after = chosen[: (count + 1) // 2], chosen[(count + 1) // 2 :]
-    plan: dict[Stage, list[int]] = {Stage.MASKED_INPUT: before}
-    if after:
-        plan[Stage.UNMASKING] = after
-    return plan
-
-
-def run_pipeline(config: PipelineConfig, *, progress: ProgressFn | None = None) -> PipelineResult:
-    """Run the latent-statistic job once; see the module docstring for the stages.
-
-    Args:
-        config: The run's configuration.
-        progress: Optional ``progress(stage, message)`` callback.
-
-    Returns:
-        The result: a JSON-able :class:`PipelineReport` plus artefacts.
-
-    Raises:
-        ParameterError: On configurations the data cannot satisfy.
-        ProtocolAbort: If secure aggregation cannot complete.
-        AssertionError: Never on purpose; the secure-aggregation total is
-            compared to the exact sum and a mismatch raises RuntimeError.
-    """
-    if not isinstance(config, PipelineConfig):
-        raise ParameterTypeError("config", "a PipelineConfig", config)
-    previous_threads = torch.get_num_threads()
-    torch.set_num_threads(config.num_threads)
-    try:
-        return _run(config, progress)
-    finally:
-        torch.set_num_threads(previous_threads)
-
-
-def _run(config: PipelineConfig, progress: ProgressFn | None) -> PipelineResult:
-    say: ProgressFn = progress or (lambda stage, message: None)
-    seconds: dict[str, float] = {}
-    clock = time.perf_counter()
-
-    def done(stage: str, message: str) -> None:
-        nonlocal clock
-        now = time.perf_counter()
-        seconds[stage] = round(now - clock, 4)
-        clock = now
-        say(stage, f"{message} ({seconds[stage]:.2f} s)")
-
-    device = torch.device(config.device)
-
-    say("data", f"loading {config.dataset!r}")
-    dataset = _load_dataset(config.dataset)
+def load_data(config: PipelineConfig) -> LatentData:
+    """Load, split and partition the data of a run (the experimental design's seed)."""
+    dataset = load_dataset(config.dataset)
     split = split_public_private(
         dataset,
         public_fraction=config.public_fraction,
@@ -437,157 +399,392 @@ def _run(config: PipelineConfig, progress: ProgressFn | None) -> PipelineResult:
         alpha=config.alpha,
         classes_per_client=config.classes_per_client,
     )
-    empty = sum(1 for c in clients if c.size == 0)
-    done(
-        "data",
-        f"{len(split.public)} public / {len(split.private)} private / {len(split.test)} test; "
-        f"{config.num_clients} clients ({config.partition}), {empty} empty",
+    return LatentData(num_classes=dataset.num_classes, split=split, clients=tuple(clients))
+
+
+def fit_codec(config: PipelineConfig, public: ImageDataset) -> Codec:
+    """Fit the configured codec on the public split (or load a pretrained one)."""
+    images = torch.from_numpy(np.array(public.images))
+    if config.codec == "pca":
+        return PCACodec.fit(images, latent_dim=config.latent_dim)
+    if config.codec == "conv-ae":
+        return ConvAutoencoderCodec.fit(images, latent_dim=config.latent_dim, seed=config.seed)
+    return DiffusersCodec.from_pretrained(
+        config.codec, image_shape=public.image_shape, device=config.device
     )
 
-    say("codec", f"fitting {config.codec!r} on the public split")
-    codec = _build_codec(config, split.public)
+
+def release_spec(
+    config: PipelineConfig, codec: Codec, *, num_classes: int, max_records: int
+) -> LatentStatisticsConfig:
+    """The one release specification shared by the clients and the DP plan.
+
+    Dimension from the codec, the clip norm from the configuration (or the
+    codec's data-independent default), the grid from the ring bounds.
+
+    Args:
+        config: The run's configuration.
+        codec: The frozen public codec.
+        num_classes: Classes every client sends.
+        max_records: Public upper bound on the records of the aggregate.
+    """
     clip_norm = float(config.clip_norm if config.clip_norm is not None else codec.default_clip_norm)
-    stats_config = LatentStatisticsConfig(
+    return LatentStatisticsConfig(
         dim=codec.latent_dim,
-        num_classes=dataset.num_classes,
+        num_classes=num_classes,
         clip_norm=clip_norm,
-        max_records=max(len(split.private), 1),
+        max_records=max(max_records, 1),
     )
-    done("codec", f"d={codec.latent_dim}, R={clip_norm:.4g}, f={stats_config.bits} bits")
 
-    say("clients", "encoding and computing exact statistics")
-    private_images = torch.from_numpy(np.array(split.private.images))
-    latents = codec.encode(private_images.to(device)).to(torch.float64).cpu()
-    client_stats: list[LatentStatistics] = []
-    for idx in clients:
-        acc_stats = (
-            LatentStatistics.zeros(stats_config)
-            if idx.size == 0
-            else _client_statistics(latents[idx], split.private.labels[idx], stats_config, device)
-        )
-        client_stats.append(acc_stats)
-    vectors = [s.to_ring_vector() for s in client_stats]
-    done("clients", f"{stats_config.num_values} ring values per client")
 
-    dropouts = _dropouts(config)
-    threshold = config.num_clients // 2 + 1
-    say("secagg", f"secure aggregation, threshold {threshold}, dropouts {_named(dropouts)}")
-    report = run_protocol(vectors, threshold=threshold, dropouts=dropouts)
-    survivors = [i - 1 for i in report.survivors]
-    aggregate = LatentStatistics.from_ring_vector(report.total, stats_config)
-    expected = LatentStatistics.zeros(stats_config)
-    for i in survivors:
-        expected = expected + client_stats[i]
-    if aggregate != expected:
-        raise RuntimeError("secure aggregation total differs from the exact sum of its inputs")
-    full_records = [c for c in report.clients if Stage.UNMASKING in c.bytes_sent]
-    secagg_bytes = float(np.mean([c.total_bytes for c in full_records])) if full_records else 0.0
-    done("secagg", f"{len(survivors)} survivors, {aggregate.total_records} records, exact")
-
-    say("release", f"planning (epsilon={config.epsilon}, delta={config.delta}, {config.adjacency})")
-    plan = plan_latent_release(
+def plan_release(config: PipelineConfig, spec: LatentStatisticsConfig) -> LatentReleasePlan:
+    """The DP plan for ``spec`` (clip norm and dimension come from the spec only)."""
+    return plan_latent_release(
         config.epsilon,
         config.delta,
-        clip_norm=clip_norm,
-        dim=codec.latent_dim,
+        clip_norm=spec.clip_norm,
+        dim=spec.dim,
         adjacency=config.adjacency,
     )
+
+
+def encode(codec: Codec, images: np.ndarray, device: torch.device) -> torch.Tensor:
+    """Latents of ``images`` through the frozen codec: float64 ``(n, d)`` on the CPU."""
+    return codec.encode(torch.from_numpy(np.array(images)).to(device)).to(torch.float64).cpu()
+
+
+def client_statistics(
+    latents: torch.Tensor,
+    labels: np.ndarray,
+    spec: LatentStatisticsConfig,
+    device: torch.device,
+) -> LatentStatistics:
+    """One client's exact statistics (the client stage); zeros for an empty client."""
+    if latents.shape[0] == 0:
+        return LatentStatistics.zeros(spec)
+    accumulator = LatentStatisticsAccumulator(spec, device=device)
+    accumulator.update(latents, torch.from_numpy(np.array(labels)))
+    return accumulator.result()
+
+
+@dataclass(frozen=True, eq=False)
+class Aggregation:
+    """What secure aggregation delivered to the server.
+
+    Attributes:
+        aggregate: The exact total of the survivors' statistics.
+        survivors: Indices (0-based) of the clients whose input is in the total.
+        dropouts: Scripted dropouts per stage (0-based client indices).
+        threshold: The secure-aggregation threshold.
+        bytes_per_client: Mean bytes a client that finished the round sent.
+    """
+
+    aggregate: LatentStatistics = field(repr=False)
+    survivors: tuple[int, ...]
+    dropouts: Mapping[Stage, tuple[int, ...]]
+    threshold: int
+    bytes_per_client: float
+
+
+def dropout_plan(config: PipelineConfig) -> dict[Stage, list[int]]:
+    """The scripted dropouts of a run: half before the masked input, half after."""
+    count = round(config.dropout_rate * config.num_clients)
+    if count == 0:
+        return {}
+    rng = np.random.default_rng([config.seed, 0xD20])
+    chosen = sorted(int(i) for i in rng.choice(config.num_clients, size=count, replace=False))
+    before, after = chosen[: (count + 1) // 2], chosen[(count + 1) // 2 :]
+    plan: dict[Stage, list[int]] = {Stage.MASKED_INPUT: before}
+    if after:
+        plan[Stage.UNMASKING] = after
+    return plan
+
+
+def threshold_for(num_clients: int) -> int:
+    """The secure-aggregation threshold of a run: a strict majority of the clients."""
+    return num_clients // 2 + 1
+
+
+def aggregate(
+    client_stats: list[LatentStatistics],
+    spec: LatentStatisticsConfig,
+    *,
+    threshold: int,
+    dropouts: Mapping[Stage, list[int]],
+) -> Aggregation:
+    """Sum the clients' statistics by secure aggregation (in process, through bytes).
+
+    The delivered total is checked against the exact sum of the survivors'
+    statistics; a mismatch raises ``RuntimeError`` (it would be a bug).
+
+    Raises:
+        ProtocolAbort: Fewer than ``threshold`` clients remained at some stage.
+    """
+    vectors = [s.to_ring_vector() for s in client_stats]
+    report = run_protocol(vectors, threshold=threshold, dropouts=dropouts)
+    survivors = tuple(i - 1 for i in report.survivors)
+    total = LatentStatistics.from_ring_vector(report.total, spec)
+    expected = LatentStatistics.zeros(spec)
+    for i in survivors:
+        expected = expected + client_stats[i]
+    if total != expected:
+        raise RuntimeError("secure aggregation total differs from the exact sum of its inputs")
+    full = [c for c in report.clients if Stage.UNMASKING in c.bytes_sent]
+    return Aggregation(
+        aggregate=total,
+        survivors=survivors,
+        dropouts={stage: tuple(ids) for stage, ids in dropouts.items()},
+        threshold=threshold,
+        bytes_per_client=float(np.mean([c.total_bytes for c in full])) if full else 0.0,
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class LatentRelease:
+    """The DP release stage's output: the plan, the ledger and the noisy statistics."""
+
+    plan: LatentReleasePlan
+    ledger: PrivacyLedger
+    noisy: NoisyLatentStatistics = field(repr=False)
+
+
+def release(
+    total: LatentStatistics, config: PipelineConfig, spec: LatentStatisticsConfig
+) -> LatentRelease:
+    """Plan the noise for (ε, δ), add it once, record it in a fresh budgeted ledger."""
+    plan = plan_release(config, spec)
     ledger = PrivacyLedger(budget_epsilon=config.epsilon, budget_delta=config.delta)
-    release = release_latent_statistics(
-        aggregate, plan, ledger=ledger, seed=config.noise_seed, placement=config.placement
+    noisy = release_latent_statistics(
+        total, plan, ledger=ledger, seed=config.noise_seed, placement=config.placement
     )
-    done(
+    return LatentRelease(plan=plan, ledger=ledger, noisy=noisy)
+
+
+@dataclass(frozen=True, eq=False)
+class SyntheticData:
+    """Synthetic latents ``(s, d)`` float64, decoded images ``(s, C, H, W)`` float32, labels."""
+
+    latents: np.ndarray = field(repr=False)
+    images: np.ndarray = field(repr=False)
+    labels: np.ndarray = field(repr=False)
+
+
+def synthesize(
+    codec: Codec,
+    gaussians: ClassGaussians,
+    config: PipelineConfig,
+    device: torch.device,
+    *,
+    offset: int,
+) -> SyntheticData:
+    """Sample ``samples_per_class`` latents per class and decode them.
+
+    The sampling seed is ``seed * 1000 + offset`` (offset 1: the DP release, 2: the
+    noiseless baseline), so the two syntheses never share draws.
+    """
+    latents, labels = gaussians.sample(config.samples_per_class, seed=config.seed * 1000 + offset)
+    images = codec.decode(torch.from_numpy(latents).to(device)).cpu().numpy()
+    return SyntheticData(latents=latents, images=images.astype(np.float32), labels=labels)
+
+
+def train_evaluate(
+    images: np.ndarray,
+    labels: np.ndarray,
+    test: ImageDataset,
+    config: PipelineConfig,
+    device: torch.device,
+) -> float:
+    """Train the downstream classifier on ``(images, labels)``; accuracy on ``test``."""
+    test_x = torch.from_numpy(np.array(test.images))
+    test_y = torch.from_numpy(np.array(test.labels))
+    model = train_classifier(
+        torch.from_numpy(images),
+        torch.from_numpy(labels),
+        num_classes=int(max(int(test_y.max()) + 1, int(labels.max()) + 1, 2)),
+        epochs=config.classifier_epochs,
+        seed=config.seed,
+        device=device,
+    )
+    return evaluate_classifier(model, test_x, test_y, device=device)
+
+
+def audit_inputs(
+    codec: Codec,
+    split: DatasetSplit,
+    member_indices: np.ndarray,
+    private_latents: torch.Tensor,
+    spec: LatentStatisticsConfig,
+    noisy: NoisyLatentStatistics,
+    synthetic: SyntheticData,
+    device: torch.device,
+) -> AuditInputs:
+    """The default audit's inputs; see :mod:`privfed.engines.latent.audit` for the roles."""
+    # The statistics' own quantizer: member rows are then exactly what was summed.
+    quantizer = LatentStatisticsAccumulator(spec, device=device)
+    grid = math.ldexp(1.0, -spec.bits)
+
+    def clipped(latents: torch.Tensor) -> np.ndarray:
+        if latents.shape[0] == 0:
+            return np.zeros((0, spec.dim))
+        q = quantizer.quantize(latents).cpu().numpy().astype(np.float64)
+        return q * grid
+
+    private_labels = np.asarray(split.private.labels, dtype=np.int64)
+    return AuditInputs(
+        member_latents=clipped(private_latents[torch.from_numpy(member_indices)]),
+        member_labels=private_labels[member_indices],
+        nonmember_latents=clipped(encode(codec, split.test.images, device)),
+        nonmember_labels=np.asarray(split.test.labels, dtype=np.int64),
+        synthetic_latents=np.asarray(synthetic.latents, dtype=np.float64),
+        synthetic_labels=np.asarray(synthetic.labels, dtype=np.int64),
+        reference_latents=clipped(encode(codec, split.public.images, device)),
+        reference_labels=np.asarray(split.public.labels, dtype=np.int64),
+        noisy_sums=np.array(noisy.sums, dtype=np.float64),
+        # What the attacker sees: exact counts when public, else rounded noisy
+        # ones; floored at 1 because the attack's model needs a record per class.
+        counts=np.maximum(np.rint(np.asarray(noisy.counts, dtype=np.float64)), 1.0),
+        # The grid rounding of the noise adds a little variance; the attack's model includes it.
+        noise_std_sum=float(math.sqrt(noisy.noise_std_sum**2 + noisy.grid_variance)),
+    )
+
+
+def audit(
+    inputs: AuditInputs, config: PipelineConfig, plan: LatentReleasePlan
+) -> tuple[Any, AuditSummary | AuditSkipped]:
+    """Run the default audit on ``inputs``; ``(full audit or None, summary)``."""
+    reason = audit_skip_reason(
+        members=inputs.member_latents.shape[0],
+        nonmembers=inputs.nonmember_latents.shape[0],
+        reference=0 if inputs.reference_latents is None else inputs.reference_latents.shape[0],
+    )
+    if reason is not None:
+        return None, AuditSkipped(reason)
+    full = inputs.run(delta=config.delta, seed=config.seed)
+    summary = audit_summary(
+        full,
+        claimed_epsilon=plan.epsilon,
+        claimed_delta=plan.delta,
+        claimed_mu=plan.mu,
+        adjacency=config.adjacency,
+    )
+    return full, summary
+
+
+# -- the job -----------------------------------------------------------------------------
+
+
+def run_pipeline(config: PipelineConfig, *, progress: ProgressFn | None = None) -> PipelineResult:
+    """Run the latent-statistic job once; see the module docstring for the stages.
+
+    Args:
+        config: The run's configuration.
+        progress: Optional callback receiving a
+            :class:`~privfed.progress.ProgressEvent` when each stage starts
+            and finishes.
+
+    Returns:
+        The result: a JSON-able :class:`PipelineReport` plus artefacts.
+
+    Raises:
+        ParameterError: On configurations the data cannot satisfy.
+        ProtocolAbort: If secure aggregation cannot complete.
+    """
+    if not isinstance(config, PipelineConfig):
+        raise ParameterTypeError("config", "a PipelineConfig", config)
+    clock = StageClock(progress)
+    with torch_threads(config.num_threads):
+        return _run(config, clock)
+
+
+def _run(config: PipelineConfig, clock: StageClock) -> PipelineResult:
+    device = torch.device(config.device)
+
+    clock.start("data", f"loading {config.dataset!r}")
+    data = load_data(config)
+    split = data.split
+    clock.finish(
+        "data",
+        f"{len(split.public)} public / {len(split.private)} private / {len(split.test)} test; "
+        f"{config.num_clients} clients ({config.partition}), {data.empty_clients} empty",
+    )
+
+    clock.start("codec", f"fitting {config.codec!r} on the public split")
+    codec = fit_codec(config, split.public)
+    spec = release_spec(config, codec, num_classes=data.num_classes, max_records=len(split.private))
+    clock.finish("codec", f"d={spec.dim}, R={spec.clip_norm:.4g}, f={spec.bits} bits")
+
+    clock.start("clients", "encoding and computing exact statistics")
+    latents = encode(codec, split.private.images, device)
+    client_stats = [
+        client_statistics(latents[idx], split.private.labels[idx], spec, device)
+        for idx in data.clients
+    ]
+    clock.finish("clients", f"{spec.num_values} ring values per client")
+
+    dropouts = dropout_plan(config)
+    threshold = threshold_for(config.num_clients)
+    clock.start("secagg", f"secure aggregation, threshold {threshold}, dropouts {_named(dropouts)}")
+    agg = aggregate(client_stats, spec, threshold=threshold, dropouts=dropouts)
+    clock.finish(
+        "secagg",
+        f"{len(agg.survivors)} survivors, {agg.aggregate.total_records} records, exact",
+    )
+
+    clock.start(
+        "release", f"planning (epsilon={config.epsilon}, delta={config.delta}, {config.adjacency})"
+    )
+    rel = release(agg.aggregate, config, spec)
+    clock.finish(
         "release",
-        f"sigma_sum={plan.noise_std_sum:.4g}, sigma_second={plan.noise_std_second_moment:.4g}",
+        f"sigma_sum={rel.plan.noise_std_sum:.4g}, "
+        f"sigma_second={rel.plan.noise_std_second_moment:.4g}",
     )
 
-    say("synthesis", "fitting class Gaussians, sampling, decoding")
-    gaussians = fit_class_gaussians(release)
-    synth_latents, synth_images, synth_labels = _synthesise(
-        codec, gaussians, config, device, offset=1
-    )
-    done("synthesis", f"{synth_labels.size} synthetic images")
+    clock.start("synthesis", "fitting class Gaussians, sampling, decoding")
+    gaussians = fit_class_gaussians(rel.noisy)
+    synthetic = synthesize(codec, gaussians, config, device, offset=1)
+    clock.finish("synthesis", f"{synthetic.labels.size} synthetic images")
 
-    test_x = torch.from_numpy(np.array(split.test.images))
-    test_y = torch.from_numpy(np.array(split.test.labels))
-    say("train", "training the classifier on synthetic data")
-    acc_synth = _train_eval(synth_images, synth_labels, test_x, test_y, config, device)
-    done("train", f"accuracy {acc_synth:.4f} on real test data")
+    clock.start("train", "training the classifier on synthetic data")
+    acc_synth = train_evaluate(synthetic.images, synthetic.labels, split.test, config, device)
+    clock.finish("train", f"accuracy {acc_synth:.4f} on real test data")
 
     acc_real = acc_nondp = None
     if config.baselines:
-        say("baselines", "real private data, and noiseless synthetic data")
-        acc_real = _train_eval(
-            np.array(split.private.images),
-            np.array(split.private.labels),
-            test_x,
-            test_y,
-            config,
+        clock.start("baselines", "real private data, and noiseless synthetic data")
+        acc_real = train_evaluate(
+            np.array(split.private.images), np.array(split.private.labels), split.test, config,
             device,
         )
-        clean = fit_class_gaussians(nonprivate_release(aggregate))
-        _, clean_x, clean_y = _synthesise(codec, clean, config, device, offset=2)
-        acc_nondp = _train_eval(clean_x, clean_y, test_x, test_y, config, device)
-        done("baselines", f"real {acc_real:.4f}, non-DP synthetic {acc_nondp:.4f}")
+        clean = fit_class_gaussians(nonprivate_release(agg.aggregate))
+        clean_synthetic = synthesize(codec, clean, config, device, offset=2)
+        acc_nondp = train_evaluate(
+            clean_synthetic.images, clean_synthetic.labels, split.test, config, device
+        )
+        clock.finish("baselines", f"real {acc_real:.4f}, non-DP synthetic {acc_nondp:.4f}")
 
-    audit: SyntheticReleaseAudit | None = None
-    audit_inputs: dict[str, np.ndarray] | None = None
-    summary: dict[str, Any] | None = None
-    reason: str | None = None
+    full_audit: Any = None
+    inputs: AuditInputs | None = None
+    summary: AuditSummary | AuditSkipped | None = None
     if config.audit:
-        say("audit", "membership inference: members vs held-out test records")
-        member_parts = [np.asarray(clients[i], dtype=np.int64) for i in survivors]
+        clock.start("audit", "membership inference: members vs held-out test records")
+        member_parts = [np.asarray(data.clients[i], dtype=np.int64) for i in agg.survivors]
         members = np.sort(np.concatenate(member_parts)) if member_parts else np.zeros(0, np.int64)
-        audit_inputs = _audit_inputs(
-            codec,
-            split,
-            members,
-            latents,
-            stats_config,
-            release,
-            synth_latents,
-            synth_labels,
-            device,
-        )
-        reason = audit_skip_reason(
-            members=audit_inputs["member_latents"].shape[0],
-            nonmembers=audit_inputs["nonmember_latents"].shape[0],
-            reference=audit_inputs["reference_latents"].shape[0],
-        )
-    if config.audit and reason is not None:
-        audit_inputs, summary = None, {"skipped": reason}
-        done("audit", f"skipped: {reason}")
-    elif config.audit and audit_inputs is not None:
-        audit = audit_synthetic_release(
-            audit_inputs["member_latents"],
-            audit_inputs["nonmember_latents"],
-            audit_inputs["synthetic_latents"],
-            member_labels=audit_inputs["member_labels"],
-            nonmember_labels=audit_inputs["nonmember_labels"],
-            synthetic_labels=audit_inputs["synthetic_labels"],
-            reference_latents=audit_inputs["reference_latents"],
-            reference_labels=audit_inputs["reference_labels"],
-            noisy_sums=audit_inputs["noisy_sums"],
-            counts=audit_inputs["counts"],
-            noise_std_sum=float(audit_inputs["noise_std_sum"]),
-            delta=config.delta,
-            seed=config.seed,
-        )
-        summary = audit_summary(
-            audit,
-            claimed_epsilon=plan.epsilon,
-            claimed_delta=plan.delta,
-            claimed_mu=plan.mu,
-            adjacency=config.adjacency,
-        )
-        top = audit.best()
-        done(
-            "audit",
-            f"{len(audit.results)} attacks, best {top.attack.value} "
-            f"AUC {top.metrics.auc.estimate:.3f}",
-        )
+        inputs = audit_inputs(codec, split, members, latents, spec, rel.noisy, synthetic, device)
+        full_audit, summary = audit(inputs, config, rel.plan)
+        if isinstance(summary, AuditSkipped):
+            inputs = None
+            clock.finish("audit", f"skipped: {summary.reason}")
+        else:
+            top = full_audit.best()
+            clock.finish(
+                "audit",
+                f"{len(full_audit.results)} attacks, best {top.attack.value} "
+                f"AUC {top.metrics.auc.estimate:.3f}",
+            )
 
-    result_report = PipelineReport(
+    plan = rel.plan
+    report = PipelineReport(
         config=config.to_dict(),
         accuracy_synthetic=acc_synth,
         accuracy_real=acc_real,
@@ -598,127 +795,40 @@ def _run(config: PipelineConfig, progress: ProgressFn | None) -> PipelineResult:
         noise_std_sum=plan.noise_std_sum,
         noise_std_second_moment=plan.noise_std_second_moment,
         noise_std_count=plan.noise_std_count,
-        clip_norm=clip_norm,
-        latent_dim=codec.latent_dim,
-        fractional_bits=stats_config.bits,
-        payload_values_per_class=stats_config.values_per_class,
-        payload_values_per_client=stats_config.num_values,
-        payload_bytes_per_client=stats_config.payload_bytes,
-        secagg_bytes_per_client=secagg_bytes,
+        clip_norm=spec.clip_norm,
+        latent_dim=spec.dim,
+        fractional_bits=spec.bits,
+        payload_values_per_class=spec.values_per_class,
+        payload_values_per_client=spec.num_values,
+        payload_bytes_per_client=spec.payload_bytes,
+        secagg_bytes_per_client=agg.bytes_per_client,
         num_clients=config.num_clients,
-        empty_clients=empty,
-        dropped_clients={stage.name: list(ids) for stage, ids in dropouts.items()},
+        empty_clients=data.empty_clients,
+        dropped_clients={stage.name: list(ids) for stage, ids in agg.dropouts.items()},
         records_public=len(split.public),
         records_private=len(split.private),
-        records_aggregated=aggregate.total_records,
+        records_aggregated=agg.aggregate.total_records,
         records_test=len(split.test),
-        secagg_exact=True,
-        seconds=seconds,
-        ledger=json.loads(ledger.to_json()),
+        seconds=dict(clock.seconds),
+        ledger=json.loads(rel.ledger.to_json()),
         audit=summary,
     )
     return PipelineResult(
-        report=result_report,
-        ledger=ledger,
+        report=report,
+        ledger=rel.ledger,
         split=split,
-        client_indices=tuple(clients),
+        client_indices=data.clients,
         codec=codec,
-        aggregate=aggregate,
-        release=release,
+        aggregate=agg.aggregate,
+        release=rel.noisy,
         gaussians=gaussians,
-        synthetic_images=synth_images,
-        synthetic_labels=synth_labels,
-        synthetic_latents=synth_latents,
-        audit=audit,
-        audit_inputs=audit_inputs,
+        synthetic_images=synthetic.images,
+        synthetic_labels=synthetic.labels,
+        synthetic_latents=synthetic.latents,
+        audit=full_audit,
+        audit_inputs=inputs,
     )
 
 
-def _named(dropouts: dict[Stage, list[int]]) -> str:
+def _named(dropouts: Mapping[Stage, list[int]]) -> str:
     return ", ".join(f"{s.name}: {ids}" for s, ids in dropouts.items()) or "none"
-
-
-def _client_statistics(
-    latents: torch.Tensor, labels: np.ndarray, config: LatentStatisticsConfig, device: torch.device
-) -> LatentStatistics:
-    accumulator = LatentStatisticsAccumulator(config, device=device)
-    accumulator.update(latents, torch.from_numpy(np.array(labels)))
-    return accumulator.result()
-
-
-def _synthesise(
-    codec: Codec,
-    gaussians: ClassGaussians,
-    config: PipelineConfig,
-    device: torch.device,
-    *,
-    offset: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    latents, labels = gaussians.sample(config.samples_per_class, seed=config.seed * 1000 + offset)
-    images = codec.decode(torch.from_numpy(latents).to(device)).cpu().numpy()
-    return latents, images.astype(np.float32), labels
-
-
-def _audit_inputs(
-    codec: Codec,
-    split: DatasetSplit,
-    member_indices: np.ndarray,
-    private_latents: torch.Tensor,
-    stats_config: LatentStatisticsConfig,
-    release: NoisyLatentStatistics,
-    synthetic_latents: np.ndarray,
-    synthetic_labels: np.ndarray,
-    device: torch.device,
-) -> dict[str, np.ndarray]:
-    """Arrays of ``audit_inputs.npz``; see :mod:`privfed.engines.latent.audit` for the roles."""
-    # The statistics' own quantizer: member rows are then exactly what was summed.
-    quantizer = LatentStatisticsAccumulator(stats_config, device=device)
-    grid = math.ldexp(1.0, -stats_config.bits)
-
-    def clipped(latents: torch.Tensor) -> np.ndarray:
-        if latents.shape[0] == 0:
-            return np.zeros((0, stats_config.dim))
-        q = quantizer.quantize(latents).cpu().numpy().astype(np.float64)
-        return q * grid
-
-    def encode(images: np.ndarray) -> torch.Tensor:
-        return codec.encode(torch.from_numpy(images).to(device)).to(torch.float64).cpu()
-
-    private_labels = np.asarray(split.private.labels, dtype=np.int64)
-    return {
-        "member_latents": clipped(private_latents[torch.from_numpy(member_indices)]),
-        "member_labels": private_labels[member_indices],
-        "nonmember_latents": clipped(encode(np.array(split.test.images))),
-        "nonmember_labels": np.asarray(split.test.labels, dtype=np.int64),
-        "synthetic_latents": np.asarray(synthetic_latents, dtype=np.float64),
-        "synthetic_labels": np.asarray(synthetic_labels, dtype=np.int64),
-        "reference_latents": clipped(encode(np.array(split.public.images))),
-        "reference_labels": np.asarray(split.public.labels, dtype=np.int64),
-        "noisy_sums": np.array(release.sums, dtype=np.float64),
-        # What the attacker sees: exact counts when public, else rounded noisy
-        # ones; floored at 1 because the attack's model needs a record per class.
-        "counts": np.maximum(np.rint(np.asarray(release.counts, dtype=np.float64)), 1.0),
-        # The grid rounding of the noise adds a little variance; the attack's model includes it.
-        "noise_std_sum": np.asarray(
-            math.sqrt(release.noise_std_sum**2 + release.grid_variance), dtype=np.float64
-        ),
-    }
-
-
-def _train_eval(
-    images: np.ndarray,
-    labels: np.ndarray,
-    test_x: torch.Tensor,
-    test_y: torch.Tensor,
-    config: PipelineConfig,
-    device: torch.device,
-) -> float:
-    model = train_classifier(
-        torch.from_numpy(images),
-        torch.from_numpy(labels),
-        num_classes=int(max(int(test_y.max()) + 1, int(labels.max()) + 1, 2)),
-        epochs=config.classifier_epochs,
-        seed=config.seed,
-        device=device,
-    )
-    return evaluate_classifier(model, test_x, test_y, device=device)

@@ -53,6 +53,7 @@ from privfed.dp import (
     sum_sensitivity,
 )
 from privfed.dp.noise import MAX_INTEGER_SCALE
+from privfed.engines.latent.accounting import record_latent_release
 from privfed.engines.latent.statistics import LatentStatistics, packed_size, unpack_symmetric
 from privfed.errors import ParameterError, ParameterTypeError
 
@@ -296,7 +297,8 @@ def release_latent_statistics(
     if where is NoisePlacement.GRID:
         _grid_scale(plan.noise_std_sum, cfg.bits, "noise_std_sum")
         _grid_scale(plan.noise_std_second_moment, 2 * cfg.bits, "noise_std_second_moment")
-    ledger.record_latent_release(
+    record_latent_release(
+        ledger,
         plan,
         partitions=list(range(cfg.num_classes)),
         sampler=ROUNDED_GAUSSIAN_SAMPLER if where is NoisePlacement.GRID else GAUSSIAN_SAMPLER,
