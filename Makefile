@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/privfed run
+	$(VENV)/bin/privfed run --overwrite
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks examples

@@ -3,6 +3,8 @@
 python examples/pipeline.py
 """
 
+import tempfile
+
 from privfed.pipeline import PipelineConfig, run_pipeline
 from privfed.progress import format_event
 
@@ -14,7 +16,7 @@ print(
     f"real-data accuracy {report.accuracy_real:.3f}, at epsilon={report.epsilon}"
 )
 # The default membership-inference audit: one entry per attack, next to the claim.
-audit = report.audit or {"claimed": {}, "attacks": {}}  # None only with audit=False
+audit = report.audit.to_dict() if report.audit else {"claimed": {}, "attacks": {}}
 claimed = audit["claimed"]
 for name, attack in audit["attacks"].items():
     auc = attack["auc"]
@@ -23,5 +25,8 @@ for name, attack in audit["attacks"].items():
         f"epsilon >= {attack['epsilon_lower_bound']:.2f} (claimed {claimed['epsilon']:g}), "
         f"mu >= {attack['mu_lower_bound']:.2f} (claimed {claimed['mu']:.2f})"
     )
-# report.json, ledger.json, samples.png, audit_inputs.npz (for `privfed audit --run-dir`)
-result.write("privfed-run")
+# The release (release.json, ledger.json, samples.png, synthetic.npz) and the evaluation
+# (evaluation.json, audit_inputs.npz for `privfed audit --run-dir`), in a fresh directory.
+out = tempfile.mkdtemp(prefix="privfed-example-")
+for kind, path in result.write(out).items():
+    print(f"{kind:>12}: {path}")

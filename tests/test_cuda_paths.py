@@ -497,9 +497,10 @@ def test_cli_latent_run_on_device(tmp_path: Path) -> None:
     args += ["--latent-dim", "4", "--partition", "iid", "--noise-seed", "1", "--no-audit"]
     code = main([*args, "--quiet", "--device", DEVICE, "--output-dir", str(tmp_path)])
     assert code == 0
-    report = json.loads((tmp_path / "report.json").read_text())
-    assert report["config"]["device"] == DEVICE
-    assert "secagg" in report["seconds"] and report["num_clients"] == 4
+    release = json.loads((tmp_path / "release.json").read_text())
+    report = json.loads((tmp_path / "evaluation.json").read_text())
+    assert release["public"]["config"]["device"] == DEVICE
+    assert "secagg" in report["seconds"] and release["public"]["num_clients"] == 4
     assert 0.0 <= report["accuracy_synthetic"] <= 1.0
     assert 0.5 < report["accuracy_real"] <= 1.0  # the real-data baseline, trained on the device
 
@@ -509,8 +510,9 @@ def test_cli_factory_run_on_device(tmp_path: Path) -> None:
     args += ["--samples-per-class", "100", "--no-baselines", "--no-audit", "--quiet"]
     code = main([*args, "--device", DEVICE, "--output-dir", str(tmp_path)])
     assert code == 0
-    report = json.loads((tmp_path / "report.json").read_text())
-    assert report["engine"] == "factory" and report["config"]["device"] == DEVICE
+    release = json.loads((tmp_path / "release.json").read_text())
+    report = json.loads((tmp_path / "evaluation.json").read_text())
+    assert report["engine"] == "factory" and release["public"]["config"]["device"] == DEVICE
     assert report["num_factories"] == 10
     assert report["factory_accuracy"] > 0.6  # classifier trained on the device (CPU: 0.85)
 

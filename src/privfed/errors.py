@@ -29,6 +29,7 @@ __all__ = [
     "KeyAgreementError",
     "LedgerError",
     "MessageFormatError",
+    "MissingDependencyError",
     "NonFiniteInputError",
     "ParameterError",
     "ParameterTypeError",
@@ -217,3 +218,25 @@ class ArtifactIntegrityError(PrivfedError, ValueError):
         self.artifact = artifact
         self.reason = reason
         super().__init__(f"artifact {artifact!r} failed verification: {reason}")
+
+
+class MissingDependencyError(PrivfedError, ImportError):
+    """An optional dependency is not installed.
+
+    The message names the feature that needs it and the extra that installs it,
+    e.g. ``privfed run needs 'torch' (not installed): pip install 'privfed[engines]'``.
+
+    Attributes:
+        package: The missing import name (``"torch"``).
+        extra: The privfed extra that provides it (``"engines"``).
+        feature: What needed it (``"privfed run"``).
+    """
+
+    def __init__(self, package: str, extra: str, *, feature: str) -> None:
+        self.package = package
+        self.extra = extra
+        self.feature = feature
+        super().__init__(
+            f"{feature} needs {package!r} (not installed): pip install 'privfed[{extra}]'",
+            name=package,
+        )

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from privfed.audit import membership_metrics, write_audit_report
-from privfed.cli.audit import AUDIT_INPUTS_FILENAME, register
+from privfed.cli.audit import _DEFAULTS, AUDIT_INPUTS_FILENAME, register
 from privfed.errors import ParameterError, ParameterTypeError
 
 
@@ -126,3 +129,184 @@ def test_report_writer_validates_before_writing(tmp_path: Path) -> None:
         write_audit_report(tmp_path / "y")
     paths = write_audit_report(tmp_path / "z", attacks={"a": metrics}, plot=False)
     assert paths.roc_plot is None and paths.json.exists()
+
+
+def _refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """Run ``privfed audit`` expecting a refusal; return its single stderr line.
+
+    argparse refusals end in ``SystemExit(2)``, later ones in the return value
+    2; either way exactly one line ``privfed audit: error: ...``, no traceback.
+    """
+    try:
+        code = _run(argv)
+    except SystemExit as exc:
+        code = exc.code
+    captured = capsys.readouterr()
+    assert code == 2, captured
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("privfed audit: error: ")
+    return lines[0]
+
+
+def _help_entries(text: str) -> dict[str, str]:
+    """Option -> its whole help entry (wrapped lines joined) in ``--help`` output."""
+    entries: dict[str, str] = {}
+    current: str | None = None
+    for line in text.splitlines():
+        if line.startswith("  -"):
+            current = line.split()[0].rstrip(",")
+            entries[current] = line.strip()
+        elif current is not None and line.startswith("   "):
+            entries[current] += " " + line.strip()
+        else:
+            current = None
+    return entries
+
+
+def test_help_states_the_defaults_of_the_table(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--help`` and the defaults actually used (``_DEFAULTS``) cannot disagree."""
+    monkeypatch.setenv("COLUMNS", "400")  # no wrapping inside a value
+    parser = argparse.ArgumentParser(prog="privfed")
+    register(parser.add_subparsers(dest="command"))
+    with pytest.raises(SystemExit):
+        parser.parse_args(["audit", "--help"])
+    text = capsys.readouterr().out
+    assert "(default: None)" not in text
+    entries = _help_entries(text)
+    checked = 0
+    for key, value in _DEFAULTS.items():
+        option = "--" + key.replace("_", "-")
+        assert option in entries, option
+        if value is None or isinstance(value, bool):
+            continue
+        found = re.search(r"\(default: ([^)]*)\)", entries[option])
+        assert found is not None, entries[option]
+        shown = found.group(1)
+        if isinstance(value, str):
+            assert shown == value, (option, shown, value)
+        else:
+            assert type(value)(shown) == value, (option, shown, value)
+        checked += 1
+    assert checked >= 10  # out, delta, significance, confidence, fprs, seed, ...
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["--fprs", "1e-1,,1e-3"], "--fprs"),
+        (["--fprs", "0.1,"], "--fprs"),
+        (["--fprs", "0.1,nan"], "--fprs"),
+        (["--fprs", "0.1,2"], "--fprs"),
+        (["--threshold-selection", "bonferroni", "--thresholds", "0,,1"], "--thresholds"),
+        (["--threshold-selection", "bonferroni", "--thresholds", "0,inf"], "--thresholds"),
+        (["--threshold-selection", "fixed", "--threshold", "nan"], "--threshold"),
+        (["--self-audit", "--epsilon", "1,,4"], "--epsilon"),
+        (["--self-audit", "--epsilon", "1,-4"], "--epsilon"),
+        (["--self-audit", "--epsilon", "1,inf"], "--epsilon"),
+        (["--self-audit", "--epsilon", "nan"], "--epsilon"),
+        (["--delta", "nan"], "--delta"),
+        (["--delta", "abc"], "--delta"),
+        (["--significance", "inf"], "--significance"),
+        (["--confidence", "1.5"], "--confidence"),
+        (["--calibration-fraction", "nan"], "--calibration-fraction"),
+        (["--seed", "-1"], "--seed"),
+    ],
+)
+def test_bad_lists_and_numbers_are_refused_before_any_work(
+    argv: list[str],
+    option: str,
+    tmp_path: Path,
+    score_file: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Nothing is skipped silently (``1,,4`` is not ``1,4``) and NaN/inf/out-of-range fail."""
+    out = tmp_path / "out"
+    small = ["--trials", "1000", "--calibration-trials", "1000"]  # should a refusal regress
+    line = _refused(
+        ["--scores", str(score_file), "--no-plot", "--out", str(out), *small, *argv], capsys
+    )
+    assert option in line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("config", "option"),
+    [
+        ({"scores": 5}, "--scores"),
+        ({"delta": "abc"}, "--delta"),
+        ({"no_plot": "yes"}, "--no-plot"),
+        ({"fprs": [0.1, None]}, "--fprs"),
+        ({"epsilon": "1,,4", "self_audit": True}, "--epsilon"),
+    ],
+)
+def test_a_bad_config_value_names_the_option(
+    config: dict[str, object],
+    option: str,
+    tmp_path: Path,
+    score_file: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = tmp_path / "audit.json"
+    path.write_text(json.dumps({"scores": str(score_file), **config}))
+    assert option in _refused(["--config", str(path), "--out", str(tmp_path / "o")], capsys)
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("corrupt.npz", b"PK\x03\x04 not really a zip archive"),
+        ("latin1.csv", b"score,member\n\xe9,1\n"),
+        ("short.csv", b"score,member\n1.0\n"),
+        ("nameless.csv", b"score,member\n,1\n"),
+    ],
+)
+def test_an_unreadable_score_file_is_one_line_naming_it(
+    name: str, content: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    line = _refused(["--scores", str(path), "--no-plot", "--out", str(tmp_path / "o")], capsys)
+    assert str(path) in line
+
+
+def test_an_out_that_is_a_file_is_refused_before_any_work(
+    tmp_path: Path, score_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "taken"
+    out.write_text("not a directory")
+    line = _refused(["--scores", str(score_file), "--no-plot", "--out", str(out)], capsys)
+    assert "--out" in line
+    assert out.read_text() == "not a directory"
+
+
+def _audit_without_matplotlib(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    code = (
+        "import sys; sys.modules['matplotlib'] = None\n"
+        "from privfed.cli import main\n"
+        f"sys.exit(main(['audit', *{argv!r}]))\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_missing_matplotlib_is_named_before_any_work(tmp_path: Path, score_file: Path) -> None:
+    out = tmp_path / "out"
+    proc = _audit_without_matplotlib(["--scores", str(score_file), "--out", str(out)])
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("privfed audit: error: ")
+    assert "pip install 'privfed[plots]'" in line and "roc.png" in line
+    assert not out.exists()
+
+
+def test_no_plot_needs_no_matplotlib(tmp_path: Path, score_file: Path) -> None:
+    out = tmp_path / "out"
+    proc = _audit_without_matplotlib(["--scores", str(score_file), "--out", str(out), "--no-plot"])
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "audit.json").is_file() and not (out / "roc.png").exists()

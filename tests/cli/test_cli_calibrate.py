@@ -59,3 +59,60 @@ def test_module_import_is_light() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert out == "False"
+
+
+BASE = ["calibrate", "--epsilon", "1", "--clip-norm", "1", "--dim", "4"]
+
+
+def _refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """Run a command that must be refused; return its single stderr line.
+
+    argparse refusals end in ``SystemExit(2)``, later ones in the return value
+    2; either way exactly one line ``privfed calibrate: error: ...``.
+    """
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    captured = capsys.readouterr()
+    assert code == 2, captured
+    assert captured.out == ""
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("privfed calibrate: error: ")
+    return lines[0]
+
+
+@pytest.mark.parametrize("value", ["1,,4", "1,4", "nan", "inf", "-inf", "-1", "0", "x"])
+def test_a_bad_epsilon_is_refused_in_one_line(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = _refused([*BASE, "--epsilon", value], capsys)
+    assert "--epsilon" in line
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--delta", "nan"),
+        ("--delta", "1"),
+        ("--delta", "0,1"),
+        ("--clip-norm", "inf"),
+        ("--clip-norm", "-2"),
+        ("--clip-norm", "1e300"),  # its square overflows
+        ("--dim", "0"),
+        ("--dim", "2.5"),
+        ("--split", "nan"),
+        ("--split", "0"),
+        ("--split", "1"),
+    ],
+)
+def test_every_bad_value_names_its_option(
+    option: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert option in _refused([*BASE, option, value], capsys)
+
+
+def test_a_missing_required_option_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    line = _refused(["calibrate", "--epsilon", "1", "--dim", "4"], capsys)
+    assert "--clip-norm" in line

@@ -2,7 +2,9 @@
 
 Score convention everywhere: **higher score means "more likely a member"**.
 
-Pure layer (numpy + scipy + privfed.dp; never torch):
+Pure layer (numpy + scipy + privfed.dp; never torch).  scipy is imported by the
+functions that use it, so ``import privfed.audit`` loads neither scipy.stats nor
+scipy.special:
 
 * :mod:`~privfed.audit.metrics` -- ROC, AUC and TPR at fixed FPRs, each with a
   confidence interval (Clopper–Pearson, DeLong or seeded bootstrap).

@@ -38,12 +38,11 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats
 
-from privfed.audit._validation import (
-    as_score_vector,
-    check_positive_int,
+from privfed._checks import (
+    check_int,
     check_probability,
+    check_vector,
 )
 from privfed.errors import AuditError, ParameterError, ParameterTypeError
 
@@ -130,8 +129,8 @@ class PrivacyLowerBound:
         check_probability("significance", self.significance, open_low=True, open_high=True)
         check_probability("fpr_upper", self.fpr_upper, open_low=False, open_high=False)
         check_probability("fnr_upper", self.fnr_upper, open_low=False, open_high=False)
-        check_positive_int("num_nonmembers", self.num_nonmembers)
-        check_positive_int("num_members", self.num_members)
+        check_int("num_nonmembers", self.num_nonmembers, minimum=1, numpy=True)
+        check_int("num_members", self.num_members, minimum=1, numpy=True)
         if not 0 <= self.false_positives <= self.num_nonmembers:
             raise ParameterError(
                 "false_positives", "an int in [0, num_nonmembers]", self.false_positives
@@ -142,7 +141,7 @@ class PrivacyLowerBound:
             )
         if not isinstance(self.selection, ThresholdSelection):
             raise ParameterError("selection", "a ThresholdSelection", self.selection)
-        check_positive_int("num_thresholds", self.num_thresholds)
+        check_int("num_thresholds", self.num_thresholds, minimum=1, numpy=True)
 
     @property
     def confidence(self) -> float:
@@ -178,6 +177,8 @@ def _eps_from_rates(
 
 
 def _mu_from_rates(fpr: NDArray[np.float64], fnr: NDArray[np.float64]) -> NDArray[np.float64]:
+    from scipy import stats  # imported here: loading scipy.stats costs ~1 s
+
     # Rates come from Clopper–Pearson upper bounds, which are > 0, so μ is finite.
     mu = np.asarray(stats.norm.isf(fpr) - stats.norm.ppf(fnr), dtype=np.float64)
     return np.maximum(np.nan_to_num(mu, nan=0.0, neginf=0.0), 0.0)
@@ -218,6 +219,8 @@ def mu_lower_bound_from_rates(fpr_upper: float, fnr_upper: float) -> float:
 
 def _cp_upper(k: NDArray[np.int64], n: int, alpha: float) -> NDArray[np.float64]:
     """Vectorised one-sided Clopper–Pearson upper bound at level 1 − alpha."""
+    from scipy import stats  # imported here: loading scipy.stats costs ~1 s
+
     k = np.asarray(k)
     out = np.ones(k.shape, dtype=np.float64)
     inner = k < n
@@ -316,8 +319,8 @@ def lower_bound_at_threshold(
     Returns:
         A :class:`PrivacyLowerBound` with ``selection=FIXED``.
     """
-    members = as_score_vector("member_scores", member_scores)
-    nonmembers = as_score_vector("nonmember_scores", nonmember_scores)
+    members = check_vector("member_scores", member_scores)
+    nonmembers = check_vector("nonmember_scores", nonmember_scores)
     t = _check_threshold("threshold", threshold)
     d, a = _check_common(delta, significance)
     return _make(
@@ -371,9 +374,9 @@ def lower_bound_bonferroni(
     Returns:
         A :class:`PrivacyLowerBound` with ``selection=BONFERRONI``.
     """
-    members = as_score_vector("member_scores", member_scores)
-    nonmembers = as_score_vector("nonmember_scores", nonmember_scores)
-    grid = as_score_vector("thresholds", thresholds)
+    members = check_vector("member_scores", member_scores)
+    nonmembers = check_vector("nonmember_scores", nonmember_scores)
+    grid = check_vector("thresholds", thresholds)
     d, a = _check_common(delta, significance)
     obj = _check_objective(objective)
     k = grid.size
@@ -431,10 +434,10 @@ def lower_bound_held_out(
     Returns:
         A :class:`PrivacyLowerBound` with ``selection=HELD_OUT``.
     """
-    cal_m = as_score_vector("calibration_member_scores", calibration_member_scores)
-    cal_n = as_score_vector("calibration_nonmember_scores", calibration_nonmember_scores)
-    members = as_score_vector("member_scores", member_scores)
-    nonmembers = as_score_vector("nonmember_scores", nonmember_scores)
+    cal_m = check_vector("calibration_member_scores", calibration_member_scores)
+    cal_n = check_vector("calibration_nonmember_scores", calibration_nonmember_scores)
+    members = check_vector("member_scores", member_scores)
+    nonmembers = check_vector("nonmember_scores", nonmember_scores)
     d, a = _check_common(delta, significance)
     obj = _check_objective(objective)
     candidates = _candidate_thresholds(cal_m, cal_n)
@@ -540,6 +543,8 @@ def empirical_privacy_lower_bound(
 
 
 def _one_run_p(m: int, r: int, v: int, epsilon: float, delta: float) -> float:
+    from scipy import stats  # imported here: loading scipy.stats costs ~1 s
+
     q = float(_expit(epsilon))
     tail = float(stats.binom.sf(v - 1, r, q))  # P[Bin(r, q) >= v]
     if delta == 0.0 or v == 0:
@@ -562,11 +567,11 @@ def _expit(x: float) -> float:
 def _check_one_run(
     num_canaries: Any, num_guesses: Any, num_correct: Any, delta: Any
 ) -> tuple[int, int, int, float]:
-    m = check_positive_int("num_canaries", num_canaries)
-    r = check_positive_int("num_guesses", num_guesses, minimum=0)
+    m = check_int("num_canaries", num_canaries, minimum=1, numpy=True)
+    r = check_int("num_guesses", num_guesses, minimum=0, numpy=True)
     if r > m:
         raise ParameterError("num_guesses", f"an int in [0, num_canaries={m}]", num_guesses)
-    v = check_positive_int("num_correct", num_correct, minimum=0)
+    v = check_int("num_correct", num_correct, minimum=0, numpy=True)
     if v > r:
         raise ParameterError("num_correct", f"an int in [0, num_guesses={r}]", num_correct)
     d = check_probability("delta", delta, open_low=False, open_high=True)
@@ -725,7 +730,7 @@ def one_run_audit(
     Returns:
         A :class:`OneRunAudit`.
     """
-    scores = as_score_vector("canary_scores", canary_scores)
+    scores = check_vector("canary_scores", canary_scores)
     included = np.asarray(canary_included)
     if included.shape != scores.shape or included.dtype != np.bool_:
         raise ParameterError(
@@ -734,7 +739,7 @@ def one_run_audit(
             f"{included.dtype} {included.shape}",
         )
     m = scores.size
-    r = check_positive_int("num_guesses", num_guesses)
+    r = check_int("num_guesses", num_guesses, minimum=1, numpy=True)
     if r > m:
         raise ParameterError("num_guesses", f"an int in [1, {m}]", num_guesses)
     d = check_probability("delta", delta, open_low=False, open_high=True)

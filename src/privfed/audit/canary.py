@@ -8,7 +8,7 @@ module tests that claim empirically, the way a sceptical auditor would:
    neighbouring datasets whose release differs the most after whitening by
    the noise (for REPLACE_ONE, two latents of norm R at the angle that
    maximises the joint change; for ADD_REMOVE, one latent of norm R).
-2. Simulate the release many times with the canary in ("member" trials) and
+2. Produce the release many times with the canary in ("member" trials) and
    out ("non-member" trials).  The other records are known to the attacker
    (the strongest threat model), so their contribution cancels.
 3. Run the **optimal attack**: by Neyman–Pearson, the likelihood ratio of two
@@ -22,18 +22,32 @@ when the implementation is correct; with enough trials it comes close to the
 claim (``tightness = μ_lb / μ``).  A release with too little noise is caught
 (``violation_detected``), which the tests check on a half-noise release.
 
-Two simulation modes trade realism for speed:
+What is audited depends on where the releases of step 2 come from
+(:attr:`CanaryAuditResult.audited` says it in words):
 
-* :attr:`SimulationMode.SUFFICIENT_STATISTIC` samples the one-dimensional
-  attack statistic directly from its exact distribution (millions of trials per
-  second).  It audits the *accounting* (sensitivities, calibration, budget split).
-* :attr:`SimulationMode.FULL_RELEASE` samples every noisy coordinate of the
-  release with a caller-supplied noise sampler (e.g. privfed's own) and
-  projects.  It also audits the *sampler* (scale, independence across
-  coordinates), at a cost linear in the release size.
+* :attr:`SimulationMode.RELEASE_CODE` runs a **real release**: the mechanism
+  is injected as a :class:`CanaryGame` whose ``release(with_canary, seed)``
+  runs the code under test on the two neighbouring datasets and returns what
+  it published.  This audits the release code itself (noise placement,
+  scale, sampler, what is published).  The adapter for the latent engine,
+  which builds neighbouring ``LatentStatistics`` and calls
+  ``release_latent_statistics``, is :mod:`privfed.engines.latent.self_audit`
+  (this module never imports the engines).
+* :attr:`SimulationMode.SUFFICIENT_STATISTIC` (*simulated*) samples the
+  one-dimensional attack statistic directly from the distribution the claimed
+  noise stds imply (millions of trials per second).  It checks the accounting
+  arithmetic only (sensitivities, calibration, budget split), not the release
+  code: a bug in the release cannot show up in it.
+* :attr:`SimulationMode.FULL_RELEASE` (*simulated*) samples every noisy
+  coordinate of a model of the release with a caller-supplied noise sampler
+  (e.g. privfed's own) and projects.  It also checks the *sampler* (scale,
+  independence across coordinates), still not the release code.
 
-The simulation's own randomness is seeded for reproducibility; it protects
-nothing and is unrelated to the noise of a real release.
+The randomness of a simulation is seeded for reproducibility; it protects
+nothing and is unrelated to the noise of a real release.  A real-release audit
+passes each release a fresh seed derived from ``seed`` (reproducible), or
+``None`` when ``seed`` is ``None``, so the release draws its noise from its
+own CSPRNG.
 """
 
 from __future__ import annotations
@@ -47,9 +61,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from privfed.audit._validation import (
-    check_positive_float,
-    check_positive_int,
+from privfed._checks import (
+    check_float,
+    check_int,
     check_probability,
     check_seed,
 )
@@ -57,31 +71,52 @@ from privfed.audit.bounds import PrivacyLowerBound, lower_bound_held_out
 from privfed.errors import AuditError, ParameterError, ParameterTypeError
 
 __all__ = [
+    "SIMULATED_LABEL",
     "CanaryAuditResult",
+    "CanaryGame",
+    "CanaryRelease",
     "NoiseSampler",
     "ReleaseComponent",
     "SimulationMode",
+    "audit_canary_game",
     "audit_gaussian_mechanism",
     "audit_gaussian_release",
     "audit_latent_release",
     "self_audit",
     "worst_case_latent_canary",
+    "worst_case_latent_records",
 ]
 
 #: ``sampler(shape, noise_std, seed=...) -> array`` of i.i.d. N(0, noise_std²) float64 values;
 #: privfed.dp.noise.gaussian_noise has this signature.
 NoiseSampler = Callable[..., Any]
 
+#: ``release(with_canary, seed) -> observations``: run the release under audit once on
+#: the neighbouring dataset with (``True``) or without (``False``) the canary and return
+#: what it published, flattened: float64 of shape ``(m, k)`` (``m >= 1`` independent
+#: releases, e.g. one per disjoint class) or ``(k,)``.  ``seed`` is an int for a
+#: reproducible release or ``None`` for the release's own fresh (CSPRNG) noise.
+CanaryRelease = Callable[[bool, int | None], Any]
+
+#: What a simulated audit checks, in the words every result and report shows.
+SIMULATED_LABEL = "simulated: checks the accounting arithmetic only, not the release code"
+_FULL_RELEASE_LABEL = (
+    "simulated with the given noise sampler: checks the accounting arithmetic and the "
+    "sampler only, not the release code"
+)
+
 _FULL_CHUNK_VALUES = 1 << 22  # values per chunk in FULL_RELEASE mode (~32 MiB of float64)
 
 
 class SimulationMode(enum.Enum):
-    """How the canary audit simulates the release."""
+    """Where the canary audit's releases come from."""
 
-    #: Sample the optimal attack's statistic from its exact distribution (fast).
+    #: Simulated: sample the optimal attack's statistic from its exact distribution (fast).
     SUFFICIENT_STATISTIC = "sufficient-statistic"
-    #: Sample every noisy coordinate with a noise sampler, then project (slow, audits the sampler).
+    #: Simulated: sample every noisy coordinate with a noise sampler, then project.
     FULL_RELEASE = "full-release"
+    #: Real: run the release code under audit (a :class:`CanaryGame`), then project.
+    RELEASE_CODE = "release-code"
 
 
 @dataclass(frozen=True)
@@ -103,7 +138,7 @@ class ReleaseComponent:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ParameterError("name", "a non-empty str", self.name)
-        check_positive_float("noise_std", self.noise_std)
+        check_float("noise_std", self.noise_std, low=0, open_low=True)
         shift = np.asarray(self.canary_shift, dtype=np.float64)
         if shift.ndim != 1 or shift.size < 1:
             raise ParameterError("canary_shift", "a non-empty 1-D array", f"shape {shift.shape}")
@@ -126,18 +161,28 @@ class CanaryAuditResult:
         claimed_mu: μ the accounting claims (e.g. ``LatentReleasePlan.mu``).
         claimed_epsilon: ε the accounting claims at ``delta``.
         delta: δ of the claim and of ``epsilon_bound``.
-        noise_scale: Actual noise std / claimed noise std used by the
-            simulation (1.0 audits the release as calibrated; 0.5 simulates a
-            bug that halves the noise).
-        canary_mu: Exact μ of the simulated release for this canary,
+        noise_scale: Actual noise std / claimed noise std that the auditor put
+            in on purpose: in a simulation, the scale simulated; for release
+            code, the scale a deliberately broken release was built with (1.0
+            audits the release as calibrated; 0.5 a bug that halves the noise).
+            Informational for release code: the audit measures the code, it
+            never uses this number.
+        canary_mu: Exact μ of this canary's pair if the noise were exactly the
+            claimed noise times ``noise_scale``,
             √(Σ‖shift‖²/σ_claimed²) / noise_scale; equals ``claimed_mu`` when
             the canary is worst-case and the accounting is exact.
         mu_bound: Bound whose held-out threshold maximised μ_lb.
         epsilon_bound: Bound whose held-out threshold maximised ε_lb.
         num_trials: Evaluation trials per hypothesis (canary in / out).
         num_calibration_trials: Calibration trials per hypothesis (threshold choice).
-        mode: The simulation mode.
+        mode: Where the releases came from (simulated or release code).
         significance: α of each bound (each holds with probability ≥ 1 − α).
+        mechanism: For ``RELEASE_CODE``, what was run (a non-empty description
+            naming the release function); empty for simulations.
+        mu_attack: The attack behind ``mu_bound``: ``"joint"`` (the projection
+            on the whole whitened canary shift; the only one in simulations)
+            or the name of the single block a real-release audit chose.
+        epsilon_attack: The attack behind ``epsilon_bound``.
     """
 
     claimed_mu: float
@@ -151,18 +196,49 @@ class CanaryAuditResult:
     num_calibration_trials: int
     mode: SimulationMode
     significance: float
+    mechanism: str = ""
+    mu_attack: str = "joint"
+    epsilon_attack: str = "joint"
 
     def __post_init__(self) -> None:
-        check_positive_float("claimed_mu", self.claimed_mu, allow_zero=True)
-        check_positive_float("claimed_epsilon", self.claimed_epsilon, allow_zero=True)
+        check_float("claimed_mu", self.claimed_mu, low=0)
+        check_float("claimed_epsilon", self.claimed_epsilon, low=0)
         check_probability("delta", self.delta, open_low=False, open_high=True)
-        check_positive_float("noise_scale", self.noise_scale)
-        check_positive_float("canary_mu", self.canary_mu, allow_zero=True)
-        check_positive_int("num_trials", self.num_trials)
-        check_positive_int("num_calibration_trials", self.num_calibration_trials)
+        check_float("noise_scale", self.noise_scale, low=0, open_low=True)
+        check_float("canary_mu", self.canary_mu, low=0)
+        check_int("num_trials", self.num_trials, minimum=1, numpy=True)
+        check_int("num_calibration_trials", self.num_calibration_trials, minimum=1, numpy=True)
         if not isinstance(self.mode, SimulationMode):
             raise ParameterError("mode", "a SimulationMode", self.mode)
         check_probability("significance", self.significance, open_low=True, open_high=True)
+        if not isinstance(self.mechanism, str):
+            raise ParameterTypeError("mechanism", "a str", self.mechanism)
+        if (self.mode is SimulationMode.RELEASE_CODE) != bool(self.mechanism):
+            raise ParameterError(
+                "mechanism", "non-empty exactly when mode is RELEASE_CODE", self.mechanism
+            )
+        for name in ("mu_attack", "epsilon_attack"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value:
+                raise ParameterError(name, "a non-empty str", value)
+
+    @property
+    def simulated(self) -> bool:
+        """True when the releases were simulated (the release code was not run)."""
+        return self.mode is not SimulationMode.RELEASE_CODE
+
+    @property
+    def audited(self) -> str:
+        """What this audit checks, in words (shown in reports).
+
+        ``"release code: ..."`` for a real release, :data:`SIMULATED_LABEL`
+        (or its full-release variant) for a simulation.
+        """
+        if self.mode is SimulationMode.RELEASE_CODE:
+            return f"release code: {self.mechanism}"
+        if self.mode is SimulationMode.FULL_RELEASE:
+            return _FULL_RELEASE_LABEL
+        return SIMULATED_LABEL
 
     @property
     def mu_lower_bound(self) -> float:
@@ -207,6 +283,11 @@ class CanaryAuditResult:
             "num_trials": self.num_trials,
             "num_calibration_trials": self.num_calibration_trials,
             "mode": self.mode.value,
+            "simulated": self.simulated,
+            "audited": self.audited,
+            "mechanism": self.mechanism,
+            "mu_attack": self.mu_attack,
+            "epsilon_attack": self.epsilon_attack,
             "significance": self.significance,
         }
 
@@ -299,7 +380,12 @@ def audit_gaussian_release(
     noise_sampler: NoiseSampler | None = None,
     seed: int | None = None,
 ) -> CanaryAuditResult:
-    """Audit a multi-block Gaussian release against its claimed μ with the optimal attack.
+    """Simulated audit of a multi-block Gaussian release's claimed μ with the optimal attack.
+
+    The release is **simulated** from ``components`` (claimed noise stds and
+    the canary's shift): this checks the accounting arithmetic only, not any
+    release code (:data:`SIMULATED_LABEL`).  To run real release code use
+    :func:`audit_canary_game`.
 
     Threat model: the attacker knows every record except the canary's
     membership bit and the noise distribution it was *claimed* to use; it
@@ -317,7 +403,7 @@ def audit_gaussian_release(
         num_trials: Evaluation trials per hypothesis, ≥ 100.
         num_calibration_trials: Threshold-selection trials per hypothesis, ≥ 100.
         significance: α in (0, 1) of each reported bound.
-        mode: :class:`SimulationMode`.
+        mode: :class:`SimulationMode`, ``SUFFICIENT_STATISTIC`` or ``FULL_RELEASE``.
         noise_sampler: FULL_RELEASE only: ``sampler(shape, noise_std, *, seed)``
             returning i.i.d. N(0, noise_std²) values of that shape (e.g.
             ``privfed.dp.noise.gaussian_noise``); default numpy's generator.
@@ -331,19 +417,23 @@ def audit_gaussian_release(
         AuditError: The noise sampler returned an array of the wrong shape.
     """
     items = _check_components(components)
-    mu = check_positive_float("claimed_mu", claimed_mu)
+    mu = check_float("claimed_mu", claimed_mu, low=0, open_low=True)
     d = check_probability("delta", delta, open_low=True, open_high=True)
     eps = (
         _claimed_epsilon(mu, d)
         if claimed_epsilon is None
-        else check_positive_float("claimed_epsilon", claimed_epsilon, allow_zero=True)
+        else check_float("claimed_epsilon", claimed_epsilon, low=0)
     )
-    scale = check_positive_float("noise_scale", noise_scale)
-    n = check_positive_int("num_trials", num_trials, minimum=100)
-    c = check_positive_int("num_calibration_trials", num_calibration_trials, minimum=100)
+    scale = check_float("noise_scale", noise_scale, low=0, open_low=True)
+    n = check_int("num_trials", num_trials, minimum=100, numpy=True)
+    c = check_int("num_calibration_trials", num_calibration_trials, minimum=100, numpy=True)
     alpha = check_probability("significance", significance, open_low=True, open_high=True)
-    if not isinstance(mode, SimulationMode):
-        raise ParameterError("mode", "a SimulationMode", mode)
+    if not isinstance(mode, SimulationMode) or mode is SimulationMode.RELEASE_CODE:
+        raise ParameterError(
+            "mode",
+            "SimulationMode.SUFFICIENT_STATISTIC or FULL_RELEASE (release code: audit_canary_game)",
+            mode,
+        )
     if noise_sampler is not None and not callable(noise_sampler):
         raise ParameterTypeError("noise_sampler", "a callable or None", noise_sampler)
     if noise_sampler is not None and mode is not SimulationMode.FULL_RELEASE:
@@ -405,10 +495,321 @@ def audit_gaussian_mechanism(
     Returns:
         A :class:`CanaryAuditResult`.
     """
-    sens = check_positive_float("l2_sensitivity", l2_sensitivity)
-    sigma = check_positive_float("noise_std", noise_std)
+    sens = check_float("l2_sensitivity", l2_sensitivity, low=0, open_low=True)
+    sigma = check_float("noise_std", noise_std, low=0, open_low=True)
     component = ReleaseComponent("query", sigma, np.array([sens]))
     return audit_gaussian_release([component], claimed_mu=sens / sigma, delta=delta, **kwargs)
+
+
+@dataclass(frozen=True)
+class CanaryGame:
+    """A neighbouring pair run through a real release: the mechanism under audit, injected.
+
+    The game is the attacker's view of one mechanism: ``release`` produces
+    the published output on the dataset with the canary (``True``) or on its
+    neighbour without it (``False``); ``components`` and ``baseline`` are what
+    the attacker knows in advance (the claimed noise std of each block, the
+    canary's exact shift of each block, and the exact noise-free output
+    without the canary).  The observation layout is the concatenation of the
+    blocks of ``components`` in order.
+
+    Attributes:
+        release: A :data:`CanaryRelease`: ``release(with_canary, seed)`` runs the
+            code under audit once and returns its published values, float64
+            ``(m, k)`` for ``m >= 1`` independent releases or ``(k,)``, where
+            ``k`` is the total size of ``components``.
+        components: The release blocks, each with its *claimed* noise std and
+            the canary's shift (exact value with minus without the canary).
+        baseline: float64 ``(k,)``: the exact (noise-free) published values
+            without the canary.
+        claimed_mu: μ-GDP claimed for the release under the game's adjacency;
+            finite, > 0.
+        claimed_epsilon: ε claimed at ``delta``; finite, >= 0.
+        delta: δ of the claim, in (0, 1).
+        mechanism: What ``release`` runs, in words (names the release
+            function); shown as ``"release code: <mechanism>"``.
+        noise_scale: Actual / claimed noise std the release was *built* with
+            on purpose (1.0: as claimed; 0.5 for a deliberately broken
+            half-noise release that tests the auditor).  Informational only.
+    """
+
+    release: CanaryRelease = field(repr=False)
+    components: tuple[ReleaseComponent, ...]
+    baseline: NDArray[np.float64] = field(repr=False)
+    claimed_mu: float
+    claimed_epsilon: float
+    delta: float
+    mechanism: str
+    noise_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not callable(self.release):
+            raise ParameterTypeError("release", "a callable release(with_canary, seed)", self.release)
+        items = _check_components(self.components)
+        size = sum(c.canary_shift.size for c in items)
+        base = np.array(self.baseline, dtype=np.float64)
+        if base.shape != (size,):
+            raise ParameterError(
+                "baseline", f"a float64 array of shape ({size},)", f"shape {base.shape}"
+            )
+        if not np.all(np.isfinite(base)):
+            raise ParameterError("baseline", "finite everywhere", "array")
+        base.setflags(write=False)
+        object.__setattr__(self, "components", items)
+        object.__setattr__(self, "baseline", base)
+        object.__setattr__(
+            self, "claimed_mu", check_float("claimed_mu", self.claimed_mu, low=0, open_low=True)
+        )
+        object.__setattr__(
+            self, "claimed_epsilon", check_float("claimed_epsilon", self.claimed_epsilon, low=0)
+        )
+        object.__setattr__(self, "delta", check_probability("delta", self.delta))
+        if not isinstance(self.mechanism, str) or not self.mechanism.strip():
+            raise ParameterError("mechanism", "a non-empty description", self.mechanism)
+        object.__setattr__(
+            self, "noise_scale", check_float("noise_scale", self.noise_scale, low=0, open_low=True)
+        )
+
+    @property
+    def size(self) -> int:
+        """``k``: published values per release."""
+        return int(self.baseline.size)
+
+    @property
+    def canary_mu(self) -> float:
+        """√(Σ‖shift‖²/σ_claimed²): the canary's μ under the claimed noise."""
+        return math.sqrt(sum(c.mu_squared for c in self.components))
+
+
+def _game_attacks(game: CanaryGame) -> tuple[tuple[str, ...], NDArray[np.float64], NDArray[np.float64]]:
+    """The attacks of a game: names, a (k, A) weight matrix and the (A,) normalisers.
+
+    Column 0 is the likelihood-ratio test of the claimed model on the whole
+    release (the projection on the whitened canary shift); with more than one
+    informative block, one more column per informative block projects on that
+    block alone, which is what exposes a bug confined to one block (e.g. an
+    unnoised value) that the joint statistic dilutes.
+    """
+    names = ["joint"]
+    blocks = [np.concatenate([c.canary_shift / c.noise_std**2 for c in game.components])]
+    norms = [game.canary_mu]
+    informative = [c for c in game.components if c.mu_squared > 0.0]
+    if len(informative) > 1:
+        for index, component in enumerate(game.components):
+            if component.mu_squared <= 0.0:
+                continue
+            column = [np.zeros(c.canary_shift.size) for c in game.components]
+            column[index] = component.canary_shift / component.noise_std**2
+            names.append(component.name)
+            blocks.append(np.concatenate(column))
+            norms.append(math.sqrt(component.mu_squared))
+    return tuple(names), np.stack(blocks, axis=1), np.asarray(norms, dtype=np.float64)
+
+
+def _game_scores(
+    game: CanaryGame,
+    weights: NDArray[np.float64],
+    norms: NDArray[np.float64],
+    *,
+    with_canary: bool,
+    trials: int,
+    rng: np.random.Generator | None,
+) -> NDArray[np.float64]:
+    """The attacks' statistics on ``trials`` real releases, shape (trials, A).
+
+    Column a is ⟨w_a, Y − base⟩ / ‖·‖ with the claimed noise stds, normalised so
+    that for a release adding exactly the claimed Gaussian noise it is
+    N(0, 1) without and N(μ_a, 1) with the canary (μ_0 = the canary's μ).
+    Only coordinates with a non-zero weight enter (the others carry no
+    information about the canary under the claimed model), but every release
+    is run in full.
+    """
+    support = np.flatnonzero(np.any(weights != 0.0, axis=1))
+    w, base = weights[support] / norms[None, :], game.baseline[support]
+    chunks: list[NDArray[np.float64]] = []
+    have = 0
+    while have < trials:
+        seed = None if rng is None else int(rng.integers(0, 2**63 - 1))
+        observed = np.asarray(game.release(with_canary, seed), dtype=np.float64)
+        if observed.ndim == 1:
+            observed = observed[None, :]
+        if observed.ndim != 2 or observed.shape[0] < 1 or observed.shape[1] != game.size:
+            raise AuditError(
+                f"release returned shape {observed.shape}, expected (m, {game.size}) with m >= 1"
+            )
+        picked = observed[:, support]
+        if not np.all(np.isfinite(picked)):
+            raise AuditError("release returned non-finite values")
+        chunks.append((picked - base) @ w)
+        have += observed.shape[0]
+    return np.asarray(np.concatenate(chunks)[:trials], dtype=np.float64)
+
+
+def _select_and_bound(
+    names: tuple[str, ...],
+    cal_in: NDArray[np.float64],
+    cal_out: NDArray[np.float64],
+    ev_in: NDArray[np.float64],
+    ev_out: NDArray[np.float64],
+    *,
+    delta: float,
+    significance: float,
+    objective: Any,
+) -> tuple[str, PrivacyLowerBound]:
+    """Pick the attack on the calibration split alone, then bound it on the evaluation split.
+
+    The choice (attack and threshold) depends on calibration trials only, so
+    the evaluation bound keeps its full 1 − α coverage; no correction for the
+    number of attacks is needed.  Ties go to the joint attack.
+    """
+    best = 0
+    if len(names) > 1:
+        values = []
+        for a in range(len(names)):
+            on_calibration = lower_bound_held_out(
+                cal_in[:, a], cal_out[:, a], cal_in[:, a], cal_out[:, a],
+                delta=delta, significance=significance, objective=objective,
+            )  # fmt: skip
+            values.append(
+                on_calibration.mu_lower_bound
+                if objective == "mu"
+                else on_calibration.epsilon_lower_bound
+            )
+        best = int(np.argmax(values))
+    bound = lower_bound_held_out(
+        cal_in[:, best], cal_out[:, best], ev_in[:, best], ev_out[:, best],
+        delta=delta, significance=significance, objective=objective,
+    )  # fmt: skip
+    return names[best], bound
+
+
+def audit_canary_game(
+    game: CanaryGame,
+    *,
+    num_trials: int = 50_000,
+    num_calibration_trials: int = 12_500,
+    significance: float = 0.05,
+    seed: int | None = None,
+) -> CanaryAuditResult:
+    """Audit real release code: run it on the neighbouring pair many times, attack, bound.
+
+    Every trial is a separate run of ``game.release`` with fresh noise: the
+    audit sees exactly what the code publishes, so a bug in the release (too
+    little noise, noise on the wrong values, an unnoised value that depends
+    on the canary) raises the bound above the claim.
+
+    The attacks are likelihood-ratio tests of the *claimed* Gaussian model:
+    the projection of the release on the whitened canary shift (``"joint"``,
+    optimal when the claim is right) and, when several blocks carry the
+    canary, the same projection on each block alone.  The attack and its
+    threshold are chosen on the calibration trials only and the bound is
+    computed on disjoint evaluation trials (exact Clopper–Pearson), so
+    whatever the code really does, each bound holds with probability
+    ≥ 1 − α.
+
+    Cost: ``2·(num_trials + num_calibration_trials)`` published releases
+    (fewer calls when one call returns several independent releases).
+
+    Args:
+        game: The mechanism under audit (see :class:`CanaryGame`).
+        num_trials: Evaluation trials per hypothesis, ≥ 100.
+        num_calibration_trials: Threshold-selection trials per hypothesis, ≥ 100.
+        significance: α in (0, 1) of each reported bound; a correct release is
+            flagged (``violation_detected``) with probability ≤ 2α.
+        seed: ``None`` (default): every run gets ``seed=None`` and draws its
+            noise from the release's own CSPRNG; an int: each run gets its own
+            seed derived from it (reproducible, e.g. in tests).
+
+    Returns:
+        A :class:`CanaryAuditResult` with ``mode=RELEASE_CODE``,
+        ``mechanism=game.mechanism`` and the chosen attacks.
+
+    Raises:
+        ParameterError, ParameterTypeError: An argument is outside its domain.
+        AuditError: The release returned values of the wrong shape or non-finite ones.
+    """
+    if not isinstance(game, CanaryGame):
+        raise ParameterTypeError("game", "a CanaryGame", game)
+    n = check_int("num_trials", num_trials, minimum=100, numpy=True)
+    c = check_int("num_calibration_trials", num_calibration_trials, minimum=100, numpy=True)
+    alpha = check_probability("significance", significance, open_low=True, open_high=True)
+    checked_seed = check_seed("seed", seed)
+    rng = None if checked_seed is None else np.random.default_rng(checked_seed)
+    names, weights, norms = _game_attacks(game)
+
+    def scores(with_canary: bool, trials: int) -> NDArray[np.float64]:
+        return _game_scores(game, weights, norms, with_canary=with_canary, trials=trials, rng=rng)
+
+    cal_in, cal_out = scores(True, c), scores(False, c)
+    ev_in, ev_out = scores(True, n), scores(False, n)
+    d = game.delta
+    mu_attack, mu_bound = _select_and_bound(
+        names, cal_in, cal_out, ev_in, ev_out, delta=d, significance=alpha, objective="mu"
+    )
+    eps_attack, eps_bound = _select_and_bound(
+        names, cal_in, cal_out, ev_in, ev_out, delta=d, significance=alpha, objective="epsilon"
+    )
+    return CanaryAuditResult(
+        claimed_mu=game.claimed_mu,
+        claimed_epsilon=game.claimed_epsilon,
+        delta=d,
+        noise_scale=game.noise_scale,
+        canary_mu=game.canary_mu / game.noise_scale,
+        mu_bound=mu_bound,
+        epsilon_bound=eps_bound,
+        num_trials=n,
+        num_calibration_trials=c,
+        mode=SimulationMode.RELEASE_CODE,
+        significance=alpha,
+        mechanism=game.mechanism.strip(),
+        mu_attack=mu_attack,
+        epsilon_attack=eps_attack,
+    )
+
+
+def worst_case_latent_records(
+    *,
+    clip_norm: float,
+    dim: int,
+    noise_std_sum: float,
+    noise_std_second_moment: float,
+    adjacency: Any,
+) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
+    """The records of the worst-case canary pair of :func:`worst_case_latent_canary`.
+
+    Args:
+        clip_norm: R, finite, > 0 (latent units).
+        dim: d ≥ 1.
+        noise_std_sum: σ_s > 0.
+        noise_std_second_moment: σ_m > 0.
+        adjacency: A ``privfed.dp.Adjacency`` member.
+
+    Returns:
+        ``(z, z_prime)``: the canary ``z = R·e₁`` (float64 ``(d,)``, norm R) and
+        the record replacing it in the neighbouring dataset under REPLACE_ONE
+        (norm R, at the worst-case angle), or ``None`` under ADD_REMOVE (the
+        neighbour simply lacks ``z``).
+    """
+    from privfed.dp import Adjacency
+
+    r = check_float("clip_norm", clip_norm, low=0, open_low=True)
+    d = check_int("dim", dim, minimum=1, numpy=True)
+    s_sum = check_float("noise_std_sum", noise_std_sum, low=0, open_low=True)
+    s_m = check_float("noise_std_second_moment", noise_std_second_moment, low=0, open_low=True)
+    if not isinstance(adjacency, Adjacency):
+        raise ParameterTypeError("adjacency", "a privfed.dp.Adjacency member", adjacency)
+    z = np.zeros(d)
+    z[0] = r
+    if adjacency is Adjacency.ADD_REMOVE:
+        return z, None
+    cos = max(-(s_m**2) / (2.0 * s_sum**2 * r**2), -1.0)
+    if d < 2 and cos > -1.0:
+        cos = -1.0  # in one dimension only antipodal replacement exists
+    z_prime = np.zeros(d)
+    z_prime[0] = r * cos
+    if d >= 2:
+        z_prime[1] = r * math.sqrt(max(0.0, 1.0 - cos * cos))
+    return z, z_prime
 
 
 def worst_case_latent_canary(
@@ -444,38 +845,27 @@ def worst_case_latent_canary(
         The release blocks with the canary's shift: ``sum`` (d), ``second_moment``
         (d²) and, under ADD_REMOVE, ``count`` (1).
     """
-    from privfed.dp import Adjacency
-
-    r = check_positive_float("clip_norm", clip_norm)
-    d = check_positive_int("dim", dim)
-    s_sum = check_positive_float("noise_std_sum", noise_std_sum)
-    s_m = check_positive_float("noise_std_second_moment", noise_std_second_moment)
-    if not isinstance(adjacency, Adjacency):
-        raise ParameterTypeError("adjacency", "a privfed.dp.Adjacency member", adjacency)
+    z, z_prime = worst_case_latent_records(
+        clip_norm=clip_norm,
+        dim=dim,
+        noise_std_sum=noise_std_sum,
+        noise_std_second_moment=noise_std_second_moment,
+        adjacency=adjacency,
+    )
+    s_sum, s_m = float(noise_std_sum), float(noise_std_second_moment)
     s_c = (
         None
         if noise_std_count in (None, 0, 0.0)
-        else check_positive_float("noise_std_count", noise_std_count)
+        else check_float("noise_std_count", noise_std_count, low=0, open_low=True)
     )
-    if adjacency is Adjacency.ADD_REMOVE:
+    if z_prime is None:  # ADD_REMOVE
         if s_c is None:
             raise ParameterError("noise_std_count", "> 0 under ADD_REMOVE", noise_std_count)
-        z = np.zeros(d)
-        z[0] = r
         return (
             ReleaseComponent("sum", s_sum, z),
             ReleaseComponent("second_moment", s_m, np.outer(z, z).ravel()),
             ReleaseComponent("count", s_c, np.array([1.0])),
         )
-    cos = max(-(s_m**2) / (2.0 * s_sum**2 * r**2), -1.0)
-    if d < 2 and cos > -1.0:
-        cos = -1.0  # in one dimension only antipodal replacement exists
-    z = np.zeros(d)
-    z[0] = r
-    z_prime = np.zeros(d)
-    z_prime[0] = r * cos
-    if d >= 2:
-        z_prime[1] = r * math.sqrt(max(0.0, 1.0 - cos * cos))
     blocks = [
         ReleaseComponent("sum", s_sum, z - z_prime),
         ReleaseComponent(
@@ -486,7 +876,11 @@ def worst_case_latent_canary(
 
 
 def audit_latent_release(plan: Any, **kwargs: Any) -> CanaryAuditResult:
-    """Canary-audit a ``privfed.dp.LatentReleasePlan`` with its worst-case canary.
+    """Simulated canary audit of a ``privfed.dp.LatentReleasePlan`` with its worst-case canary.
+
+    **Simulated**: checks the accounting arithmetic of the plan only, not the
+    release code (:data:`SIMULATED_LABEL`).  The audit of the engine's real
+    release code is ``privfed.engines.latent.self_audit.audit_latent_release_code``.
 
     The claim audited is the plan's ``mu`` and its ``epsilon`` at its ``delta``.
     Private-label plans are refused (the cross-class canary is not built here).
@@ -543,7 +937,15 @@ def self_audit(
     split: str | float = "optimal",
     **kwargs: Any,
 ) -> CanaryAuditResult:
-    """Plan a latent release with ``privfed.dp.plan_latent_release`` and canary-audit it.
+    """Plan a latent release with ``privfed.dp.plan_latent_release`` and audit it, SIMULATED.
+
+    **Simulated**: the release is simulated from the plan's claimed noise
+    stds, so this checks the accounting arithmetic only, not the release code
+    (the result's ``audited`` is :data:`SIMULATED_LABEL`).  The self-audit of
+    privfed's real release code (``privfed audit --self-audit``) is
+    ``privfed.engines.latent.self_audit.self_audit_release``: it runs
+    ``release_latent_statistics`` itself; this package cannot, because it never
+    imports the engines.
 
     Args:
         epsilon: Target ε, finite, > 0.

@@ -25,12 +25,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privfed.audit._progress import progress_ticker
-from privfed.audit._validation import (
-    as_score_vector,
-    check_positive_int,
+from privfed._checks import (
+    check_int,
     check_seed,
+    check_vector,
 )
+from privfed.audit._progress import progress_ticker
 from privfed.errors import AuditError, NonFiniteInputError, ParameterError, ParameterTypeError
 
 __all__ = [
@@ -131,11 +131,11 @@ def denoising_loss_scores(
     x = _as_samples("samples", samples)
     if not callable(denoise):
         raise ParameterTypeError("denoise", "a callable", denoise)
-    levels = as_score_vector("sigmas", sigmas)
+    levels = check_vector("sigmas", sigmas)
     if np.any(levels <= 0):
         raise ParameterError("sigmas", "values > 0", float(levels.min()))
-    draws = check_positive_int("num_noise_draws", num_noise_draws)
-    step = check_positive_int("batch_size", batch_size)
+    draws = check_int("num_noise_draws", num_noise_draws, minimum=1, numpy=True)
+    step = check_int("batch_size", batch_size, minimum=1, numpy=True)
     rng = np.random.default_rng(check_seed("seed", seed))
     n = x.shape[0]
     losses = np.zeros((n, levels.size))
@@ -171,7 +171,7 @@ def reconstruction_error_scores(
     x = _as_samples("samples", samples)
     if not callable(reconstruct):
         raise ParameterTypeError("reconstruct", "a callable", reconstruct)
-    step = check_positive_int("batch_size", batch_size)
+    step = check_int("batch_size", batch_size, minimum=1, numpy=True)
     axes = tuple(range(1, x.ndim))
     out = np.empty(x.shape[0])
     for start in range(0, x.shape[0], step):

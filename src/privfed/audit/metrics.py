@@ -31,13 +31,12 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats
 
-from privfed.audit._validation import (
-    as_score_vector,
-    check_positive_int,
+from privfed._checks import (
+    check_int,
     check_probability,
     check_seed,
+    check_vector,
 )
 from privfed.errors import ParameterError
 
@@ -143,13 +142,15 @@ def clopper_pearson(
         ParameterError: ``trials < 1``, ``successes`` outside [0, trials], or
             ``confidence`` outside (0, 1).
     """
-    n = check_positive_int("trials", trials)
-    k = check_positive_int("successes", successes, minimum=0)
+    n = check_int("trials", trials, minimum=1, numpy=True)
+    k = check_int("successes", successes, minimum=0, numpy=True)
     if k > n:
         raise ParameterError("successes", f"an int in [0, trials={n}]", successes)
     level = check_probability("confidence", confidence, open_low=True, open_high=True)
     if sided not in ("two-sided", "upper", "lower"):
         raise ParameterError("sided", "'two-sided', 'upper' or 'lower'", sided)
+    from scipy import stats  # imported here: loading scipy.stats costs ~1 s
+
     alpha = 1.0 - level
     tail = alpha / 2.0 if sided == "two-sided" else alpha
     lower = 0.0 if k == 0 or sided == "upper" else float(stats.beta.ppf(tail, k, n - k + 1))
@@ -190,7 +191,7 @@ class RocCurve:
         Thinning keeps points evenly spaced in log(FPR) so the low-FPR region
         that matters for log–log plots is preserved, plus both end points.
         """
-        check_positive_int("max_points", max_points, minimum=2)
+        check_int("max_points", max_points, minimum=2, numpy=True)
         index = np.arange(self.fpr.size)
         if self.fpr.size > max_points:
             positive = np.maximum(self.fpr, 1e-12)
@@ -222,8 +223,8 @@ def roc_curve(member_scores: ArrayLike, nonmember_scores: ArrayLike) -> RocCurve
         ParameterError: An array is empty or not 1-D.
         NonFiniteInputError: An array holds NaN or ±inf.
     """
-    members = as_score_vector("member_scores", member_scores)
-    nonmembers = as_score_vector("nonmember_scores", nonmember_scores)
+    members = check_vector("member_scores", member_scores)
+    nonmembers = check_vector("nonmember_scores", nonmember_scores)
     return _roc(members, nonmembers)
 
 
@@ -244,6 +245,8 @@ def _placements(
     members: NDArray[np.float64], nonmembers: NDArray[np.float64]
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """DeLong placement values (ties count one half), via mid-ranks."""
+    from scipy import stats  # imported here: loading scipy.stats costs ~1 s
+
     n1, n0 = members.size, nonmembers.size
     combined = stats.rankdata(np.concatenate([members, nonmembers]))
     within_members = stats.rankdata(members)
@@ -263,13 +266,15 @@ def auc_score(member_scores: ArrayLike, nonmember_scores: ArrayLike) -> float:
     Returns:
         The Mann–Whitney estimate in [0, 1]; 0.5 is random guessing.
     """
-    members = as_score_vector("member_scores", member_scores)
-    nonmembers = as_score_vector("nonmember_scores", nonmember_scores)
+    members = check_vector("member_scores", member_scores)
+    nonmembers = check_vector("nonmember_scores", nonmember_scores)
     v10, _ = _placements(members, nonmembers)
     return float(np.mean(v10))
 
 
 def _auc_fast(members: NDArray[np.float64], nonmembers: NDArray[np.float64]) -> float:
+    from scipy import stats  # imported here: loading scipy.stats costs ~1 s
+
     n1, n0 = members.size, nonmembers.size
     ranks = stats.rankdata(np.concatenate([members, nonmembers]))
     return float((ranks[:n1].sum() - n1 * (n1 + 1) / 2.0) / (n1 * n0))
@@ -300,16 +305,18 @@ def auc_with_interval(
     Returns:
         The interval, clipped to [0, 1].
     """
-    members = as_score_vector("member_scores", member_scores, min_size=2)
-    nonmembers = as_score_vector("nonmember_scores", nonmember_scores, min_size=2)
+    members = check_vector("member_scores", member_scores, min_size=2)
+    nonmembers = check_vector("nonmember_scores", nonmember_scores, min_size=2)
     level = check_probability("confidence", confidence, open_low=True, open_high=True)
     if not isinstance(method, AucIntervalMethod):
         raise ParameterError("method", "an AucIntervalMethod", method)
-    replicates = check_positive_int("num_bootstrap", num_bootstrap, minimum=100)
+    replicates = check_int("num_bootstrap", num_bootstrap, minimum=100, numpy=True)
     rng_seed = check_seed("seed", seed)
     v10, v01 = _placements(members, nonmembers)
     estimate = float(np.mean(v10))
     if method is AucIntervalMethod.DELONG:
+        from scipy import stats  # imported here: loading scipy.stats costs ~1 s
+
         variance = float(np.var(v10, ddof=1) / members.size + np.var(v01, ddof=1) / nonmembers.size)
         half = float(stats.norm.isf((1.0 - level) / 2.0)) * math.sqrt(max(variance, 0.0))
         lower, upper = max(0.0, estimate - half), min(1.0, estimate + half)
@@ -356,7 +363,7 @@ class TprAtFpr:
     def __post_init__(self) -> None:
         check_probability("target_fpr", self.target_fpr, open_low=True, open_high=True)
         check_probability("achieved_fpr", self.achieved_fpr, open_low=False, open_high=False)
-        check_positive_int("num_nonmembers", self.num_nonmembers)
+        check_int("num_nonmembers", self.num_nonmembers, minimum=1, numpy=True)
         if not isinstance(self.tpr, ConfidenceInterval):
             raise ParameterError("tpr", "a ConfidenceInterval", self.tpr)
 
@@ -429,8 +436,8 @@ def tpr_at_fpr(
     Returns:
         A :class:`TprAtFpr`; ``supported`` is False when n0 < 3 / target_fpr.
     """
-    members = as_score_vector("member_scores", member_scores)
-    nonmembers = as_score_vector("nonmember_scores", nonmember_scores)
+    members = check_vector("member_scores", member_scores)
+    nonmembers = check_vector("nonmember_scores", nonmember_scores)
     target = check_probability("target_fpr", target_fpr, open_low=True, open_high=True)
     level = check_probability("confidence", confidence, open_low=True, open_high=True)
     return _tpr_at_fpr(members, np.sort(nonmembers)[::-1], target, level)
@@ -459,8 +466,8 @@ class MembershipMetrics:
     roc: RocCurve = field(repr=False)
 
     def __post_init__(self) -> None:
-        check_positive_int("num_members", self.num_members)
-        check_positive_int("num_nonmembers", self.num_nonmembers)
+        check_int("num_members", self.num_members, minimum=1, numpy=True)
+        check_int("num_nonmembers", self.num_nonmembers, minimum=1, numpy=True)
         if not isinstance(self.auc, ConfidenceInterval):
             raise ParameterError("auc", "a ConfidenceInterval", self.auc)
         if not all(isinstance(t, TprAtFpr) for t in self.tpr_at_fpr):
@@ -507,8 +514,8 @@ def membership_metrics(
     Returns:
         A frozen, JSON-serialisable :class:`MembershipMetrics`.
     """
-    members = as_score_vector("member_scores", member_scores, min_size=2)
-    nonmembers = as_score_vector("nonmember_scores", nonmember_scores, min_size=2)
+    members = check_vector("member_scores", member_scores, min_size=2)
+    nonmembers = check_vector("nonmember_scores", nonmember_scores, min_size=2)
     level = check_probability("confidence", confidence, open_low=True, open_high=True)
     targets = tuple(
         check_probability(f"fprs[{i}]", f, open_low=True, open_high=True)

@@ -30,16 +30,15 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import special, stats
 
-from privfed.audit._progress import progress_ticker
-from privfed.audit._validation import (
-    as_score_vector,
-    check_positive_float,
-    check_positive_int,
+from privfed._checks import (
+    check_float,
+    check_int,
     check_probability,
     check_seed,
+    check_vector,
 )
+from privfed.audit._progress import progress_ticker
 from privfed.audit.metrics import DEFAULT_FPRS, MembershipMetrics, membership_metrics
 from privfed.errors import AuditError, ParameterError, ParameterTypeError
 
@@ -135,7 +134,7 @@ def lira_scores(
         AuditError: A record lacks the "in" (online) or "out" reference
             models it needs.
     """
-    target = as_score_vector("target_confidence", target_confidence)
+    target = check_vector("target_confidence", target_confidence)
     refs = np.asarray(reference_confidences, dtype=np.float64)
     n = target.size
     if refs.ndim != 2 or refs.shape[1] != n or refs.shape[0] < 1 or not np.all(np.isfinite(refs)):
@@ -166,6 +165,8 @@ def lira_scores(
         else:
             var = resid2.sum(axis=0) / np.maximum(count - 1, 1)
         return mean, np.sqrt(np.maximum(var, 1e-12))
+
+    from scipy import special, stats  # imported here: loading scipy.stats costs ~1 s
 
     mu_out, sd_out = moments(~mask, out_count)
     if not online:
@@ -225,7 +226,7 @@ def rmia_scores(
     rz = _as_probabilities(
         "population_reference_probabilities", population_reference_probabilities, (k, tz.size)
     )
-    g = check_positive_float("gamma", gamma)
+    g = check_float("gamma", gamma, low=0, open_low=True)
     if g < 1.0:
         raise ParameterError("gamma", "a float >= 1", gamma)
     a = check_probability(
@@ -266,7 +267,7 @@ class ReferenceAttackResult:
     def __post_init__(self) -> None:
         if not isinstance(self.attack, ReferenceAttack):
             raise ParameterError("attack", "a ReferenceAttack", self.attack)
-        check_positive_int("num_reference_models", self.num_reference_models, minimum=0)
+        check_int("num_reference_models", self.num_reference_models, minimum=0, numpy=True)
 
     def to_dict(self, *, include_scores: bool = True) -> dict[str, Any]:
         """Return a JSON-serialisable dict."""
@@ -330,14 +331,14 @@ def reference_model_attack(
     """
     if not callable(train_fn):
         raise ParameterTypeError("train_fn", "a callable", train_fn)
-    n = check_positive_int("population_size", population_size, minimum=8)
-    k = check_positive_int("num_reference_models", num_reference_models, minimum=2)
+    n = check_int("population_size", population_size, minimum=8, numpy=True)
+    k = check_int("num_reference_models", num_reference_models, minimum=2, numpy=True)
     if not attacks or not all(isinstance(a, ReferenceAttack) for a in attacks):
         raise ParameterError("attacks", "a non-empty tuple of ReferenceAttack", attacks)
     z_count = (
         n // 4
         if num_population_records is None
-        else check_positive_int("num_population_records", num_population_records)
+        else check_int("num_population_records", num_population_records, minimum=1, numpy=True)
     )
     level = check_probability("confidence", confidence, open_low=True, open_high=True)
     rng = np.random.default_rng(check_seed("seed", seed))

@@ -30,12 +30,11 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import special
 
-from privfed.audit._validation import (
-    as_matrix,
-    check_positive_float,
-    check_positive_int,
+from privfed._checks import (
+    check_float,
+    check_int,
+    check_matrix,
     check_probability,
     check_seed,
 )
@@ -97,11 +96,11 @@ def distance_to_closest_record_scores(
     Returns:
         float64 array of shape (n,), values ≤ 0; higher ⇒ closer ⇒ more member-like.
     """
-    q = as_matrix("queries", queries)
-    s = as_matrix("synthetic", synthetic)
+    q = check_matrix("queries", queries)
+    s = check_matrix("synthetic", synthetic)
     _check_same_dim("synthetic", s, q.shape[1])
     step = batch_size if batch_size is not None else max(1, _BATCH_VALUES // max(1, s.shape[0]))
-    step = check_positive_int("batch_size", step)
+    step = check_int("batch_size", step, minimum=1, numpy=True)
     s_sq = np.einsum("ij,ij->i", s, s)
     out = np.empty(q.shape[0])
     for start in range(0, q.shape[0], step):
@@ -128,7 +127,7 @@ def gaussian_log_density(
     Raises:
         AuditError: The (regularised) covariance is not positive definite.
     """
-    pts = as_matrix("x", x)
+    pts = check_matrix("x", x)
     mu = np.asarray(mean, dtype=np.float64)
     cov = np.asarray(covariance, dtype=np.float64)
     d = pts.shape[1]
@@ -136,7 +135,7 @@ def gaussian_log_density(
         raise ParameterError("mean", f"shape ({d},)", f"shape {mu.shape}")
     if cov.shape != (d, d) or not np.all(np.isfinite(cov)):
         raise ParameterError("covariance", f"a finite ({d}, {d}) matrix", f"shape {cov.shape}")
-    load = check_positive_float("ridge", ridge, allow_zero=True)
+    load = check_float("ridge", ridge, low=0)
     sym = 0.5 * (cov + cov.T) + load * np.eye(d)
     try:
         chol = np.linalg.cholesky(sym)
@@ -164,6 +163,8 @@ def _fit_gaussian(
 def _kde_log_density(
     queries: NDArray[np.float64], data: NDArray[np.float64], bandwidth: float
 ) -> NDArray[np.float64]:
+    from scipy import special  # imported here: loading scipy.special costs ~0.4 s
+
     n, d = data.shape
     d_sq = np.einsum("ij,ij->i", data, data)
     out = np.empty(queries.shape[0])
@@ -201,15 +202,15 @@ def density_ratio_scores(
     Returns:
         float64 array of shape (n,); higher ⇒ more member-like.
     """
-    q = as_matrix("queries", queries)
-    s = as_matrix("synthetic", synthetic, min_rows=2)
-    r = as_matrix("reference", reference, min_rows=2)
+    q = check_matrix("queries", queries)
+    s = check_matrix("synthetic", synthetic, min_rows=2)
+    r = check_matrix("reference", reference, min_rows=2)
     _check_same_dim("synthetic", s, q.shape[1])
     _check_same_dim("reference", r, q.shape[1])
     if not isinstance(density, DensityModel):
         raise ParameterError("density", "a DensityModel", density)
-    load = check_positive_float("ridge", ridge, allow_zero=True)
-    bw = None if bandwidth is None else check_positive_float("bandwidth", bandwidth)
+    load = check_float("ridge", ridge, low=0)
+    bw = None if bandwidth is None else check_float("bandwidth", bandwidth, low=0, open_low=True)
     if density is DensityModel.GAUSSIAN:
         ms, cs = _fit_gaussian(s, load)
         mr, cr = _fit_gaussian(r, load)
@@ -262,7 +263,7 @@ def latent_gaussian_likelihood_ratio_scores(
     Returns:
         float64 array of shape (n,); higher ⇒ more member-like.
     """
-    q = as_matrix("queries", queries)
+    q = check_matrix("queries", queries)
     lab = _check_labels("labels", labels, q.shape[0])
     rm = np.asarray(released_means, dtype=np.float64)
     rc = np.asarray(released_covariances, dtype=np.float64)
@@ -280,7 +281,7 @@ def latent_gaussian_likelihood_ratio_scores(
             raise ParameterError(name, f"shape {shape} with C >= 1", f"shape {arr.shape}")
     if lab.size and lab.max() >= classes:
         raise ParameterError("labels", f"class indices below C={classes}", int(lab.max()))
-    load = check_positive_float("ridge", ridge, allow_zero=True)
+    load = check_float("ridge", ridge, low=0)
     out = np.zeros(q.shape[0])
     for c in np.unique(lab):
         idx = lab == c
@@ -321,13 +322,13 @@ def noisy_sum_likelihood_ratio_scores(
     Returns:
         float64 array of shape (n,); higher ⇒ more member-like.
     """
-    q = as_matrix("queries", queries)
+    q = check_matrix("queries", queries)
     lab = _check_labels("labels", labels, q.shape[0])
     sums = np.asarray(noisy_sums, dtype=np.float64)
     n_c = np.asarray(counts, dtype=np.float64)
     pm = np.asarray(reference_means, dtype=np.float64)
     pc = np.asarray(reference_covariances, dtype=np.float64)
-    sigma = check_positive_float("noise_std_sum", noise_std_sum)
+    sigma = check_float("noise_std_sum", noise_std_sum, low=0, open_low=True)
     d = q.shape[1]
     classes = sums.shape[0] if sums.ndim == 2 else 0
     if classes == 0 or sums.shape != (classes, d) or not np.all(np.isfinite(sums)):
@@ -513,9 +514,9 @@ def audit_synthetic_release(
     Returns:
         A :class:`SyntheticReleaseAudit`.
     """
-    members = as_matrix("member_latents", member_latents, min_rows=4)
-    nonmembers = as_matrix("nonmember_latents", nonmember_latents, min_rows=4)
-    synthetic = as_matrix("synthetic_latents", synthetic_latents, min_rows=2)
+    members = check_matrix("member_latents", member_latents, min_rows=4)
+    nonmembers = check_matrix("nonmember_latents", nonmember_latents, min_rows=4)
+    synthetic = check_matrix("synthetic_latents", synthetic_latents, min_rows=2)
     d = members.shape[1]
     _check_same_dim("nonmember_latents", nonmembers, d)
     _check_same_dim("synthetic_latents", synthetic, d)
@@ -543,7 +544,7 @@ def audit_synthetic_release(
     )
     alpha = check_probability("significance", significance, open_low=True, open_high=True)
     level = check_probability("confidence", confidence, open_low=True, open_high=True)
-    load = check_positive_float("ridge", ridge, allow_zero=True)
+    load = check_float("ridge", ridge, low=0)
     rng = np.random.default_rng(check_seed("seed", seed))
     m_lab = (
         _check_labels("member_labels", member_labels, members.shape[0])
@@ -574,7 +575,7 @@ def audit_synthetic_release(
         reference, r_lab = nonmembers[perm[:half]], n_lab[perm[:half]]
         nonmembers, n_lab = nonmembers[perm[half:]], n_lab[perm[half:]]
     else:
-        reference = as_matrix("reference_latents", reference_latents, min_rows=2)
+        reference = check_matrix("reference_latents", reference_latents, min_rows=2)
         _check_same_dim("reference_latents", reference, d)
         if labelled:
             if reference_labels is None:

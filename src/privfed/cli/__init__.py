@@ -46,7 +46,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2
-    code = args.func(args)
+    try:
+        code = args.func(args)
+    except KeyboardInterrupt:
+        # Artefacts are written atomically at the end, so nothing half-written remains.
+        print(f"privfed {args.command}: interrupted", file=sys.stderr)
+        return 130
     return int(code or 0)
 
 

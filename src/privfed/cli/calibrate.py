@@ -17,15 +17,38 @@ import json
 import sys
 from typing import Any
 
+from privfed.cli._options import (
+    OPEN_UNIT,
+    POSITIVE,
+    OptionError,
+    int_type,
+    number_type,
+    one_line_errors,
+    option_message,
+    parse_int,
+    parse_number,
+)
+
 __all__ = ["register", "run"]
+
+#: Library parameters -> the option that sets them (error messages name options).
+_OPTION_OF: dict[str, str] = {
+    "epsilon": "--epsilon",
+    "delta": "--delta",
+    "clip_norm": "--clip-norm",
+    "dim": "--dim",
+    "adjacency": "--adjacency",
+    "split": "--split",
+    "private_labels": "--private-labels",
+}
 
 
 def _split(text: str) -> str | float:
     if text in ("balanced", "optimal"):
         return text
     try:
-        return float(text)
-    except ValueError:
+        return parse_number(text, "--split")  # the domain is checked when the command runs
+    except OptionError:
         raise argparse.ArgumentTypeError(
             f"expected 'balanced', 'optimal' or a float in (0, 1), got {text!r}"
         ) from None
@@ -42,12 +65,28 @@ def register(subparsers: Any) -> None:
             "reference paper's Proposition 4.1 calibration."
         ),
     )
-    parser.add_argument("--epsilon", type=float, required=True, help="target epsilon (> 0)")
-    parser.add_argument("--delta", type=float, default=1e-5, help="target delta (default 1e-5)")
+    one_line_errors(parser)
     parser.add_argument(
-        "--clip-norm", type=float, required=True, help="L2 clipping radius R of every latent"
+        "--epsilon",
+        type=number_type("--epsilon"),
+        required=True,
+        help="target epsilon, one number (> 0)",
     )
-    parser.add_argument("--dim", type=int, required=True, help="latent dimension d")
+    parser.add_argument(
+        "--delta",
+        type=number_type("--delta"),
+        default=1e-5,
+        help="target delta in (0, 1) (default 1e-5)",
+    )
+    parser.add_argument(
+        "--clip-norm",
+        type=number_type("--clip-norm"),
+        required=True,
+        help="L2 clipping radius R of every latent (> 0)",
+    )
+    parser.add_argument(
+        "--dim", type=int_type("--dim"), required=True, help="latent dimension d (>= 1)"
+    )
     parser.add_argument(
         "--adjacency",
         choices=("replace-one", "add-remove"),
@@ -69,11 +108,26 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+def _check(args: argparse.Namespace) -> None:
+    """Refuse values outside their domains, naming the option (before any work)."""
+    parse_number(args.epsilon, "--epsilon", POSITIVE)
+    parse_number(args.delta, "--delta", OPEN_UNIT)
+    parse_number(args.clip_norm, "--clip-norm", POSITIVE)
+    parse_int(args.dim, "--dim", minimum=1)
+    if not isinstance(args.split, str):
+        parse_number(args.split, "--split", OPEN_UNIT)
+
+
 def run(args: argparse.Namespace) -> int:
     """Execute ``privfed calibrate``; returns 0 on success, 2 on a bad parameter."""
     from privfed.dp import Adjacency, paper_baseline_noise_stds, plan_latent_release
     from privfed.errors import PrivfedError
 
+    try:
+        _check(args)
+    except OptionError as exc:
+        print(f"privfed calibrate: error: {exc}", file=sys.stderr)
+        return 2
     try:
         plan = plan_latent_release(
             args.epsilon,
@@ -87,8 +141,8 @@ def run(args: argparse.Namespace) -> int:
         baseline_sum, baseline_second = paper_baseline_noise_stds(
             args.epsilon, args.delta, clip_norm=args.clip_norm
         )
-    except (PrivfedError, ValueError, TypeError) as exc:
-        print(f"privfed calibrate: error: {exc}", file=sys.stderr)
+    except (PrivfedError, ValueError, TypeError, ArithmeticError) as exc:
+        print(f"privfed calibrate: error: {option_message(exc, _OPTION_OF)}", file=sys.stderr)
         return 2
 
     result = {

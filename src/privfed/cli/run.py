@@ -39,8 +39,8 @@ def _defaults() -> tuple[dict[str, tuple[str, Any]], dict[str, tuple[str, Any]],
 
     latent, factory = _field_defaults(PipelineConfig), _field_defaults(FactoryPipelineConfig)
     latent_only = {
-        "dataset": ("--dataset", latent["dataset"]),
         "codec": ("--codec", latent["codec"]),
+        "codec_kind": ("--codec-kind", latent["codec_kind"]),
         "clip_norm": ("--clip-norm", latent["clip_norm"]),
         "epsilon": ("--epsilon", latent["epsilon"]),
         "delta": ("--delta", latent["delta"]),
@@ -53,6 +53,10 @@ def _defaults() -> tuple[dict[str, tuple[str, Any]], dict[str, tuple[str, Any]],
         "fedavg_rounds": ("--fedavg-rounds", factory["fedavg_rounds"]),
     }
     shared = {
+        "dataset": (latent["dataset"], factory["dataset"]),
+        "num_classes": (latent["num_classes"], factory["num_classes"]),
+        "public_fraction": (latent["public_fraction"], factory["public_fraction"]),
+        "test_fraction": (latent["test_fraction"], factory["test_fraction"]),
         "partition": (
             (latent["partition"].value, latent["alpha"]),
             (factory["scenario"], None),
@@ -113,7 +117,25 @@ def register(subparsers: Any) -> None:
     )
     add = parser.add_argument
     add("--engine", choices=("latent", "factory"), default="latent")
-    add("--dataset", default=None, help="latent: 'digits', an .npz file or an image folder")
+    add("--dataset", default=None, help="'digits' (default), an .npz file or an image folder")
+    add(
+        "--num-classes",
+        type=int,
+        default=None,
+        help="classes of --dataset (labels 0..K-1); default: inferred, refusing empty classes",
+    )
+    add(
+        "--public-fraction",
+        type=float,
+        default=None,
+        help="share of records in the public split (default 0.15 latent, 0.05 factory)",
+    )
+    add(
+        "--test-fraction",
+        type=float,
+        default=None,
+        help="share of records held out for testing (default 0.25 latent, 0.3 factory)",
+    )
     add(
         "--partition",
         type=_partition_spec,
@@ -122,7 +144,13 @@ def register(subparsers: Any) -> None:
         "single-class; factory: single-class (default) | dirichlet[:ALPHA]",
     )
     add("--clients", type=int, default=None, help="clients (default 20 latent, 10 factory)")
-    add("--codec", default=None, help="latent: pca | conv-ae | diffusers model dir or hub id")
+    add("--codec", default=None, help="latent: pca | conv-ae | a diffusers model directory")
+    add(
+        "--codec-kind",
+        choices=("tiny", "kl", "dc"),
+        default=None,
+        help="latent, diffusers codecs: AutoencoderTiny | AutoencoderKL | AutoencoderDC",
+    )
     add(
         "--latent-dim",
         type=int,
@@ -150,7 +178,7 @@ def register(subparsers: Any) -> None:
     )
     add("--factory", choices=("gaussian", "edm"), default=None, help="factory (gaussian)")
     add("--fedavg-rounds", type=int, default=None, help="factory: FedAvg rounds (20)")
-    add("--device", default="cpu")
+    add("--device", default="cpu", help="torch device: cpu (default), cuda or cuda:N")
     add("--threads", type=int, default=None, help="CPU threads torch may use (1)")
     add("--seed", type=int, default=0, help="experimental-design seed")
     add(
@@ -159,7 +187,22 @@ def register(subparsers: Any) -> None:
         default=None,
         help="latent: seed the DP noise (reproducible experiments only; default: OS CSPRNG)",
     )
-    add("--output-dir", default="privfed-run")
+    add(
+        "--output-dir",
+        default="privfed-run",
+        help="run directory (default privfed-run); must be new or empty unless --overwrite",
+    )
+    add(
+        "--overwrite",
+        action="store_true",
+        help="replace an earlier run's artefacts in --output-dir (stale ones are removed)",
+    )
+    add(
+        "--release-only",
+        action="store_true",
+        help="write only the release (release.json, ledger.json, samples.png, synthetic.npz) "
+        "and skip the evaluation stages that read private data (baselines, audit)",
+    )
     add("--quiet", action="store_true")
     parser.set_defaults(func=_run)
 
@@ -197,22 +240,71 @@ def _resolve(args: argparse.Namespace) -> argparse.Namespace:
     return argparse.Namespace(**filled)
 
 
+#: Configuration parameters -> the option that sets them (error messages name options).
+_OPTION_OF: dict[str, str] = {
+    "dataset": "--dataset",
+    "num_classes": "--num-classes",
+    "public_fraction": "--public-fraction",
+    "test_fraction": "--test-fraction",
+    "codec_kind": "--codec-kind",
+    "kind": "--codec-kind",
+    "partition": "--partition",
+    "alpha": "--partition dirichlet:ALPHA",
+    "dirichlet_alpha": "--partition dirichlet:ALPHA",
+    "classes_per_client": "--partition pathological:K",
+    "scenario": "--partition",
+    "num_clients": "--clients",
+    "codec": "--codec",
+    "latent_dim": "--latent-dim",
+    "clip_norm": "--clip-norm",
+    "epsilon": "--epsilon",
+    "delta": "--delta",
+    "adjacency": "--adjacency",
+    "dropout_rate": "--dropout-rate",
+    "samples_per_class": "--samples-per-class",
+    "synthetic_per_class": "--samples-per-class",
+    "classifier_epochs": "--epochs",
+    "fedavg_rounds": "--fedavg-rounds",
+    "factory": "--factory",
+    "device": "--device",
+    "num_threads": "--threads",
+    "seed": "--seed",
+    "noise_seed": "--noise-seed",
+    "output_dir": "--output-dir",
+}
+
+
+def _message(exc: Exception) -> str:
+    """The error's message, naming the command-line option instead of the parameter."""
+    text = str(exc)
+    parameter = getattr(exc, "parameter", None)
+    option = _OPTION_OF.get(parameter) if isinstance(parameter, str) else None
+    if option is not None:
+        text = text.replace(f"parameter {parameter!r}", option, 1)
+    return text
+
+
 def _run(args: argparse.Namespace) -> int:
+    from privfed._deps import require
+    from privfed.engines.job import check_output_dir
     from privfed.errors import PrivfedError
 
     try:
+        # Before any work: what the run needs installed, and where the results go.
+        require("torch", feature="privfed run")
+        require("matplotlib", feature="privfed run (samples.png)")
         resolved = _resolve(args)
+        check_output_dir(resolved.output_dir, overwrite=resolved.overwrite)
         if resolved.engine == "factory":
             return _run_factory(resolved)
         return _run_latent(resolved)
     except (_UsageError, PrivfedError) as exc:
-        print(f"privfed run: error: {exc}", file=sys.stderr)
+        print(f"privfed run: error: {_message(exc)}", file=sys.stderr)
         return 2
 
 
 def _print_table(rows: list[tuple[str, str]]) -> None:
     width = max(len(k) for k, _ in rows)
-    print()
     for key, value in rows:
         print(f"  {key:<{width}}  {value}")
 
@@ -244,6 +336,10 @@ def _run_latent(args: argparse.Namespace) -> int:
     scheme, option = args.partition
     config = PipelineConfig(
         dataset=args.dataset,
+        num_classes=args.num_classes,
+        public_fraction=args.public_fraction,
+        test_fraction=args.test_fraction,
+        codec_kind=args.codec_kind,
         partition=scheme,
         alpha=option if scheme == "dirichlet" else None,
         classes_per_client=option if scheme == "pathological" else None,
@@ -257,26 +353,19 @@ def _run_latent(args: argparse.Namespace) -> int:
         dropout_rate=args.dropout_rate,
         samples_per_class=args.samples_per_class,
         classifier_epochs=args.epochs,
-        baselines=not args.no_baselines,
-        audit=not args.no_audit,
+        baselines=not (args.no_baselines or args.release_only),
+        audit=not (args.no_audit or args.release_only),
         device=args.device,
         num_threads=args.threads,
         seed=args.seed,
         noise_seed=args.noise_seed,
     )
     result = run_pipeline(config, progress=_printer(args))
-    paths = result.write(args.output_dir)
+    paths = result.write(
+        args.output_dir, overwrite=args.overwrite, release_only=args.release_only
+    )
     r = result.report
-    rows = [
-        ("accuracy, synthetic (DP)", f"{r.accuracy_synthetic:.4f}"),
-        (
-            "accuracy, real private data",
-            "-" if r.accuracy_real is None else f"{r.accuracy_real:.4f}",
-        ),
-        (
-            "accuracy, synthetic (no DP)",
-            "-" if r.accuracy_nondp_synthetic is None else f"{r.accuracy_nondp_synthetic:.4f}",
-        ),
+    release_rows = [
         ("epsilon / delta", f"{r.epsilon:g} / {r.delta:.3g} ({config.adjacency.value})"),
         ("mu (GDP)", f"{r.mu:.4f}"),
         (
@@ -291,16 +380,38 @@ def _run_latent(args: argparse.Namespace) -> int:
             "payload per client",
             f"{r.payload_values_per_client} values, {r.payload_bytes_per_client} B",
         ),
+        ("clients / dropped", f"{r.num_clients} / {r.dropped_clients}"),
+    ]
+    evaluation_rows = [
+        ("accuracy, synthetic (DP)", f"{r.accuracy_synthetic:.4f}"),
+        (
+            "accuracy, real private data",
+            "-" if r.accuracy_real is None else f"{r.accuracy_real:.4f}",
+        ),
+        (
+            "accuracy, synthetic (no DP)",
+            "-" if r.accuracy_nondp_synthetic is None else f"{r.accuracy_nondp_synthetic:.4f}",
+        ),
         ("secagg bytes sent per client", f"{r.secagg_bytes_per_client:.0f} B"),
-        ("clients (empty) / dropped", f"{r.num_clients} ({r.empty_clients}) / {r.dropped_clients}"),
+        ("empty clients", str(r.empty_clients)),
         ("records aggregated", f"{r.records_aggregated} of {r.records_private} private"),
     ]
     if r.audit is not None:
-        rows.extend(_audit_rows(r.audit))
-    rows.append(("total seconds", f"{sum(r.seconds.values()):.2f}"))
-    _print_table(rows)
+        evaluation_rows.extend(_audit_rows(r.audit))
+    evaluation_rows.append(("total seconds", f"{sum(r.seconds.values()):.2f}"))
+    _print_sections(release_rows, evaluation_rows)
     print(f"\nwrote {', '.join(str(p) for p in paths.values())}")
     return 0
+
+
+def _print_sections(
+    release_rows: list[tuple[str, str]], evaluation_rows: list[tuple[str, str]]
+) -> None:
+    """The release's figures, then the evaluation's, each under its own heading."""
+    print("\nrelease (DP outputs and public facts):")
+    _print_table(release_rows)
+    print("\nevaluation (computed from private data without noise; not part of the release):")
+    _print_table(evaluation_rows)
 
 
 def _audit_rows(summary: Any) -> list[tuple[str, str]]:
@@ -340,6 +451,10 @@ def _run_factory(args: argparse.Namespace) -> int:
 
     scheme, alpha = args.partition
     kwargs: dict[str, Any] = {
+        "dataset": args.dataset,
+        "num_classes": args.num_classes,
+        "public_fraction": args.public_fraction,
+        "test_fraction": args.test_fraction,
         "scenario": scheme,
         "factory": args.factory,
         "num_clients": args.clients,
@@ -347,21 +462,27 @@ def _run_factory(args: argparse.Namespace) -> int:
         "synthetic_per_class": args.samples_per_class,
         "classifier_epochs": args.epochs,
         "fedavg_rounds": args.fedavg_rounds,
-        "centralized": not args.no_baselines,
+        "centralized": not (args.no_baselines or args.release_only),
         "seed": args.seed,
         "device": args.device,
-        "audit": not args.no_audit,
+        "audit": not (args.no_audit or args.release_only),
         "num_threads": args.threads,
     }
     if scheme == "dirichlet":
         kwargs["dirichlet_alpha"] = alpha
     config = FactoryPipelineConfig(**kwargs)
     report = run_factory_pipeline(config, progress=_printer(args))
-    paths = report.write(args.output_dir)
+    paths = report.write(args.output_dir, overwrite=args.overwrite, release_only=args.release_only)
     data = report.to_dict()
     central = report.centralized_accuracy
-    rows = [
+    release_rows = [
         ("scenario / factory", f"{config.scenario} / {config.factory}"),
+        (
+            "epsilon (DP-SGD)",
+            "- (no DP)" if report.dp_epsilon is None else f"{report.dp_epsilon:.4g}",
+        ),
+    ]
+    evaluation_rows = [
         ("accuracy, synthetic (factories)", f"{report.factory_accuracy:.4f}"),
         ("accuracy, FedAvg", f"{report.fedavg_accuracy:.4f}"),
         ("accuracy, centralized", "-" if central is None else f"{central:.4f}"),
@@ -370,14 +491,10 @@ def _run_factory(args: argparse.Namespace) -> int:
             "bytes per client: factories / FedAvg",
             f"{report.factory_bytes_per_client:.0f} / {report.fedavg_bytes_per_client:.0f}",
         ),
-        (
-            "epsilon (DP-SGD)",
-            "- (no DP)" if report.dp_epsilon is None else f"{report.dp_epsilon:.4g}",
-        ),
     ]
-    rows.extend(_factory_audit_rows(data.get("audit")))
-    rows.append(("total seconds", f"{data['seconds_total']:.2f}"))
-    _print_table(rows)
+    evaluation_rows.extend(_factory_audit_rows(data.get("audit")))
+    evaluation_rows.append(("total seconds", f"{data['seconds_total']:.2f}"))
+    _print_sections(release_rows, evaluation_rows)
     print(f"\nwrote {', '.join(str(p) for p in paths.values())}")
     return 0
 

@@ -9,23 +9,26 @@ Heavy imports happen inside the command, so ``privfed --help`` stays fast.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
+
+from privfed.cli._options import Interval, int_type, number_type, one_line_errors, option_message
 
 __all__ = ["register", "run"]
 
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer; got {value}")
-    return value
-
-
-def _rate(text: str) -> float:
-    value = float(text)
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"must lie in [0, 1); got {value}")
-    return value
+_PROG = "privfed secagg-demo"
+#: Largest ``--length``: vector lengths travel as 32-bit integers.
+_MAX_LENGTH = 2**31 - 1
+#: Library parameters -> the option that sets them (error messages name options).
+_OPTION_OF: dict[str, str] = {
+    "inputs": "--clients",
+    "client_ids": "--clients",
+    "threshold": "--threshold",
+    "vector_length": "--length",
+    "graph": "--graph",
+    "degree": "--degree",
+    "dropouts": "--dropout-rate",
+}
 
 
 def register(subparsers: Any) -> None:
@@ -39,58 +42,125 @@ def register(subparsers: Any) -> None:
             "dropping out before the masked-input stage, and check the exact sum."
         ),
     )
-    parser.add_argument("--clients", type=_positive_int, default=20, help="clients (default 20)")
+    one_line_errors(parser)
     parser.add_argument(
-        "--threshold",
-        type=_positive_int,
-        default=None,
-        help="Shamir threshold t (default: a majority of a neighbourhood)",
+        "--clients", type=int_type("--clients", 2), default=20, help="clients, >= 2 (default 20)"
     )
     parser.add_argument(
-        "--length", type=_positive_int, default=1000, help="values per client (default 1000)"
+        "--threshold",
+        type=int_type("--threshold", 2),
+        default=None,
+        help="Shamir threshold t in [2, neighbourhood size] (default: a majority of a "
+        "neighbourhood)",
+    )
+    parser.add_argument(
+        "--length",
+        type=int_type("--length", 1, _MAX_LENGTH),
+        default=1000,
+        help="values per client (default 1000)",
     )
     parser.add_argument(
         "--dropout-rate",
-        type=_rate,
+        type=number_type("--dropout-rate", Interval(0.0, 1.0, closed_low=True)),
         default=0.1,
-        help="fraction of clients dropping before masked input (default 0.1)",
+        help="fraction of clients dropping before masked input, in [0, 1) (default 0.1)",
     )
-    parser.add_argument("--graph", choices=("complete", "harary"), default="complete")
     parser.add_argument(
-        "--degree", type=_positive_int, default=None, help="neighbours per client (harary only)"
+        "--graph",
+        choices=("complete", "harary"),
+        default="complete",
+        help="who shares masks with whom (default complete)",
     )
-    parser.add_argument("--seed", type=int, default=None, help="seed for inputs and dropouts")
+    parser.add_argument(
+        "--degree",
+        type=int_type("--degree", 2),
+        default=None,
+        help="neighbours per client, --graph harary only: in [2, clients - 1], even when "
+        "clients is odd (default about 2 log2(clients))",
+    )
+    parser.add_argument(
+        "--seed", type=int_type("--seed", 0), default=None, help="seed for inputs and dropouts"
+    )
     parser.set_defaults(func=run)
 
 
+class _UsageError(Exception):
+    """Options that are fine one by one but not together."""
+
+
+def _plan(args: argparse.Namespace) -> tuple[int | None, int]:
+    """The Harary degree (``None`` for the complete graph) and the threshold, checked."""
+    import math
+
+    n = args.clients
+    if args.graph == "complete":
+        if args.degree is not None:
+            raise _UsageError("--degree applies only to --graph harary, not to the complete graph")
+        degree, hood = None, n
+    else:
+        if n < 3:
+            raise _UsageError(f"--graph harary needs --clients >= 3; got {n}")
+        degree = args.degree
+        if degree is None:
+            # About 2 log2(n) neighbours (even, so valid for any n), capped at n - 1.
+            degree = max(2, min(n - 1, 2 * math.ceil(math.log2(n))))
+        elif degree > n - 1:
+            raise _UsageError(f"--degree must be at most --clients - 1 = {n - 1}; got {degree}")
+        elif degree % 2 == 1 and n % 2 == 1:
+            raise _UsageError(f"--degree must be even when --clients is odd ({n}); got {degree}")
+        hood = degree + 1
+    threshold = args.threshold if args.threshold is not None else max(2, hood // 2 + 1)
+    if threshold > hood:
+        size = "--clients" if degree is None else "--degree + 1"
+        raise _UsageError(
+            f"--threshold must be at most the neighbourhood size ({size} = {hood}); got {threshold}"
+        )
+    return degree, threshold
+
+
 def run(args: argparse.Namespace) -> int:
-    """Execute the demo; return 0 when the sum is exact, 1 on an abort or a mismatch."""
+    """Execute the demo; return 0 when the sum is exact, 1 on an abort or a mismatch.
+
+    Options that do not fit together (``--degree`` with the complete graph, a
+    threshold above the neighbourhood size) print one line on stderr and
+    return 2, before any input is drawn.
+    """
+    try:
+        degree, threshold = _plan(args)
+    except _UsageError as exc:
+        print(f"{_PROG}: error: {exc}", file=sys.stderr)
+        return 2
+
     import numpy as np
 
     from privfed.errors import ParameterError, ProtocolAbort
     from privfed.secagg import Stage, run_protocol
 
     n = args.clients
-    degree = args.degree
-    if args.graph == "harary" and degree is None:
-        # About 2 log2(n) neighbours (even, so valid for any n), capped at n - 1.
-        degree = max(1, min(n - 1, 2 * int(np.ceil(np.log2(max(n, 2))))))
-    hood = n if args.graph == "complete" else (degree or 0) + 1
-    threshold = args.threshold if args.threshold is not None else max(2, hood // 2 + 1)
-    rng = np.random.default_rng(args.seed)
-    inputs = [rng.integers(0, 2**64 - 1, size=args.length, dtype=np.uint64) for _ in range(n)]
-    dropped = sorted(rng.choice(n, size=int(args.dropout_rate * n), replace=False).tolist())
     try:
+        rng = np.random.default_rng(args.seed)
+        inputs = [rng.integers(0, 2**64 - 1, size=args.length, dtype=np.uint64) for _ in range(n)]
+        dropped = sorted(rng.choice(n, size=int(args.dropout_rate * n), replace=False).tolist())
         report = run_protocol(
             inputs,
             threshold=threshold,
             dropouts={Stage.MASKED_INPUT: dropped},
             graph=args.graph,
-            degree=degree if args.graph == "harary" else None,
+            degree=degree,
         )
-    except (ParameterError, ProtocolAbort) as exc:
+    except ProtocolAbort as exc:
+        # The demo's outcome, not a usage error: too many clients dropped out.
         print(f"secagg-demo: {exc}")
         return 1
+    except ParameterError as exc:
+        print(f"{_PROG}: error: {option_message(exc, _OPTION_OF)}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print(
+            f"{_PROG}: error: not enough memory for --clients {n} x --length {args.length}",
+            file=sys.stderr,
+        )
+        return 2
     expected = np.zeros(args.length, dtype=np.uint64)
     for i, vector in enumerate(inputs):
         if i not in set(dropped):

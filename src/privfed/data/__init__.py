@@ -7,9 +7,11 @@ This package needs numpy only (scikit-learn for :func:`load_digits`, Pillow for
 from privfed.data.datasets import (
     DatasetSplit,
     ImageDataset,
+    load_dataset,
     load_digits,
     load_image_folder,
     load_npz,
+    require_classification_data,
     split_public_private,
 )
 from privfed.data.partition import PartitionScheme, partition
@@ -18,9 +20,11 @@ __all__ = [
     "DatasetSplit",
     "ImageDataset",
     "PartitionScheme",
+    "load_dataset",
     "load_digits",
     "load_image_folder",
     "load_npz",
     "partition",
+    "require_classification_data",
     "split_public_private",
 ]

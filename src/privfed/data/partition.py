@@ -20,7 +20,8 @@ import math
 
 import numpy as np
 
-from privfed.errors import ParameterError, ParameterTypeError
+from privfed._checks import check_enum, check_float, check_int
+from privfed.errors import ParameterError
 
 __all__ = ["PartitionScheme", "partition"]
 
@@ -45,14 +46,6 @@ class PartitionScheme(enum.StrEnum):
     DIRICHLET = "dirichlet"
     PATHOLOGICAL = "pathological"
     SINGLE_CLASS = "single-class"
-
-
-def _check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise ParameterTypeError(name, "an int", value)
-    if int(value) < minimum:
-        raise ParameterError(name, f"an int >= {minimum}", value)
-    return int(value)
 
 
 def _split_evenly(indices: np.ndarray, owners: list[int], out: list[list[np.ndarray]]) -> None:
@@ -93,26 +86,19 @@ def partition(
         ParameterError: On an unknown scheme, a missing or superfluous option, or
             a configuration that cannot give every class a holder.
     """
-    try:
-        kind = PartitionScheme(scheme)
-    except ValueError:
-        raise ParameterError(
-            "scheme", f"one of {[s.value for s in PartitionScheme]}", scheme
-        ) from None
+    kind = check_enum("scheme", scheme, PartitionScheme)
     labels = np.asarray(labels)
     if labels.ndim != 1 or (labels.size and not np.issubdtype(labels.dtype, np.integer)):
         raise ParameterError("labels", "a 1-D integer array", labels.shape)
     if labels.size and labels.min() < 0:
         raise ParameterError("labels", "values >= 0", int(labels.min()))
-    n_clients = _check_int("num_clients", num_clients, 1)
+    n_clients = check_int("num_clients", num_clients, minimum=1, numpy=True)
     if kind is PartitionScheme.DIRICHLET:
         if alpha is None:
             raise ParameterError("alpha", "a finite float > 0 for scheme 'dirichlet'", alpha)
-        if isinstance(alpha, bool) or not isinstance(alpha, int | float):
-            raise ParameterTypeError("alpha", "a float", alpha)
-        if not math.isfinite(alpha) or alpha <= 0:
-            raise ParameterError("alpha", "a finite float > 0", alpha)
-        concentration = float(alpha)
+        concentration = check_float(
+            "alpha", alpha, low=0, open_low=True, numpy=False, expected="a float"
+        )
     else:
         concentration = 0.0
         if alpha is not None:
@@ -122,7 +108,7 @@ def partition(
             raise ParameterError(
                 "classes_per_client", "an int >= 1 for scheme 'pathological'", None
             )
-        k = _check_int("classes_per_client", classes_per_client, 1)
+        k = check_int("classes_per_client", classes_per_client, minimum=1, numpy=True)
     elif classes_per_client is not None:
         raise ParameterError(
             "classes_per_client", f"None for scheme {kind.value!r}", classes_per_client

@@ -9,7 +9,9 @@ export to it or use its PLD accountant).  Never imports torch.
 * :mod:`privfed.dp.planning` -- noise plans for the latent-statistic release.
 * :mod:`privfed.dp.noise` -- CSPRNG-backed Gaussian, rounded and discrete
   Gaussian samplers.
-* :mod:`privfed.dp.ledger` -- validated release events and an audited ledger.
+* :mod:`privfed.dp.events` -- the release-event protocol, partition schemes and
+  the registry of release kinds (one module per kind in :mod:`privfed.dp.releases`).
+* :mod:`privfed.dp.ledger` -- an audited ledger that composes release events.
 """
 
 from __future__ import annotations
@@ -23,6 +25,18 @@ from privfed.dp.calibration import (
     gdp_epsilon,
     gdp_mu,
     mu_for_epsilon_delta,
+)
+from privfed.dp.events import (
+    DEFAULT_SCHEME,
+    Accountant,
+    Accounting,
+    PartitionKey,
+    ReleaseEvent,
+    in_scheme,
+    partition_key,
+    register_release,
+    release_from_dict,
+    release_kinds,
 )
 from privfed.dp.ledger import (
     AccountantRelation,
@@ -57,17 +71,22 @@ from privfed.dp.sensitivity import (
 )
 
 __all__ = [
+    "DEFAULT_SCHEME",
     "DISCRETE_GAUSSIAN_SAMPLER",
     "GAUSSIAN_SAMPLER",
     "ROUNDED_GAUSSIAN_SAMPLER",
+    "Accountant",
     "AccountantRelation",
+    "Accounting",
     "Adjacency",
     "GaussianRelease",
     "LatentReleasePlan",
     "LedgerGuarantee",
     "Partition",
+    "PartitionKey",
     "PrivacyLedger",
     "Release",
+    "ReleaseEvent",
     "SplitName",
     "SubsampledGaussianRelease",
     "calibrate_analytic_gaussian",
@@ -80,11 +99,16 @@ __all__ = [
     "gdp_delta",
     "gdp_epsilon",
     "gdp_mu",
+    "in_scheme",
     "joint_mu_squared",
     "mu_for_epsilon_delta",
     "paper_baseline_noise_stds",
+    "partition_key",
     "plan_latent_release",
+    "register_release",
     "release_error_objective",
+    "release_from_dict",
+    "release_kinds",
     "rounded_gaussian",
     "second_moment_sensitivity",
     "sum_sensitivity",

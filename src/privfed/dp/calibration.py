@@ -22,12 +22,12 @@ adjacency of your release (see :mod:`privfed.dp.sensitivity`).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
+from typing import Any
 
-from scipy.special import log_ndtr
-
-from privfed.dp._validation import (
+from privfed._checks import (
     check_delta,
     check_finite_nonnegative,
     check_finite_positive,
@@ -52,6 +52,18 @@ _RTOL = 1e-13
 _MAX_ITER = 4000
 _LN2 = math.log(2.0)
 _ULP = 2.0**-52
+
+
+@functools.cache
+def _log_ndtr() -> Any:
+    """Return :func:`scipy.special.log_ndtr`, importing scipy.special on first use.
+
+    scipy.special takes ~0.4 s to import, so ``import privfed.dp`` leaves it
+    out; the cache keeps the bisection loops free of repeated import lookups.
+    """
+    from scipy.special import log_ndtr
+
+    return log_ndtr
 
 
 def _log1mexp(x: float) -> float:
@@ -79,6 +91,7 @@ def _log_delta(mu: float, epsilon: float) -> float:
         return -math.inf
     if math.isinf(mu):
         return 0.0
+    log_ndtr = _log_ndtr()
     shift = epsilon / mu
     arg_a = -shift + mu / 2.0
     arg_b = -shift - mu / 2.0

@@ -1,59 +1,88 @@
-"""Audited privacy accounting: validated release events and a ledger.
+"""Audited privacy accounting: a ledger that composes validated release events.
 
-Every noisy release is recorded as a small frozen value:
+Every noisy release is recorded as a small frozen *event* (see
+:mod:`privfed.dp.events` for the protocol and :mod:`privfed.dp.releases` for
+the kinds, e.g. :class:`GaussianRelease` and :class:`SubsampledGaussianRelease`).
+The ledger never looks at an event's concrete type: it asks each event for its
+accounting (exact μ-GDP, a dp-accounting PLD, an RDP curve) and composes.
 
-* :class:`GaussianRelease` -- one Gaussian mechanism ``q(D) + N(0, σ² I)``
-  with L2 sensitivity Δ under the ledger's adjacency; exactly ``Δ/σ``-GDP.
-* :class:`SubsampledGaussianRelease` -- DP-SGD style training: ``steps``
-  Poisson-subsampled Gaussian steps.
+Which releases compose how
+--------------------------
 
-Records live in *partitions*: a partition label (an ``int`` or ``str``, e.g. a
-class id) names a set of records disjoint from every other label's, and
-``None`` names the whole dataset.  One record belongs to exactly one labelled
-partition and to ``None``, so the worst record sees the releases on ``None``
-composed with those of one labelled partition.  Releases on the same partition
-compose sequentially, disjoint partitions in parallel (the worst one counts).
+Each release reads the records of its partition: ``None`` (every record), or a
+label within a declared partition *scheme* (:class:`~privfed.dp.PartitionKey`;
+a bare int/str is a label of the default scheme).  Labels of one scheme are
+disjoint, so their releases compose in parallel; schemes may overlap (one
+record has a label in every scheme), so schemes compose sequentially.  The
+worst-case record sees
 
-How the ledger computes its guarantee:
+    every release on ``None``  +  for each scheme, the releases of one label,
 
-* All releases Gaussian: exact μ-GDP, ``μ² = Σ_{None} μ_i² + max_p Σ_p μ_i²``,
-  then ε(δ) from the exact GDP curve (conservative rounding).
-* Any subsampled release present: for every labelled partition (or for
-  ``None`` alone when there is none) the privacy-loss distributions of all its
-  releases and those on ``None`` are composed with dp-accounting's PLD
-  implementation (pessimistic discretisation, interval 1e-4), ε(δ) is read off,
-  and the maximum over partitions is reported.  Gaussian releases enter as
-  ``noise_multiplier = σ/Δ`` with Δ already expressed for the adjacency, under
-  ADD_OR_REMOVE_ONE (dp-accounting's REPLACE_ONE handling is not used for them).
+and the ledger reports the worst such combination.  For exact GDP this is
+``μ² = Σ_{None} μ_i² + Σ_schemes max_label Σ_label μ_i²``.
 
-Events are validated when built (dp-accounting does not validate), and
-:meth:`PrivacyLedger.record` checks the budget before changing anything.
+How the guarantee is computed
+-----------------------------
+
+The ledger uses the tightest method that every recorded release supports
+(:attr:`~privfed.dp.events.ReleaseEvent.accounting`):
+
+* ``"gdp"`` -- every release exactly GDP: the exact μ above, then ε(δ) from
+  the exact GDP curve (conservative rounding).
+* ``"pld"`` -- dp-accounting privacy-loss distributions (pessimistic
+  discretisation, interval 1e-4).  For every worst-case combination (one
+  label per scheme; identical label groups counted once) the PLDs of its
+  releases are composed in record order, ε(δ) is read off, and the maximum is
+  reported.  Used when there are at most 1024 distinct combinations.
+* ``"rdp"`` -- Rényi DP at dp-accounting's default orders: the curves of the
+  releases on ``None`` plus, per scheme, the pointwise maximum over labels of
+  their summed curves (an upper bound on every combination), converted to
+  (ε, δ) with dp-accounting's conversion.
+
+A release whose kinds share no usable method with the rest of the ledger is
+refused when recorded.  Events are validated when built (dp-accounting does
+not validate), and :meth:`PrivacyLedger.record` checks everything, the budget
+included, before changing anything.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
+import itertools
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
-from privfed.dp._validation import (
+import numpy as np
+import numpy.typing as npt
+
+from privfed._checks import (
+    check_count,
     check_delta,
     check_finite_nonnegative,
     check_finite_positive,
-    check_int,
     to_float,
 )
 from privfed.dp.calibration import gdp_delta, gdp_epsilon
-from privfed.dp.noise import DISCRETE_GAUSSIAN_SAMPLER
+from privfed.dp.events import (
+    Accountant,
+    AccountantRelation,
+    Accounting,
+    Partition,
+    PartitionKey,
+    ReleaseEvent,
+    check_accountant,
+    check_partition,
+    check_relation,
+    is_registered,
+    partition_key,
+    release_from_dict,
+)
+from privfed.dp.releases import GaussianRelease, SubsampledGaussianRelease
 from privfed.dp.sensitivity import Adjacency
 from privfed.errors import BudgetExceededError, LedgerError, ParameterError, ParameterTypeError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from privfed.dp.planning import LatentReleasePlan
 
 __all__ = [
     "AccountantRelation",
@@ -65,222 +94,18 @@ __all__ = [
     "SubsampledGaussianRelease",
 ]
 
-#: A partition label: an int or str naming disjoint records; ``None`` = all records.
-Partition = int | str | None
-
-#: The neighbouring relation of a dp-accounting accountant that consumes exported events.
-AccountantRelation = Literal["add-or-remove-one", "replace-one"]
+#: Any event a ledger accepts: an instance of a registered release kind.
+Release = ReleaseEvent
 
 _FORMAT = "privfed.dp.ledger"
-_VERSION = 1
+#: Version 2 added partition schemes (partition objects) and open release kinds.
+_VERSION = 2
+_V1_TAGS = ("gaussian", "subsampled-gaussian")
 _PLD_INTERVAL = 1e-4
-
-
-def _relation_factor(relation: object) -> float:
-    """Multiplier scale for an accountant relation (dp-accounting replace shifts by 2)."""
-    if relation == "add-or-remove-one":
-        return 1.0
-    if relation == "replace-one":
-        return 2.0
-    raise ParameterError("relation", "'add-or-remove-one' or 'replace-one'", relation)
-
-
-def _check_name(value: object) -> str:
-    if not isinstance(value, str):
-        raise ParameterTypeError("name", "a non-empty str", value)
-    if not value:
-        raise ParameterError("name", "a non-empty str", value)
-    return value
-
-
-def _check_partition(value: object) -> None:
-    if value is None or isinstance(value, str):
-        return
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ParameterTypeError("partition", "an int, a str or None", value)
-
-
-def _check_sampler(value: object) -> str:
-    if not isinstance(value, str):
-        raise ParameterTypeError("sampler", "a non-empty str", value)
-    if not value:
-        raise ParameterError("sampler", "a non-empty str", value)
-    return value
-
-
-def _check_bool(name: str, value: object) -> None:
-    if not isinstance(value, bool):
-        raise ParameterTypeError(name, "a bool", value)
-
-
-def _check_adjacency(value: object) -> None:
-    if not isinstance(value, Adjacency):
-        raise ParameterTypeError("adjacency", "a privfed.dp.Adjacency member", value)
-
-
-@dataclass(frozen=True)
-class GaussianRelease:
-    """One Gaussian mechanism release, validated at construction.
-
-    Attributes:
-        name: What was released (e.g. ``"latent-statistics"``); non-empty.
-        partition: The records it reads: an int/str label of a disjoint
-            partition (e.g. a class id) or ``None`` for the whole dataset.
-        l2_sensitivity: Δ of the released query under ``adjacency``; >= 0.
-        noise_std: σ of the isotropic noise, same units as Δ; > 0.
-        adjacency: The neighbouring relation Δ was computed for.
-        sampler: Name of the noise sampler (e.g.
-            :data:`privfed.dp.noise.GAUSSIAN_SAMPLER`).  The discrete Gaussian
-            sampler is refused: its guarantee is not the continuous one.
-        seeded: Whether the noise came from an explicit, reproducible seed.
-        dimension: Number of noised coordinates, if known (>= 1).
-
-    The release is exactly ``mu = Δ/σ``-GDP under ``adjacency``.  A release
-    whose coordinates carry different noise stds (such as a latent-statistic
-    plan) is recorded in whitened form: ``noise_std = 1`` and
-    ``l2_sensitivity`` = its exact joint μ.
-    """
-
-    name: str
-    partition: Partition
-    l2_sensitivity: float
-    noise_std: float
-    adjacency: Adjacency
-    sampler: str
-    seeded: bool
-    dimension: int | None = None
-
-    def __post_init__(self) -> None:
-        _check_name(self.name)
-        _check_partition(self.partition)
-        check_finite_nonnegative("l2_sensitivity", self.l2_sensitivity)
-        check_finite_positive("noise_std", self.noise_std)
-        _check_adjacency(self.adjacency)
-        sampler = _check_sampler(self.sampler)
-        if sampler == DISCRETE_GAUSSIAN_SAMPLER:
-            raise ParameterError(
-                "sampler",
-                "a continuous or rounded Gaussian sampler",
-                sampler,
-                detail="discrete-Gaussian releases are not accounted as continuous Gaussians",
-            )
-        _check_bool("seeded", self.seeded)
-        if self.dimension is not None:
-            check_int("dimension", self.dimension, minimum=1)
-
-    @property
-    def mu(self) -> float:
-        """μ-GDP of this release: ``l2_sensitivity / noise_std``."""
-        return float(self.l2_sensitivity) / float(self.noise_std)
-
-    @property
-    def noise_multiplier(self) -> float:
-        """``σ/Δ`` (``math.inf`` when Δ = 0), the dp-accounting parameter."""
-        if self.l2_sensitivity == 0:
-            return math.inf
-        return float(self.noise_std) / float(self.l2_sensitivity)
-
-    def to_dp_accounting_event(self, *, relation: AccountantRelation = "add-or-remove-one") -> Any:
-        """Return a ``dp_accounting.GaussianDpEvent`` (``NoOpDpEvent`` when Δ = 0).
-
-        Args:
-            relation: The neighbouring relation of the dp-accounting accountant
-                that will consume the event.  ``"add-or-remove-one"``
-                (recommended): the multiplier is ``σ/Δ`` with Δ already
-                expressed for this release's adjacency.  ``"replace-one"``:
-                dp-accounting then shifts by twice the unit sensitivity, so the
-                multiplier is ``2σ/Δ`` (same privacy loss).
-        """
-        import dp_accounting
-
-        factor = _relation_factor(relation)
-        if self.l2_sensitivity == 0:
-            return dp_accounting.NoOpDpEvent()
-        return dp_accounting.GaussianDpEvent(noise_multiplier=factor * self.noise_multiplier)
-
-
-@dataclass(frozen=True)
-class SubsampledGaussianRelease:
-    """A DP-SGD style release: ``steps`` Poisson-subsampled Gaussian steps.
-
-    Attributes:
-        name: What was trained/released; non-empty.
-        partition: See :class:`GaussianRelease`.
-        noise_multiplier: ``σ/C``: noise std over the per-example clipping
-            norm C of each step's gradient sum (the DP-SGD convention);
-            finite, > 0.  Under REPLACE_ONE a replaced example moves the sum by
-            up to 2C; the accounting takes that into account.
-        sampling_rate: Poisson inclusion probability q of each example per
-            step; in (0, 1].
-        steps: Number of steps; int >= 1.
-        adjacency: The neighbouring relation.
-        sampler: Name of the noise sampler.
-        seeded: Whether the noise was seeded.
-
-    Accounted exactly (up to PLD discretisation, pessimistically) with
-    dp-accounting's privacy-loss distributions: ``PoissonSampledDpEvent(q,
-    GaussianDpEvent(σ/C))`` self-composed ``steps`` times, under dp-accounting's
-    ADD_OR_REMOVE_ONE or REPLACE_ONE relation to match ``adjacency`` (its
-    replace model puts the two neighbouring contributions at ``±C``).
-    """
-
-    name: str
-    partition: Partition
-    noise_multiplier: float
-    sampling_rate: float
-    steps: int
-    adjacency: Adjacency
-    sampler: str
-    seeded: bool
-
-    def __post_init__(self) -> None:
-        _check_name(self.name)
-        _check_partition(self.partition)
-        check_finite_positive("noise_multiplier", self.noise_multiplier)
-        rate = to_float("sampling_rate", self.sampling_rate)
-        if not (0.0 < rate <= 1.0):
-            raise ParameterError("sampling_rate", "a float in (0, 1]", self.sampling_rate)
-        check_int("steps", self.steps, minimum=1)
-        _check_adjacency(self.adjacency)
-        _check_sampler(self.sampler)
-        _check_bool("seeded", self.seeded)
-
-    def to_dp_accounting_event(self, *, relation: AccountantRelation | None = None) -> Any:
-        """Return ``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(σ/C)), steps)``.
-
-        Args:
-            relation: The neighbouring relation of the consuming accountant;
-                ``None`` (default) picks the one matching :attr:`adjacency`.
-                dp-accounting models a replaced example as gradient sums at
-                ``±C``, i.e. a change of up to 2C, which is this release's
-                replace-one meaning, so the multiplier is ``σ/C`` either way.
-
-        Raises:
-            LedgerError: ``relation`` differs from the release's adjacency
-                (a subsampled release has no exact translation across them).
-        """
-        import dp_accounting
-
-        wanted: AccountantRelation = (
-            "replace-one" if self.adjacency is Adjacency.REPLACE_ONE else "add-or-remove-one"
-        )
-        if relation is None:
-            relation = wanted
-        _relation_factor(relation)
-        if relation != wanted:
-            raise LedgerError(
-                f"a subsampled release under {self.adjacency.value!r} cannot be exported for "
-                f"a {relation!r} accountant"
-            )
-        step = dp_accounting.PoissonSampledDpEvent(
-            sampling_probability=float(self.sampling_rate),
-            event=dp_accounting.GaussianDpEvent(noise_multiplier=float(self.noise_multiplier)),
-        )
-        return dp_accounting.SelfComposedDpEvent(event=step, count=int(self.steps))
-
-
-#: Any event a ledger accepts.
-Release = GaussianRelease | SubsampledGaussianRelease
+#: Above this many distinct worst-case combinations the PLD method is not used.
+_MAX_COMBINATIONS = 1024
+_METHODS: tuple[Accounting, ...] = ("gdp", "pld", "rdp")
+_DEFAULT_EXPORT_DELTA = 1e-5
 
 
 @dataclass(frozen=True)
@@ -290,9 +115,9 @@ class LedgerGuarantee:
     Attributes:
         epsilon: ε at ``delta`` (conservative).
         delta: The δ the guarantee is stated at.
-        mu: Exact μ-GDP when every release is Gaussian, else ``None``.
-        method: ``"gdp"`` (exact μ-GDP) or ``"pld"`` (dp-accounting PLD,
-            pessimistic).
+        mu: Exact μ-GDP when every release is exactly GDP, else ``None``.
+        method: ``"gdp"`` (exact μ-GDP), ``"pld"`` (dp-accounting PLD,
+            pessimistic) or ``"rdp"`` (Rényi DP).
         adjacency: The neighbouring relation, ``None`` for an empty ledger.
         num_releases: Number of recorded releases.
     """
@@ -300,7 +125,7 @@ class LedgerGuarantee:
     epsilon: float
     delta: float
     mu: float | None
-    method: Literal["gdp", "pld"]
+    method: Accounting
     adjacency: Adjacency | None
     num_releases: int
 
@@ -311,142 +136,292 @@ class LedgerGuarantee:
         check_delta(self.delta)
         if self.mu is not None:
             check_finite_nonnegative("mu", self.mu)
-        if self.method not in ("gdp", "pld"):
-            raise ParameterError("method", "'gdp' or 'pld'", self.method)
-        check_int("num_releases", self.num_releases, minimum=0)
+        if self.method not in _METHODS:
+            raise ParameterError("method", "'gdp', 'pld' or 'rdp'", self.method)
+        check_count("num_releases", self.num_releases, minimum=0)
 
 
-def _group_by_partition(
-    releases: Sequence[Release],
-) -> tuple[list[Release], dict[int | str, list[Release]]]:
-    everywhere: list[Release] = []
-    groups: dict[int | str, list[Release]] = {}
+# -- layout: what the worst-case record sees ----------------------------------------------
+
+Group = list[ReleaseEvent]
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Releases grouped by partition: on ``None``, and per scheme per label (record order)."""
+
+    everywhere: Group
+    schemes: dict[str, dict[int | str, Group]]
+
+
+def _layout(releases: Sequence[ReleaseEvent]) -> _Layout:
+    everywhere: Group = []
+    schemes: dict[str, dict[int | str, Group]] = {}
     for release in releases:
-        if release.partition is None:
+        key = partition_key(release.partition)
+        if key is None:
             everywhere.append(release)
         else:
-            groups.setdefault(release.partition, []).append(release)
-    return everywhere, groups
+            schemes.setdefault(key.scheme, {}).setdefault(key.label, []).append(release)
+    return _Layout(everywhere, schemes)
 
 
-def _worst_groups(releases: Sequence[Release]) -> list[list[Release]]:
-    """Every set of releases one record can be affected by (one per labelled partition)."""
-    everywhere, groups = _group_by_partition(releases)
-    if not groups:
-        return [everywhere]
-    return [everywhere + group for group in groups.values()]
+def _key(release: ReleaseEvent) -> Hashable:
+    return (type(release).type_tag, release.accounting_key())
 
 
-def _gaussian_mu(releases: Sequence[Release]) -> float:
-    worst = 0.0
-    for group in _worst_groups(releases):
-        total = 0.0
-        for release in group:
-            if isinstance(release, GaussianRelease):  # callers pass Gaussian releases only
-                total += release.mu**2
-        worst = max(worst, total)
-    return math.sqrt(worst)
+def _distinct(groups: Iterable[Group]) -> list[Group]:
+    """The groups with distinct privacy loss (first of each kept, order preserved)."""
+    seen: set[Hashable] = set()
+    out: list[Group] = []
+    for group in groups:
+        signature = tuple(_key(r) for r in group)
+        if signature not in seen:
+            seen.add(signature)
+            out.append(group)
+    return out
+
+
+def _num_combinations(layout: _Layout) -> int:
+    count = 1
+    for labels in layout.schemes.values():
+        count *= len(_distinct(labels.values()))
+        if count > _MAX_COMBINATIONS:
+            break
+    return count
+
+
+class _Keyed:
+    """A release hashed by its accounting key (for the caches)."""
+
+    __slots__ = ("key", "release")
+
+    def __init__(self, release: ReleaseEvent) -> None:
+        self.release = release
+        self.key = _key(release)
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Keyed) and self.key == other.key
 
 
 @functools.lru_cache(maxsize=512)
-def _release_pld(release: Release) -> Any:
-    """dp-accounting PLD of one release (``None`` if free); cached, as PLDs are immutable."""
-    from dp_accounting.pld import privacy_loss_distribution as pld_lib
-    from dp_accounting.privacy_accountant import NeighboringRelation
-
-    if isinstance(release, GaussianRelease):
-        if release.l2_sensitivity == 0:
-            return None
-        # Δ is already expressed for the adjacency: a plain shift by Δ/σ.
-        return pld_lib.from_gaussian_mechanism(
-            standard_deviation=release.noise_multiplier,
-            sensitivity=1.0,
-            value_discretization_interval=_PLD_INTERVAL,
-            neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE,
-        )
-    replace = release.adjacency is Adjacency.REPLACE_ONE
-    return pld_lib.from_gaussian_mechanism(
-        standard_deviation=float(release.noise_multiplier),
-        sensitivity=1.0,
-        sampling_prob=float(release.sampling_rate),
-        value_discretization_interval=_PLD_INTERVAL,
-        neighboring_relation=(
-            NeighboringRelation.REPLACE_ONE if replace else NeighboringRelation.ADD_OR_REMOVE_ONE
-        ),
-    ).self_compose(int(release.steps))
+def _cached_pld(keyed: _Keyed) -> Any:
+    """PLD of one release (``None`` if free); cached, as PLDs are immutable."""
+    return keyed.release.pld(_PLD_INTERVAL)
 
 
-def _composed_pld(group: Sequence[Release]) -> Any:
-    """dp-accounting PLD of every release in ``group``, composed (``None`` if free)."""
-    composed = None
-    for release in group:
-        pld = _release_pld(release)
+@functools.cache
+def _rdp_orders() -> tuple[float, ...]:
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
+
+    return tuple(float(a) for a in rdp_lib.DEFAULT_RDP_ORDERS)
+
+
+@functools.lru_cache(maxsize=512)
+def _cached_rdp(keyed: _Keyed) -> tuple[float, ...]:
+    curve = keyed.release.rdp(_rdp_orders())
+    return tuple(float(v) for v in curve)
+
+
+# -- the three methods -------------------------------------------------------------------
+
+
+def _common_accounting(releases: Sequence[ReleaseEvent]) -> set[Accounting]:
+    common: set[Accounting] = set(_METHODS)
+    for release in releases:
+        common &= release.accounting
+    return common
+
+
+def _pick_method(
+    releases: Sequence[ReleaseEvent], layout: _Layout, forced: Accounting | None = None
+) -> Accounting:
+    """The method for ``releases``: ``forced`` if given and usable, else the tightest usable."""
+    common = _common_accounting(releases)
+    pld_ok = "pld" in common and _num_combinations(layout) <= _MAX_COMBINATIONS
+    if forced is not None:
+        if forced not in _METHODS:
+            raise ParameterError("method", "None, 'gdp', 'pld' or 'rdp'", forced)
+        if forced not in common or (forced == "pld" and not pld_ok):
+            raise LedgerError(
+                f"method {forced!r} is not usable for these releases (every release supports "
+                f"{sorted(common)}; PLD needs at most {_MAX_COMBINATIONS} worst-case combinations)"
+            )
+        return forced
+    if "gdp" in common:
+        return "gdp"
+    if pld_ok:
+        return "pld"
+    if "rdp" in common:
+        return "rdp"
+    raise LedgerError(
+        "the releases share no accounting method the ledger can use (common to all: "
+        f"{sorted(common)}; PLD limited to {_MAX_COMBINATIONS} worst-case combinations)"
+    )
+
+
+def _mu_squared(release: ReleaseEvent) -> float:
+    mu = release.gdp_mu()
+    if mu is None:
+        raise LedgerError(f"release {release.name!r} declares 'gdp' but has no exact mu")
+    return mu**2
+
+
+def _gdp_choice(layout: _Layout, fixed: PartitionKey | None) -> tuple[float, Group]:
+    """Worst μ² and the releases achieving it (greedy per scheme, exact for GDP)."""
+    total = 0.0
+    chosen: Group = list(layout.everywhere)
+    for release in layout.everywhere:
+        total += _mu_squared(release)
+    for scheme, labels in layout.schemes.items():
+        if fixed is not None and fixed.scheme == scheme:
+            candidates = [labels.get(fixed.label, [])]
+        else:
+            candidates = list(labels.values())
+        best_total, best_group = total, candidates[0] if candidates else []
+        first = True
+        for group in candidates:
+            running = total
+            for release in group:
+                running += _mu_squared(release)
+            if first or running > best_total:
+                best_total, best_group, first = running, group, False
+        total = best_total
+        chosen.extend(best_group)
+    return total, chosen
+
+
+def _gdp_mu(layout: _Layout) -> float:
+    return math.sqrt(_gdp_choice(layout, None)[0])
+
+
+def _fold(composed: Any, releases: Iterable[ReleaseEvent]) -> Any:
+    for release in releases:
+        pld = _cached_pld(_Keyed(release))
         if pld is None:
             continue
         composed = pld if composed is None else composed.compose(pld)
     return composed
 
 
-def _pld_epsilon(group: Sequence[Release], delta: float) -> float:
-    composed = _composed_pld(group)
-    if composed is None:
+def _pld_profiles(layout: _Layout) -> list[Any]:
+    """Composed PLD (``None`` if free) of every distinct worst-case combination."""
+    partials = [_fold(None, layout.everywhere)]
+    for labels in layout.schemes.values():
+        groups = _distinct(labels.values())
+        partials = [_fold(partial, group) for partial in partials for group in groups]
+    return partials
+
+
+def _pld_epsilon(pld: Any, delta: float) -> float:
+    if pld is None:
         return 0.0
-    return max(0.0, float(composed.get_epsilon_for_delta(delta)))
+    return max(0.0, float(pld.get_epsilon_for_delta(delta)))
 
 
-def _within_budget(releases: Sequence[Release], epsilon: float, delta: float) -> bool:
-    """Whether the releases are (ε, δ)-DP, tested as δ(ε) <= δ (no ε solver rounding)."""
-    if all(isinstance(r, GaussianRelease) for r in releases):
-        return gdp_delta(_gaussian_mu(releases), epsilon) <= delta
-    for group in _worst_groups(releases):
-        composed = _composed_pld(group)
-        if composed is not None and float(composed.get_delta_for_epsilon(epsilon)) > delta:
-            return False
-    return True
+def _curve(release: ReleaseEvent) -> npt.NDArray[np.float64]:
+    return np.asarray(_cached_rdp(_Keyed(release)), dtype=np.float64)
 
 
-def _epsilon(releases: Sequence[Release], delta: float) -> tuple[float, float | None, str]:
-    if all(isinstance(r, GaussianRelease) for r in releases):
-        mu = _gaussian_mu(releases)
+def _rdp_total(layout: _Layout) -> npt.NDArray[np.float64]:
+    total = np.zeros(len(_rdp_orders()), dtype=np.float64)
+    for release in layout.everywhere:
+        total = total + _curve(release)
+    for labels in layout.schemes.values():
+        worst: npt.NDArray[np.float64] | None = None
+        for group in _distinct(labels.values()):
+            summed = np.zeros_like(total)
+            for release in group:
+                summed = summed + _curve(release)
+            worst = summed if worst is None else np.maximum(worst, summed)
+        if worst is not None:
+            total = total + worst
+    return total
+
+
+def _rdp_epsilon(layout: _Layout, delta: float) -> float:
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
+
+    eps, _ = rdp_lib.compute_epsilon(_rdp_orders(), list(_rdp_total(layout)), delta)
+    return max(0.0, float(eps))
+
+
+def _epsilon(
+    releases: Sequence[ReleaseEvent], delta: float, forced: Accounting | None = None
+) -> tuple[float, float | None, Accounting]:
+    layout = _layout(releases)
+    method = _pick_method(releases, layout, forced)
+    if method == "gdp":
+        mu = _gdp_mu(layout)
         return gdp_epsilon(mu, delta), mu, "gdp"
-    worst = max(_pld_epsilon(group, delta) for group in _worst_groups(releases))
-    return worst, None, "pld"
+    if method == "pld":
+        worst = max(_pld_epsilon(pld, delta) for pld in _pld_profiles(layout))
+        return worst, None, "pld"
+    return _rdp_epsilon(layout, delta), None, "rdp"
 
 
-# JSON tag of each release type; the fields are the dataclass fields.
-_RELEASE_TAGS: dict[str, type[GaussianRelease] | type[SubsampledGaussianRelease]] = {
-    "gaussian": GaussianRelease,
-    "subsampled-gaussian": SubsampledGaussianRelease,
-}
+def _within_budget(releases: Sequence[ReleaseEvent], epsilon: float, delta: float) -> bool:
+    """Whether the releases are (ε, δ)-DP, tested as δ(ε) <= δ (no ε solver rounding)."""
+    layout = _layout(releases)
+    method = _pick_method(releases, layout)
+    if method == "gdp":
+        return gdp_delta(_gdp_mu(layout), epsilon) <= delta
+    if method == "pld":
+        return all(
+            pld is None or float(pld.get_delta_for_epsilon(epsilon)) <= delta
+            for pld in _pld_profiles(layout)
+        )
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
+
+    spent, _ = rdp_lib.compute_delta(_rdp_orders(), list(_rdp_total(layout)), epsilon)
+    return float(spent) <= delta
 
 
-def _release_to_dict(release: Release) -> dict[str, Any]:
-    tag = "gaussian" if isinstance(release, GaussianRelease) else "subsampled-gaussian"
-    out: dict[str, Any] = {"type": tag}
-    for field in dataclasses.fields(release):
-        value = getattr(release, field.name)
-        out[field.name] = value.value if isinstance(value, Adjacency) else value
-    return out
+def _worst_combination(
+    releases: Sequence[ReleaseEvent], delta: float, fixed: PartitionKey | None
+) -> Group:
+    """The releases one worst-case record sees (``fixed`` pins one scheme's label)."""
+    layout = _layout(releases)
+    method = _pick_method(releases, layout)
+    if method == "gdp":
+        return _gdp_choice(layout, fixed)[1]
+    per_scheme: list[list[Group]] = []
+    for scheme, labels in layout.schemes.items():
+        if fixed is not None and fixed.scheme == scheme:
+            per_scheme.append([labels.get(fixed.label, [])])
+        else:
+            per_scheme.append(_distinct(labels.values()))
+    count = math.prod(len(groups) for groups in per_scheme)
+    if count > _MAX_COMBINATIONS:
+        raise LedgerError(
+            f"{count} worst-case combinations of partitions are too many to search for the "
+            f"export (at most {_MAX_COMBINATIONS}); pass the partition to export"
+        )
+    best: Group = list(layout.everywhere)
+    best_eps = -1.0
+    for combination in itertools.product(*per_scheme):
+        candidate = [*layout.everywhere, *itertools.chain.from_iterable(combination)]
+        eps = _epsilon(candidate, delta, method)[0]
+        if eps > best_eps:
+            best, best_eps = candidate, eps
+    return best
 
 
-def _release_from_dict(data: object) -> Release:
-    if not isinstance(data, dict):
-        raise LedgerError("each release must be a JSON object")
-    kind = data.get("type")
-    cls = _RELEASE_TAGS.get(kind) if isinstance(kind, str) else None
-    if cls is None:
-        raise LedgerError(f"unknown release type {kind!r}")
-    names = {field.name for field in dataclasses.fields(cls)}
-    if set(data) != names | {"type"}:
-        raise LedgerError(f"a {kind} release has missing or unknown fields")
-    values = {name: data[name] for name in names}
-    try:
-        values["adjacency"] = Adjacency(values["adjacency"])
-        return cls(**values)
-    except (ValueError, TypeError) as exc:
-        if isinstance(exc, LedgerError):
-            raise
-        raise LedgerError(f"invalid release in ledger JSON: {exc}") from exc
+# -- JSON ---------------------------------------------------------------------------------
+
+
+def _release_from_json(item: object, version: int) -> ReleaseEvent:
+    if version == 1:
+        if isinstance(item, dict) and isinstance(item.get("partition"), dict):
+            raise LedgerError("a version-1 ledger has no partition schemes")
+        return release_from_dict(item, tags=_V1_TAGS)
+    return release_from_dict(item)
+
+
+# -- the ledger ---------------------------------------------------------------------------
 
 
 class PrivacyLedger:
@@ -482,7 +457,7 @@ class PrivacyLedger:
         self._budget_delta = (
             None if budget_delta is None else check_delta(budget_delta, "budget_delta")
         )
-        self._releases: list[Release] = []
+        self._releases: list[ReleaseEvent] = []
 
     def __repr__(self) -> str:
         return (
@@ -501,7 +476,7 @@ class PrivacyLedger:
         return self._budget_delta
 
     @property
-    def releases(self) -> tuple[Release, ...]:
+    def releases(self) -> tuple[ReleaseEvent, ...]:
         """The recorded releases, in order."""
         return tuple(self._releases)
 
@@ -510,126 +485,93 @@ class PrivacyLedger:
         """The ledger's adjacency (that of its first release), ``None`` when empty."""
         return self._releases[0].adjacency if self._releases else None
 
-    def _check_candidates(self, new: Sequence[Release]) -> None:
+    def _check_candidates(self, new: Sequence[object]) -> list[ReleaseEvent]:
+        checked: list[ReleaseEvent] = []
         for index, release in enumerate(new):
-            if not isinstance(release, GaussianRelease | SubsampledGaussianRelease):
+            if not (isinstance(release, ReleaseEvent) and is_registered(release)):
                 raise ParameterTypeError(
                     f"releases[{index}]",
-                    "a GaussianRelease or SubsampledGaussianRelease",
+                    "a release event of a registered kind (e.g. a GaussianRelease)",
                     release,
                 )
+            checked.append(release)
         adjacency = self.adjacency
-        for release in new:
+        for release in checked:
             adjacency = adjacency or release.adjacency
             if release.adjacency is not adjacency:
                 raise LedgerError(
                     f"release {release.name!r} uses adjacency {release.adjacency.value!r} but "
                     f"the ledger uses {adjacency.value!r}"
                 )
-        if self._budget_epsilon is not None and self._budget_delta is not None:
-            candidate = [*self._releases, *new]
-            if not _within_budget(candidate, self._budget_epsilon, self._budget_delta):
-                spent, _, _ = _epsilon(candidate, self._budget_delta)
-                raise BudgetExceededError(
-                    f"recording would bring epsilon to {spent:.6g} at delta="
-                    f"{self._budget_delta:.3g}, over the budget {self._budget_epsilon:.6g}"
-                )
+        candidate = [*self._releases, *checked]
+        _pick_method(candidate, _layout(candidate))
+        epsilon, delta = self._budget_epsilon, self._budget_delta
+        if (
+            epsilon is not None
+            and delta is not None
+            and not _within_budget(candidate, epsilon, delta)
+        ):
+            spent, _, _ = _epsilon(candidate, delta)
+            raise BudgetExceededError(
+                f"recording would bring epsilon to {spent:.6g} at delta="
+                f"{delta:.3g}, over the budget {epsilon:.6g}"
+            )
+        return checked
 
-    def record(self, release: Release) -> None:
+    def record(self, release: ReleaseEvent) -> None:
         """Record one release, after validating it and checking the budget.
 
         Raises:
-            ParameterTypeError: ``release`` is not a release event.
-            LedgerError: Its adjacency differs from the ledger's.
+            ParameterTypeError: ``release`` is not an event of a registered kind.
+            LedgerError: Its adjacency differs from the ledger's, or it shares no
+                accounting method with the recorded releases.
             BudgetExceededError: The total would exceed the budget; nothing is
                 recorded.
         """
         self.record_all([release])
 
-    def record_all(self, releases: Iterable[Release]) -> None:
+    def record_all(self, releases: Iterable[ReleaseEvent]) -> None:
         """Record several releases atomically: all of them, or none on error."""
-        new = list(releases)
-        self._check_candidates(new)
-        self._releases.extend(new)
-
-    def record_latent_release(
-        self,
-        plan: LatentReleasePlan,
-        *,
-        partitions: Sequence[int | str],
-        sampler: str,
-        seeded: bool,
-        name: str = "latent-statistics",
-    ) -> tuple[GaussianRelease, ...]:
-        """Record the per-class releases of a latent-statistic plan, atomically.
-
-        Each class's (sum, second moment[, count]) release is recorded in
-        whitened form (``noise_std = 1``, ``l2_sensitivity = plan.mu``), one
-        per class partition.  With ``plan.private_labels`` a record may change
-        class, so the classes are not disjoint partitions: a single release on
-        ``None`` (all records) is recorded instead, whose μ already covers both
-        classes a replacement touches.
-
-        Args:
-            plan: The plan whose noise was added.
-            partitions: The class ids released (at least one, no repeats).
-            sampler: Noise sampler name.
-            seeded: Whether the noise was seeded.
-            name: Release name.
-
-        Returns:
-            The releases recorded.
-        """
-        from privfed.dp.planning import LatentReleasePlan
-
-        if not isinstance(plan, LatentReleasePlan):
-            raise ParameterTypeError("plan", "a LatentReleasePlan", plan)
-        labels = list(partitions)
-        if not labels:
-            raise ParameterError("partitions", "a non-empty sequence of class ids", labels)
-        if len(set(labels)) != len(labels):
-            raise ParameterError("partitions", "class ids without repeats", labels)
-        for label in labels:
-            if label is None:
-                raise ParameterTypeError("partitions", "a sequence of ints or strs", label)
-            _check_partition(label)
-        d = plan.dim
-        dimension = d + d * d + (1 if plan.noise_std_count > 0 else 0)
-        targets: list[Partition] = [None] if plan.private_labels else list(labels)
-        new = tuple(
-            GaussianRelease(
-                name=name,
-                partition=target,
-                l2_sensitivity=plan.mu,
-                noise_std=1.0,
-                adjacency=plan.adjacency,
-                sampler=sampler,
-                seeded=seeded,
-                dimension=dimension,
-            )
-            for target in targets
-        )
-        self.record_all(new)
-        return new
+        checked = self._check_candidates(list(releases))
+        self._releases.extend(checked)
 
     @property
     def mu(self) -> float:
-        """Exact μ-GDP of the worst-case record over all Gaussian releases.
+        """Exact μ-GDP of the worst-case record over all releases.
 
         Raises:
-            LedgerError: The ledger holds a subsampled release (not exactly GDP).
+            LedgerError: Some release is not exactly GDP (e.g. a subsampled one).
         """
-        if not all(isinstance(r, GaussianRelease) for r in self._releases):
-            raise LedgerError("mu is defined only when every release is a GaussianRelease")
-        return _gaussian_mu(self._releases)
+        if "gdp" not in _common_accounting(self._releases):
+            raise LedgerError("mu is defined only when every release is exactly GDP")
+        return _gdp_mu(_layout(self._releases))
 
-    def epsilon(self, delta: float) -> float:
-        """ε at ``delta`` for the worst-case record (conservative; see the module notes)."""
+    def method(self) -> Accounting:
+        """The accounting method the ledger uses now (see the module notes)."""
+        return _pick_method(self._releases, _layout(self._releases))
+
+    def epsilon(self, delta: float, *, method: Accounting | None = None) -> float:
+        """ε at ``delta`` for the worst-case record (conservative; see the module notes).
+
+        Args:
+            delta: In (0, 1).
+            method: Force ``"gdp"``, ``"pld"`` or ``"rdp"`` (every release must
+                support it); default the tightest available.
+
+        Raises:
+            LedgerError: ``method`` is not usable for the recorded releases.
+        """
         dlt = check_delta(delta)
-        return _epsilon(self._releases, dlt)[0]
+        return _epsilon(self._releases, dlt, method)[0]
 
-    def guarantee(self, delta: float | None = None) -> LedgerGuarantee:
+    def guarantee(
+        self, delta: float | None = None, *, method: Accounting | None = None
+    ) -> LedgerGuarantee:
         """Summarise the guarantee at ``delta`` (default: the budget's δ).
+
+        Args:
+            delta: In (0, 1); default the budget's δ.
+            method: See :meth:`epsilon`.
 
         Raises:
             ParameterError: No ``delta`` given and no budget declared.
@@ -639,61 +581,83 @@ class PrivacyLedger:
                 raise ParameterError("delta", "a float in (0, 1) when no budget is set", delta)
             delta = self._budget_delta
         dlt = check_delta(delta)
-        eps, mu, method = _epsilon(self._releases, dlt)
+        eps, mu, used = _epsilon(self._releases, dlt, method)
         return LedgerGuarantee(
             epsilon=eps,
             delta=dlt,
             mu=mu,
-            method="gdp" if method == "gdp" else "pld",
+            method=used,
             adjacency=self.adjacency,
             num_releases=len(self._releases),
         )
 
+    # -- dp-accounting export -------------------------------------------------------------
+
+    def _exported(self, partition: Partition) -> Group:
+        fixed = partition_key(check_partition(partition))
+        delta = self._budget_delta or _DEFAULT_EXPORT_DELTA
+        return _worst_combination(self._releases, delta, fixed)
+
+    def accountant_relation(self, partition: Partition = None) -> AccountantRelation:
+        """The neighbouring relation an accountant must use for the default export.
+
+        ``"replace-one"`` when one of the exported releases needs it (a
+        subsampled release under REPLACE_ONE), else ``"add-or-remove-one"``.
+        Construct the dp-accounting accountant with
+        ``NeighboringRelation.REPLACE_ONE`` or ``ADD_OR_REMOVE_ONE`` accordingly.
+        """
+        return _relation_of(self._exported(partition))
+
     def to_dp_accounting_event(
-        self, partition: Partition = None, *, relation: AccountantRelation | None = None
+        self,
+        partition: Partition = None,
+        *,
+        relation: AccountantRelation | None = None,
+        accountant: Accountant | None = None,
     ) -> Any:
         """Export the releases affecting one record as a ``ComposedDpEvent``.
 
         dp-accounting events cannot express parallel composition, so this
-        exports the releases on ``None`` together with those of one labelled
-        partition: ``partition`` if given, otherwise the worst one (largest ε
-        at the budget δ, or at 1e-5 without a budget).
+        exports what one record sees: the releases on ``None`` and, for each
+        scheme, those of one label -- the label of ``partition`` in its scheme
+        if given, the worst combination (largest ε at the budget δ, or at 1e-5
+        without a budget) otherwise.
 
         Args:
-            partition: The labelled partition to export, or ``None`` for the worst.
+            partition: A label to pin (its scheme's other labels are left out),
+                or ``None`` for the worst combination.
             relation: The neighbouring relation of the accountant that will
-                consume the event.  Default: ``"add-or-remove-one"`` when every
-                release is Gaussian or the ledger is ADD_REMOVE (Gaussian
-                multipliers ``σ/Δ`` with Δ already expressed for the
-                adjacency -- the way to feed dp-accounting, whose RDP accountant
-                mishandles REPLACE_ONE); ``"replace-one"`` for a REPLACE_ONE
-                ledger holding subsampled releases (use its PLD accountant).
+                consume the event; default :meth:`accountant_relation`.
+                Gaussian releases then export as ``σ/Δ`` with Δ already
+                expressed for the adjacency, under ``"add-or-remove-one"``.
+            accountant: ``"pld"``, ``"rdp"`` or ``None`` (unknown); a release
+                that cannot be exported correctly for it raises.
 
         Raises:
-            LedgerError: A subsampled release cannot be expressed for ``relation``.
+            ParameterError: Unknown ``relation``/``accountant``, bad ``partition``.
+            LedgerError: A release cannot be expressed correctly for
+                ``relation`` and ``accountant`` (e.g. ``"replace-one"`` with
+                Gaussian releases for anything but dp-accounting's PLD
+                accountant, or a replace-one subsampled release for RDP).
         """
         import dp_accounting
 
-        _check_partition(partition)
-        if relation is None:
-            replace_sgd = any(
-                isinstance(r, SubsampledGaussianRelease) and r.adjacency is Adjacency.REPLACE_ONE
-                for r in self._releases
-            )
-            relation = "replace-one" if replace_sgd else "add-or-remove-one"
-        _relation_factor(relation)
-        everywhere, groups = _group_by_partition(self._releases)
-        if partition is not None:
-            chosen = groups.get(partition, [])
-        elif groups:
-            delta = self._budget_delta or 1e-5
-            chosen = max(
-                groups.values(), key=lambda group: _epsilon([*everywhere, *group], delta)[0]
-            )
-        else:
-            chosen = []
-        events = [r.to_dp_accounting_event(relation=relation) for r in [*everywhere, *chosen]]
+        check_partition(partition)
+        wanted = None if relation is None else check_relation(relation)
+        consumer = check_accountant(accountant)
+        chosen = self._exported(partition)
+        used = wanted or _relation_of(chosen)
+        events = []
+        for release in chosen:
+            try:
+                events.append(release.to_dp_accounting_event(relation=used, accountant=consumer))
+            except LedgerError as exc:
+                raise LedgerError(
+                    f"cannot export the ledger for a {used!r} accountant: {exc}"
+                ) from exc
         return dp_accounting.ComposedDpEvent(events=events)
+
+    # -- JSON -----------------------------------------------------------------------------
 
     def to_json(self) -> str:
         """Serialise to JSON; :meth:`from_json` restores an identical ledger."""
@@ -703,7 +667,7 @@ class PrivacyLedger:
                 "version": _VERSION,
                 "budget_epsilon": self._budget_epsilon,
                 "budget_delta": self._budget_delta,
-                "releases": [_release_to_dict(r) for r in self._releases],
+                "releases": [r.to_dict() for r in self._releases],
             },
             sort_keys=True,
         )
@@ -711,6 +675,9 @@ class PrivacyLedger:
     @classmethod
     def from_json(cls, text: str) -> PrivacyLedger:
         """Rebuild a ledger from :meth:`to_json` output, re-validating everything.
+
+        Reads format versions 1 (bare partition labels, which land in the
+        default scheme; Gaussian and subsampled-Gaussian releases only) and 2.
 
         Raises:
             LedgerError: Malformed JSON, unknown format/version, an invalid
@@ -724,8 +691,9 @@ class PrivacyLedger:
             raise LedgerError(f"ledger JSON does not parse: {exc.msg}") from exc
         if not isinstance(data, dict) or data.get("format") != _FORMAT:
             raise LedgerError("not a privfed privacy ledger")
-        if data.get("version") != _VERSION:
-            raise LedgerError(f"unsupported ledger version {data.get('version')!r}")
+        version = data.get("version")
+        if isinstance(version, bool) or version not in (1, _VERSION):
+            raise LedgerError(f"unsupported ledger version {version!r}")
         if set(data) != {"format", "version", "budget_epsilon", "budget_delta", "releases"}:
             raise LedgerError("ledger JSON has missing or unknown fields")
         raw = data["releases"]
@@ -733,8 +701,14 @@ class PrivacyLedger:
             raise LedgerError("'releases' must be a list")
         try:
             ledger = cls(budget_epsilon=data["budget_epsilon"], budget_delta=data["budget_delta"])
-            releases = [_release_from_dict(item) for item in raw]
+            releases = [_release_from_json(item, int(version)) for item in raw]
             ledger.record_all(releases)
         except (BudgetExceededError, ParameterError, ParameterTypeError) as exc:
             raise LedgerError(f"invalid ledger: {exc}") from exc
         return ledger
+
+
+def _relation_of(releases: Sequence[ReleaseEvent]) -> AccountantRelation:
+    if any(r.accountant_relation == "replace-one" for r in releases):
+        return "replace-one"
+    return "add-or-remove-one"

@@ -46,9 +46,8 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
-from scipy.special import ndtri_exp
 
-from privfed.dp._validation import check_finite_nonnegative, check_finite_positive
+from privfed._checks import check_finite_nonnegative, check_finite_positive
 from privfed.errors import ParameterError, ParameterTypeError
 
 __all__ = [
@@ -169,6 +168,9 @@ class _Stream:
         53-bit uniform) would add ``Φ(μ − z_max)`` to the δ of a release with
         GDP parameter μ -- far over budget at large ε or tiny δ.
         """
+        # Imported here, not with the module: scipy.special takes ~0.4 s to import.
+        from scipy.special import ndtri_exp
+
         magnitude = -ndtri_exp(-self.exponential(count) - _LN2)
         sign = 1.0 - 2.0 * (self.words(count) & np.uint64(1)).astype(np.float64)
         return np.asarray(sign * magnitude, dtype=np.float64)

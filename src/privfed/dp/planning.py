@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy.optimize import minimize
 
-from privfed.dp._validation import (
+from privfed._checks import (
+    check_bool,
+    check_count,
     check_delta,
     check_finite_nonnegative,
     check_finite_positive,
-    check_int,
     to_float,
 )
 from privfed.dp.calibration import (
@@ -116,8 +116,7 @@ class LatentReleasePlan:
     def __post_init__(self) -> None:
         if not isinstance(self.adjacency, Adjacency):
             raise ParameterTypeError("adjacency", "a privfed.dp.Adjacency member", self.adjacency)
-        if not isinstance(self.private_labels, bool):
-            raise ParameterTypeError("private_labels", "a bool", self.private_labels)
+        check_bool("private_labels", self.private_labels)
         check_finite_positive("epsilon", self.epsilon)
         check_delta(self.delta)
         check_finite_nonnegative("mu", self.mu)
@@ -125,7 +124,7 @@ class LatentReleasePlan:
         check_finite_positive("noise_std_second_moment", self.noise_std_second_moment)
         check_finite_nonnegative("noise_std_count", self.noise_std_count)
         check_finite_positive("clip_norm", self.clip_norm)
-        check_int("dim", self.dim, minimum=1)
+        check_count("dim", self.dim, minimum=1)
         _check_split(self.split)
         noised = _counts_noised(self.adjacency, self.private_labels)
         if noised and self.noise_std_count == 0.0:
@@ -212,7 +211,7 @@ def release_error_objective(
     m = check_finite_positive("noise_std_second_moment", noise_std_second_moment)
     c = check_finite_nonnegative("noise_std_count", noise_std_count)
     r = check_finite_positive("clip_norm", clip_norm)
-    d = check_int("dim", dim, minimum=1)
+    d = check_count("dim", dim, minimum=1)
     return (3 * d + 2) * (s / r) ** 2 + (d * (d + 1) / 2) * (m / (r * r)) ** 2 + 2.0 * c * c
 
 
@@ -255,6 +254,9 @@ def _optimal_direction(
     else:
         candidates = [np.array([p]) for p in grid]
     start = min(candidates, key=score)
+    # Imported here, not with the module: scipy.optimize takes ~0.4 s to import.
+    from scipy.optimize import minimize
+
     result = minimize(
         score,
         start,
@@ -329,11 +331,10 @@ def plan_latent_release(
         raise ParameterError(
             "clip_norm", "a finite float > 0 whose square is a normal double", clip_norm
         )
-    d = check_int("dim", dim, minimum=1)
+    d = check_count("dim", dim, minimum=1)
     if not isinstance(adjacency, Adjacency):
         raise ParameterTypeError("adjacency", "a privfed.dp.Adjacency member", adjacency)
-    if not isinstance(private_labels, bool):
-        raise ParameterTypeError("private_labels", "a bool", private_labels)
+    check_bool("private_labels", private_labels)
     checked_split = _check_split(split)
     labels_private = private_labels and adjacency is Adjacency.REPLACE_ONE
     noised = _counts_noised(adjacency, labels_private)

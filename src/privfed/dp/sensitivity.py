@@ -38,7 +38,7 @@ import enum
 import math
 import numbers
 
-from privfed.dp._validation import check_finite_positive
+from privfed._checks import check_bool, check_finite_positive
 from privfed.errors import ParameterError, ParameterTypeError
 
 __all__ = [
@@ -118,8 +118,7 @@ def count_sensitivity(adjacency: Adjacency, *, private_labels: bool = False) -> 
         private labels, ``1`` under ADD_REMOVE.  All tight.
     """
     adj = _check_adjacency(adjacency)
-    if not isinstance(private_labels, bool):
-        raise ParameterTypeError("private_labels", "a bool", private_labels)
+    check_bool("private_labels", private_labels)
     if adj is Adjacency.ADD_REMOVE:
         return 1.0
     return math.sqrt(2.0) if private_labels else 0.0
@@ -216,8 +215,7 @@ def joint_mu_squared(
     x = _precision("noise_std_sum", noise_std_sum, radius, 1)
     y = _precision("noise_std_second_moment", noise_std_second_moment, radius, 2)
     adj = _check_adjacency(adjacency)
-    if not isinstance(private_labels, bool):
-        raise ParameterTypeError("private_labels", "a bool", private_labels)
+    check_bool("private_labels", private_labels)
     count_released = noise_std_count is not None
     v = _precision("noise_std_count", noise_std_count, 1.0, 1)
     needs_count_noise = adj is Adjacency.ADD_REMOVE or private_labels

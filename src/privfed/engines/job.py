@@ -11,9 +11,14 @@ both wings share:
   progress protocol (:mod:`privfed.progress`);
 * :func:`torch_threads` -- the CPU threads torch may use during a job,
   restored afterwards (both wings set it the same way);
-* :class:`RunArtifacts` and :func:`write_artifacts` -- the one
-  report-and-write path: every run of either engine writes the same artefact
-  set into its output directory;
+* :class:`RunArtifacts`, :func:`check_output_dir` and :func:`write_artifacts`
+  -- the one report-and-write path: every run of either engine writes the same
+  artefact set, split into the **release** (``release.json``, ``ledger.json``,
+  ``samples.png``, ``synthetic.npz``: DP outputs and public facts only) and the
+  **evaluation** (``evaluation.json``, ``audit_inputs.npz``: computed from
+  private data without noise, labelled so, never needed to use the release);
+  the output directory is checked before any work and every file is written
+  atomically;
 * :func:`save_sample_grid` -- the ``samples.png`` picture of synthetic images.
 
 Nothing here imports torch at module level (the torch-free server path relies
@@ -25,6 +30,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import secrets
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from privfed._checks import check_int
 from privfed.errors import ParameterError, ParameterTypeError
 from privfed.progress import ProgressEvent, ProgressFn
 
@@ -41,20 +49,66 @@ if TYPE_CHECKING:  # pragma: no cover
     from privfed.engines.latent.audit import AuditInputs
 
 __all__ = [
+    "ARTIFACT_FILENAMES",
+    "AUDIT_INPUTS_FILENAME",
+    "EVALUATION_FILENAME",
+    "EVALUATION_NOTICE",
     "LEDGER_FILENAME",
-    "REPORT_FILENAME",
+    "RELEASE_FILENAME",
+    "RELEASE_FILENAMES",
+    "RELEASE_NOTICE",
     "SAMPLES_FILENAME",
+    "SYNTHETIC_FILENAME",
     "RunArtifacts",
     "StageClock",
+    "check_device",
+    "check_output_dir",
     "save_sample_grid",
     "torch_threads",
     "write_artifacts",
 ]
 
-#: Names of the artefacts in a run directory.
-REPORT_FILENAME = "report.json"
+#: Names of the artefacts in a run directory.  The release (what a deployment
+#: ships) is ``release.json``, ``ledger.json``, ``samples.png`` and
+#: ``synthetic.npz``; ``evaluation.json`` and ``audit_inputs.npz`` are computed
+#: from private data without noise and are never part of the release.
+RELEASE_FILENAME = "release.json"
+EVALUATION_FILENAME = "evaluation.json"
 LEDGER_FILENAME = "ledger.json"
 SAMPLES_FILENAME = "samples.png"
+SYNTHETIC_FILENAME = "synthetic.npz"
+AUDIT_INPUTS_FILENAME = "audit_inputs.npz"
+#: What earlier versions wrote (one report mixing both); removed by ``overwrite``.
+_LEGACY_FILENAMES = ("report.json",)
+#: Every file a run may write (what ``overwrite`` replaces or removes).
+ARTIFACT_FILENAMES: tuple[str, ...] = (
+    RELEASE_FILENAME,
+    EVALUATION_FILENAME,
+    LEDGER_FILENAME,
+    SAMPLES_FILENAME,
+    SYNTHETIC_FILENAME,
+    AUDIT_INPUTS_FILENAME,
+)
+#: The files of the release alone.
+RELEASE_FILENAMES: tuple[str, ...] = (
+    RELEASE_FILENAME,
+    LEDGER_FILENAME,
+    SAMPLES_FILENAME,
+    SYNTHETIC_FILENAME,
+)
+
+#: Header of every ``evaluation.json``.
+EVALUATION_NOTICE = (
+    "EVALUATION, NOT RELEASE: computed from the private data without noise (accuracy on "
+    "real records, exact record counts, audit scores). It is not covered by the privacy "
+    "guarantee, is never needed to use the release, and must be kept as private as the data."
+)
+#: Header of every ``release.json``.
+RELEASE_NOTICE = (
+    "RELEASE: differentially private outputs (each traceable to an entry of ledger.json) "
+    "and public facts declared by the operator (configuration, codec and ring "
+    "specification). No number in it is computed from private data without noise."
+)
 
 
 class StageClock:
@@ -105,6 +159,44 @@ class StageClock:
         return self.seconds[stage]
 
 
+def check_device(device: object) -> str:
+    """Check, before any work, that torch can use ``device``.
+
+    Args:
+        device: ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (any torch device string).
+
+    Returns:
+        ``device`` unchanged.
+
+    Raises:
+        ParameterError (parameter ``device``): Not a torch device, or a CUDA
+            device this torch build or machine does not have.
+    """
+    if not isinstance(device, str) or not device:
+        raise ParameterTypeError("device", "a torch device string such as 'cpu' or 'cuda'", device)
+    import torch
+
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ParameterError("device", "'cpu', 'cuda' or 'cuda:N'", device) from None
+    if parsed.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ParameterError(
+                "device",
+                "a device this machine has",
+                device,
+                detail="this torch build or machine has no CUDA device; use --device cpu",
+            )
+        if parsed.index is not None and parsed.index >= torch.cuda.device_count():
+            raise ParameterError(
+                "device", f"cuda:0 .. cuda:{torch.cuda.device_count() - 1}", device
+            )
+    elif parsed.type != "cpu":
+        raise ParameterError("device", "'cpu', 'cuda' or 'cuda:N'", device)
+    return device
+
+
 @contextlib.contextmanager
 def torch_threads(num_threads: int) -> Iterator[None]:
     """Let torch use ``num_threads`` CPU threads inside the block, then restore.
@@ -112,8 +204,7 @@ def torch_threads(num_threads: int) -> Iterator[None]:
     Args:
         num_threads: Threads, int ``>= 1``.
     """
-    if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
-        raise ParameterError("num_threads", "an int >= 1", num_threads)
+    check_int("num_threads", num_threads, minimum=1, type_error=False)
     import torch
 
     previous = torch.get_num_threads()
@@ -129,60 +220,162 @@ class RunArtifacts:
     """Everything a run writes, whichever engine ran it.
 
     Attributes:
-        report: The JSON report (a plain, JSON-serialisable mapping).
+        release: ``release.json``: DP outputs and public facts only (a plain,
+            JSON-serialisable mapping).
+        evaluation: ``evaluation.json``: what was computed from private data
+            without noise (accuracies, exact counts, timings, the audit), or
+            ``None`` (a release-only run).
         ledger: The run's privacy ledger (``ledger.json``), or ``None`` when the
             run made no DP release.
         sample_images: Synthetic images ``(s, C, H, W)`` in ``[0, 1]`` for
-            ``samples.png``, or ``None``.
+            ``samples.png`` and ``synthetic.npz``, or ``None``.
         sample_labels: Their labels ``(s,)``.
         audit_inputs: What ``privfed audit --run-dir`` reads
             (``audit_inputs.npz``), or ``None`` when no audit ran.  It holds
             real records' latents: keep it as private as the data.
     """
 
-    report: Mapping[str, Any]
+    release: Mapping[str, Any]
+    evaluation: Mapping[str, Any] | None = None
     ledger: PrivacyLedger | None = None
     sample_images: np.ndarray | None = field(default=None, repr=False)
     sample_labels: np.ndarray | None = field(default=None, repr=False)
     audit_inputs: AuditInputs | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.report, Mapping):
-            raise ParameterTypeError("report", "a mapping", self.report)
+        if not isinstance(self.release, Mapping):
+            raise ParameterTypeError("release", "a mapping", self.release)
+        if self.evaluation is not None and not isinstance(self.evaluation, Mapping):
+            raise ParameterTypeError("evaluation", "a mapping or None", self.evaluation)
         if (self.sample_images is None) != (self.sample_labels is None):
             raise ParameterError(
                 "sample_labels", "given together with sample_images", self.sample_labels
             )
 
 
-def write_artifacts(output_dir: str | Path, artifacts: RunArtifacts) -> dict[str, Path]:
-    """Write a run's artefacts into ``output_dir`` (created if needed).
+def check_output_dir(output_dir: str | Path, *, overwrite: bool = False) -> Path:
+    """Check, before any work, that a run may write into ``output_dir``.
 
-    Files: ``report.json``, and when present ``ledger.json``, ``samples.png``
-    and ``audit_inputs.npz``.
+    A new path or an empty directory is fine.  A directory that holds files is
+    refused unless ``overwrite`` (then the earlier run's artefacts are replaced
+    and its stale ones removed when the new run writes; nothing else in it is
+    touched).  Nothing is created or changed here.
+
+    Args:
+        output_dir: The run directory.
+        overwrite: Allow a non-empty directory.
 
     Returns:
-        The paths written, by kind (``"report"``, ``"ledger"``, ``"samples"``,
-        ``"audit_inputs"``).
+        The directory as a :class:`~pathlib.Path`.
+
+    Raises:
+        ParameterError (parameter ``output_dir``): The path is a file, lies under
+            a file, is not writable, or is a non-empty directory without
+            ``overwrite``.
+    """
+    if not isinstance(output_dir, str | Path) or not str(output_dir):
+        raise ParameterTypeError("output_dir", "a non-empty path", output_dir)
+    if not isinstance(overwrite, bool):
+        raise ParameterTypeError("overwrite", "a bool", overwrite)
+    out = Path(output_dir)
+    existing = next((p for p in (out, *out.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        where = "is" if existing == out else f"lies under {str(existing)!r}, which is"
+        raise ParameterError(
+            "output_dir", "a directory path", str(out), detail=f"it {where} a file"
+        )
+    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
+        raise ParameterError(
+            "output_dir", "a writable location", str(out), detail=f"{existing} is not writable"
+        )
+    if out.is_dir() and not overwrite and any(out.iterdir()):
+        raise ParameterError(
+            "output_dir",
+            "a new or empty directory",
+            str(out),
+            detail="it already holds files; choose another directory or pass --overwrite",
+        )
+    return out
+
+
+def write_artifacts(
+    output_dir: str | Path, artifacts: RunArtifacts, *, overwrite: bool = False
+) -> dict[str, Path]:
+    """Write a run's artefacts into ``output_dir``, atomically per file.
+
+    Files: ``release.json`` and, when present, ``evaluation.json``,
+    ``ledger.json``, ``samples.png``, ``synthetic.npz`` and
+    ``audit_inputs.npz``.  Every file is written under a temporary name and
+    renamed into place; on any error (or Ctrl-C) the temporary files are
+    removed and nothing of this run is left half-written.  With ``overwrite``
+    an earlier run's artefacts that this run does not write (say
+    ``audit_inputs.npz`` of a run that audited, when this one did not) are
+    removed, so the directory never mixes two runs.
+
+    Args:
+        output_dir: The run directory (created if needed).
+        artifacts: What to write.
+        overwrite: Allow a non-empty directory (see :func:`check_output_dir`).
+
+    Returns:
+        The paths written, by kind (``"release"``, ``"evaluation"``,
+        ``"ledger"``, ``"samples"``, ``"synthetic"``, ``"audit_inputs"``).
     """
     if not isinstance(artifacts, RunArtifacts):
         raise ParameterTypeError("artifacts", "a RunArtifacts", artifacts)
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {"report": out / REPORT_FILENAME}
-    paths["report"].write_text(json.dumps(dict(artifacts.report), indent=2, sort_keys=True))
+    out = check_output_dir(output_dir, overwrite=overwrite)
+    writers: dict[str, tuple[str, Any]] = {
+        "release": (RELEASE_FILENAME, _json_writer(artifacts.release))
+    }
+    if artifacts.evaluation is not None:
+        writers["evaluation"] = (EVALUATION_FILENAME, _json_writer(artifacts.evaluation))
     if artifacts.ledger is not None:
-        paths["ledger"] = out / LEDGER_FILENAME
-        paths["ledger"].write_text(artifacts.ledger.to_json())
+        ledger_text = artifacts.ledger.to_json()
+        writers["ledger"] = (LEDGER_FILENAME, lambda p: Path(p).write_text(ledger_text))
     if artifacts.sample_images is not None and artifacts.sample_labels is not None:
-        paths["samples"] = out / SAMPLES_FILENAME
-        save_sample_grid(artifacts.sample_images, artifacts.sample_labels, paths["samples"])
+        images, labels = artifacts.sample_images, artifacts.sample_labels
+        writers["samples"] = (SAMPLES_FILENAME, lambda p: save_sample_grid(images, labels, p))
+        writers["synthetic"] = (
+            SYNTHETIC_FILENAME,
+            lambda p: _save_npz(p, images=np.asarray(images), labels=np.asarray(labels)),
+        )
     if artifacts.audit_inputs is not None:
-        from privfed.engines.latent.audit import AUDIT_INPUTS_FILENAME
+        audit_inputs = artifacts.audit_inputs
+        writers["audit_inputs"] = (AUDIT_INPUTS_FILENAME, audit_inputs.save)
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    temporary: list[Path] = []
+    try:
+        staged: dict[str, tuple[Path, Path]] = {}
+        for kind, (name, write) in writers.items():
+            final = out / name
+            tmp = out / f".{name}.{secrets.token_hex(4)}.tmp{final.suffix}"
+            temporary.append(tmp)
+            write(tmp)
+            staged[kind] = (tmp, final)
+        for tmp, final in staged.values():
+            os.replace(tmp, final)
+    except BaseException:
+        for tmp in temporary:
+            tmp.unlink(missing_ok=True)
+        if created and not any(out.iterdir()):
+            out.rmdir()
+        raise
+    written = {final.name for _, final in staged.values()}
+    for name in (*ARTIFACT_FILENAMES, *_LEGACY_FILENAMES):
+        if name not in written:
+            (out / name).unlink(missing_ok=True)
+    return {kind: final for kind, (_, final) in staged.items()}
 
-        paths["audit_inputs"] = out / AUDIT_INPUTS_FILENAME
-        artifacts.audit_inputs.save(paths["audit_inputs"])
-    return paths
+
+def _json_writer(data: Mapping[str, Any]) -> Any:
+    text = json.dumps(dict(data), indent=2, sort_keys=True, allow_nan=False)
+    return lambda path: Path(path).write_text(text)
+
+
+def _save_npz(path: str | Path, **arrays: np.ndarray) -> None:
+    with open(path, "wb") as handle:
+        np.savez(handle, allow_pickle=False, **arrays)
 
 
 def save_sample_grid(

@@ -61,12 +61,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Final, Literal, get_args
+from typing import Final, Literal, cast, get_args
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import gammaln
 
+from privfed._checks import check_choice, check_float, check_int
 from privfed.errors import ParameterError, ParameterTypeError
 
 __all__ = [
@@ -99,6 +99,9 @@ _RATE_SLACK: Final = 1e-14
 # Largest allowed σ and η in bits: beyond this, the answer is the complete graph
 # for any realistic n, and log-space arithmetic would still be exact enough.
 _MAX_BITS: Final = 256.0
+_FRACTION_DOMAIN: Final = "a finite float in [0, 1)"
+_BITS_DOMAIN: Final = f"a finite float in [1, {_MAX_BITS:g}] (bits)"
+_THREAT_MODEL_DOMAIN: Final = "one of 'curious', 'semi-malicious'"
 # Feasibility limits of the reference finder on γ + δ (curious) and γ + 2δ
 # (semi-malicious): outside them no sparse graph meets the budgets at useful n.
 _MAX_BAD_FRACTION: Final = 0.9
@@ -111,41 +114,23 @@ _NEGLIGIBLE_BITS: Final = 64.0
 # -- validation -----------------------------------------------------------------
 
 
-def _check_int(name: str, value: object, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise ParameterTypeError(name, "an int", value)
-    ivalue = int(value)
-    if not low <= ivalue <= high:
-        raise ParameterError(name, f"an int in [{low}, {high}]", ivalue)
-    return ivalue
-
-
 def _check_fraction(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise ParameterTypeError(name, "a float", value)
-    fvalue = float(value)
-    if not (math.isfinite(fvalue) and 0.0 <= fvalue < 1.0):
-        raise ParameterError(name, "a finite float in [0, 1)", value)
-    return fvalue
+    return check_float(
+        name, value, low=0, high=1, open_high=True, expected="a float", domain=_FRACTION_DOMAIN
+    )
 
 
 def _check_bits(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise ParameterTypeError(name, "a float (bits)", value)
-    fvalue = float(value)
-    if not (math.isfinite(fvalue) and 1.0 <= fvalue <= _MAX_BITS):
-        raise ParameterError(name, f"a finite float in [1, {_MAX_BITS:g}] (bits)", value)
-    return fvalue
+    return check_float(
+        name, value, low=1, high=_MAX_BITS, expected="a float (bits)", domain=_BITS_DOMAIN
+    )
 
 
 def _check_threat_model(value: object) -> ThreatModel:
-    if not isinstance(value, str):
-        raise ParameterTypeError("threat_model", "a str", value)
-    if value == "curious":
-        return "curious"
-    if value == "semi-malicious":
-        return "semi-malicious"
-    raise ParameterError("threat_model", "one of 'curious', 'semi-malicious'", value)
+    model = check_choice(
+        "threat_model", value, THREAT_MODELS, expected="a str", domain=_THREAT_MODEL_DOMAIN
+    )
+    return cast(ThreatModel, model)
 
 
 def _check_feasible_rates(
@@ -227,6 +212,9 @@ class _Hypergeometric:
             half_width = draws * math.sqrt(-log_negligible / (2.0 * draws))
             self.low = max(self.low, math.floor(mean - half_width))
             self.high = min(self.high, math.ceil(mean + half_width))
+        # scipy.special costs ~0.4 s to import; load it here, not with the module.
+        from scipy.special import gammaln
+
         x = np.arange(self.low, self.high + 1, dtype=np.float64)
         log_pmf: NDArray[np.float64] = (
             gammaln(marked + 1.0)
@@ -376,11 +364,13 @@ class SecAggPlusParameters:
     bounds: SecAggPlusBounds
 
     def __post_init__(self) -> None:
-        n = _check_int("num_clients", self.num_clients, 4, MAX_NUM_CLIENTS)
-        k = _check_int("degree", self.degree, 2, n - 2)
+        n = check_int(
+            "num_clients", self.num_clients, minimum=4, maximum=MAX_NUM_CLIENTS, numpy=True
+        )
+        k = check_int("degree", self.degree, minimum=2, maximum=n - 2, numpy=True)
         if k % 2:
             raise ParameterError("degree", "an even int", k)
-        t = _check_int("threshold", self.threshold, 2, k)
+        t = check_int("threshold", self.threshold, minimum=2, maximum=k, numpy=True)
         gamma = _check_fraction("corrupted_fraction", self.corrupted_fraction)
         delta = _check_fraction("dropout_fraction", self.dropout_fraction)
         model = _check_threat_model(self.threat_model)
@@ -459,11 +449,11 @@ def secagg_plus_bounds(
         ParameterTypeError: An argument has the wrong type.
         ParameterError: An argument is outside its domain.
     """
-    n = _check_int("num_clients", num_clients, 4, MAX_NUM_CLIENTS)
-    k = _check_int("degree", degree, 2, n - 2)
+    n = check_int("num_clients", num_clients, minimum=4, maximum=MAX_NUM_CLIENTS, numpy=True)
+    k = check_int("degree", degree, minimum=2, maximum=n - 2, numpy=True)
     if k % 2:
         raise ParameterError("degree", "an even int", k)
-    t = _check_int("threshold", threshold, 2, k)
+    t = check_int("threshold", threshold, minimum=2, maximum=k, numpy=True)
     gamma = _check_fraction("corrupted_fraction", corrupted_fraction)
     delta = _check_fraction("dropout_fraction", dropout_fraction)
     model = _check_threat_model(threat_model)
@@ -567,7 +557,7 @@ def find_secagg_plus_parameters(
         >>> (p.degree, p.threshold)
         (12, 6)
     """
-    n = _check_int("num_clients", num_clients, 4, MAX_NUM_CLIENTS)
+    n = check_int("num_clients", num_clients, minimum=4, maximum=MAX_NUM_CLIENTS, numpy=True)
     gamma = _check_fraction("corrupted_fraction", corrupted_fraction)
     delta = _check_fraction("dropout_fraction", dropout_fraction)
     model = _check_threat_model(threat_model)

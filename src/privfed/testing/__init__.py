@@ -8,7 +8,8 @@ change it found if that exceeds the claimed bound.
 
 Randomness enters the strategies only through drawn integer seeds, so every
 failing example shrinks and replays exactly.  Requires the ``testing`` extra
-(``hypothesis``); imports nothing heavier than numpy.
+(``hypothesis``), which is imported when a strategy is first built or a search
+first runs; importing this package loads nothing heavier than numpy.
 """
 
 from __future__ import annotations

@@ -5,15 +5,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import strategies as st
 
-from privfed.dp._validation import check_finite_nonnegative, check_finite_positive, check_int
+from privfed._checks import check_bool, check_count, check_finite_nonnegative, check_finite_positive
 from privfed.dp.sensitivity import Adjacency
 from privfed.errors import ParameterError, ParameterTypeError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hypothesis import strategies as st
 
 __all__ = [
     "LabelledDataset",
@@ -28,21 +30,46 @@ IntArray = npt.NDArray[np.int64]
 Query = Callable[["LabelledDataset"], npt.ArrayLike]
 
 
+def _require_hypothesis() -> None:
+    """Fail with the install hint (``pip install 'privfed[testing]'``) if hypothesis is missing.
+
+    Raises:
+        MissingDependencyError: hypothesis cannot be imported.
+    """
+    from privfed._deps import require
+
+    require("hypothesis", feature="privfed.testing strategies")
+
+
+def _rounded_norm(vector: FloatArray) -> float:
+    """The larger of the two float64 L2 norms numpy gives ``vector``.
+
+    ``np.linalg.norm(v)`` of a 1-D array and the row norm
+    ``np.linalg.norm(rows, axis=1)`` (which :class:`LabelledDataset` checks)
+    round differently and can disagree in the last bit.
+    """
+    return max(float(np.linalg.norm(vector)), float(np.linalg.norm(vector[None, :], axis=1)[0]))
+
+
 def _clip(vector: FloatArray, clip_norm: float) -> FloatArray:
-    """Scale ``vector`` so its L2 norm is at most ``clip_norm`` (exactly, after rounding)."""
+    """Scale ``vector`` so its L2 norm is at most ``clip_norm`` (exactly, after rounding).
+
+    Both ways numpy rounds the norm (as a vector and as a row) end up within
+    ``clip_norm``.
+    """
     norm = float(np.linalg.norm(vector))
     if norm > clip_norm:
         vector = vector * (clip_norm / norm)
-        while float(np.linalg.norm(vector)) > clip_norm:
-            vector = vector * (1.0 - 2.0**-52)
+    while _rounded_norm(vector) > clip_norm:
+        vector = vector * (1.0 - 2.0**-52)
     return vector
 
 
 def _check_setup(dim: int, clip_norm: float, num_classes: int) -> tuple[int, float, int]:
     return (
-        check_int("dim", dim, minimum=1),
+        check_count("dim", dim, minimum=1),
         check_finite_positive("clip_norm", clip_norm),
-        check_int("num_classes", num_classes, minimum=1),
+        check_count("num_classes", num_classes, minimum=1),
     )
 
 
@@ -67,7 +94,7 @@ class LabelledDataset:
     def __post_init__(self) -> None:
         vectors = np.array(self.vectors, dtype=np.float64)
         labels = np.array(self.labels, dtype=np.int64)
-        check_int("num_classes", self.num_classes, minimum=1)
+        check_count("num_classes", self.num_classes, minimum=1)
         radius = check_finite_positive("clip_norm", self.clip_norm)
         if vectors.ndim != 2:
             raise ParameterError("vectors", "a 2-D array (n, dim)", vectors.shape)
@@ -124,6 +151,9 @@ def clipped_vectors(dim: int, clip_norm: float) -> st.SearchStrategy[FloatArray]
         dim: Vector dimension (int >= 1).
         clip_norm: Clipping radius R (finite, > 0).
     """
+    _require_hypothesis()
+    from hypothesis import strategies as st  # imported on use: hypothesis takes ~0.2 s
+
     d, radius, _ = _check_setup(dim, clip_norm, 1)
     return st.builds(
         _vector_from_seed,
@@ -151,9 +181,12 @@ def labelled_datasets(
         min_size: Fewest records (>= 0).
         max_size: Most records (>= min_size).
     """
+    _require_hypothesis()
+    from hypothesis import strategies as st  # imported on use: hypothesis takes ~0.2 s
+
     d, radius, k = _check_setup(dim, clip_norm, num_classes)
-    low = check_int("min_size", min_size, minimum=0)
-    high = check_int("max_size", max_size, minimum=low)
+    low = check_count("min_size", min_size, minimum=0)
+    high = check_count("max_size", max_size, minimum=low)
 
     @st.composite
     def build(draw: st.DrawFn) -> LabelledDataset:
@@ -222,10 +255,12 @@ def adjacent_pairs(
     """
     if not isinstance(adjacency, Adjacency):
         raise ParameterTypeError("adjacency", "a privfed.dp.Adjacency member", adjacency)
-    if not isinstance(private_labels, bool):
-        raise ParameterTypeError("private_labels", "a bool", private_labels)
+    check_bool("private_labels", private_labels)
     d, radius, k = _check_setup(dim, clip_norm, num_classes)
-    high = check_int("max_size", max_size, minimum=1)
+    high = check_count("max_size", max_size, minimum=1)
+
+    _require_hypothesis()
+    from hypothesis import strategies as st  # imported on use: hypothesis takes ~0.2 s
 
     @st.composite
     def build(draw: st.DrawFn) -> tuple[LabelledDataset, LabelledDataset]:
@@ -398,8 +433,9 @@ def assert_sensitivity_bound(
         raise ParameterTypeError("adjacency", "a privfed.dp.Adjacency member", adjacency)
     claimed = check_finite_nonnegative("bound", bound)
     d, radius, k = _check_setup(dim, clip_norm, num_classes)
-    examples = check_int("max_examples", max_examples, minimum=1)
+    examples = check_count("max_examples", max_examples, minimum=1)
     slack = check_finite_nonnegative("rtol", rtol)
+    _require_hypothesis()  # before the structured search, not after it
     limit = claimed * (1.0 + slack) + 1e-300
     largest = 0.0
 
@@ -414,6 +450,8 @@ def assert_sensitivity_bound(
             raise fail(change, "structured")
 
     largest = _structured_search(query, adjacency, d, radius, k, private_labels, check_structured)
+
+    from hypothesis import HealthCheck, Phase, given, settings  # imported on use (~0.2 s)
 
     @settings(
         max_examples=examples,

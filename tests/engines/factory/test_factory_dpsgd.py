@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import Any
 
 import dp_accounting
 import pytest
@@ -157,7 +158,7 @@ def test_ledger_budget_is_enforced_atomically() -> None:
         {"noise_multiplier": 1.0, "max_physical_batch": 0},
     ],
 )
-def test_config_is_validated(kwargs: dict) -> None:
+def test_config_is_validated(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ParameterError):
         DPSGDConfig(**kwargs)
 
@@ -230,7 +231,7 @@ def test_step_refuses_empty_data_and_wrong_types() -> None:
     model = _Linear(2)
     opt = torch.optim.SGD(model.parameters(), lr=1.0)
     cfg = DPSGDConfig(noise_multiplier=1.0, sampling_rate=0.5)
-    kwargs = {
+    kwargs: dict[str, Any] = {
         "batch_generator": torch.Generator().manual_seed(0),
         "noise": GaussianNoiseSource(torch.Generator().manual_seed(0)),
         "draw_aux": lambda n: torch.zeros(n, 1),

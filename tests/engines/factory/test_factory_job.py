@@ -111,7 +111,7 @@ def test_dp_factories_enter_the_ledger() -> None:
     report = run_factory_pipeline(cfg, ledger=ledger)
     assert len(ledger.releases) == report.num_factories == 10
     assert {r.partition for r in ledger.releases} == {
-        f"class={c}/client={k}" for c, k in report.matrix.cells
+        dp.PartitionKey("cell", f"class={c}/client={k}") for c, k in report.matrix.cells
     }
     # Disjoint cells compose in parallel: the total equals one factory's ε.
     single = dp.PrivacyLedger()

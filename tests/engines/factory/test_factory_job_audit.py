@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -112,3 +113,24 @@ def test_public_autoencoder_basis_end_to_end() -> None:
     assert isinstance(factory.codec, ConvAutoencoderCodec)
     assert report.audit is not None and len(report.audit.factories) == 2
     assert report.codec_seconds > 0
+
+
+@pytest.mark.slow
+def test_the_factory_run_directory_works_with_privfed_audit(tmp_path: Path) -> None:
+    from privfed.cli import main
+
+    report = run_factory_pipeline(TINY)
+    assert report.audit_inputs is not None
+    paths = report.write(tmp_path / "run")
+    assert {"release", "evaluation", "samples", "synthetic", "audit_inputs"} <= set(paths)
+    inputs = report.audit_inputs
+    # Members are exactly the records the factories were trained on (every private record
+    # of a cell that held enough of them); non-members the held-out test split.
+    assert inputs.member_latents.shape[0] == sum(map(sum, report.class_counts))
+    assert inputs.nonmember_latents.shape[0] == report.test_images.shape[0]
+    assert inputs.synthetic_latents.shape[0] == 10 * TINY.synthetic_per_class
+    out = tmp_path / "audit"
+    code = main(["audit", "--run-dir", str(tmp_path / "run"), "--out", str(out), "--no-plot"])
+    assert code == 0
+    audit = json.loads((out / "audit.json").read_text())
+    assert "dcr" in json.dumps(audit)

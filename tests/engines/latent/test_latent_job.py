@@ -84,10 +84,12 @@ def test_cli_smoke(tmp_path, capsys) -> None:
         ]
     )
     assert code == 0
-    report = json.loads((tmp_path / "report.json").read_text())
-    assert report["epsilon"] == 10.0 and report["num_clients"] == 4
-    assert {"accuracy_real", "accuracy_nondp_synthetic", "seconds", "ledger"} <= report.keys()
-    assert report["audit"]["attacks"]["noisy-sum-lr"]["exceeds_claim"] is False
+    release = json.loads((tmp_path / "release.json").read_text())
+    evaluation = json.loads((tmp_path / "evaluation.json").read_text())
+    assert release["dp"]["epsilon"] == 10.0 and release["public"]["num_clients"] == 4
+    assert {"accuracy_real", "accuracy_nondp_synthetic", "seconds"} <= evaluation.keys()
+    assert evaluation["audit"]["attacks"]["noisy-sum-lr"]["exceeds_claim"] is False
+    assert (tmp_path / "synthetic.npz").stat().st_size > 0
     assert (tmp_path / "audit_inputs.npz").stat().st_size > 0
     assert (tmp_path / "samples.png").stat().st_size > 0
     assert json.loads((tmp_path / "ledger.json").read_text())["releases"]

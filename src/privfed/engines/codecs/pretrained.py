@@ -2,55 +2,196 @@
 
 The model is loaded with ``from_pretrained`` from a local directory or a hub
 id (a hub id needs network access the first time; everything after that is
-the same code path).  Latents ``(c, h, w)`` are flattened to ``d = c h w``
-after the model's own normalisation ``z ↦ (z − shift_factor) · scaling_factor``
-is applied, which is what the model's authors chose to give the latents
-(approximately) unit variance per coordinate.
+the same code path).  The model class is always named by the caller
+(:class:`DiffusersKind`); it is never guessed, and when the model's config
+names its class the two must agree, so a directory or hub id can never be
+loaded into the wrong architecture.
+
+Latents ``(c, h, w)`` are flattened to ``d = c h w`` after the model's own
+normalisation ``z ↦ (z − shift_factor) · scaling_factor`` is applied, which is
+what the model's authors chose to give the latents (approximately) unit
+variance per coordinate.
+
+Image size.  An autoencoder that downsamples by ``f`` reproduces an image's
+size only when its height and width are multiples of ``f`` (a KL model maps
+27×27 to 26×26, a tiny one to 28×28).  The codec checks this when it is built
+-- from the config before any weights are loaded, then by encoding and
+decoding one blank probe image -- and refuses the size with a
+:class:`~privfed.errors.ParameterError` naming ``image_shape``.
+
+``diffusers`` is an optional dependency (``pip install 'privfed[engines]'``);
+without it :meth:`DiffusersCodec.from_pretrained` raises a
+:class:`~privfed.errors.ParameterError` naming ``codec`` that says so.
 """
 
 from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Mapping
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import torch
 
 from privfed.engines.codecs.base import check_images, check_latents
-from privfed.errors import ParameterError
+from privfed.errors import ParameterError, ParameterTypeError
 
-__all__ = ["DiffusersCodec", "DiffusersKind"]
+__all__ = ["INSTALL_HINT", "DiffusersCodec", "DiffusersKind", "downsampling_factor", "parse_kind"]
+
+#: What to install for this codec.
+INSTALL_HINT = "pip install 'privfed[engines]'"
 
 
 class DiffusersKind(enum.StrEnum):
-    """Which diffusers autoencoder class to load."""
+    """Which diffusers autoencoder class to load.
 
-    AUTO = "auto"
+    Members:
+        TINY: ``AutoencoderTiny`` (TAESD-style distilled autoencoders).
+        KL: ``AutoencoderKL`` (Stable Diffusion style VAEs; the latent is the
+            posterior mode).
+        DC: ``AutoencoderDC`` (deep-compression autoencoders).
+    """
+
     TINY = "tiny"
     KL = "kl"
     DC = "dc"
 
 
-_CLASS_NAMES = {
+_CLASS_NAMES: dict[DiffusersKind, str] = {
     DiffusersKind.TINY: "AutoencoderTiny",
     DiffusersKind.KL: "AutoencoderKL",
     DiffusersKind.DC: "AutoencoderDC",
 }
 
+#: Config entry whose length ``L`` gives the downsampling factor ``2**(L-1)``.
+_DOWNSAMPLING_KEYS: dict[DiffusersKind, str] = {
+    DiffusersKind.TINY: "encoder_block_out_channels",
+    DiffusersKind.KL: "block_out_channels",
+    DiffusersKind.DC: "encoder_block_out_channels",
+}
 
-def _detect_kind(path: str | Path, subfolder: str | None) -> DiffusersKind:
-    import json
+_KIND_DOMAIN = "one of 'tiny' (AutoencoderTiny), 'kl' (AutoencoderKL), 'dc' (AutoencoderDC)"
 
-    config = Path(path) / (subfolder or "") / "config.json"
-    if config.is_file():
-        name = json.loads(config.read_text()).get("_class_name", "")
-        for kind, cls_name in _CLASS_NAMES.items():
-            if name == cls_name:
-                return kind
-    raise ParameterError(
-        "kind", "given explicitly when the config does not name a supported class", str(path)
-    )
+
+def parse_kind(kind: object) -> DiffusersKind:
+    """Read a :class:`DiffusersKind` from a member, its value or its class name.
+
+    Accepts ``"tiny"``, ``"kl"``, ``"dc"`` or ``"AutoencoderTiny"``,
+    ``"AutoencoderKL"``, ``"AutoencoderDC"`` (any case).
+
+    Raises:
+        ParameterError: Named ``"kind"`` for anything else (``"auto"`` included:
+            the kind is never guessed).
+        ParameterTypeError: If ``kind`` is not a str.
+    """
+    if isinstance(kind, DiffusersKind):
+        return kind
+    if not isinstance(kind, str):
+        raise ParameterTypeError("kind", _KIND_DOMAIN, kind)
+    text = kind.strip().lower()
+    for member, class_name in _CLASS_NAMES.items():
+        if text in (member.value, class_name.lower()):
+            return member
+    detail = "the kind is never guessed; name the model's class" if text == "auto" else None
+    raise ParameterError("kind", _KIND_DOMAIN, kind, detail=detail)
+
+
+def _check_image_shape(image_shape: object) -> tuple[int, int, int]:
+    if (
+        not isinstance(image_shape, tuple | list)
+        or len(image_shape) != 3
+        or not all(isinstance(s, int) and not isinstance(s, bool) for s in image_shape)
+    ):
+        raise ParameterTypeError("image_shape", "a (C, H, W) tuple of ints", image_shape)
+    c, h, w = (int(s) for s in image_shape)
+    if min(c, h, w) < 1:
+        raise ParameterError("image_shape", "a (C, H, W) tuple of ints >= 1", image_shape)
+    return (c, h, w)
+
+
+def _import_diffusers(source: str) -> ModuleType:
+    try:
+        import diffusers
+    except ImportError:
+        raise ParameterError(
+            "codec",
+            "loadable: a diffusers autoencoder needs the optional 'diffusers' package",
+            source,
+            detail=f"it is not installed; install it with {INSTALL_HINT}",
+        ) from None
+    return diffusers
+
+
+def _config_value(config: Any, key: str) -> Any:
+    if isinstance(config, Mapping):
+        return config.get(key)
+    return getattr(config, key, None)
+
+
+def _shown(source: str) -> str:
+    """A path or hub id shortened from the left to fit an error message."""
+    return source if len(source) <= 70 else "..." + source[-67:]
+
+
+def _first_line(exc: BaseException, limit: int = 200) -> str:
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def downsampling_factor(kind: DiffusersKind | str, config: Any) -> int | None:
+    """The spatial downsampling factor ``f`` a model's config implies, or ``None``.
+
+    Args:
+        kind: The model class.
+        config: A model's ``config`` or the dict from ``load_config``.
+    """
+    blocks = _config_value(config, _DOWNSAMPLING_KEYS[parse_kind(kind)])
+    if isinstance(blocks, list | tuple) and blocks:
+        return int(2 ** (len(blocks) - 1))
+    return None
+
+
+def _size_hint(h: int, w: int, factor: int) -> str:
+    """The nearest smaller and larger sizes whose sides are multiples of ``factor``."""
+    lower = [(s // factor) * factor or factor for s in (h, w)]
+    upper = [-(-s // factor) * factor for s in (h, w)]
+    return f"{lower[0]}x{lower[1]} or {upper[0]}x{upper[1]}"
+
+
+def _check_geometry(
+    kind: DiffusersKind, config: Any, image_shape: tuple[int, int, int], model: str
+) -> None:
+    """Refuse, from the config alone, channels or a size the model cannot round-trip.
+
+    ``model`` names the model in messages (``"the AutoencoderKL 'path'"``).
+    """
+    c, h, w = image_shape
+    in_channels = _config_value(config, "in_channels")
+    out_channels = _config_value(config, "out_channels") or in_channels
+    if isinstance(in_channels, int) and c not in (1, in_channels):
+        raise ParameterError(
+            "image_shape",
+            f"images with 1 or {in_channels} channels for {model}",
+            image_shape,
+        )
+    if isinstance(out_channels, int) and c not in (1, out_channels):
+        raise ParameterError(
+            "image_shape",
+            f"images with 1 or {out_channels} channels for {model} (its decoder's output channels)",
+            image_shape,
+        )
+    factor = downsampling_factor(kind, config)
+    if factor is not None and (h % factor or w % factor):
+        raise ParameterError(
+            "image_shape",
+            f"(C, H, W) with H and W multiples of {factor} for {model}, "
+            f"which downsamples by {factor}",
+            image_shape,
+            detail=f"{h}x{w} images would not decode to {h}x{w}; crop or resize them "
+            f"to e.g. {_size_hint(h, w, factor)}",
+        )
 
 
 class DiffusersCodec:
@@ -62,29 +203,73 @@ class DiffusersCodec:
     model's construction, never on private data.
 
     Grayscale images are repeated to the model's input channels on encode and
-    averaged back on decode.  Use :meth:`from_pretrained` to build one.
+    averaged back on decode; other channel counts must equal the model's.  Use
+    :meth:`from_pretrained` to build one.
+
+    Args:
+        model: A loaded diffusers autoencoder of class ``kind``.
+        kind: Its class.
+        image_shape: ``(C, H, W)`` of the images to encode.
+        device: Where the model runs.
+
+    Raises:
+        ParameterError: Named ``"image_shape"`` if the model cannot encode an
+            image of this shape and decode it back to the same shape (checked
+            on a blank probe image at construction, before any data is seen).
     """
 
     def __init__(
         self,
         model: Any,
-        kind: DiffusersKind,
+        kind: DiffusersKind | str,
         image_shape: tuple[int, int, int],
         *,
         device: str | torch.device = "cpu",
     ) -> None:
-        self._model = model.eval().requires_grad_(False).to(device)
-        self._kind = kind
-        self._image_shape = image_shape
-        self._device = torch.device(device)
+        wanted = parse_kind(kind)
+        shape = _check_image_shape(image_shape)
         config = model.config
+        _check_geometry(wanted, config, shape, f"this {_CLASS_NAMES[wanted]}")
+        self._model = model.eval().requires_grad_(False).to(device)
+        self._kind = wanted
+        self._image_shape = shape
+        self._device = torch.device(device)
         self._scaling = float(getattr(config, "scaling_factor", 1.0) or 1.0)
         shift = getattr(config, "shift_factor", None)
         self._shift = float(shift) if shift is not None else 0.0
         self._model_channels = int(config.in_channels)
-        with torch.no_grad():
-            probe = self._raw_encode(torch.zeros(1, *image_shape))
-        self._latent_shape = tuple(int(s) for s in probe.shape[1:])
+        self._latent_shape = self._probe()
+
+    def _probe(self) -> tuple[int, ...]:
+        """Round-trip one blank image; return the latent shape or refuse the image shape."""
+        c, h, w = self._image_shape
+        name = _CLASS_NAMES[self._kind]
+        try:
+            with torch.no_grad():
+                latent = self._raw_encode(torch.zeros(1, c, h, w))
+                decoded = self._model.decode(latent / self._scaling + self._shift).sample
+        except torch.cuda.OutOfMemoryError:
+            raise
+        except (RuntimeError, ValueError) as exc:
+            raise ParameterError(
+                "image_shape",
+                f"a (C, H, W) shape the {name} can encode and decode",
+                self._image_shape,
+                detail=f"a blank {h}x{w} probe image fails: {_first_line(exc)}",
+            ) from None
+        latent_shape = tuple(int(s) for s in latent.shape[1:])
+        out_c, out_h, out_w = (int(s) for s in decoded.shape[1:])
+        # decode() averages a multi-channel output down to one channel for
+        # grayscale images; any other channel mismatch cannot be repaired.
+        if (out_h, out_w) != (h, w) or (out_c != c and c != 1):
+            raise ParameterError(
+                "image_shape",
+                f"a (C, H, W) shape the {name} decodes back to itself",
+                self._image_shape,
+                detail=f"it encodes {h}x{w} to a latent of shape {latent_shape} and decodes "
+                f"that to {out_c} channels of {out_h}x{out_w}",
+            )
+        return latent_shape
 
     def __repr__(self) -> str:
         return (
@@ -97,35 +282,87 @@ class DiffusersCodec:
         cls,
         name_or_path: str | Path,
         *,
+        kind: DiffusersKind | str,
         image_shape: tuple[int, int, int],
-        kind: DiffusersKind | str = DiffusersKind.AUTO,
         subfolder: str | None = None,
         device: str | torch.device = "cpu",
     ) -> DiffusersCodec:
         """Load an autoencoder with diffusers' ``from_pretrained``.
 
+        The config is read first: its ``_class_name`` (when present) must be
+        the class ``kind`` names, and its channels and downsampling must fit
+        ``image_shape``; only then are the weights loaded, and one blank image
+        is encoded and decoded to confirm the size.
+
         Args:
-            name_or_path: A local directory (``save_pretrained`` output) or a hub id.
+            name_or_path: A local directory (``save_pretrained`` output) or a hub
+                id -- the user's ``codec``.
+            kind: The model class, required: a :class:`DiffusersKind`, its value
+                (``"tiny"``, ``"kl"``, ``"dc"``) or its class name
+                (``"AutoencoderKL"``, ...).
             image_shape: ``(C, H, W)`` of the images to encode; ``H`` and ``W``
-                must be compatible with the model's downsampling.
-            kind: The class; ``"auto"`` reads ``_class_name`` from a local config.
+                must be multiples of the model's downsampling factor.
             subfolder: Sub-directory holding the model (e.g. ``"vae"``).
             device: Where the model runs.
-        """
-        import diffusers
 
-        try:
-            wanted = DiffusersKind(kind)
-        except ValueError:
+        Raises:
+            ParameterError: Named ``"kind"`` for an unknown kind or one the
+                model's config contradicts; ``"codec"`` if ``diffusers`` is not
+                installed or no model can be read from ``name_or_path``;
+                ``"image_shape"`` for a shape the model cannot round-trip.
+            ParameterTypeError: On a wrongly typed argument.
+        """
+        wanted = parse_kind(kind)
+        shape = _check_image_shape(image_shape)
+        if not isinstance(name_or_path, str | Path) or not str(name_or_path):
+            raise ParameterTypeError("codec", "a non-empty str or path", name_or_path)
+        if subfolder is not None and not isinstance(subfolder, str):
+            raise ParameterTypeError("subfolder", "a str or None", subfolder)
+        source = _shown(str(name_or_path))
+        diffusers = _import_diffusers(source)
+        class_name = _CLASS_NAMES[wanted]
+        model_cls = getattr(diffusers, class_name, None)
+        if model_cls is None:
             raise ParameterError(
-                "kind", f"one of {[k.value for k in DiffusersKind]}", kind
-            ) from None
-        if wanted is DiffusersKind.AUTO:
-            wanted = _detect_kind(name_or_path, subfolder)
-        model_cls = getattr(diffusers, _CLASS_NAMES[wanted])
+                "kind",
+                "a class this diffusers version provides",
+                wanted.value,
+                detail=f"diffusers {diffusers.__version__} has no {class_name}; upgrade it",
+            )
         kwargs: dict[str, Any] = {} if subfolder is None else {"subfolder": subfolder}
-        model = model_cls.from_pretrained(str(name_or_path), **kwargs)
-        return cls(model, wanted, tuple(int(s) for s in image_shape), device=device)  # type: ignore[arg-type]
+        readable = "a diffusers model directory (save_pretrained output) or a reachable hub id"
+        try:
+            config = model_cls.load_config(str(name_or_path), **kwargs)
+        except (OSError, ValueError) as exc:
+            raise ParameterError("codec", readable, source, detail=_first_line(exc)) from None
+        stored = config.get("_class_name") if isinstance(config, Mapping) else None
+        if isinstance(stored, str) and stored != class_name:
+            match = next((k for k, n in _CLASS_NAMES.items() if n == stored), None)
+            if match is None:
+                raise ParameterError(
+                    "codec",
+                    f"a model of class {', '.join(_CLASS_NAMES.values())}",
+                    source,
+                    detail=f"its config names {stored}",
+                )
+            raise ParameterError(
+                "kind",
+                f"{match.value!r} for {source!r}, whose config names {stored}",
+                wanted.value,
+            )
+        _check_geometry(wanted, config, shape, f"the {class_name} {source!r}")
+        try:
+            model = model_cls.from_pretrained(str(name_or_path), **kwargs)
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise ParameterError(
+                "codec", f"a loadable {class_name}", source, detail=_first_line(exc)
+            ) from None
+        return cls(model, wanted, shape, device=device)
+
+    @property
+    def kind(self) -> DiffusersKind:
+        """The model class."""
+        return self._kind
 
     @property
     def latent_dim(self) -> int:

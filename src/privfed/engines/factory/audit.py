@@ -40,7 +40,6 @@ non-members per class of the digits test split, AUC intervals are about
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +49,7 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
+from privfed._checks import check_choice, check_float, check_int, check_probability
 from privfed.audit import (
     MembershipMetrics,
     PrivacyLowerBound,
@@ -81,22 +81,6 @@ __all__ = [
 FactoryAttack = Literal["denoising-loss", "log-likelihood", "reconstruction"]
 
 _ATTACKS: tuple[str, ...] = ("denoising-loss", "log-likelihood", "reconstruction")
-
-
-def _check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ParameterTypeError(name, f"an int >= {minimum}", value)
-    if value < minimum:
-        raise ParameterError(name, f"an int >= {minimum}", value)
-    return value
-
-
-def _check_open_unit(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ParameterTypeError(name, "a float in (0, 1)", value)
-    if not (0.0 < float(value) < 1.0):
-        raise ParameterError(name, "a float in (0, 1)", value)
-    return float(value)
 
 
 @dataclass(frozen=True)
@@ -143,28 +127,26 @@ class FactoryAuditConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        _check_int("max_factories", self.max_factories, 1)
-        _check_int("max_records", self.max_records, 4)
+        check_int("max_factories", self.max_factories, minimum=1, expected=None)
+        check_int("max_records", self.max_records, minimum=4, expected=None)
         if not isinstance(self.noise_stds, tuple) or not self.noise_stds:
             raise ParameterTypeError("noise_stds", "a non-empty tuple of floats", self.noise_stds)
         for i, s in enumerate(self.noise_stds):
-            if isinstance(s, bool) or not isinstance(s, int | float):
-                raise ParameterTypeError(f"noise_stds[{i}]", "a finite float > 0", s)
-            if not math.isfinite(s) or s <= 0:
-                raise ParameterError(f"noise_stds[{i}]", "a finite float > 0", s)
-        _check_int("num_noise_draws", self.num_noise_draws, 1)
+            check_float(f"noise_stds[{i}]", s, low=0, open_low=True, numpy=False, expected=None)
+        check_int("num_noise_draws", self.num_noise_draws, minimum=1, expected=None)
         if not isinstance(self.fprs, tuple) or not self.fprs:
             raise ParameterTypeError("fprs", "a non-empty tuple of floats", self.fprs)
         for i, f in enumerate(self.fprs):
-            _check_open_unit(f"fprs[{i}]", f)
-        _check_open_unit("confidence", self.confidence)
-        _check_open_unit("significance", self.significance)
-        _check_open_unit("delta", self.delta)
-        if self.objective not in ("epsilon", "mu"):
-            raise ParameterError("objective", "'epsilon' or 'mu'", self.objective)
-        _check_open_unit("calibration_fraction", self.calibration_fraction)
-        _check_int("batch_size", self.batch_size, 1)
-        _check_int("seed", self.seed, 0)
+            check_probability(f"fprs[{i}]", f, numpy=False, expected=None)
+        check_probability("confidence", self.confidence, numpy=False, expected=None)
+        check_probability("significance", self.significance, numpy=False, expected=None)
+        check_probability("delta", self.delta, numpy=False, expected=None)
+        check_choice("objective", self.objective, ("epsilon", "mu"))
+        check_probability(
+            "calibration_fraction", self.calibration_fraction, numpy=False, expected=None
+        )
+        check_int("batch_size", self.batch_size, minimum=1, expected=None)
+        check_int("seed", self.seed, minimum=0, expected=None)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dictionary."""
@@ -204,8 +186,7 @@ class AttackAudit:
     auc_per_noise_std: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
-        if self.attack not in _ATTACKS:
-            raise ParameterError("attack", f"one of {_ATTACKS}", self.attack)
+        check_choice("attack", self.attack, _ATTACKS, domain=f"one of {_ATTACKS}")
         if not isinstance(self.metrics, MembershipMetrics):
             raise ParameterTypeError("metrics", "a MembershipMetrics", self.metrics)
         if not isinstance(self.bound, PrivacyLowerBound):
@@ -249,8 +230,8 @@ class FactoryAudit:
     seconds: float
 
     def __post_init__(self) -> None:
-        _check_int("num_members", self.num_members, 4)
-        _check_int("num_nonmembers", self.num_nonmembers, 4)
+        check_int("num_members", self.num_members, minimum=4, expected=None)
+        check_int("num_nonmembers", self.num_nonmembers, minimum=4, expected=None)
         if not self.attacks or not all(isinstance(a, AttackAudit) for a in self.attacks):
             raise ParameterError("attacks", "a non-empty tuple of AttackAudit", self.attacks)
 
@@ -291,7 +272,9 @@ class FactoryAuditReport:
     def __post_init__(self) -> None:
         if not isinstance(self.config, FactoryAuditConfig):
             raise ParameterTypeError("config", "a FactoryAuditConfig", self.config)
-        _check_open_unit("per_test_significance", self.per_test_significance)
+        check_probability(
+            "per_test_significance", self.per_test_significance, numpy=False, expected=None
+        )
 
     def summary(self) -> dict[str, Any]:
         """Worst case over audited factories, per attack.
@@ -430,8 +413,7 @@ def factory_attack_scores(
     if not isinstance(cfg, FactoryAuditConfig):
         raise ParameterTypeError("config", "a FactoryAuditConfig or None", cfg)
     allowed = attacks_for(factory)
-    if attack not in allowed:
-        raise ParameterError("attack", f"one of {allowed} for this factory", attack)
+    check_choice("attack", attack, allowed, domain=f"one of {allowed} for this factory")
     if not factory.is_fitted:
         raise ParameterError("factory", "a fitted factory", "unfitted")
     data = validate_images(images)
@@ -517,7 +499,7 @@ def audit_factory(
     alpha = (
         cfg.significance / len(attacks)
         if significance is None
-        else _check_open_unit("significance", significance)
+        else check_probability("significance", significance, numpy=False, expected=None)
     )
     start = time.perf_counter()
     rng = np.random.default_rng(cfg.seed)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ import torch
 from safetensors.torch import load as safetensors_load
 from safetensors.torch import save_file
 
+from privfed._checks import check_bool, check_choice, check_float, check_int, check_str
 from privfed.errors import (
     ArtifactIntegrityError,
     NonFiniteInputError,
@@ -75,11 +75,7 @@ def validate_class_id(class_id: object, name: str = "class_id") -> int:
         ParameterTypeError: ``class_id`` is not an ``int``.
         ParameterError: ``class_id`` is negative.
     """
-    if isinstance(class_id, bool) or not isinstance(class_id, int):
-        raise ParameterTypeError(name, "an int >= 0", class_id)
-    if class_id < 0:
-        raise ParameterError(name, "an int >= 0", class_id)
-    return class_id
+    return check_int(name, class_id, minimum=0, expected=None)
 
 
 def validate_client_id(client_id: object, name: str = "client_id") -> ClientId:
@@ -197,8 +193,7 @@ class PrivacyRecord:
     sampler: str | None = None
 
     def __post_init__(self) -> None:
-        if self.mechanism not in ("none", "dp-sgd"):
-            raise ParameterError("mechanism", "'none' or 'dp-sgd'", self.mechanism)
+        check_choice("mechanism", self.mechanism, ("none", "dp-sgd"))
         params = (
             self.noise_multiplier,
             self.clip_norm,
@@ -214,17 +209,17 @@ class PrivacyRecord:
                     self.mechanism,
                 )
             return
-        _positive_float("noise_multiplier", self.noise_multiplier)
-        _positive_float("clip_norm", self.clip_norm)
-        rate = _positive_float("sampling_rate", self.sampling_rate)
+        _, _, rate = (
+            check_float(
+                name, getattr(self, name), low=0, open_low=True, numpy=False, type_error=False
+            )
+            for name in ("noise_multiplier", "clip_norm", "sampling_rate")
+        )
         if rate > 1.0:
             raise ParameterError("sampling_rate", "a float in (0, 1]", rate)
-        if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
-            raise ParameterError("steps", "an int >= 1", self.steps)
-        if not isinstance(self.seeded, bool):
-            raise ParameterTypeError("seeded", "a bool", self.seeded)
-        if not isinstance(self.sampler, str) or not self.sampler:
-            raise ParameterError("sampler", "a non-empty str", self.sampler)
+        check_int("steps", self.steps, minimum=1, type_error=False)
+        check_bool("seeded", self.seeded)
+        check_str("sampler", self.sampler, type_error=False)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dictionary of the record."""
@@ -234,14 +229,6 @@ class PrivacyRecord:
     def from_dict(cls, data: Mapping[str, Any]) -> PrivacyRecord:
         """Inverse of :meth:`to_dict`; validates every field."""
         return cls(**dict(data))
-
-
-def _positive_float(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ParameterError(name, "a finite float > 0", value)
-    if not math.isfinite(value) or value <= 0:
-        raise ParameterError(name, "a finite float > 0", value)
-    return float(value)
 
 
 @dataclass(frozen=True)
@@ -276,18 +263,12 @@ class FactoryManifest:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.factory_type, str) or not self.factory_type:
-            raise ParameterError("factory_type", "a non-empty str", self.factory_type)
+        check_str("factory_type", self.factory_type, type_error=False)
         if self.class_id is not None:
             validate_class_id(self.class_id)
         if self.client_id is not None:
             validate_client_id(self.client_id)
-        if (
-            isinstance(self.sample_count, bool)
-            or not isinstance(self.sample_count, int)
-            or self.sample_count < 1
-        ):
-            raise ParameterError("sample_count", "an int >= 1", self.sample_count)
+        check_int("sample_count", self.sample_count, minimum=1, type_error=False)
         shape = tuple(self.image_shape)
         if len(shape) != 3 or any(
             isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in shape

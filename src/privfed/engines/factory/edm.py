@@ -33,7 +33,6 @@ loaded machine a step of this tiny model can be tens of times slower.
 
 from __future__ import annotations
 
-import math
 import secrets
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -41,6 +40,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from privfed._checks import check_bool, check_float, check_int, check_optional_int
 from privfed._version import __version__
 from privfed.engines._rng import seeded_global_rng
 from privfed.engines.factory.base import (
@@ -63,20 +63,6 @@ from privfed.errors import (
 )
 
 __all__ = ["EDMConfig", "EDMDiffusionFactory", "EDMTrainingConfig", "UNetConfig", "edm_sigmas"]
-
-
-def _check_int(name: str, value: object, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ParameterTypeError(name, f"an int >= {minimum}", value)
-    if value < minimum:
-        raise ParameterError(name, f"an int >= {minimum}", value)
-
-
-def _check_float(name: str, value: object, *, positive: bool = True) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ParameterTypeError(name, "a finite float", value)
-    if not math.isfinite(value) or (positive and value <= 0):
-        raise ParameterError(name, "a finite float > 0" if positive else "a finite float", value)
 
 
 @dataclass(frozen=True)
@@ -105,19 +91,18 @@ class UNetConfig:
         object.__setattr__(self, "block_out_channels", channels)
         if not channels:
             raise ParameterError("block_out_channels", "a non-empty tuple of ints", channels)
-        _check_int("norm_num_groups", self.norm_num_groups, 1)
+        check_int("norm_num_groups", self.norm_num_groups, minimum=1, expected=None)
         for c in channels:
-            _check_int("block_out_channels", c, 1)
+            check_int("block_out_channels", c, minimum=1, expected=None)
             if c % self.norm_num_groups:
                 raise ParameterError(
                     "block_out_channels",
                     f"multiples of norm_num_groups={self.norm_num_groups}",
                     channels,
                 )
-        _check_int("layers_per_block", self.layers_per_block, 1)
-        _check_int("attention_head_dim", self.attention_head_dim, 1)
-        if not isinstance(self.attention, bool):
-            raise ParameterTypeError("attention", "a bool", self.attention)
+        check_int("layers_per_block", self.layers_per_block, minimum=1, expected=None)
+        check_int("attention_head_dim", self.attention_head_dim, minimum=1, expected=None)
+        check_bool("attention", self.attention)
 
     @property
     def size_multiple(self) -> int:
@@ -156,13 +141,20 @@ class EDMConfig:
 
     def __post_init__(self) -> None:
         for name in ("sigma_data", "sigma_min", "sigma_max", "rho", "p_std"):
-            _check_float(name, getattr(self, name))
-        _check_float("p_mean", self.p_mean, positive=False)
+            check_float(
+                name,
+                getattr(self, name),
+                low=0,
+                open_low=True,
+                numpy=False,
+                expected="a finite float",
+            )
+        check_float("p_mean", self.p_mean, numpy=False, expected="a finite float")
         if self.sigma_max <= self.sigma_min:
             raise ParameterError(
                 "sigma_max", f"a float > sigma_min={self.sigma_min}", self.sigma_max
             )
-        _check_int("sampling_steps", self.sampling_steps, 2)
+        check_int("sampling_steps", self.sampling_steps, minimum=2, expected=None)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dictionary."""
@@ -199,11 +191,17 @@ class EDMTrainingConfig:
     sample_batch_size: int = 512
 
     def __post_init__(self) -> None:
-        _check_int("steps", self.steps, 1)
-        _check_int("batch_size", self.batch_size, 1)
-        _check_float("learning_rate", self.learning_rate)
-        if self.seed is not None:
-            _check_int("seed", self.seed, 0)
+        check_int("steps", self.steps, minimum=1, expected=None)
+        check_int("batch_size", self.batch_size, minimum=1, expected=None)
+        check_float(
+            "learning_rate",
+            self.learning_rate,
+            low=0,
+            open_low=True,
+            numpy=False,
+            expected="a finite float",
+        )
+        check_optional_int("seed", self.seed, minimum=0, expected=None)
         if not isinstance(self.device, str):
             raise ParameterTypeError("device", "a torch device string", self.device)
         try:
@@ -212,7 +210,7 @@ class EDMTrainingConfig:
             raise ParameterError("device", "a valid torch device string", self.device) from None
         if self.dp is not None and not isinstance(self.dp, DPSGDConfig):
             raise ParameterTypeError("dp", "a DPSGDConfig or None", self.dp)
-        _check_int("sample_batch_size", self.sample_batch_size, 1)
+        check_int("sample_batch_size", self.sample_batch_size, minimum=1, expected=None)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dictionary (the seed is reported only as seeded or not)."""
@@ -505,7 +503,7 @@ class EDMDiffusionFactory:
         Raises:
             ParameterError: ``n`` < 0 or the factory is not fitted.
         """
-        _check_int("n", n, 0)
+        check_int("n", n, minimum=0, expected=None)
         if self._model is None or self._image_shape is None:
             raise ParameterError("self", "a fitted factory (call fit or load first)", "unfitted")
         if generator is not None and not isinstance(generator, torch.Generator):
@@ -571,7 +569,9 @@ class EDMDiffusionFactory:
         """
         if self._model is None or self._image_shape is None:
             raise ParameterError("self", "a fitted factory (call fit or load first)", "unfitted")
-        _check_float("noise_std", noise_std)
+        check_float(
+            "noise_std", noise_std, low=0, open_low=True, numpy=False, expected="a finite float"
+        )
         if not isinstance(noisy_images, torch.Tensor) or not noisy_images.is_floating_point():
             raise ParameterTypeError("noisy_images", "a floating-point torch.Tensor", noisy_images)
         c, h, w = self._image_shape

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from privfed._checks import check_int
 from privfed.engines._rng import seeded_global_rng
 from privfed.engines.classifier import SmallCNN
 from privfed.errors import ParameterError
@@ -83,10 +84,8 @@ def run_fedavg(
         ("local_epochs", local_epochs),
         ("batch_size", batch_size),
     ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ParameterError(name, "an int >= 1", value)
-    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
-        raise ParameterError("num_classes", "an int >= 2", num_classes)
+        check_int(name, value, minimum=1, type_error=False)
+    check_int("num_classes", num_classes, minimum=2, type_error=False)
     if (
         not (isinstance(learning_rate, int | float) and math.isfinite(learning_rate))
         or learning_rate <= 0

@@ -43,6 +43,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from privfed._checks import check_int
 from privfed._version import __version__
 from privfed.engines.codecs.base import Codec
 from privfed.engines.factory.base import (
@@ -163,10 +164,7 @@ class LatentGaussianFactory:
         if codec is not None and not isinstance(codec, Codec):
             raise ParameterTypeError("codec", "a privfed.engines.codecs.Codec or None", codec)
         if latent_dim is not None:
-            if isinstance(latent_dim, bool) or not isinstance(latent_dim, int):
-                raise ParameterTypeError("latent_dim", "an int >= 1", latent_dim)
-            if latent_dim < 1:
-                raise ParameterError("latent_dim", "an int >= 1", latent_dim)
+            check_int("latent_dim", latent_dim, minimum=1, expected=None)
             if codec is not None and latent_dim != codec.latent_dim:
                 raise ParameterError(
                     "latent_dim", f"None or the codec's latent_dim {codec.latent_dim}", latent_dim
@@ -319,8 +317,7 @@ class LatentGaussianFactory:
         Raises:
             ParameterError: ``n`` < 0 or the factory is not fitted.
         """
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ParameterError("n", "an int >= 0", n)
+        check_int("n", n, minimum=0, type_error=False)
         t, shape = self._require_fitted()
         if generator is not None and not isinstance(generator, torch.Generator):
             raise ParameterTypeError("generator", "a torch.Generator or None", generator)

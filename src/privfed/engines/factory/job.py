@@ -2,7 +2,8 @@
 
 One call of :func:`run_factory_pipeline`:
 
-1. loads scikit-learn's digits (:func:`privfed.data.load_digits`), splits it
+1. loads the dataset (scikit-learn's digits by default, or an ``.npz`` file or image
+   folder: :func:`privfed.data.load_dataset`), splits it
    (:func:`privfed.data.split_public_private`, stratified) into a small
    public part, a held-out test set and the private rest, and partitions the
    private rest over clients -- ``"single-class"`` silos (each client holds
@@ -47,8 +48,8 @@ what they leak.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +59,7 @@ import numpy as np
 import torch
 from safetensors.torch import save as safetensors_bytes
 
+from privfed._checks import check_bool, check_choice, check_float, check_int, check_probability
 from privfed.engines.codecs.base import Codec
 from privfed.engines.factory.audit import (
     FactoryAuditConfig,
@@ -74,7 +76,18 @@ from privfed.engines.factory.edm import (
 from privfed.engines.factory.fedavg import run_fedavg
 from privfed.engines.factory.gaussian import LatentGaussianFactory
 from privfed.engines.factory.matrix import FactoryMatrix, SyntheticDataset
-from privfed.engines.job import RunArtifacts, StageClock, torch_threads, write_artifacts
+from privfed.engines.job import (
+    EVALUATION_NOTICE,
+    RELEASE_NOTICE,
+    SAMPLES_FILENAME,
+    SYNTHETIC_FILENAME,
+    RunArtifacts,
+    StageClock,
+    check_device,
+    torch_threads,
+    write_artifacts,
+)
+from privfed.engines.latent.audit import AuditInputs
 from privfed.errors import ParameterError, ParameterTypeError
 from privfed.progress import ProgressFn
 
@@ -96,12 +109,10 @@ FactoryKind = Literal["gaussian", "edm"]
 #: Latent basis of the Gaussian factories (see the module docstring).
 GaussianBasis = Literal["public-pca", "public-autoencoder", "private-pca"]
 
-
-def _int_at_least(name: str, value: object, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ParameterTypeError(name, f"an int >= {minimum}", value)
-    if value < minimum:
-        raise ParameterError(name, f"an int >= {minimum}", value)
+# A split fraction in the open interval (0, high); either error reads "a float in (0, high)".
+_open_fraction = functools.partial(
+    check_float, low=0, open_low=True, open_high=True, numpy=False, type_error=False
+)
 
 
 @dataclass(frozen=True)
@@ -144,6 +155,10 @@ class FactoryPipelineConfig:
         audit_config: Settings of the audit stage.
         num_threads: CPU threads torch may use during the run (restored
             after), int >= 1.
+        dataset: ``"digits"`` (bundled), an ``.npz`` file or an image folder
+            (:func:`privfed.data.load_dataset`).
+        num_classes: The dataset's number of classes; ``None`` infers it (and
+            refuses labels that leave classes empty).
     """
 
     scenario: Scenario = "single-class"
@@ -171,21 +186,30 @@ class FactoryPipelineConfig:
     audit: bool = True
     audit_config: FactoryAuditConfig = field(default_factory=FactoryAuditConfig)
     num_threads: int = 1
+    dataset: str = "digits"
+    num_classes: int | None = None
 
     def __post_init__(self) -> None:
-        if self.scenario not in ("single-class", "dirichlet"):
-            raise ParameterError("scenario", "'single-class' or 'dirichlet'", self.scenario)
-        if self.factory not in ("gaussian", "edm"):
-            raise ParameterError("factory", "'gaussian' or 'edm'", self.factory)
-        _int_at_least("num_clients", self.num_clients, 1)
-        if self.scenario == "single-class" and self.num_clients < 10:
+        check_choice("scenario", self.scenario, ("single-class", "dirichlet"))
+        check_choice("factory", self.factory, ("gaussian", "edm"))
+        check_int("num_clients", self.num_clients, minimum=1, expected=None)
+        if not isinstance(self.dataset, str) or not self.dataset:
+            raise ParameterError("dataset", "'digits', an .npz path or a directory", self.dataset)
+        if self.num_classes is not None:
+            check_int("num_classes", self.num_classes, minimum=2, expected=None)
+        if self.dataset == "digits" and self.scenario == "single-class" and self.num_clients < 10:
             raise ParameterError(
                 "num_clients", "an int >= 10 for single-class silos on digits", self.num_clients
             )
-        a = self.dirichlet_alpha
-        if isinstance(a, bool) or not isinstance(a, int | float) or not math.isfinite(a) or a <= 0:
-            raise ParameterError("dirichlet_alpha", "a finite float > 0", a)
-        _int_at_least("latent_dim", self.latent_dim, 1)
+        check_float(
+            "dirichlet_alpha",
+            self.dirichlet_alpha,
+            low=0,
+            open_low=True,
+            numpy=False,
+            type_error=False,
+        )
+        check_int("latent_dim", self.latent_dim, minimum=1, expected=None)
         for name, kind in (
             ("unet", UNetConfig),
             ("edm", EDMConfig),
@@ -193,38 +217,29 @@ class FactoryPipelineConfig:
         ):
             if not isinstance(getattr(self, name), kind):
                 raise ParameterTypeError(name, f"a {kind.__name__}", getattr(self, name))
-        _int_at_least("min_records_per_factory", self.min_records_per_factory, 1)
-        _int_at_least("synthetic_per_class", self.synthetic_per_class, 1)
-        _int_at_least("classifier_epochs", self.classifier_epochs, 1)
-        _int_at_least("fedavg_rounds", self.fedavg_rounds, 1)
-        _int_at_least("fedavg_local_epochs", self.fedavg_local_epochs, 1)
-        if not isinstance(self.centralized, bool):
-            raise ParameterTypeError("centralized", "a bool", self.centralized)
-        t = self.test_fraction
-        if isinstance(t, bool) or not isinstance(t, int | float) or not (0 < t < 0.9):
-            raise ParameterError("test_fraction", "a float in (0, 0.9)", t)
-        d = self.delta
-        if isinstance(d, bool) or not isinstance(d, int | float) or not (0 < d < 1):
-            raise ParameterError("delta", "a float in (0, 1)", d)
-        _int_at_least("seed", self.seed, 0)
+        check_int("min_records_per_factory", self.min_records_per_factory, minimum=1, expected=None)
+        check_int("synthetic_per_class", self.synthetic_per_class, minimum=1, expected=None)
+        check_int("classifier_epochs", self.classifier_epochs, minimum=1, expected=None)
+        check_int("fedavg_rounds", self.fedavg_rounds, minimum=1, expected=None)
+        check_int("fedavg_local_epochs", self.fedavg_local_epochs, minimum=1, expected=None)
+        check_bool("centralized", self.centralized)
+        t = _open_fraction("test_fraction", self.test_fraction, high=0.9)
+        check_probability("delta", self.delta, numpy=False, type_error=False)
+        check_int("seed", self.seed, minimum=0, expected=None)
         if not isinstance(self.device, str):
             raise ParameterTypeError("device", "a torch device string", self.device)
-        if self.gaussian_basis not in ("public-pca", "public-autoencoder", "private-pca"):
-            raise ParameterError(
-                "gaussian_basis",
-                "'public-pca', 'public-autoencoder' or 'private-pca'",
-                self.gaussian_basis,
-            )
-        p = self.public_fraction
-        if isinstance(p, bool) or not isinstance(p, int | float) or not (0 < p < 0.5):
-            raise ParameterError("public_fraction", "a float in (0, 0.5)", p)
+        check_choice(
+            "gaussian_basis",
+            self.gaussian_basis,
+            ("public-pca", "public-autoencoder", "private-pca"),
+        )
+        p = _open_fraction("public_fraction", self.public_fraction, high=0.5)
         if p + t >= 1:
             raise ParameterError("public_fraction + test_fraction", "< 1", p + t)
-        if not isinstance(self.audit, bool):
-            raise ParameterTypeError("audit", "a bool", self.audit)
+        check_bool("audit", self.audit)
         if not isinstance(self.audit_config, FactoryAuditConfig):
             raise ParameterTypeError("audit_config", "a FactoryAuditConfig", self.audit_config)
-        _int_at_least("num_threads", self.num_threads, 1)
+        check_int("num_threads", self.num_threads, minimum=1, expected=None)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dictionary."""
@@ -252,6 +267,8 @@ class FactoryPipelineConfig:
             "audit": self.audit,
             "audit_config": self.audit_config.to_dict(),
             "num_threads": self.num_threads,
+            "dataset": self.dataset,
+            "num_classes": self.num_classes,
         }
 
 
@@ -285,6 +302,10 @@ class FactoryPipelineReport:
             serialised).
         ledger: The run's privacy ledger when the factories were trained with
             DP-SGD, else ``None``.
+        audit_inputs: Pixel vectors of members (the factories' training
+            records), non-members (the test split), the synthetic data and the
+            public reference, for ``privfed audit --run-dir`` (``None`` when the
+            audit was off; private data: keep it as private as the records).
     """
 
     config: FactoryPipelineConfig
@@ -306,24 +327,81 @@ class FactoryPipelineReport:
     seconds: dict[str, float] = field(default_factory=dict)
     synthetic: SyntheticDataset | None = field(default=None, repr=False, compare=False)
     ledger: Any = field(default=None, repr=False, compare=False)
+    audit_inputs: AuditInputs | None = field(default=None, repr=False, compare=False)
 
-    def artifacts(self) -> RunArtifacts:
+    def release_dict(self) -> dict[str, Any]:
+        """``release.json``: the public configuration and the DP guarantee, if any.
+
+        Without DP-SGD the factories are **not** differentially private (the
+        audit measures what they leak) and the release says so.  Exact per-cell
+        counts, the number of factories (which cells held enough records) and
+        the bytes shipped are derived from private data: they are in
+        :meth:`evaluation_dict` only.
+        """
+        dp: dict[str, Any]
+        if self.ledger is None:
+            dp = {
+                "guarantee": None,
+                "warning": "no differential privacy: the factories were trained without DP-SGD",
+            }
+        else:
+            ledger_text = self.ledger.to_json()
+            guarantee = self.ledger.guarantee(self.config.delta)
+            dp = {
+                "epsilon": guarantee.epsilon,
+                "delta": guarantee.delta,
+                "adjacency": None if guarantee.adjacency is None else guarantee.adjacency.value,
+                "mechanism": "DP-SGD (Poisson-subsampled Gaussian) per (class, client) factory",
+                "accountant": f"privfed.dp.PrivacyLedger ({guarantee.method})",
+                "ledger_sha256": hashlib.sha256(ledger_text.encode()).hexdigest(),
+            }
+        return {
+            "format": "privfed.release",
+            "version": 1,
+            "notice": RELEASE_NOTICE,
+            "engine": "factory",
+            "public": {"config": self.config.to_dict()},
+            "dp": dp,
+            "synthetic": {
+                "samples_per_class": self.config.synthetic_per_class,
+                "files": [SAMPLES_FILENAME, SYNTHETIC_FILENAME],
+            },
+        }
+
+    def evaluation_dict(self) -> dict[str, Any]:
+        """``evaluation.json``: accuracies, exact counts, bytes, timings and the audit."""
+        body = self.to_dict()
+        body.pop("config")
+        return {
+            "format": "privfed.evaluation",
+            "version": 1,
+            "notice": EVALUATION_NOTICE,
+            "engine": "factory",
+            **body,
+        }
+
+    def artifacts(self, *, release_only: bool = False) -> RunArtifacts:
         """The run's artefacts, for :func:`privfed.engines.job.write_artifacts`."""
-        report = {"engine": "factory", **self.to_dict()}
         images = labels = None
         if self.synthetic is not None:
             images = self.synthetic.images.detach().cpu().numpy()
             labels = self.synthetic.labels.detach().cpu().numpy()
         return RunArtifacts(
-            report=json.loads(json.dumps(report)),
+            release=json.loads(json.dumps(self.release_dict())),
+            evaluation=None if release_only else json.loads(json.dumps(self.evaluation_dict())),
             ledger=self.ledger,
             sample_images=images,
             sample_labels=labels,
+            audit_inputs=None if release_only else self.audit_inputs,
         )
 
-    def write(self, output_dir: str | Path) -> dict[str, Path]:
-        """Write ``report.json``, ``samples.png`` (and ``ledger.json`` with DP-SGD)."""
-        return write_artifacts(output_dir, self.artifacts())
+    def write(
+        self, output_dir: str | Path, *, overwrite: bool = False, release_only: bool = False
+    ) -> dict[str, Path]:
+        """Write the run's release (and, unless ``release_only``, its evaluation)."""
+        return write_artifacts(
+            output_dir, self.artifacts(release_only=release_only), overwrite=overwrite
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (without the matrix and test tensors)."""
@@ -353,13 +431,22 @@ class FactoryPipelineReport:
 
 @functools.lru_cache(maxsize=4)
 def _cached_codec(
-    basis: str, latent_dim: int, public_fraction: float, test_fraction: float, seed: int
+    basis: str,
+    latent_dim: int,
+    public_fraction: float,
+    test_fraction: float,
+    seed: int,
+    dataset: str = "digits",
+    num_classes: int | None = None,
 ) -> Codec:
-    from privfed.data import load_digits, split_public_private
+    from privfed.data import load_dataset, split_public_private
     from privfed.engines.codecs import ConvAutoencoderCodec, PCACodec
 
     split = split_public_private(
-        load_digits(), public_fraction=public_fraction, test_fraction=test_fraction, seed=seed
+        load_dataset(dataset, num_classes=num_classes),
+        public_fraction=public_fraction,
+        test_fraction=test_fraction,
+        seed=seed,
     )
     public = torch.from_numpy(np.array(split.public.images))
     if basis == "public-pca":
@@ -401,6 +488,8 @@ def public_codec(config: FactoryPipelineConfig) -> Codec | None:
         float(config.public_fraction),
         float(config.test_fraction),
         config.seed,
+        config.dataset,
+        config.num_classes,
     )
 
 
@@ -473,12 +562,18 @@ def run_factory_pipeline(
     """
     if not isinstance(config, FactoryPipelineConfig):
         raise ParameterTypeError("config", "a FactoryPipelineConfig", config)
+    check_device(config.device)
     with torch_threads(config.num_threads):
         return _run(config, StageClock(progress), ledger)
 
 
 def _run(config: FactoryPipelineConfig, clock: StageClock, ledger: Any) -> FactoryPipelineReport:
-    from privfed.data import load_digits, partition, split_public_private
+    from privfed.data import (
+        load_dataset,
+        partition,
+        require_classification_data,
+        split_public_private,
+    )
     from privfed.engines.classifier import evaluate_classifier, train_classifier
 
     uses_dp = config.factory == "edm" and config.edm_training.dp is not None
@@ -489,7 +584,14 @@ def _run(config: FactoryPipelineConfig, clock: StageClock, ledger: Any) -> Facto
 
     report = clock.step
 
-    data = load_digits()
+    data = load_dataset(config.dataset, num_classes=config.num_classes)
+    require_classification_data(data)
+    if config.scenario == "single-class" and config.num_clients < data.num_classes:
+        raise ParameterError(
+            "num_clients",
+            f"an int >= {data.num_classes} for single-class silos on this dataset",
+            config.num_clients,
+        )
     split = split_public_private(
         data,
         public_fraction=config.public_fraction,
@@ -632,6 +734,9 @@ def _run(config: FactoryPipelineConfig, clock: StageClock, ledger: Any) -> Facto
         seconds=dict(clock.seconds),
         synthetic=synthetic,
         ledger=ledger if uses_dp else None,
+        audit_inputs=(
+            _pixel_audit_inputs(trained, images, labels, split, synthetic) if config.audit else None
+        ),
     )
 
 
@@ -652,3 +757,37 @@ def _audit_targets(
             if r < len(by_class[c]):
                 order.append(by_class[c][r])
     return [(c, k, f, images[idx], test_x[test_y == c]) for c, k, f, idx in order]
+
+
+def _pixel_audit_inputs(
+    trained: list[tuple[int, int, Any, torch.Tensor]],
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    split: Any,
+    synthetic: SyntheticDataset,
+) -> AuditInputs:
+    """The synthetic-release audit's inputs in pixel space (flattened images in [0, 1]).
+
+    Members are the records some factory was trained on; non-members the test
+    split (no factory saw it); the reference is the public split.  With these,
+    ``privfed audit --run-dir`` runs its distance and density attacks on the
+    factory engine's synthetic data as it does on the latent engine's.
+    """
+    parts = [idx for _, _, _, idx in trained]
+    member_index = torch.cat(parts) if parts else torch.zeros(0, dtype=torch.int64)
+    member_index = torch.sort(member_index).values
+
+    def flat(x: Any) -> np.ndarray:
+        array = np.asarray(x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else x)
+        return array.reshape(array.shape[0], -1).astype(np.float64)
+
+    return AuditInputs(
+        member_latents=flat(images[member_index]),
+        member_labels=labels[member_index].numpy().astype(np.int64),
+        nonmember_latents=flat(np.array(split.test.images)),
+        nonmember_labels=np.asarray(split.test.labels, dtype=np.int64),
+        synthetic_latents=flat(synthetic.images),
+        synthetic_labels=synthetic.labels.detach().cpu().numpy().astype(np.int64),
+        reference_latents=flat(np.array(split.public.images)),
+        reference_labels=np.asarray(split.public.labels, dtype=np.int64),
+    )

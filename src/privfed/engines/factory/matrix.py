@@ -51,6 +51,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from privfed._checks import check_int, check_optional_int, check_str
 from privfed._version import __version__
 from privfed.engines.factory.base import (
     ClientId,
@@ -98,15 +99,11 @@ def largest_remainder_quotas(counts: Mapping[ClientId, int], n_target: int) -> d
     Raises:
         ParameterError: Empty ``counts``, a count < 1, or ``n_target`` < 0.
     """
-    if isinstance(n_target, bool) or not isinstance(n_target, int):
-        raise ParameterTypeError("n_target", "an int >= 0", n_target)
-    if n_target < 0:
-        raise ParameterError("n_target", "an int >= 0", n_target)
+    check_int("n_target", n_target, minimum=0, expected=None)
     if not counts:
         raise ParameterError("counts", "a non-empty mapping", "{}")
     for count in counts.values():
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise ParameterError("counts", "ints >= 1", count)
+        check_int("counts", count, minimum=1, domain="ints >= 1", type_error=False)
     total = sum(counts.values())
     quotas: dict[ClientId, int] = {}
     remainders: list[tuple[int, int, tuple[int, int | str], ClientId]] = []
@@ -470,10 +467,7 @@ class FactoryMatrix:
         """
         validate_class_id(class_id)
         validate_client_id(client_id)
-        if isinstance(count, bool) or not isinstance(count, int):
-            raise ParameterTypeError("count", "an int >= 1", count)
-        if count < 1:
-            raise ParameterError("count", "an int >= 1", count)
+        check_int("count", count, minimum=1, expected=None)
         if not isinstance(factory, Factory):
             raise ParameterTypeError(
                 "factory", "an object satisfying the Factory protocol", factory
@@ -511,10 +505,7 @@ class FactoryMatrix:
         Raises:
             ParameterError: ``n_target`` < 0.
         """
-        if isinstance(n_target, bool) or not isinstance(n_target, int):
-            raise ParameterTypeError("n_target", "an int >= 0", n_target)
-        if n_target < 0:
-            raise ParameterError("n_target", "an int >= 0", n_target)
+        check_int("n_target", n_target, minimum=0, expected=None)
         out: dict[CellKey, int] = {}
         for c in self.classes:
             row = {k: cell.count for (cc, k), cell in self._cells.items() if cc == c}
@@ -550,12 +541,10 @@ class FactoryMatrix:
             ParameterError: ``n_per_class`` < 1, a bad seed, an unknown class,
                 or an empty matrix.
         """
-        if isinstance(n_per_class, bool) or not isinstance(n_per_class, int):
-            raise ParameterTypeError("n_per_class", "an int >= 1", n_per_class)
-        if n_per_class < 1:
-            raise ParameterError("n_per_class", "an int >= 1", n_per_class)
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-            raise ParameterError("seed", "an int >= 0 or None", "<redacted>", secret=True)
+        check_int("n_per_class", n_per_class, minimum=1, expected=None)
+        check_optional_int(
+            "seed", seed, minimum=0, domain="an int >= 0 or None", type_error=False, secret=True
+        )
         if not self._cells:
             raise ParameterError("self", "a matrix with at least one factory", "empty")
         chosen = self.classes if classes is None else tuple(classes)
@@ -641,8 +630,7 @@ class FactoryMatrix:
         Raises:
             ParameterError: Empty name, or samples that this matrix did not make.
         """
-        if not isinstance(name, str) or not name:
-            raise ParameterError("name", "a non-empty str", name)
+        check_str("name", name, type_error=False)
         if not isinstance(dataset, SyntheticDataset):
             raise ParameterTypeError("dataset", "a SyntheticDataset", dataset)
         ids = dataset.sample_ids

@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from privfed._checks import check_int
 from privfed.audit import SyntheticReleaseAudit
 from privfed.dp import Adjacency, gdp_epsilon
 from privfed.errors import ParameterError, ParameterTypeError
@@ -113,8 +114,7 @@ def audit_skip_reason(*, members: int, nonmembers: int, reference: int) -> str |
         A short plain-language reason, or ``None``.
     """
     for name, value in (("members", members), ("nonmembers", nonmembers), ("reference", reference)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ParameterError(name, "an int >= 0", value)
+        check_int(name, value, minimum=0, type_error=False)
     if members < 4 or nonmembers < 4:
         return f"needs >= 4 members and non-members, has {members} and {nonmembers}"
     if reference < 2:

@@ -15,6 +15,7 @@ import math
 import numpy as np
 import torch
 
+from privfed._checks import check_int
 from privfed.engines.latent.statistics import (
     _GRAM_BYTES,
     _RECLIP_MARGIN,
@@ -22,7 +23,6 @@ from privfed.engines.latent.statistics import (
     DEFAULT_MAX_RECORDS,
     LatentStatistics,
     LatentStatisticsConfig,
-    _int,
 )
 from privfed.errors import (
     NonFiniteInputError,
@@ -80,7 +80,7 @@ class LatentStatisticsAccumulator:
     ) -> None:
         if not isinstance(config, LatentStatisticsConfig):
             raise ParameterTypeError("config", "a LatentStatisticsConfig", config)
-        _int("batch_size", batch_size, 1)
+        check_int("batch_size", batch_size, minimum=1, numpy=True)
         self._config = config
         self._device = torch.device(device)
         self._batch = min(int(batch_size), config.exact_batch_size)

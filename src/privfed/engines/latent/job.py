@@ -38,6 +38,7 @@ path of :mod:`privfed.engines.job`.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 from collections.abc import Mapping
@@ -48,20 +49,30 @@ from typing import Any
 import numpy as np
 import torch
 
+from privfed._checks import check_float
 from privfed.data import (
     DatasetSplit,
     ImageDataset,
     PartitionScheme,
-    load_digits,
-    load_image_folder,
-    load_npz,
+    load_dataset,
     partition,
+    require_classification_data,
     split_public_private,
 )
 from privfed.dp import Adjacency, LatentReleasePlan, PrivacyLedger, plan_latent_release
 from privfed.engines.classifier import evaluate_classifier, train_classifier
 from privfed.engines.codecs import Codec, ConvAutoencoderCodec, DiffusersCodec, PCACodec
-from privfed.engines.job import RunArtifacts, StageClock, torch_threads, write_artifacts
+from privfed.engines.job import (
+    EVALUATION_NOTICE,
+    RELEASE_NOTICE,
+    SAMPLES_FILENAME,
+    SYNTHETIC_FILENAME,
+    RunArtifacts,
+    StageClock,
+    check_device,
+    torch_threads,
+    write_artifacts,
+)
 from privfed.engines.latent.audit import (
     AuditInputs,
     AuditSkipped,
@@ -98,7 +109,6 @@ __all__ = [
     "encode",
     "fit_codec",
     "load_data",
-    "load_dataset",
     "release",
     "release_spec",
     "run_pipeline",
@@ -108,11 +118,18 @@ __all__ = [
 
 
 def _finite(name: str, value: object, *, low: float, high: float | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ParameterTypeError(name, "a float", value)
-    if not math.isfinite(value) or value <= low or (high is not None and value >= high):
-        domain = f"a finite float > {low}" + ("" if high is None else f" and < {high}")
-        raise ParameterError(name, domain, value)
+    domain = f"a finite float > {low}" + ("" if high is None else f" and < {high}")
+    check_float(
+        name,
+        value,
+        low=low,
+        high=high,
+        open_low=True,
+        open_high=True,
+        numpy=False,
+        expected="a float",
+        domain=domain,
+    )
 
 
 @dataclass(frozen=True)
@@ -127,7 +144,11 @@ class PipelineConfig:
         alpha: Dirichlet concentration (``partition="dirichlet"`` only).
         classes_per_client: Classes per client (``"pathological"`` only).
         num_clients: Number of clients ``>= 2``.
-        codec: ``"pca"``, ``"conv-ae"``, or a diffusers model path / hub id.
+        codec: ``"pca"``, ``"conv-ae"``, or a diffusers model directory.
+        codec_kind: For a diffusers codec, which autoencoder it is
+            (``"tiny"``, ``"kl"`` or ``"dc"``; never guessed); ``None`` otherwise.
+        num_classes: The dataset's number of classes; ``None`` infers it from
+            the labels (and refuses labels that leave classes empty).
         latent_dim: ``d`` for the fitted codecs (ignored for diffusers).
         clip_norm: ``R``; ``None`` uses the codec's ``default_clip_norm``.
         epsilon: ε of the release, finite ``> 0``.
@@ -160,6 +181,8 @@ class PipelineConfig:
     classes_per_client: int | None = None
     num_clients: int = 20
     codec: str = "pca"
+    codec_kind: str | None = None
+    num_classes: int | None = None
     latent_dim: int = 8
     clip_norm: float | None = None
     epsilon: float = 10.0
@@ -179,6 +202,21 @@ class PipelineConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.dataset, str) or not self.dataset:
             raise ParameterError("dataset", "'digits', an .npz path or a directory", self.dataset)
+        if self.codec in ("pca", "conv-ae"):
+            if self.codec_kind is not None:
+                raise ParameterError(
+                    "codec_kind", f"None for the {self.codec!r} codec", self.codec_kind
+                )
+        elif self.codec_kind not in ("tiny", "kl", "dc"):
+            raise ParameterError(
+                "codec_kind", "'tiny', 'kl' or 'dc' for a diffusers codec", self.codec_kind
+            )
+        if self.num_classes is not None and (
+            isinstance(self.num_classes, bool)
+            or not isinstance(self.num_classes, int)
+            or self.num_classes < 2
+        ):
+            raise ParameterError("num_classes", "an int >= 2 or None", self.num_classes)
         _finite("public_fraction", self.public_fraction, low=0.0, high=1.0)
         _finite("test_fraction", self.test_fraction, low=0.0, high=1.0)
         try:
@@ -287,12 +325,89 @@ class PipelineReport:
     seconds: dict[str, float]
     ledger: dict[str, Any]
     audit: AuditSummary | AuditSkipped | None = None
+    secagg_threshold: int = 0
+    noisy_class_counts: tuple[float, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """A plain dict for ``json.dump``."""
+        """Everything the run measured, as one plain dict (release and evaluation together).
+
+        This view mixes DP outputs with numbers computed from private data
+        without noise; it is for the Python caller.  What a run directory holds
+        is split: :meth:`release_dict` and :meth:`evaluation_dict`.
+        """
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["audit"] = None if self.audit is None else self.audit.to_dict()
-        return json.loads(json.dumps(out))
+        plain: dict[str, Any] = json.loads(json.dumps(out))
+        return plain
+
+    def release_dict(self) -> dict[str, Any]:
+        """``release.json``: DP outputs and public facts only.
+
+        Public facts are what the operator declared (the configuration, the
+        codec's dimension, the clip norm and the ring's grid, which follow from
+        it and from public bounds) and the protocol's own facts (threshold,
+        scripted dropouts).  DP outputs are the plan's guarantee and noise
+        stds, the ledger's guarantee and digest, and -- when counts are private
+        (add/remove) -- the noisy class counts of the release.
+        """
+        ledger_text = json.dumps(self.ledger, sort_keys=True)
+        dp: dict[str, Any] = {
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "mu": self.mu,
+            "adjacency": self.config["adjacency"],
+            "noise_std_sum": self.noise_std_sum,
+            "noise_std_second_moment": self.noise_std_second_moment,
+            "noise_std_count": self.noise_std_count,
+            "mechanism": "Gaussian (rounded to the fixed-point grid), added once by the server",
+            "accountant": "exact mu-GDP (privfed.dp.PrivacyLedger)",
+            "ledger_sha256": hashlib.sha256(ledger_text.encode()).hexdigest(),
+        }
+        if self.noisy_class_counts is not None:
+            dp["noisy_class_counts"] = list(self.noisy_class_counts)
+        return {
+            "format": "privfed.release",
+            "version": 1,
+            "notice": RELEASE_NOTICE,
+            "engine": "latent",
+            "public": {
+                "config": self.config,
+                "latent_dim": self.latent_dim,
+                "clip_norm": self.clip_norm,
+                "fractional_bits": self.fractional_bits,
+                "payload_values_per_class": self.payload_values_per_class,
+                "payload_values_per_client": self.payload_values_per_client,
+                "payload_bytes_per_client": self.payload_bytes_per_client,
+                "num_clients": self.num_clients,
+                "secagg_threshold": self.secagg_threshold,
+                "dropped_clients": self.dropped_clients,
+                "records_public": self.records_public,
+            },
+            "dp": dp,
+            "synthetic": {
+                "samples_per_class": self.config["samples_per_class"],
+                "files": [SAMPLES_FILENAME, SYNTHETIC_FILENAME],
+            },
+        }
+
+    def evaluation_dict(self) -> dict[str, Any]:
+        """``evaluation.json``: what the run computed from private data without noise."""
+        return {
+            "format": "privfed.evaluation",
+            "version": 1,
+            "notice": EVALUATION_NOTICE,
+            "engine": "latent",
+            "accuracy_synthetic": self.accuracy_synthetic,
+            "accuracy_real": self.accuracy_real,
+            "accuracy_nondp_synthetic": self.accuracy_nondp_synthetic,
+            "records_private": self.records_private,
+            "records_aggregated": self.records_aggregated,
+            "records_test": self.records_test,
+            "empty_clients": self.empty_clients,
+            "secagg_bytes_per_client": self.secagg_bytes_per_client,
+            "seconds": dict(self.seconds),
+            "audit": None if self.audit is None else self.audit.to_dict(),
+        }
 
 
 @dataclass(frozen=True, eq=False)
@@ -319,28 +434,39 @@ class PipelineResult:
     audit: Any = field(default=None, repr=False)
     audit_inputs: AuditInputs | None = field(default=None, repr=False)
 
-    def artifacts(self) -> RunArtifacts:
-        """The run's artefacts, for :func:`privfed.engines.job.write_artifacts`."""
+    def artifacts(self, *, release_only: bool = False) -> RunArtifacts:
+        """The run's artefacts, for :func:`privfed.engines.job.write_artifacts`.
+
+        Args:
+            release_only: Only the release (what a deployment ships): no
+                ``evaluation.json`` and no ``audit_inputs.npz``.
+        """
         return RunArtifacts(
-            report=self.report.to_dict(),
+            release=self.report.release_dict(),
+            evaluation=None if release_only else self.report.evaluation_dict(),
             ledger=self.ledger,
             sample_images=self.synthetic_images,
             sample_labels=self.synthetic_labels,
-            audit_inputs=self.audit_inputs,
+            audit_inputs=None if release_only else self.audit_inputs,
         )
 
-    def write(self, output_dir: str | Path) -> dict[str, Path]:
-        """Write the run's files into ``output_dir`` (created if needed).
+    def write(
+        self, output_dir: str | Path, *, overwrite: bool = False, release_only: bool = False
+    ) -> dict[str, Path]:
+        """Write the run's files into ``output_dir``.
 
-        Files: ``report.json``, ``ledger.json``, ``samples.png`` and, when the
-        audit ran, ``audit_inputs.npz``.  The last holds real records' latents
-        (members and non-members): keep it as private as the data itself.
+        The release: ``release.json``, ``ledger.json``, ``samples.png``,
+        ``synthetic.npz``.  The evaluation (unless ``release_only``):
+        ``evaluation.json`` and, when the audit ran, ``audit_inputs.npz``; the
+        last holds real records' latents (members and non-members): keep it as
+        private as the data itself.
 
         Returns:
-            The paths written, by kind (``"report"``, ``"ledger"``,
-            ``"samples"``, ``"audit_inputs"``).
+            The paths written, by kind.
         """
-        return write_artifacts(output_dir, self.artifacts())
+        return write_artifacts(
+            output_dir, self.artifacts(release_only=release_only), overwrite=overwrite
+        )
 
 
 # -- the stages ------------------------------------------------------------------------
@@ -366,25 +492,10 @@ class LatentData:
         return sum(1 for c in self.clients if c.size == 0)
 
 
-def load_dataset(spec: str) -> ImageDataset:
-    """``"digits"`` (bundled), a ``.npz`` file or an image folder.
-
-    Raises:
-        ParameterError: ``spec`` names none of them.
-    """
-    if spec == "digits":
-        return load_digits()
-    path = Path(spec)
-    if path.suffix == ".npz" and path.is_file():
-        return load_npz(path)
-    if path.is_dir():
-        return load_image_folder(path)
-    raise ParameterError("dataset", "'digits', an existing .npz file or directory", spec)
-
-
 def load_data(config: PipelineConfig) -> LatentData:
     """Load, split and partition the data of a run (the experimental design's seed)."""
-    dataset = load_dataset(config.dataset)
+    dataset = load_dataset(config.dataset, num_classes=config.num_classes)
+    require_classification_data(dataset)
     split = split_public_private(
         dataset,
         public_fraction=config.public_fraction,
@@ -410,7 +521,10 @@ def fit_codec(config: PipelineConfig, public: ImageDataset) -> Codec:
     if config.codec == "conv-ae":
         return ConvAutoencoderCodec.fit(images, latent_dim=config.latent_dim, seed=config.seed)
     return DiffusersCodec.from_pretrained(
-        config.codec, image_shape=public.image_shape, device=config.device
+        config.codec,
+        kind=str(config.codec_kind),
+        image_shape=public.image_shape,
+        device=config.device,
     )
 
 
@@ -691,6 +805,7 @@ def run_pipeline(config: PipelineConfig, *, progress: ProgressFn | None = None) 
     """
     if not isinstance(config, PipelineConfig):
         raise ParameterTypeError("config", "a PipelineConfig", config)
+    check_device(config.device)
     clock = StageClock(progress)
     with torch_threads(config.num_threads):
         return _run(config, clock)
@@ -812,6 +927,12 @@ def _run(config: PipelineConfig, clock: StageClock) -> PipelineResult:
         seconds=dict(clock.seconds),
         ledger=json.loads(rel.ledger.to_json()),
         audit=summary,
+        secagg_threshold=agg.threshold,
+        noisy_class_counts=(
+            None
+            if plan.noise_std_count == 0
+            else tuple(float(c) for c in np.asarray(rel.noisy.counts, dtype=np.float64))
+        ),
     )
     return PipelineResult(
         report=report,

@@ -40,12 +40,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from privfed._checks import check_enum, check_float
 from privfed.dp import (
     GAUSSIAN_SAMPLER,
     ROUNDED_GAUSSIAN_SAMPLER,
     Adjacency,
     GaussianRelease,
     LatentReleasePlan,
+    PartitionKey,
     PrivacyLedger,
     gaussian_noise,
     rounded_gaussian,
@@ -53,7 +55,7 @@ from privfed.dp import (
     sum_sensitivity,
 )
 from privfed.dp.noise import MAX_INTEGER_SCALE
-from privfed.engines.latent.accounting import record_latent_release
+from privfed.engines.latent.accounting import LATENT_SCHEME, record_latent_release
 from privfed.engines.latent.statistics import LatentStatistics, packed_size, unpack_symmetric
 from privfed.errors import ParameterError, ParameterTypeError
 
@@ -240,13 +242,7 @@ def _check_common(
         raise ParameterTypeError("stats", "a LatentStatistics", stats)
     if not isinstance(ledger, PrivacyLedger):
         raise ParameterTypeError("ledger", "a privfed.dp.PrivacyLedger", ledger)
-    try:
-        where = NoisePlacement(str(placement))
-    except ValueError:
-        raise ParameterError(
-            "placement", f"one of {[p.value for p in NoisePlacement]}", placement
-        ) from None
-    return stats, ledger, where
+    return stats, ledger, check_enum("placement", placement, NoisePlacement)
 
 
 def release_latent_statistics(
@@ -350,10 +346,7 @@ def release_with_noise_stds(
         ("noise_std_sum", noise_std_sum),
         ("noise_std_second_moment", noise_std_second_moment),
     ):
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ParameterTypeError(label, "a float", value)
-        if not math.isfinite(value) or value <= 0:
-            raise ParameterError(label, "a finite float > 0", value)
+        check_float(label, value, low=0, open_low=True, numpy=False, expected="a float")
     cfg = stats.config
     _section_seed(seed, "check")
     if where is NoisePlacement.GRID:
@@ -366,7 +359,7 @@ def release_with_noise_stds(
         releases.append(
             GaussianRelease(
                 name=f"{name}/sum",
-                partition=c,
+                partition=PartitionKey(LATENT_SCHEME, c),
                 l2_sensitivity=sum_sensitivity(cfg.clip_norm, Adjacency.REPLACE_ONE),
                 noise_std=float(noise_std_sum),
                 adjacency=Adjacency.REPLACE_ONE,
@@ -378,7 +371,7 @@ def release_with_noise_stds(
         releases.append(
             GaussianRelease(
                 name=f"{name}/second-moment",
-                partition=c,
+                partition=PartitionKey(LATENT_SCHEME, c),
                 l2_sensitivity=second_moment_sensitivity(cfg.clip_norm, Adjacency.REPLACE_ONE),
                 noise_std=float(noise_std_second_moment),
                 adjacency=Adjacency.REPLACE_ONE,

@@ -55,9 +55,9 @@ Ring bounds.  The ring is ``Z_{2**64}`` read as signed ``int64``.  With at
 most ``max_records`` records in the aggregate over all clients, the largest
 total is ``max_records * L`` for the second moments, ``max_records * R 2**f``
 for the sums and ``max_records`` for the counts.  The configuration is checked
-at construction with :class:`privfed.secagg.primitives.fixedpoint.FixedPointConfig`
-(which refuses anything that could wrap), and an aggregate whose count total
-exceeds ``max_records`` is refused.
+at construction with :func:`privfed.secagg.primitives.fixedpoint.check_no_wraparound`
+(the check of the fixed-point encoder, which refuses anything that could
+wrap), and an aggregate whose count total exceeds ``max_records`` is refused.
 """
 
 from __future__ import annotations
@@ -70,12 +70,13 @@ from typing import Any
 
 import numpy as np
 
+from privfed._checks import check_float, check_int
 from privfed.errors import (
     ParameterError,
     ParameterTypeError,
     RingOverflowError,
 )
-from privfed.secagg.primitives.fixedpoint import FixedPointConfig
+from privfed.secagg.primitives.fixedpoint import FixedPointConfig, check_no_wraparound
 
 __all__ = [
     "DEFAULT_MAX_RECORDS",
@@ -112,14 +113,6 @@ _GRAM_BYTES = 1 << 26
 def packed_size(dim: int) -> int:
     """Number of entries of the packed upper triangle (with diagonal): ``d(d+1)/2``."""
     return dim * (dim + 1) // 2
-
-
-def _int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise ParameterTypeError(name, "an int", value)
-    if int(value) < minimum:
-        raise ParameterError(name, f"an int >= {minimum}", value)
-    return int(value)
 
 
 def _norm_bound_squared(clip_norm: float, fractional_bits: int) -> int:
@@ -173,20 +166,15 @@ class LatentStatisticsConfig:
     fractional_bits: int | None = None
 
     def __post_init__(self) -> None:
-        _int("dim", self.dim, 1)
-        _int("num_classes", self.num_classes, 1)
-        _int("max_records", self.max_records, 1)
-        if isinstance(self.clip_norm, bool) or not isinstance(
-            self.clip_norm, int | float | np.floating
-        ):
-            raise ParameterTypeError("clip_norm", "a float", self.clip_norm)
-        if not math.isfinite(self.clip_norm) or self.clip_norm <= 0:
-            raise ParameterError("clip_norm", "a finite float > 0", self.clip_norm)
-        object.__setattr__(self, "clip_norm", float(self.clip_norm))
+        check_int("dim", self.dim, minimum=1, numpy=True)
+        check_int("num_classes", self.num_classes, minimum=1, numpy=True)
+        check_int("max_records", self.max_records, minimum=1, numpy=True)
+        radius = check_float("clip_norm", self.clip_norm, low=0, open_low=True, expected="a float")
+        object.__setattr__(self, "clip_norm", radius)
         if self.fractional_bits is None:
             f = _auto_fractional_bits(self.clip_norm, self.max_records)
         else:
-            f = _int("fractional_bits", self.fractional_bits, 0)
+            f = check_int("fractional_bits", self.fractional_bits, minimum=0, numpy=True)
             if f > 60:
                 raise ParameterError("fractional_bits", "an int in [0, 60]", f)
         bound = _norm_bound_squared(self.clip_norm, f)
@@ -202,10 +190,13 @@ class LatentStatisticsConfig:
                 f,
                 detail="squared norms would not be exact in float64",
             )
-        # The secure-aggregation encoder proves (and refuses otherwise) that no
-        # total of max_records summands of each section can wrap the ring.
-        FixedPointConfig(f, self.clip_norm, self.max_records, _RING_BITS)
-        FixedPointConfig(2 * f, float(Fraction(bound, 1 << (2 * f))), self.max_records, _RING_BITS)
+        # The fixed-point encoder's own wrap-around check proves (and refuses
+        # otherwise) that no total of max_records summands can wrap the ring:
+        # first moments have magnitude <= R on the grid 2**-f, second moments
+        # <= L * 2**-2f on the grid 2**-2f.
+        check_no_wraparound(f, self.clip_norm, self.max_records, _RING_BITS)
+        second_moment_bound = float(Fraction(bound, 1 << (2 * f)))
+        check_no_wraparound(2 * f, second_moment_bound, self.max_records, _RING_BITS)
         object.__setattr__(self, "fractional_bits", f)
 
     @property
@@ -242,7 +233,9 @@ class LatentStatisticsConfig:
 
     def payload_bytes_at(self, bytes_per_value: int) -> int:
         """Payload size if every value took ``bytes_per_value`` bytes (e.g. 4 as in the paper)."""
-        return self.num_values * _int("bytes_per_value", bytes_per_value, 1)
+        return self.num_values * check_int(
+            "bytes_per_value", bytes_per_value, minimum=1, numpy=True
+        )
 
 
 @dataclass(frozen=True, eq=False)

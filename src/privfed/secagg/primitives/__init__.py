@@ -36,7 +36,13 @@ from privfed.secagg.primitives.aead import (
     share_associated_data,
     unseal,
 )
-from privfed.secagg.primitives.fixedpoint import FixedPointConfig, ring_add, ring_sub, ring_sum
+from privfed.secagg.primitives.fixedpoint import (
+    FixedPointConfig,
+    check_no_wraparound,
+    ring_add,
+    ring_sub,
+    ring_sum,
+)
 from privfed.secagg.primitives.keys import (
     PRIVATE_KEY_SIZE,
     PUBLIC_KEY_SIZE,
@@ -73,6 +79,7 @@ __all__ = [
     "Purpose",
     "Share",
     "agree",
+    "check_no_wraparound",
     "combine",
     "derive_key",
     "derive_self_mask_seed",

@@ -31,8 +31,8 @@ from typing import Final
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
+from privfed._checks import check_bytes, check_int
 from privfed.errors import AuthenticationError, ParameterTypeError
-from privfed.secagg.primitives._validation import check_bytes, check_int
 
 __all__ = [
     "AD_VERSION",
@@ -87,9 +87,9 @@ def share_associated_data(
         ParameterError: An argument is outside its domain.
     """
     sid = check_bytes("session_id", session_id, min_size=1, max_size=64)
-    rnd = check_int("round_index", round_index, low=0, high=2**64 - 1)
-    src = check_int("sender", sender, low=0, high=2**32 - 1)
-    dst = check_int("recipient", recipient, low=0, high=2**32 - 1)
+    rnd = check_int("round_index", round_index, minimum=0, maximum=2**64 - 1)
+    src = check_int("sender", sender, minimum=0, maximum=2**32 - 1)
+    dst = check_int("recipient", recipient, minimum=0, maximum=2**32 - 1)
     return _ad_prefix(sid) + _AD_TAIL.pack(rnd, src, dst)
 
 

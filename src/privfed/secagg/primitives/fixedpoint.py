@@ -41,17 +41,18 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from privfed._checks import check_float, check_int
 from privfed.errors import (
     NonFiniteInputError,
     ParameterError,
     ParameterTypeError,
     RingOverflowError,
 )
-from privfed.secagg.primitives._validation import check_int
 
 __all__ = [
     "MAX_FRACTIONAL_BITS",
     "FixedPointConfig",
+    "check_no_wraparound",
     "ring_add",
     "ring_sub",
     "ring_sum",
@@ -62,7 +63,7 @@ MAX_FRACTIONAL_BITS: Final[int] = 1023
 
 
 def _check_ring_bits(ring_bits: object) -> int:
-    return check_int("ring_bits", ring_bits, low=2, high=64)
+    return check_int("ring_bits", ring_bits, minimum=2, maximum=64)
 
 
 def _ring_mask(ring_bits: int) -> np.uint64:
@@ -96,6 +97,51 @@ def _fits(bound: int | None, max_summands: int, ring_bits: int, headroom_bits: i
     return ((max_summands * (bound + 1)) << headroom_bits) < (1 << (ring_bits - 1))
 
 
+def check_no_wraparound(
+    fractional_bits: object, max_abs_value: object, max_summands: object, ring_bits: object = 64
+) -> float:
+    """Check that a fixed-point encoding with these bounds can never wrap around the ring.
+
+    The check :class:`FixedPointConfig` runs at construction, for callers that
+    need the guarantee (and its errors) without building an encoder: it
+    validates the four arguments and then requires
+
+        ``max_summands * (ceil(max_abs_value * 2**fractional_bits) + 1)
+        < 2**(ring_bits - 1)``,
+
+    so that any total of at most ``max_summands`` values of magnitude at most
+    ``max_abs_value``, encoded with ``fractional_bits`` fractional bits, decodes
+    to itself in ``Z_{2**ring_bits}``.
+
+    Args:
+        fractional_bits: ``f``, an ``int`` in ``[0, 1023]``.
+        max_abs_value: Largest magnitude of one summand, a finite number ``> 0``.
+        max_summands: Largest number of summands in any total, an ``int >= 1``.
+        ring_bits: ``k``, an ``int`` in ``[2, 64]``.
+
+    Returns:
+        ``max_abs_value`` as a ``float``.
+
+    Raises:
+        ParameterTypeError: An argument has the wrong type.
+        ParameterError: An argument is outside its domain.
+        RingOverflowError: A total could wrap around the ring.
+    """
+    f = check_int("fractional_bits", fractional_bits, minimum=0, maximum=MAX_FRACTIONAL_BITS)
+    a = _check_max_abs(max_abs_value)
+    n = check_int("max_summands", max_summands, minimum=1)
+    k = _check_ring_bits(ring_bits)
+    if not _fits(_encoded_bound(a, f), n, k):
+        raise RingOverflowError(
+            "(fractional_bits, max_abs_value, max_summands, ring_bits)",
+            "values with max_summands * (ceil(max_abs_value * 2**fractional_bits) + 1)"
+            " < 2**(ring_bits - 1)",
+            (f, a, n, k),
+            detail="a total could wrap around the ring; lower fractional_bits or raise ring_bits",
+        )
+    return a
+
+
 @dataclass(frozen=True)
 class FixedPointConfig:
     """A fixed-point encoding into ``Z_{2**ring_bits}`` proven free of wrap-around.
@@ -112,7 +158,8 @@ class FixedPointConfig:
         ParameterTypeError: An attribute has the wrong type.
         ParameterError: An attribute is outside its domain.
         RingOverflowError: ``max_summands * (ceil(max_abs_value * 2**f) + 1)
-            >= 2**(k - 1)``, i.e. a total could wrap around the ring.
+            >= 2**(k - 1)``, i.e. a total could wrap around the ring (the check
+            of :func:`check_no_wraparound`).
     """
 
     fractional_bits: int
@@ -121,19 +168,9 @@ class FixedPointConfig:
     ring_bits: int = 64
 
     def __post_init__(self) -> None:
-        f = check_int("fractional_bits", self.fractional_bits, low=0, high=MAX_FRACTIONAL_BITS)
-        a = _check_max_abs(self.max_abs_value)
-        n = check_int("max_summands", self.max_summands, low=1)
-        k = _check_ring_bits(self.ring_bits)
-        if not _fits(_encoded_bound(a, f), n, k):
-            raise RingOverflowError(
-                "(fractional_bits, max_abs_value, max_summands, ring_bits)",
-                "values with max_summands * (ceil(max_abs_value * 2**fractional_bits) + 1)"
-                " < 2**(ring_bits - 1)",
-                (f, a, n, k),
-                detail="a total could wrap around the ring; lower fractional_bits "
-                "or raise ring_bits",
-            )
+        a = check_no_wraparound(
+            self.fractional_bits, self.max_abs_value, self.max_summands, self.ring_bits
+        )
         object.__setattr__(self, "max_abs_value", a)
 
     @classmethod
@@ -167,9 +204,9 @@ class FixedPointConfig:
             RingOverflowError: Even ``f = 0`` could wrap.
         """
         a = _check_max_abs(max_abs_value)
-        n = check_int("max_summands", max_summands, low=1)
+        n = check_int("max_summands", max_summands, minimum=1)
         k = _check_ring_bits(ring_bits)
-        h = check_int("headroom_bits", headroom_bits, low=0, high=k - 2)
+        h = check_int("headroom_bits", headroom_bits, minimum=0, maximum=k - 2)
 
         def ok(f: int) -> bool:
             return _fits(_encoded_bound(a, f), n, k, h)
@@ -318,12 +355,7 @@ class FixedPointConfig:
 
 
 def _check_max_abs(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
-        raise ParameterTypeError("max_abs_value", "a real number", value)
-    a = float(value)
-    if not math.isfinite(a) or a <= 0.0:
-        raise ParameterError("max_abs_value", "a finite number > 0", value)
-    return a
+    return check_float("max_abs_value", value, low=0, open_low=True, domain="a finite number > 0")
 
 
 def ring_add(a: npt.ArrayLike, b: npt.ArrayLike, *, ring_bits: int = 64) -> npt.NDArray[np.uint64]:

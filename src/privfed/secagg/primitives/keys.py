@@ -39,8 +39,8 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from privfed._checks import check_bytes, check_int
 from privfed.errors import KeyAgreementError, ParameterError, ParameterTypeError
-from privfed.secagg.primitives._validation import check_bytes, check_int
 
 __all__ = [
     "HKDF_SALT",
@@ -362,7 +362,7 @@ def _hkdf_sha256(ikm: bytes, *, salt: bytes | None, info: bytes, length: int) ->
 
 def _check_context(session_id: object, round_index: object) -> tuple[bytes, int]:
     sid = check_bytes("session_id", session_id, min_size=1, max_size=MAX_SESSION_ID_SIZE)
-    rnd = check_int("round_index", round_index, low=0, high=_MAX_ROUND)
+    rnd = check_int("round_index", round_index, minimum=0, maximum=_MAX_ROUND)
     return sid, rnd
 
 
@@ -393,13 +393,13 @@ def _pair_prefix(
             purpose,
         )
     sid, rnd = _check_context(session_id, round_index)
-    a = check_int("client_id", client_id, low=0, high=MAX_CLIENT_ID)
-    size = check_int("length", length, low=MIN_DERIVED_KEY_SIZE, high=MAX_DERIVED_KEY_SIZE)
+    a = check_int("client_id", client_id, minimum=0, maximum=MAX_CLIENT_ID)
+    size = check_int("length", length, minimum=MIN_DERIVED_KEY_SIZE, maximum=MAX_DERIVED_KEY_SIZE)
     return _info_prefix(purpose, sid, rnd, 2), a, size
 
 
 def _check_peer(peer_id: object, client_id: int) -> int:
-    b = check_int("peer_id", peer_id, low=0, high=MAX_CLIENT_ID)
+    b = check_int("peer_id", peer_id, minimum=0, maximum=MAX_CLIENT_ID)
     if b == client_id:
         raise ParameterError("peer_id", "a client id different from client_id", b)
     return b
@@ -494,6 +494,6 @@ def derive_self_mask_seed(
     """
     secret = check_bytes("seed", seed, size=32)
     sid, rnd = _check_context(session_id, round_index)
-    cid = check_int("client_id", client_id, low=0, high=MAX_CLIENT_ID)
+    cid = check_int("client_id", client_id, minimum=0, maximum=MAX_CLIENT_ID)
     info = _encode_info(Purpose.SELF_MASK, sid, rnd, (cid,))
     return _hkdf_sha256(secret, salt=HKDF_SALT, info=info, length=32)

@@ -35,8 +35,8 @@ import numpy as np
 import numpy.typing as npt
 from cryptography.hazmat.primitives.ciphers import Cipher, CipherContext, algorithms, modes
 
+from privfed._checks import check_bytes, check_int
 from privfed.errors import ParameterError, ParameterTypeError
-from privfed.secagg.primitives._validation import check_bytes, check_int
 
 __all__ = ["MAX_LENGTH", "SEED_SIZE", "add_expanded", "add_expanded_many", "expand", "expand_mod"]
 
@@ -84,7 +84,7 @@ def _read_only(array: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
 
 def _check_seed_and_length(seed: object, length: object) -> tuple[bytes, int]:
     key = check_bytes("seed", seed, size=SEED_SIZE)
-    n = check_int("length", length, low=0, high=MAX_LENGTH)
+    n = check_int("length", length, minimum=0, maximum=MAX_LENGTH)
     return key, n
 
 
@@ -114,7 +114,7 @@ def expand(seed: bytes, length: int, *, modulus_bits: int = 64) -> npt.NDArray[n
         ParameterError: An argument is outside its domain.
     """
     key, n = _check_seed_and_length(seed, length)
-    bits = check_int("modulus_bits", modulus_bits, low=1, high=64)
+    bits = check_int("modulus_bits", modulus_bits, minimum=1, maximum=64)
     words = _Keystream(key).words(n)
     if bits < 64:
         words = np.bitwise_and(words, np.uint64((1 << bits) - 1))
@@ -148,7 +148,7 @@ def expand_mod(seed: bytes, length: int, *, modulus: int) -> npt.NDArray[np.uint
         ParameterError: An argument is outside its domain.
     """
     key, n = _check_seed_and_length(seed, length)
-    m = check_int("modulus", modulus, low=2, high=2**64)
+    m = check_int("modulus", modulus, minimum=2, maximum=2**64)
     if m & (m - 1) == 0:
         return expand(key, n, modulus_bits=m.bit_length() - 1)
     if n == 0:
@@ -261,7 +261,7 @@ def add_expanded_many(out: npt.NDArray[np.uint64], masks: Iterable[tuple[bytes, 
             writeable, or a seed has the wrong length.
     """
     _check_out(out)
-    n = check_int("length", out.shape[0], low=0, high=MAX_LENGTH)
+    n = check_int("length", out.shape[0], minimum=0, maximum=MAX_LENGTH)
     plan: list[tuple[CipherContext, bool]] = []
     for item in masks:
         if not isinstance(item, tuple) or len(item) != 2:

@@ -36,8 +36,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from privfed._checks import check_bytes, check_int
 from privfed.errors import ParameterError, ParameterTypeError, ReconstructionError
-from privfed.secagg.primitives._validation import check_bytes, check_int
 
 __all__ = [
     "FIELD_BYTES",
@@ -84,7 +84,7 @@ class Share:
     value: int = field(repr=False)
 
     def __post_init__(self) -> None:
-        check_int("index", self.index, low=1, high=PRIME - 1)
+        check_int("index", self.index, minimum=1, maximum=PRIME - 1)
         if isinstance(self.value, bool) or not isinstance(self.value, int):
             raise ParameterTypeError("value", "an int", self.value)
         if not 0 <= self.value < PRIME:
@@ -131,7 +131,7 @@ _LAZY_REDUCTION_BITS: Final[int] = 2048
 
 
 def _check_threshold(threshold: object) -> int:
-    return check_int("threshold", threshold, low=2)
+    return check_int("threshold", threshold, minimum=2)
 
 
 def split(
@@ -165,7 +165,7 @@ def split(
             duplicate or with an element outside ``[1, PRIME)``.
     """
     data = check_bytes("secret", secret, size=SECRET_SIZE)
-    check_int("num_shares", num_shares, low=2)
+    check_int("num_shares", num_shares, minimum=2)
     threshold = _check_threshold(threshold)
     if threshold > num_shares:
         raise ParameterError("threshold", f"an int in [2, num_shares={num_shares}]", threshold)
@@ -178,7 +178,7 @@ def split(
             raise ParameterError(
                 "indices", f"a sequence of length num_shares={num_shares}", len(indices)
             )
-        xs = [check_int("indices", x, low=1, high=PRIME - 1) for x in indices]
+        xs = [check_int("indices", x, minimum=1, maximum=PRIME - 1) for x in indices]
         if len(set(xs)) != len(xs):
             raise ParameterError("indices", "distinct x-coordinates", _first_duplicate(xs))
 

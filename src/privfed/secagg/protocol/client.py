@@ -32,6 +32,7 @@ import secrets
 import numpy as np
 import numpy.typing as npt
 
+from privfed._checks import check_int
 from privfed.errors import (
     AuthenticationError,
     KeyAgreementError,
@@ -143,8 +144,7 @@ class SecAggClient:
     ) -> None:
         if not isinstance(config, SecAggConfig):
             raise ParameterTypeError("config", "a SecAggConfig", config)
-        if isinstance(client_id, bool) or not isinstance(client_id, int):
-            raise ParameterTypeError("client_id", "an int", client_id)
+        check_int("client_id", client_id)
         if client_id not in config.client_ids:
             raise ParameterError("client_id", "one of config.client_ids", client_id)
         vector = (

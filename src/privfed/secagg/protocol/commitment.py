@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 from typing import Final
 
+from privfed._checks import check_int
 from privfed.errors import ParameterError, ParameterTypeError
 
 __all__ = ["SEED_SIZE", "self_mask_commitment"]
@@ -53,10 +54,7 @@ def self_mask_commitment(
     if not 1 <= len(session_id) <= 255:
         raise ParameterError("session_id", "bytes of length 1 to 255", f"{len(session_id)} bytes")
     for name, value, low in (("round_index", round_index, 0), ("client_id", client_id, 1)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ParameterTypeError(name, "an int", value)
-        if not low <= value <= 2**32 - 1:
-            raise ParameterError(name, f"an int in [{low}, {2**32 - 1}]", value)
+        check_int(name, value, minimum=low, maximum=2**32 - 1)
     return hashlib.sha256(
         _DOMAIN
         + bytes((len(session_id),))

@@ -7,6 +7,7 @@ import secrets
 from collections.abc import Mapping, Sequence
 from typing import Final
 
+from privfed._checks import check_int
 from privfed.errors import ParameterError, ParameterTypeError
 from privfed.secagg.protocol.graph import GraphMode, build_neighbourhoods
 
@@ -31,14 +32,6 @@ _DEFAULT_SESSION_ID_BYTES: Final = 32
 def new_session_id() -> bytes:
     """A fresh 32-byte session id from the OS CSPRNG."""
     return secrets.token_bytes(_DEFAULT_SESSION_ID_BYTES)
-
-
-def _check_int(name: str, value: object, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ParameterTypeError(name, "an int", value)
-    if not low <= value <= high:
-        raise ParameterError(name, f"an int in [{low}, {high}]", value)
-    return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +93,7 @@ class SecAggConfig:
         ids = self.client_ids
         if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
             raise ParameterTypeError("client_ids", "a sequence of ints", ids)
-        checked = [_check_int("client_ids", i, 1, MAX_CLIENT_ID) for i in ids]
+        checked = [check_int("client_ids", i, minimum=1, maximum=MAX_CLIENT_ID) for i in ids]
         if len(checked) < 2:
             raise ParameterError("client_ids", "at least two ids", len(checked))
         if len(set(checked)) != len(checked):
@@ -123,7 +116,7 @@ class SecAggConfig:
         else:
             if self.degree is None:
                 raise ParameterError("degree", "an int for the Harary graph", None)
-            degree = _check_int("degree", self.degree, 2, n - 1)
+            degree = check_int("degree", self.degree, minimum=2, maximum=n - 1)
             if degree % 2 == 1 and n % 2 == 1:
                 raise ParameterError(
                     "degree",
@@ -131,10 +124,10 @@ class SecAggConfig:
                     degree,
                 )
             neighbourhood_size = degree + 1
-        _check_int("threshold", self.threshold, 2, neighbourhood_size)
-        _check_int("vector_length", self.vector_length, 1, MAX_VECTOR_LENGTH)
-        _check_int("ring_bits", self.ring_bits, 8, 64)
-        _check_int("round_index", self.round_index, 0, 2**32 - 1)
+        check_int("threshold", self.threshold, minimum=2, maximum=neighbourhood_size)
+        check_int("vector_length", self.vector_length, minimum=1, maximum=MAX_VECTOR_LENGTH)
+        check_int("ring_bits", self.ring_bits, minimum=8, maximum=64)
+        check_int("round_index", self.round_index, minimum=0, maximum=2**32 - 1)
         sid = self.session_id
         if not isinstance(sid, bytes):
             raise ParameterTypeError("session_id", "bytes", sid)

@@ -39,6 +39,7 @@ from typing import Any, ClassVar, Final, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from privfed._checks import check_int
 from privfed.errors import MessageFormatError, ParameterError, ParameterTypeError
 from privfed.secagg.protocol.config import MAX_CLIENT_ID, MAX_VECTOR_LENGTH, SESSION_ID_LENGTHS
 
@@ -100,11 +101,9 @@ class MessageType(enum.IntEnum):
 
 
 def _check_id(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ParameterTypeError(name, "an int", value)
-    if not 1 <= value <= MAX_CLIENT_ID:
-        raise ParameterError(name, f"a client id in [1, {MAX_CLIENT_ID}]", value)
-    return value
+    return check_int(
+        name, value, minimum=1, maximum=MAX_CLIENT_ID, domain=f"a client id in [1, {MAX_CLIENT_ID}]"
+    )
 
 
 def _check_bytes(name: str, value: object, *, size: int | None = None, max_size: int = 0) -> None:
@@ -283,11 +282,7 @@ class Message:
             raise ParameterError(
                 "session_id", f"bytes of length {low} to {high}", f"{len(self.session_id)} bytes"
             )
-        value = self.round_index
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ParameterTypeError("round_index", "an int", value)
-        if not 0 <= value <= _MAX_U32:
-            raise ParameterError("round_index", f"an int in [0, {_MAX_U32}]", value)
+        check_int("round_index", self.round_index, minimum=0, maximum=_MAX_U32)
 
     @classmethod
     def _trusted(cls: type[_M], **fields: Any) -> _M:
@@ -768,11 +763,7 @@ class MaskedInput(Message):
     def __post_init__(self) -> None:
         super().__post_init__()
         _check_id("sender", self.sender)
-        bits = self.ring_bits
-        if isinstance(bits, bool) or not isinstance(bits, int):
-            raise ParameterTypeError("ring_bits", "an int", bits)
-        if not 8 <= bits <= 64:
-            raise ParameterError("ring_bits", "an int in [8, 64]", bits)
+        bits = check_int("ring_bits", self.ring_bits, minimum=8, maximum=64)
         values = self.values
         if not isinstance(values, np.ndarray) or values.dtype != np.uint64:
             raise ParameterTypeError("values", "a numpy uint64 array", values)

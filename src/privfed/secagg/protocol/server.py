@@ -38,6 +38,7 @@ import hmac
 import numpy as np
 import numpy.typing as npt
 
+from privfed._checks import check_bool
 from privfed.errors import (
     MessageFormatError,
     ParameterError,
@@ -99,8 +100,7 @@ class SecAggServer:
     def __init__(self, config: SecAggConfig, *, check_all_shares: bool = False) -> None:
         if not isinstance(config, SecAggConfig):
             raise ParameterTypeError("config", "a SecAggConfig", config)
-        if not isinstance(check_all_shares, bool):
-            raise ParameterTypeError("check_all_shares", "a bool", check_all_shares)
+        check_bool("check_all_shares", check_all_shares)
         self._check_all = check_all_shares
         self._config = config
         self._phase = _Phase.ADVERTISE
