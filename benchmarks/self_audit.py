@@ -3,22 +3,29 @@
 For each ε the release is planned by ``privfed.dp.plan_latent_release`` and
 audited with its worst-case canary and the optimal (likelihood-ratio) attack:
 
-* ``privfed``      -- the release as calibrated: μ_lb must stay ≤ μ, and the
-                      tightness μ_lb/μ shows how close the audit gets;
-* ``half-noise``   -- the same release with half the noise (a simulated bug):
-                      the audit must report a violation (μ_lb > μ);
+* ``privfed``      -- the REAL release code (``release_latent_statistics``
+                      with its CSPRNG noise, grid placement) run on worst-case
+                      neighbouring statistics in every trial: μ_lb must stay
+                      ≤ μ, and the tightness μ_lb/μ shows how close it gets;
+* ``half-noise``   -- the real release code with half the planned noise (a
+                      deliberately broken release, audited against the plan's
+                      claim): the audit must report a violation (μ_lb > μ);
+* ``simulated``    -- the plan audited by simulation from its claimed noise
+                      stds (checks the accounting arithmetic only, not the
+                      release code), at ``--trials`` trials;
 * ``paper-4.1``    -- the baseline: the reference paper's Proposition 4.1
-                      calibration audited against the same (ε, δ) claim; its
-                      slack shows the noise privfed's exact accounting saves.
+                      calibration audited (simulated: a calibration question)
+                      against the same (ε, δ) claim; its slack shows the noise
+                      privfed's exact accounting saves.
 
 A second baseline shows why the threshold rule matters: the "naive" bound
 picks the best threshold on the evaluation data itself, uses raw rates with no
 confidence interval and ignores δ (as TF Privacy's does); it can exceed the
-claim of a correct release.  Also timed: simulation throughput of the
-sufficient-statistic and full-release modes (full release uses privfed's own
-CSPRNG noise sampler).
+claim of a correct release.  Also timed: throughput of the real release code
+and of the sufficient-statistic and full-release simulations (full release
+uses privfed's own CSPRNG noise sampler).
 
-Run:  python benchmarks/self_audit.py [--trials N] [--dim D] [--quick]
+Run:  python benchmarks/self_audit.py [--trials N] [--real-trials N] [--dim D] [--quick]
 Writes benchmarks/results/self_audit.json and self_audit.png.
 """
 
@@ -46,6 +53,12 @@ from privfed.dp import (
     paper_baseline_noise_stds,
     plan_latent_release,
 )
+from privfed.engines.latent.self_audit import (
+    DEFAULT_NUM_CALIBRATION_TRIALS,
+    DEFAULT_NUM_TRIALS,
+    PlannedRelease,
+    audit_latent_release_code,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -72,12 +85,20 @@ def main() -> int:
     parser.add_argument("--clip-norm", type=float, default=1.0)
     parser.add_argument("--trials", type=int, default=400_000)
     parser.add_argument("--calibration-trials", type=int, default=100_000)
+    parser.add_argument(
+        "--real-trials",
+        type=int,
+        default=DEFAULT_NUM_TRIALS,
+        help="trials per hypothesis of the real release code (calibration: a quarter)",
+    )
     parser.add_argument("--significance", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="10x fewer trials")
     args = parser.parse_args()
     trials = args.trials // 10 if args.quick else args.trials
     cal = args.calibration_trials // 10 if args.quick else args.calibration_trials
+    real_trials = max(100, args.real_trials // 10 if args.quick else args.real_trials)
+    real_cal = max(100, real_trials * DEFAULT_NUM_CALIBRATION_TRIALS // DEFAULT_NUM_TRIALS)
     epsilons = [float(e) for e in args.epsilons.split(",")]
     common = {
         "num_trials": trials,
@@ -85,9 +106,10 @@ def main() -> int:
         "significance": args.significance,
         "seed": args.seed,
     }
+    real = {**common, "num_trials": real_trials, "num_calibration_trials": real_cal}
 
     rows = []
-    total = 3 * len(epsilons)
+    total = 4 * len(epsilons)
     step = 0
     started = time.perf_counter()
     for eps in epsilons:
@@ -104,11 +126,14 @@ def main() -> int:
             adjacency=Adjacency.REPLACE_ONE,
         )
         cases = [
-            ("privfed", lambda plan=plan: audit_latent_release(plan, **common)),
+            ("privfed", lambda plan=plan: audit_latent_release_code(plan, **real)),
             (
                 "half-noise",
-                lambda plan=plan: audit_latent_release(plan, noise_scale=0.5, **common),
+                lambda plan=plan: audit_latent_release_code(
+                    plan, release=PlannedRelease(plan, noise_scale=0.5), **real
+                ),
             ),
+            ("simulated", lambda plan=plan: audit_latent_release(plan, **common)),
             (
                 "paper-4.1",
                 lambda eps=eps, blocks=paper_blocks: audit_gaussian_release(
@@ -140,6 +165,8 @@ def main() -> int:
                 "claimed_epsilon": result.claimed_epsilon,
                 "epsilon_lower_bound": result.epsilon_lower_bound,
                 "violation_detected": result.violation_detected,
+                "audited": result.audited,
+                "trials": result.num_trials,
                 "seconds": seconds,
                 "detail": result.to_dict(),
             }
@@ -173,12 +200,22 @@ def main() -> int:
             }
         )
 
-    # Throughput of the two simulation modes on the privfed release at the first ε.
+    # Throughput of the real release code and of the two simulation modes at the first ε.
     plan = plan_latent_release(
         epsilons[0], args.delta, clip_norm=args.clip_norm, dim=args.dim,
         adjacency=Adjacency.REPLACE_ONE,
     )  # fmt: skip
     throughput = {}
+    n = max(2000, real_trials // 10)
+    t0 = time.perf_counter()
+    audit_latent_release_code(
+        plan, num_trials=n, num_calibration_trials=max(100, n // 4), seed=args.seed
+    )
+    seconds = time.perf_counter() - t0
+    throughput[SimulationMode.RELEASE_CODE.value] = {
+        "trials": 2 * (n + max(100, n // 4)),
+        "seconds": seconds,
+    }
     for mode, sampler, n in (
         (SimulationMode.SUFFICIENT_STATISTIC, None, trials),
         (SimulationMode.FULL_RELEASE, gaussian_noise, max(2000, trials // 40)),
@@ -205,6 +242,10 @@ def main() -> int:
             f"{row['claimed_epsilon']:>9.3f} {row['epsilon_lower_bound']:>7.3f} {verdict:>10}"
         )
     print()
+    for name in ("privfed", "half-noise", "simulated", "paper-4.1"):
+        row = next(r for r in rows if r["case"] == name)
+        print(f"{name} ({row['trials']} trials): {row['audited']}")
+    print()
     print("Naive bound (best threshold on the evaluation data, raw rates, δ ignored):")
     for item in naive:
         print(
@@ -214,11 +255,10 @@ def main() -> int:
             f"{item['trials']} trials each"
         )
     print()
-    for mode, info in throughput.items():
+    for label, info in throughput.items():
         rate = info["trials"] / info["seconds"]
-        print(
-            f"simulation {mode}: {info['trials']} trials in {info['seconds']:.2f} s ({rate:,.0f}/s)"
-        )
+        kind = "real release" if label == SimulationMode.RELEASE_CODE.value else "simulation"
+        print(f"{kind} {label}: {info['trials']} trials in {info['seconds']:.2f} s ({rate:,.0f}/s)")
     print(f"total {time.perf_counter() - started:.1f} s")
 
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -231,6 +271,8 @@ def main() -> int:
             "clip_norm": args.clip_norm,
             "trials": trials,
             "calibration_trials": cal,
+            "real_trials": real_trials,
+            "real_calibration_trials": real_cal,
             "significance": args.significance,
             "seed": args.seed,
             "adjacency": "replace-one",
@@ -262,7 +304,8 @@ def _plot(rows: list[dict[str, object]], epsilons: list[float]) -> None:
             next(r["mu_lower_bound"] for r in rows if r["epsilon"] == e and r["case"] == case)
             for e in epsilons
         ]
-        ax.bar(x + offset * width, values, width, label=f"μ_lb ({case})", color=colour)
+        kind = "simulated" if case == "paper-4.1" else "real release code"
+        ax.bar(x + offset * width, values, width, label=f"μ_lb ({case}, {kind})", color=colour)
     ax.set_xticks(x, [f"ε={e:g}" for e in epsilons])
     ax.set_ylabel("μ (GDP)")
     ax.set_title("Canary self-audit of the latent-statistic release")

@@ -3,12 +3,14 @@
 Replace the simulated scores below by your attack's outputs (higher = "member").
 The script prints AUC and TPR at low FPRs with confidence intervals, then an ε
 lower bound whose threshold is chosen on a held-out half of the scores, and
-writes audit.json / audit.md / roc.png into ./audit_scores_out.
+writes audit.json / audit.md / roc.png into a fresh temporary directory.
 
 Run:  python examples/audit_scores.py
 """
 
 from __future__ import annotations
+
+import tempfile
 
 import numpy as np
 
@@ -47,7 +49,7 @@ def main() -> None:
     )
 
     paths = write_audit_report(
-        "audit_scores_out",
+        tempfile.mkdtemp(prefix="privfed-audit-scores-"),
         attacks={"my-attack": metrics},
         bounds={"my-attack": bound},
         scores={"my-attack": (member_scores, nonmember_scores)},

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -19,8 +21,20 @@ from privfed.audit import (
     self_audit,
     worst_case_latent_canary,
 )
-from privfed.dp import Adjacency, gaussian_noise, joint_mu_squared, plan_latent_release
-from privfed.errors import AuditError, ParameterError
+from privfed.audit.canary import (
+    SIMULATED_LABEL,
+    CanaryGame,
+    audit_canary_game,
+    worst_case_latent_records,
+)
+from privfed.dp import (
+    Adjacency,
+    gaussian_noise,
+    gdp_epsilon,
+    joint_mu_squared,
+    plan_latent_release,
+)
+from privfed.errors import AuditError, ParameterError, ParameterTypeError
 
 
 @pytest.mark.parametrize("adjacency", [Adjacency.REPLACE_ONE, Adjacency.ADD_REMOVE])
@@ -199,3 +213,170 @@ def test_audit_rejects_bad_arguments() -> None:
             noise_std_count=None,
             adjacency=Adjacency.ADD_REMOVE,
         )
+
+
+# -- the real-release game with an injected mechanism -----------------------------------
+
+# The machinery of audit_canary_game, driven by a small numpy mechanism: a 3-value
+# release x + N(0, σ²) whose canary moves two values.  (The latent engine's adapter
+# that runs privfed's real release is tested in tests/engines/latent.)
+_SHIFT = np.array([1.0, -0.5, 0.0])
+_BASE = np.array([2.0, 1.0, -3.0])
+
+
+def _gaussian_game(
+    noise_std: float = 1.0, *, batch: int = 500, seen: list[int | None] | None = None
+) -> CanaryGame:
+    def release(with_canary: bool, seed: int | None) -> np.ndarray:
+        if seen is not None:
+            seen.append(seed)
+        exact = _BASE + (_SHIFT if with_canary else 0.0)
+        return exact + np.random.default_rng(seed).normal(0.0, noise_std, (batch, 3))
+
+    mu = float(np.linalg.norm(_SHIFT))  # claimed: σ = 1
+    return CanaryGame(
+        release=release,
+        components=(ReleaseComponent("a", 1.0, _SHIFT[:2]), ReleaseComponent("b", 1.0, _SHIFT[2:])),
+        baseline=_BASE,
+        claimed_mu=mu,
+        claimed_epsilon=gdp_epsilon(mu, 1e-5),
+        delta=1e-5,
+        mechanism="a numpy Gaussian mechanism",
+        noise_scale=noise_std,
+    )
+
+
+def test_canary_game_runs_the_injected_release() -> None:
+    # α = 0.01 per bound, fixed seed: the correct mechanism fails with probability ≤ 2 %.
+    # With half the noise the true μ doubles (2.24 vs 1.12 claimed): at 20,000 trials the
+    # bound lands near 2.2, a miss would take a > 30-sigma deviation.
+    kwargs: dict[str, Any] = {
+        "num_trials": 20_000,
+        "num_calibration_trials": 5_000,
+        "significance": 0.01,
+    }
+    ok = audit_canary_game(_gaussian_game(), seed=1, **kwargs)
+    assert ok.mode is SimulationMode.RELEASE_CODE and not ok.simulated
+    assert ok.audited == "release code: a numpy Gaussian mechanism"
+    assert not ok.violation_detected and ok.tightness > 0.85
+    assert ok.mu_attack == ok.epsilon_attack == "joint"  # only one informative block
+    assert ok.canary_mu == pytest.approx(ok.claimed_mu)
+    bad = audit_canary_game(_gaussian_game(0.5), seed=1, **kwargs)
+    assert bad.violation_detected and bad.mu_lower_bound > 1.5 * bad.claimed_mu
+    assert bad.canary_mu == pytest.approx(2 * bad.claimed_mu)
+    document = bad.to_dict()
+    assert document["mode"] == "release-code" and document["simulated"] is False
+    json.dumps(document, allow_nan=False)
+
+
+def test_canary_game_coverage_over_many_small_audits() -> None:
+    # As test_audit_coverage_over_many_small_audits, for the real-release machinery, with
+    # two informative blocks so that the attack (joint, "a" or "b") is chosen on the
+    # calibration trials too: each count is ≤ Bin(100, 0.05) for a correct mechanism;
+    # P[> 12] ≈ 0.0015, so this fails falsely with probability < 0.3 %.
+    game = dataclasses.replace(
+        _gaussian_game(batch=250),
+        components=(
+            ReleaseComponent("a", 1.0, _SHIFT[:1]),
+            ReleaseComponent("b", 1.0, _SHIFT[1:]),
+        ),
+    )
+    mu_exceed = eps_exceed = 0
+    chosen = set()
+    for seed in range(100):
+        result = audit_canary_game(game, num_trials=2000, num_calibration_trials=500, seed=seed)
+        mu_exceed += result.mu_lower_bound > result.claimed_mu
+        eps_exceed += result.epsilon_lower_bound > result.claimed_epsilon
+        chosen |= {result.mu_attack, result.epsilon_attack}
+    assert mu_exceed <= 12
+    assert eps_exceed <= 12
+    assert "joint" in chosen and chosen <= {"joint", "a", "b"}
+
+
+def test_canary_game_seeds_every_release_or_leaves_it_to_the_csprng() -> None:
+    seen: list[int | None] = []
+    game = _gaussian_game(seen=seen, batch=100)
+    a = audit_canary_game(game, num_trials=300, num_calibration_trials=200, seed=9)
+    # 2·(300 + 200) trials at 100 per call, each call with its own seed.
+    assert len(seen) == 10 and len(set(seen)) == 10 and None not in seen
+    assert a == audit_canary_game(game, num_trials=300, num_calibration_trials=200, seed=9)
+    seen.clear()
+    audit_canary_game(game, num_trials=100, num_calibration_trials=100, seed=None)
+    assert seen == [None] * 4
+
+
+def test_canary_game_rejects_bad_releases_and_arguments() -> None:
+    good = _gaussian_game()
+    for output, message in ((np.zeros((4, 2)), "shape"), (np.full(3, np.nan), "non-finite")):
+
+        def constant(with_canary: bool, seed: int | None, out: Any = output) -> Any:
+            return out
+
+        game = dataclasses.replace(good, release=constant)
+        with pytest.raises(AuditError, match=message):
+            audit_canary_game(game, num_trials=100, num_calibration_trials=100, seed=0)
+    with pytest.raises(ParameterError, match="baseline"):
+        dataclasses.replace(good, baseline=np.zeros(2))
+    with pytest.raises(ParameterError, match="mechanism"):
+        dataclasses.replace(good, mechanism=" ")
+    with pytest.raises(ParameterTypeError, match="release"):
+        dataclasses.replace(good, release=None)  # type: ignore[arg-type]
+    with pytest.raises(ParameterTypeError, match="game"):
+        audit_canary_game("game")  # type: ignore[arg-type]
+    with pytest.raises(ParameterError, match="num_trials"):
+        audit_canary_game(good, num_trials=10)
+    assert isinstance(good, CanaryGame)
+
+
+def test_simulated_audits_say_they_are_simulated() -> None:
+    assert (
+        SIMULATED_LABEL == "simulated: checks the accounting arithmetic only, not the release code"
+    )
+    result = self_audit(4.0, 1e-5, clip_norm=1.0, dim=4, num_trials=1000, seed=0)
+    assert result.simulated and result.audited == SIMULATED_LABEL
+    assert result.to_dict()["audited"] == SIMULATED_LABEL
+    assert result.mechanism == "" and result.mu_attack == "joint"
+    plan = plan_latent_release(2.0, 1e-5, clip_norm=1.0, dim=2, adjacency=Adjacency.REPLACE_ONE)
+    full = audit_latent_release(plan, mode=SimulationMode.FULL_RELEASE, num_trials=200, seed=0)
+    assert full.simulated and "not the release code" in full.audited and "sampler" in full.audited
+    # Release-code results must name what was run; simulations must not.
+    with pytest.raises(ParameterError, match="mechanism"):
+        dataclasses.replace(result, mode=SimulationMode.RELEASE_CODE)
+    with pytest.raises(ParameterError, match="mechanism"):
+        dataclasses.replace(result, mechanism="release_latent_statistics")
+    with pytest.raises(ParameterError, match="mode"):
+        audit_gaussian_release(
+            [ReleaseComponent("q", 1.0, np.array([1.0]))],
+            claimed_mu=1.0,
+            delta=1e-5,
+            mode=SimulationMode.RELEASE_CODE,
+        )
+
+
+@pytest.mark.parametrize("adjacency", [Adjacency.REPLACE_ONE, Adjacency.ADD_REMOVE])
+def test_worst_case_records_give_the_worst_case_canary(adjacency: Adjacency) -> None:
+    plan = plan_latent_release(3.0, 1e-5, clip_norm=2.0, dim=5, adjacency=adjacency)
+    z, z_prime = worst_case_latent_records(
+        clip_norm=2.0,
+        dim=5,
+        noise_std_sum=plan.noise_std_sum,
+        noise_std_second_moment=plan.noise_std_second_moment,
+        adjacency=adjacency,
+    )
+    assert np.linalg.norm(z) == pytest.approx(2.0)
+    blocks = worst_case_latent_canary(
+        clip_norm=2.0,
+        dim=5,
+        noise_std_sum=plan.noise_std_sum,
+        noise_std_second_moment=plan.noise_std_second_moment,
+        noise_std_count=plan.noise_std_count,
+        adjacency=adjacency,
+    )
+    other = np.zeros(5) if z_prime is None else z_prime
+    assert (z_prime is None) == (adjacency is Adjacency.ADD_REMOVE)
+    np.testing.assert_allclose(blocks[0].canary_shift, z - other)
+    np.testing.assert_allclose(
+        blocks[1].canary_shift, (np.outer(z, z) - np.outer(other, other)).ravel()
+    )
+    if z_prime is not None:
+        assert np.linalg.norm(z_prime) == pytest.approx(2.0)

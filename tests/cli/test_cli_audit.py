@@ -97,6 +97,58 @@ def test_self_audit_passes_and_catches_half_noise(tmp_path: Path) -> None:
     assert _run([*base, "--noise-scale", "0.5", "--out", str(tmp_path / "bad")]) == 3
 
 
+_REAL = "release code: privfed.engines.latent.release.release_latent_statistics"
+_SIMULATED = "simulated: checks the accounting arithmetic only, not the release code"
+
+
+def test_self_audit_runs_the_real_release_by_default(tmp_path: Path) -> None:
+    # Default mode and default trials (50,000 + 12,500 per hypothesis of the real
+    # release; ~4 s at d = 2).  α = 0.01 per bound, fixed seed: false-failure rate ≤ 2 %.
+    out = tmp_path / "real"
+    argv = ["--self-audit", "--epsilon", "2", "--dim", "2", "--no-plot", "--significance",
+            "0.01", "--out", str(out)]  # fmt: skip
+    assert _run(argv) == 0
+    document = json.loads((out / "audit.json").read_text())
+    (entry,) = document["canary"]
+    assert entry["mode"] == "release-code" and entry["simulated"] is False
+    assert entry["audited"].startswith(_REAL)
+    assert (entry["num_trials"], entry["num_calibration_trials"]) == (50_000, 12_500)
+    assert document["metadata"]["self_audit_mode"] == "real"
+    assert document["metadata"]["self_audit_audits"] == entry["audited"]
+    assert _REAL in (out / "audit.md").read_text()
+
+
+def test_self_audit_mode_simulated_is_labelled(tmp_path: Path) -> None:
+    out = tmp_path / "sim"
+    argv = ["--self-audit", "--self-audit-mode", "simulated", "--epsilon", "2", "--dim", "4",
+            "--no-plot", "--out", str(out)]  # fmt: skip
+    assert _run(argv) == 0
+    document = json.loads((out / "audit.json").read_text())
+    (entry,) = document["canary"]
+    assert entry["mode"] == "sufficient-statistic" and entry["simulated"] is True
+    assert entry["audited"] == _SIMULATED
+    assert (entry["num_trials"], entry["num_calibration_trials"]) == (200_000, 50_000)
+    assert document["metadata"]["self_audit_mode"] == "simulated"
+    assert _SIMULATED in (out / "audit.md").read_text()
+    # The simulated audit also catches a simulated half-noise release (exit status 3).
+    assert _run([*argv, "--noise-scale", "0.5", "--out", str(tmp_path / "bad")]) == 3
+
+
+def test_self_audit_mode_from_config_and_refused_when_unknown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"self_audit": True, "self_audit_mode": "simulated",
+                                  "epsilon": "2", "dim": 4, "no_plot": True}))  # fmt: skip
+    assert _run(["--config", str(config), "--out", str(tmp_path / "a")]) == 0
+    document = json.loads((tmp_path / "a" / "audit.json").read_text())
+    assert document["canary"][0]["audited"] == _SIMULATED
+    config.write_text(json.dumps({"self_audit": True, "self_audit_mode": "pretend"}))
+    line = _refused(["--config", str(config), "--out", str(tmp_path / "b")], capsys)
+    assert "--self-audit-mode" in line
+    assert not (tmp_path / "b").exists()
+
+
 def test_config_file_and_flag_precedence(tmp_path: Path, score_file: Path) -> None:
     config = tmp_path / "audit.json"
     config.write_text(json.dumps({"scores": str(score_file), "delta": 1e-6, "no_plot": True}))

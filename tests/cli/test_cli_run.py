@@ -176,7 +176,14 @@ def test_release_only_writes_just_the_release(tmp_path: Path) -> None:
     out = tmp_path / "run"
     assert main([*TINY_CLI, "--release-only", "--output-dir", str(out)]) == 0
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["ledger.json", "release.json", "samples.png", "synthetic.npz"]
+    assert names == [
+        "ledger.json",
+        "model_card.json",
+        "model_card.md",
+        "release.json",
+        "samples.png",
+        "synthetic.npz",
+    ]
 
 
 @pytest.mark.parametrize("where", ["file", "under-file"])
@@ -282,3 +289,20 @@ def test_the_factory_engine_takes_a_dataset(tmp_path: Path) -> None:
     assert release["public"]["config"]["dataset"] == str(data)
     evaluation = json.loads((tmp_path / "run" / "evaluation.json").read_text())
     assert sum(map(sum, evaluation["class_counts"])) < 600  # the file's records, not digits'
+
+
+def test_help_shows_the_configs_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    from privfed.engines.factory.job import FactoryPipelineConfig
+    from privfed.engines.latent.job import PipelineConfig
+
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    latent, factory = PipelineConfig(), FactoryPipelineConfig()
+    assert f"clients (default {latent.num_clients} latent, {factory.num_clients} factory)" in text
+    assert f"(default {latent.latent_dim} latent, {factory.latent_dim} factory)" in text
+    assert f"ε of the release (default {latent.epsilon:g})" in text
+    assert f"FedAvg rounds (default {factory.fedavg_rounds})" in text
+    fractions = f"{latent.public_fraction:g} latent, {factory.public_fraction:g} factory"
+    assert f"(default {fractions})" in text
+    assert "{default}" not in text

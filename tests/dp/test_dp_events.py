@@ -215,6 +215,17 @@ def test_export_agrees_with_the_pld_accountant(release: ReleaseEvent) -> None:
     claim = ledger.epsilon(DELTA)
     relation = release.accountant_relation
     assert ledger.accountant_relation() == relation
+    if "pld" not in release.accounting:
+        # An RDP-only kind has no PLD export (refused); its RDP export reproduces the
+        # ledger's figure instead, and the default export is one the PLD accountant refuses.
+        with pytest.raises(LedgerError):
+            release.to_dp_accounting_event(accountant="pld")
+        with pytest.raises(LedgerError):
+            ledger.to_dp_accounting_event(accountant="pld")
+        event = ledger.to_dp_accounting_event(accountant="rdp")
+        assert _accountant_epsilon(event, "rdp", relation) == pytest.approx(claim, rel=1e-9)
+        assert _accountant_epsilon(ledger.to_dp_accounting_event(), "pld", relation) is None
+        return
     assert ledger.to_dp_accounting_event(accountant="pld") == ledger.to_dp_accounting_event()
     for event in (
         release.to_dp_accounting_event(accountant="pld"),

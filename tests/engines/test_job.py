@@ -201,6 +201,20 @@ def test_release_only_writes_the_release_alone(latent_run: Any, tmp_path: Path) 
     paths = result.write(tmp_path, release_only=True)
     assert sorted(p.name for p in paths.values()) == sorted(RELEASE_FILENAMES)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(RELEASE_FILENAMES)
+    # The release's files: the four DP/public artefacts and the model card, nothing else.
+    assert sorted(RELEASE_FILENAMES) == [
+        "ledger.json",
+        "model_card.json",
+        "model_card.md",
+        "release.json",
+        "samples.png",
+        "synthetic.npz",
+    ]
+    card = json.loads((tmp_path / "model_card.json").read_text())
+    assert card["contains_evaluation"] is False
+    assert not any(
+        f["status"] == "evaluation" for s in card["sections"].values() for f in s["fields"].values()
+    )
 
 
 def test_output_dir_is_checked_before_anything_is_written(tmp_path: Path) -> None:
@@ -234,7 +248,14 @@ def test_overwrite_replaces_the_run_and_removes_stale_artefacts(
     names = sorted(p.name for p in tmp_path.iterdir())
     # The earlier run's evaluation (real records' latents) is gone; other files are kept.
     assert names == sorted([*RELEASE_FILENAMES, "notes.txt"])
-    assert set(paths) == {"release", "ledger", "samples", "synthetic"}
+    assert set(paths) == {
+        "release",
+        "ledger",
+        "samples",
+        "synthetic",
+        "model_card_json",
+        "model_card_md",
+    }
 
 
 def test_a_failed_write_leaves_nothing_behind(

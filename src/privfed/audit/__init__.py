@@ -47,15 +47,20 @@ from privfed.audit.bounds import (
     one_run_p_value,
 )
 from privfed.audit.canary import (
+    SIMULATED_LABEL,
     CanaryAuditResult,
+    CanaryGame,
+    CanaryRelease,
     NoiseSampler,
     ReleaseComponent,
     SimulationMode,
+    audit_canary_game,
     audit_gaussian_mechanism,
     audit_gaussian_release,
     audit_latent_release,
     self_audit,
     worst_case_latent_canary,
+    worst_case_latent_records,
 )
 from privfed.audit.generative import (
     DenoiseFn,
@@ -112,9 +117,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "DEFAULT_FPRS",
+    "SIMULATED_LABEL",
     "AucIntervalMethod",
     "BoundObjective",
     "CanaryAuditResult",
+    "CanaryGame",
+    "CanaryRelease",
     "ConfidenceInterval",
     "DenoiseFn",
     "DenoisingLoss",
@@ -138,6 +146,7 @@ __all__ = [
     "TrainFn",
     "auc_score",
     "auc_with_interval",
+    "audit_canary_game",
     "audit_gaussian_mechanism",
     "audit_gaussian_release",
     "audit_latent_release",
@@ -174,6 +183,7 @@ __all__ = [
     "tpr_at_fpr",
     "true_class_probabilities",
     "worst_case_latent_canary",
+    "worst_case_latent_records",
     "write_audit_report",
 ]
 

@@ -44,6 +44,7 @@ from privfed._checks import (
     check_probability,
     check_vector,
 )
+from privfed._records import field_dict
 from privfed.errors import AuditError, ParameterError, ParameterTypeError
 
 __all__ = [
@@ -151,19 +152,9 @@ class PrivacyLowerBound:
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-serialisable dict."""
         return {
-            "epsilon_lower_bound": self.epsilon_lower_bound,
-            "mu_lower_bound": self.mu_lower_bound,
-            "delta": self.delta,
-            "significance": self.significance,
+            **field_dict(self),
             "threshold": self.threshold if math.isfinite(self.threshold) else None,
-            "false_positives": self.false_positives,
-            "num_nonmembers": self.num_nonmembers,
-            "false_negatives": self.false_negatives,
-            "num_members": self.num_members,
-            "fpr_upper": self.fpr_upper,
-            "fnr_upper": self.fnr_upper,
             "selection": self.selection.value,
-            "num_thresholds": self.num_thresholds,
         }
 
 
@@ -237,6 +228,15 @@ def _counts(
     fp = nonmembers_sorted.size - np.searchsorted(nonmembers_sorted, thresholds, side="left")
     fn = np.searchsorted(members_sorted, thresholds, side="left")
     return fp.astype(np.int64), fn.astype(np.int64)
+
+
+def _check_scores(
+    member_scores: ArrayLike, nonmember_scores: ArrayLike
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    return (
+        check_vector("member_scores", member_scores),
+        check_vector("nonmember_scores", nonmember_scores),
+    )
 
 
 def _check_common(delta: Any, significance: Any) -> tuple[float, float]:
@@ -319,8 +319,7 @@ def lower_bound_at_threshold(
     Returns:
         A :class:`PrivacyLowerBound` with ``selection=FIXED``.
     """
-    members = check_vector("member_scores", member_scores)
-    nonmembers = check_vector("nonmember_scores", nonmember_scores)
+    members, nonmembers = _check_scores(member_scores, nonmember_scores)
     t = _check_threshold("threshold", threshold)
     d, a = _check_common(delta, significance)
     return _make(
@@ -351,6 +350,31 @@ def _check_objective(objective: Any) -> str:
     return str(objective)
 
 
+def _make_best(
+    searched: tuple[NDArray[np.float64], NDArray[np.float64]],
+    candidates: NDArray[np.float64],
+    evaluated: tuple[NDArray[np.float64], NDArray[np.float64]],
+    delta: float,
+    significance: float,
+    objective: str,
+    selection: ThresholdSelection,
+    num_thresholds: int,
+) -> PrivacyLowerBound:
+    """Bound the ``evaluated`` (members, non-members) scores at the candidate that
+    maximises the objective's lower bound on the ``searched`` scores."""
+    per_rate = significance / (2.0 * num_thresholds)
+    _, _, fpr_ub, fnr_ub = _bound_many(*searched, candidates, delta=delta, per_rate_alpha=per_rate)
+    best = int(np.argmax(_objective_values(objective, fpr_ub, fnr_ub, delta)))
+    return _make(
+        *evaluated,
+        float(candidates[best]),
+        delta=delta,
+        significance=significance,
+        selection=selection,
+        num_thresholds=num_thresholds,
+    )
+
+
 def lower_bound_bonferroni(
     member_scores: ArrayLike,
     nonmember_scores: ArrayLike,
@@ -374,25 +398,11 @@ def lower_bound_bonferroni(
     Returns:
         A :class:`PrivacyLowerBound` with ``selection=BONFERRONI``.
     """
-    members = check_vector("member_scores", member_scores)
-    nonmembers = check_vector("nonmember_scores", nonmember_scores)
+    scores = _check_scores(member_scores, nonmember_scores)
     grid = check_vector("thresholds", thresholds)
     d, a = _check_common(delta, significance)
     obj = _check_objective(objective)
-    k = grid.size
-    _, _, fpr_ub, fnr_ub = _bound_many(
-        members, nonmembers, grid, delta=d, per_rate_alpha=a / (2.0 * k)
-    )
-    best = int(np.argmax(_objective_values(obj, fpr_ub, fnr_ub, d)))
-    return _make(
-        members,
-        nonmembers,
-        float(grid[best]),
-        delta=d,
-        significance=a,
-        selection=ThresholdSelection.BONFERRONI,
-        num_thresholds=k,
-    )
+    return _make_best(scores, grid, scores, d, a, obj, ThresholdSelection.BONFERRONI, grid.size)
 
 
 def _candidate_thresholds(
@@ -436,22 +446,11 @@ def lower_bound_held_out(
     """
     cal_m = check_vector("calibration_member_scores", calibration_member_scores)
     cal_n = check_vector("calibration_nonmember_scores", calibration_nonmember_scores)
-    members = check_vector("member_scores", member_scores)
-    nonmembers = check_vector("nonmember_scores", nonmember_scores)
+    scores = _check_scores(member_scores, nonmember_scores)
     d, a = _check_common(delta, significance)
     obj = _check_objective(objective)
     candidates = _candidate_thresholds(cal_m, cal_n)
-    _, _, fpr_ub, fnr_ub = _bound_many(cal_m, cal_n, candidates, delta=d, per_rate_alpha=a / 2.0)
-    best = int(np.argmax(_objective_values(obj, fpr_ub, fnr_ub, d)))
-    return _make(
-        members,
-        nonmembers,
-        float(candidates[best]),
-        delta=d,
-        significance=a,
-        selection=ThresholdSelection.HELD_OUT,
-        num_thresholds=1,
-    )
+    return _make_best((cal_m, cal_n), candidates, scores, d, a, obj, ThresholdSelection.HELD_OUT, 1)
 
 
 def empirical_privacy_lower_bound(
@@ -692,14 +691,7 @@ class OneRunAudit:
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-serialisable dict."""
-        return {
-            "epsilon_lower_bound": self.epsilon_lower_bound,
-            "num_canaries": self.num_canaries,
-            "num_guesses": self.num_guesses,
-            "num_correct": self.num_correct,
-            "delta": self.delta,
-            "significance": self.significance,
-        }
+        return field_dict(self)
 
 
 def one_run_audit(

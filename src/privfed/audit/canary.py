@@ -544,7 +544,9 @@ class CanaryGame:
 
     def __post_init__(self) -> None:
         if not callable(self.release):
-            raise ParameterTypeError("release", "a callable release(with_canary, seed)", self.release)
+            raise ParameterTypeError(
+                "release", "a callable release(with_canary, seed)", self.release
+            )
         items = _check_components(self.components)
         size = sum(c.canary_shift.size for c in items)
         base = np.array(self.baseline, dtype=np.float64)
@@ -581,7 +583,9 @@ class CanaryGame:
         return math.sqrt(sum(c.mu_squared for c in self.components))
 
 
-def _game_attacks(game: CanaryGame) -> tuple[tuple[str, ...], NDArray[np.float64], NDArray[np.float64]]:
+def _game_attacks(
+    game: CanaryGame,
+) -> tuple[tuple[str, ...], NDArray[np.float64], NDArray[np.float64]]:
     """The attacks of a game: names, a (k, A) weight matrix and the (A,) normalisers.
 
     Column 0 is the likelihood-ratio test of the claimed model on the whole

@@ -38,6 +38,7 @@ from privfed._checks import (
     check_seed,
     check_vector,
 )
+from privfed._records import field_dict
 from privfed.errors import ParameterError
 
 __all__ = [
@@ -108,13 +109,7 @@ class ConfidenceInterval:
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-serialisable dict."""
-        return {
-            "estimate": self.estimate,
-            "lower": self.lower,
-            "upper": self.upper,
-            "confidence": self.confidence,
-            "method": self.method,
-        }
+        return field_dict(self)
 
 
 def clopper_pearson(
@@ -370,13 +365,9 @@ class TprAtFpr:
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-serialisable dict."""
         return {
-            "target_fpr": self.target_fpr,
+            **field_dict(self),
             "threshold": self.threshold if math.isfinite(self.threshold) else None,
-            "achieved_fpr": self.achieved_fpr,
             "tpr": self.tpr.to_dict(),
-            "num_nonmembers": self.num_nonmembers,
-            "supported": self.supported,
-            "note": self.note,
         }
 
 

@@ -235,6 +235,22 @@ def _check_labels(name: str, labels: Any, n: int) -> NDArray[np.int64]:
     return arr.astype(np.int64)
 
 
+def _labelled_queries(
+    queries: ArrayLike, labels: ArrayLike
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    q = check_matrix("queries", queries)
+    return q, _check_labels("labels", labels, q.shape[0])
+
+
+def _float_arrays(*arrays: ArrayLike) -> list[NDArray[np.float64]]:
+    return [np.asarray(a, dtype=np.float64) for a in arrays]
+
+
+def _check_labels_below(labels: NDArray[np.int64], classes: int) -> None:
+    if labels.size and labels.max() >= classes:
+        raise ParameterError("labels", f"class indices below C={classes}", int(labels.max()))
+
+
 def latent_gaussian_likelihood_ratio_scores(
     queries: ArrayLike,
     labels: ArrayLike,
@@ -263,12 +279,10 @@ def latent_gaussian_likelihood_ratio_scores(
     Returns:
         float64 array of shape (n,); higher ⇒ more member-like.
     """
-    q = check_matrix("queries", queries)
-    lab = _check_labels("labels", labels, q.shape[0])
-    rm = np.asarray(released_means, dtype=np.float64)
-    rc = np.asarray(released_covariances, dtype=np.float64)
-    pm = np.asarray(reference_means, dtype=np.float64)
-    pc = np.asarray(reference_covariances, dtype=np.float64)
+    q, lab = _labelled_queries(queries, labels)
+    rm, rc, pm, pc = _float_arrays(
+        released_means, released_covariances, reference_means, reference_covariances
+    )
     d = q.shape[1]
     classes = rm.shape[0] if rm.ndim == 2 else 0
     for name, arr, shape in (
@@ -279,8 +293,7 @@ def latent_gaussian_likelihood_ratio_scores(
     ):
         if classes == 0 or arr.shape != shape:
             raise ParameterError(name, f"shape {shape} with C >= 1", f"shape {arr.shape}")
-    if lab.size and lab.max() >= classes:
-        raise ParameterError("labels", f"class indices below C={classes}", int(lab.max()))
+    _check_labels_below(lab, classes)
     load = check_float("ridge", ridge, low=0)
     out = np.zeros(q.shape[0])
     for c in np.unique(lab):
@@ -322,12 +335,8 @@ def noisy_sum_likelihood_ratio_scores(
     Returns:
         float64 array of shape (n,); higher ⇒ more member-like.
     """
-    q = check_matrix("queries", queries)
-    lab = _check_labels("labels", labels, q.shape[0])
-    sums = np.asarray(noisy_sums, dtype=np.float64)
-    n_c = np.asarray(counts, dtype=np.float64)
-    pm = np.asarray(reference_means, dtype=np.float64)
-    pc = np.asarray(reference_covariances, dtype=np.float64)
+    q, lab = _labelled_queries(queries, labels)
+    sums, n_c, pm, pc = _float_arrays(noisy_sums, counts, reference_means, reference_covariances)
     sigma = check_float("noise_std_sum", noise_std_sum, low=0, open_low=True)
     d = q.shape[1]
     classes = sums.shape[0] if sums.ndim == 2 else 0
@@ -341,8 +350,7 @@ def noisy_sum_likelihood_ratio_scores(
             f"shapes ({classes}, {d}) and ({classes}, {d}, {d})",
             f"{pm.shape}, {pc.shape}",
         )
-    if lab.size and lab.max() >= classes:
-        raise ParameterError("labels", f"class indices below C={classes}", int(lab.max()))
+    _check_labels_below(lab, classes)
     out = np.zeros(q.shape[0])
     eye = np.eye(d)
     for c in np.unique(lab):

@@ -30,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     from privfed._version import __version__
 
     parser.add_argument("--version", action="version", version=f"privfed {__version__}")
+    from privfed.cli._options import one_line_errors
+
+    one_line_errors(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMANDS:
         qualified = f"privfed.cli.{name}"

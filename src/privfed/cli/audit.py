@@ -173,7 +173,7 @@ def register(subparsers: Any) -> None:
     add("--significance", type=float, help="α of every lower bound, in (0, 1)")
     add("--confidence", type=float, help="coverage of metric intervals, in (0, 1)")
     add("--fprs", help="comma list of FPRs for TPR reporting, each in (0, 1)")
-    add("--seed", type=int, help="seed of splits and simulations (>= 0)")
+    add("--seed", type=int, help="seed of splits, simulations and self-audit noise (>= 0)")
     add(
         "--threshold-selection",
         choices=("held-out", "fixed", "bonferroni"),

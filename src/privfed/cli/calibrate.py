@@ -76,7 +76,7 @@ def register(subparsers: Any) -> None:
         "--delta",
         type=number_type("--delta"),
         default=1e-5,
-        help="target delta in (0, 1) (default 1e-5)",
+        help="target delta in (0, 1) (default %(default)s)",
     )
     parser.add_argument(
         "--clip-norm",
@@ -91,13 +91,14 @@ def register(subparsers: Any) -> None:
         "--adjacency",
         choices=("replace-one", "add-remove"),
         default="replace-one",
-        help="neighbouring relation (default replace-one: same-class replacement, public counts)",
+        help="neighbouring relation (default %(default)s: same-class replacement, public counts)",
     )
     parser.add_argument(
         "--split",
         type=_split,
         default="optimal",
-        help="budget split: 'optimal' (default), 'balanced' or a float weight in (0, 1)",
+        help="budget split: 'optimal', 'balanced' or a float weight in (0, 1) "
+        "(default %(default)s)",
     )
     parser.add_argument(
         "--private-labels",

@@ -21,6 +21,8 @@ import sys
 import time
 from typing import Any
 
+from privfed.cli._options import one_line_errors
+
 __all__ = ["register"]
 
 Partition = tuple[str, float | int | None]
@@ -105,6 +107,7 @@ def register(subparsers: Any) -> None:
     """Add the ``run`` subcommand to an argparse sub-parser collection."""
     parser = subparsers.add_parser(
         "run",
+        formatter_class=_DefaultsHelp,
         help="run one engine's job end to end (default: latent engine, digits, 20 clients)",
         description=(
             "latent engine: public split fits the codec; private split spread over clients; "
@@ -117,7 +120,10 @@ def register(subparsers: Any) -> None:
     )
     add = parser.add_argument
     add("--engine", choices=("latent", "factory"), default="latent")
-    add("--dataset", default=None, help="'digits' (default), an .npz file or an image folder")
+    add(
+        "--dataset", default=None,
+        help="'digits', an .npz file or an image folder (default {default})",
+    )
     add(
         "--num-classes",
         type=int,
@@ -128,23 +134,26 @@ def register(subparsers: Any) -> None:
         "--public-fraction",
         type=float,
         default=None,
-        help="share of records in the public split (default 0.15 latent, 0.05 factory)",
+        help="share of records in the public split (default {default})",
     )
     add(
         "--test-fraction",
         type=float,
         default=None,
-        help="share of records held out for testing (default 0.25 latent, 0.3 factory)",
+        help="share of records held out for testing (default {default})",
     )
     add(
         "--partition",
         type=_partition_spec,
         default=None,
-        help="latent: iid | dirichlet[:ALPHA] (default dirichlet:0.1) | pathological[:K] | "
-        "single-class; factory: single-class (default) | dirichlet[:ALPHA]",
+        help="latent: iid | dirichlet[:ALPHA] | pathological[:K] | single-class; factory: "
+        "single-class | dirichlet[:ALPHA] (default {default})",
     )
-    add("--clients", type=int, default=None, help="clients (default 20 latent, 10 factory)")
-    add("--codec", default=None, help="latent: pca | conv-ae | a diffusers model directory")
+    add("--clients", type=int, default=None, help="clients (default {default})")
+    add(
+        "--codec", default=None,
+        help="latent: pca | conv-ae | a diffusers model directory (default {default})",
+    )
     add(
         "--codec-kind",
         choices=("tiny", "kl", "dc"),
@@ -155,15 +164,27 @@ def register(subparsers: Any) -> None:
         "--latent-dim",
         type=int,
         default=None,
-        help="latent: codec dimension (default 8); factory gaussian: latent dimension (16)",
+        help="codec dimension; factory: of the Gaussian factories (default {default})",
     )
     add("--clip-norm", type=float, default=None, help="latent: default the codec's")
-    add("--epsilon", type=float, default=None, help="latent: ε of the release (default 10)")
-    add("--delta", type=float, default=None, help="latent: δ of the release and audit (1e-5)")
-    add("--adjacency", choices=("replace-one", "add-remove"), default=None, help="latent")
-    add("--dropout-rate", type=float, default=None, help="latent: secagg dropouts (0.1)")
-    add("--samples-per-class", type=int, default=None, help="synthetic samples per class (300)")
-    add("--epochs", type=int, default=None, help="classifier epochs (20)")
+    add("--epsilon", type=float, default=None, help="latent: ε of the release (default {default})")
+    add(
+        "--delta", type=float, default=None,
+        help="latent: δ of the release and audit (default {default})",
+    )
+    add(
+        "--adjacency", choices=("replace-one", "add-remove"), default=None,
+        help="latent (default {default})",
+    )
+    add(
+        "--dropout-rate", type=float, default=None,
+        help="latent: secagg dropouts (default {default})",
+    )
+    add(
+        "--samples-per-class", type=int, default=None,
+        help="synthetic samples per class (default {default})",
+    )
+    add("--epochs", type=int, default=None, help="classifier epochs (default {default})")
     add(
         "--no-baselines",
         action="store_true",
@@ -176,10 +197,13 @@ def register(subparsers: Any) -> None:
         default=None,
         help="skip the membership-inference audit stage",
     )
-    add("--factory", choices=("gaussian", "edm"), default=None, help="factory (gaussian)")
-    add("--fedavg-rounds", type=int, default=None, help="factory: FedAvg rounds (20)")
+    add("--factory", choices=("gaussian", "edm"), default=None, help="factory (default {default})")
+    add(
+        "--fedavg-rounds", type=int, default=None,
+        help="factory: FedAvg rounds (default {default})",
+    )
     add("--device", default="cpu", help="torch device: cpu (default), cuda or cuda:N")
-    add("--threads", type=int, default=None, help="CPU threads torch may use (1)")
+    add("--threads", type=int, default=None, help="CPU threads torch may use (default {default})")
     add("--seed", type=int, default=0, help="experimental-design seed")
     add(
         "--noise-seed",
@@ -200,11 +224,52 @@ def register(subparsers: Any) -> None:
     add(
         "--release-only",
         action="store_true",
-        help="write only the release (release.json, ledger.json, samples.png, synthetic.npz) "
-        "and skip the evaluation stages that read private data (baselines, audit)",
+        help="write only the release (release.json, ledger.json, samples.png, synthetic.npz, "
+        "and the model card without evaluation fields) and skip the evaluation stages that "
+        "read private data (baselines, audit)",
+    )
+    add(
+        "--model-card-config",
+        default=None,
+        metavar="FILE",
+        help="JSON (or .toml) table of model-card declarations: model_name, dataset_name, "
+        "intended_use, out_of_scope_uses, limitations, contact, owner (all optional strings)",
     )
     add("--quiet", action="store_true")
+    one_line_errors(parser)
     parser.set_defaults(func=_run)
+
+
+class _DefaultsHelp(argparse.HelpFormatter):
+    """Fills ``{default}`` in an option's help from the engines' configurations.
+
+    The defaults are read from the configuration dataclasses when help is shown,
+    so the text cannot disagree with what a run uses.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help
+        if text is not None and "{default}" in text:
+            text = text.replace("{default}", _default_text(action.dest))
+        return text
+
+
+def _default_text(dest: str) -> str:
+    """``"20 latent, 10 factory"``, or one value where only one engine has the option."""
+    latent_only, factory_only, shared = _defaults()
+
+    def show(value: Any) -> str:
+        if isinstance(value, tuple):  # a partition: (scheme, parameter)
+            return value[0] if value[1] is None else f"{value[0]}:{value[1]:g}"
+        return "none" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+    if dest in shared:
+        latent, factory = shared[dest]
+        if latent == factory:
+            return show(latent)
+        return f"{show(latent)} latent, {show(factory)} factory"
+    table = latent_only if dest in latent_only else factory_only
+    return show(table[dest][1])
 
 
 class _UsageError(Exception):
@@ -271,6 +336,7 @@ _OPTION_OF: dict[str, str] = {
     "seed": "--seed",
     "noise_seed": "--noise-seed",
     "output_dir": "--output-dir",
+    "model_card_config": "--model-card-config",
 }
 
 
@@ -295,12 +361,22 @@ def _run(args: argparse.Namespace) -> int:
         require("matplotlib", feature="privfed run (samples.png)")
         resolved = _resolve(args)
         check_output_dir(resolved.output_dir, overwrite=resolved.overwrite)
+        resolved.declarations = _declarations(resolved.model_card_config)
         if resolved.engine == "factory":
             return _run_factory(resolved)
         return _run_latent(resolved)
     except (_UsageError, PrivfedError) as exc:
         print(f"privfed run: error: {_message(exc)}", file=sys.stderr)
         return 2
+
+
+def _declarations(path: str | None) -> Any:
+    """The model-card declarations of ``--model-card-config``, read before any work."""
+    if path is None:
+        return None
+    from privfed.engines.model_card import ModelCardDeclarations
+
+    return ModelCardDeclarations.from_file(path)
 
 
 def _print_table(rows: list[tuple[str, str]]) -> None:
@@ -362,7 +438,10 @@ def _run_latent(args: argparse.Namespace) -> int:
     )
     result = run_pipeline(config, progress=_printer(args))
     paths = result.write(
-        args.output_dir, overwrite=args.overwrite, release_only=args.release_only
+        args.output_dir,
+        overwrite=args.overwrite,
+        release_only=args.release_only,
+        declarations=args.declarations,
     )
     r = result.report
     release_rows = [
@@ -472,7 +551,12 @@ def _run_factory(args: argparse.Namespace) -> int:
         kwargs["dirichlet_alpha"] = alpha
     config = FactoryPipelineConfig(**kwargs)
     report = run_factory_pipeline(config, progress=_printer(args))
-    paths = report.write(args.output_dir, overwrite=args.overwrite, release_only=args.release_only)
+    paths = report.write(
+        args.output_dir,
+        overwrite=args.overwrite,
+        release_only=args.release_only,
+        declarations=args.declarations,
+    )
     data = report.to_dict()
     central = report.centralized_accuracy
     release_rows = [

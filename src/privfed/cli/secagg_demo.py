@@ -44,7 +44,10 @@ def register(subparsers: Any) -> None:
     )
     one_line_errors(parser)
     parser.add_argument(
-        "--clients", type=int_type("--clients", 2), default=20, help="clients, >= 2 (default 20)"
+        "--clients",
+        type=int_type("--clients", 2),
+        default=20,
+        help="clients, >= 2 (default %(default)s)",
     )
     parser.add_argument(
         "--threshold",
@@ -57,19 +60,19 @@ def register(subparsers: Any) -> None:
         "--length",
         type=int_type("--length", 1, _MAX_LENGTH),
         default=1000,
-        help="values per client (default 1000)",
+        help="values per client (default %(default)s)",
     )
     parser.add_argument(
         "--dropout-rate",
         type=number_type("--dropout-rate", Interval(0.0, 1.0, closed_low=True)),
         default=0.1,
-        help="fraction of clients dropping before masked input, in [0, 1) (default 0.1)",
+        help="fraction of clients dropping before masked input, in [0, 1) (default %(default)s)",
     )
     parser.add_argument(
         "--graph",
         choices=("complete", "harary"),
         default="complete",
-        help="who shares masks with whom (default complete)",
+        help="who shares masks with whom (default %(default)s)",
     )
     parser.add_argument(
         "--degree",

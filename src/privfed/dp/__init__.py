@@ -12,6 +12,10 @@ export to it or use its PLD accountant).  Never imports torch.
 * :mod:`privfed.dp.events` -- the release-event protocol, partition schemes and
   the registry of release kinds (one module per kind in :mod:`privfed.dp.releases`).
 * :mod:`privfed.dp.ledger` -- an audited ledger that composes release events.
+* :mod:`privfed.dp.dpsgd_calibration` -- DP-SGD noise multipliers to a target
+  (ε, δ), solved on the ledger's own PLD accounting.
+* :mod:`privfed.dp.distributed` -- distributed DP under secure aggregation: exact
+  discrete Gaussian and Skellam client noise, its RDP accounting and calibration.
 """
 
 from __future__ import annotations
@@ -26,6 +30,25 @@ from privfed.dp.calibration import (
     gdp_mu,
     mu_for_epsilon_delta,
 )
+from privfed.dp.distributed import (
+    EXACT_DISCRETE_GAUSSIAN_SAMPLER,
+    SKELLAM_SAMPLER,
+    calibrate_distributed_discrete_gaussian,
+    calibrate_distributed_skellam,
+    check_ring,
+    ddg_rdp,
+    ddg_zcdp,
+    exact_discrete_gaussian,
+    exact_poisson,
+    min_honest_contributors,
+    rdp_delta,
+    rdp_epsilon,
+    skellam_noise,
+    skellam_rdp,
+    skellam_zcdp,
+    wrap_probability,
+)
+from privfed.dp.dpsgd_calibration import calibrate_noise_multiplier
 from privfed.dp.events import (
     DEFAULT_SCHEME,
     Accountant,
@@ -62,6 +85,8 @@ from privfed.dp.planning import (
     plan_latent_release,
     release_error_objective,
 )
+from privfed.dp.releases.distributed_gaussian import DistributedDiscreteGaussianRelease
+from privfed.dp.releases.distributed_skellam import DistributedSkellamRelease
 from privfed.dp.sensitivity import (
     Adjacency,
     count_sensitivity,
@@ -73,12 +98,16 @@ from privfed.dp.sensitivity import (
 __all__ = [
     "DEFAULT_SCHEME",
     "DISCRETE_GAUSSIAN_SAMPLER",
+    "EXACT_DISCRETE_GAUSSIAN_SAMPLER",
     "GAUSSIAN_SAMPLER",
     "ROUNDED_GAUSSIAN_SAMPLER",
+    "SKELLAM_SAMPLER",
     "Accountant",
     "AccountantRelation",
     "Accounting",
     "Adjacency",
+    "DistributedDiscreteGaussianRelease",
+    "DistributedSkellamRelease",
     "GaussianRelease",
     "LatentReleasePlan",
     "LedgerGuarantee",
@@ -90,9 +119,17 @@ __all__ = [
     "SplitName",
     "SubsampledGaussianRelease",
     "calibrate_analytic_gaussian",
+    "calibrate_distributed_discrete_gaussian",
+    "calibrate_distributed_skellam",
+    "calibrate_noise_multiplier",
+    "check_ring",
     "compose_gdp",
     "count_sensitivity",
+    "ddg_rdp",
+    "ddg_zcdp",
     "discrete_gaussian",
+    "exact_discrete_gaussian",
+    "exact_poisson",
     "gaussian_delta",
     "gaussian_epsilon",
     "gaussian_noise",
@@ -101,15 +138,22 @@ __all__ = [
     "gdp_mu",
     "in_scheme",
     "joint_mu_squared",
+    "min_honest_contributors",
     "mu_for_epsilon_delta",
     "paper_baseline_noise_stds",
     "partition_key",
     "plan_latent_release",
+    "rdp_delta",
+    "rdp_epsilon",
     "register_release",
     "release_error_objective",
     "release_from_dict",
     "release_kinds",
     "rounded_gaussian",
     "second_moment_sensitivity",
+    "skellam_noise",
+    "skellam_rdp",
+    "skellam_zcdp",
     "sum_sensitivity",
+    "wrap_probability",
 ]

@@ -11,7 +11,8 @@ The protocol (:class:`ReleaseEvent`)
 
 Every kind is a frozen dataclass subclassing :class:`ReleaseEvent`, with the
 common fields ``name``, ``partition``, ``adjacency``, ``sampler`` and
-``seeded``, and implements:
+``seeded`` (its ``__post_init__`` calls ``_check_common`` first and
+``_check_noise_fields`` after its own fields), and implements:
 
 * :attr:`~ReleaseEvent.accounting` -- the accounting methods it supports, a
   subset of ``{"gdp", "pld", "rdp"}``.  The ledger uses the tightest method
@@ -26,9 +27,10 @@ common fields ``name``, ``partition``, ``adjacency``, ``sampler`` and
   events of the same kind with equal keys have the same privacy loss (names,
   partitions, samplers and seeds left out); the ledger caches and
   de-duplicates by it.
-* :attr:`~ReleaseEvent.accountant_relation` and
-  :meth:`~ReleaseEvent.to_dp_accounting_event` -- the dp-accounting export.
-  The exported event is correct for a dp-accounting accountant constructed with
+* :attr:`~ReleaseEvent.accountant_relation` and ``_dp_event`` -- the
+  dp-accounting export behind :meth:`~ReleaseEvent.to_dp_accounting_event`
+  (which checks its arguments and calls ``_dp_event``).  The exported event is
+  correct for a dp-accounting accountant constructed with
   :attr:`~ReleaseEvent.accountant_relation`; a combination that would be
   wrong for the named accountant (``accountant="pld"`` or ``"rdp"``) raises
   :class:`~privfed.errors.LedgerError` instead of exporting.
@@ -295,9 +297,17 @@ class ReleaseEvent(abc.ABC):
     seeded: bool
 
     def _check_common(self) -> None:
-        """Validate the common fields, canonicalising ``partition`` (call first)."""
+        """Validate ``name`` and canonicalise ``partition`` (call first)."""
         check_name(self.name)
         object.__setattr__(self, "partition", check_partition(self.partition))
+
+    def _check_noise_fields(self) -> str:
+        """Validate ``adjacency``, ``sampler`` and ``seeded`` (call after the kind's
+        own fields); return the sampler name."""
+        check_adjacency(self.adjacency)
+        sampler = check_sampler(self.sampler)
+        check_bool("seeded", self.seeded)
+        return sampler
 
     # -- accounting ---------------------------------------------------------------------
 
@@ -345,11 +355,10 @@ class ReleaseEvent(abc.ABC):
     def accountant_relation(self) -> AccountantRelation:
         """The ``NeighboringRelation`` of the accountant that consumes the default export."""
 
-    @abc.abstractmethod
     def to_dp_accounting_event(
         self, *, relation: AccountantRelation | None = None, accountant: Accountant | None = None
     ) -> Any:
-        """Export as a dp-accounting ``DpEvent``.
+        """Export as a dp-accounting ``DpEvent`` (what the kind's ``_dp_event`` builds).
 
         Args:
             relation: The neighbouring relation the consuming accountant is
@@ -363,6 +372,16 @@ class ReleaseEvent(abc.ABC):
             ParameterError: ``relation`` or ``accountant`` is not a known value.
             LedgerError: The event cannot be expressed correctly for this
                 relation and accountant; the message says why.
+        """
+        chosen = self.accountant_relation if relation is None else check_relation(relation)
+        return self._dp_event(chosen, check_accountant(accountant))
+
+    @abc.abstractmethod
+    def _dp_event(self, relation: AccountantRelation, accountant: Accountant | None) -> Any:
+        """The dp-accounting ``DpEvent`` for a checked ``relation`` and ``accountant``.
+
+        Raises:
+            LedgerError: As :meth:`to_dp_accounting_event`.
         """
 
     # -- examples for the contract tests --------------------------------------------------

@@ -79,7 +79,9 @@ _LN2: Final = math.log(2.0)
 _53_LN2: Final = 53.0 * math.log(2.0)
 
 
-def _check_shape(shape: int | Sequence[int]) -> tuple[int, ...]:
+def check_shape(shape: int | Sequence[int]) -> tuple[int, ...]:
+    """``shape``: an int or a sequence of ints, every dimension >= 0 (shared with
+    :mod:`privfed.dp.distributed`)."""
     if isinstance(shape, bool):
         raise ParameterTypeError("shape", "an int or a sequence of ints", shape)
     if isinstance(shape, int | np.integer):
@@ -98,7 +100,12 @@ def _check_shape(shape: int | Sequence[int]) -> tuple[int, ...]:
     return dims
 
 
-def _key(label: bytes, seed: Seed | None) -> bytes:
+def stream_key(domain: bytes, label: bytes, seed: Seed | None) -> bytes:
+    """The 256-bit ChaCha20 key of one stream: SHA-256 of ``domain``, ``label``, ``seed``.
+
+    ``seed=None`` gives a fresh key from :func:`os.urandom`.  Shared with
+    :mod:`privfed.dp.distributed`, which passes its own ``domain``.
+    """
     if seed is None:
         return os.urandom(32)
     if isinstance(seed, bool):
@@ -111,7 +118,7 @@ def _key(label: bytes, seed: Seed | None) -> bytes:
         material = b"bytes:" + seed
     else:
         raise ParameterTypeError("seed", "an int >= 0, bytes or None", seed)
-    return hashlib.sha256(_DOMAIN + label + b"/" + material).digest()
+    return hashlib.sha256(domain + label + b"/" + material).digest()
 
 
 class _Stream:
@@ -121,7 +128,7 @@ class _Stream:
 
     def __init__(self, label: bytes, seed: Seed | None) -> None:
         # A fresh key per stream, so a fixed all-zero nonce is safe.
-        cipher = Cipher(algorithms.ChaCha20(_key(label, seed), bytes(16)), mode=None)
+        cipher = Cipher(algorithms.ChaCha20(stream_key(_DOMAIN, label, seed), bytes(16)), mode=None)
         self._encryptor = cipher.encryptor()
 
     def __repr__(self) -> str:
@@ -192,18 +199,22 @@ def gaussian_noise(
         float64 array of ``shape``.  Accounted as the continuous Gaussian
         mechanism with std σ (see the module notes on floating point).
     """
-    dims = _check_shape(shape)
+    dims = check_shape(shape)
     sigma = check_finite_nonnegative("noise_std", noise_std)
     stream = _Stream(b"gaussian", seed)
     count = math.prod(dims)
     return (sigma * stream.normal(count)).reshape(dims)
 
 
-def _check_integer_scale(scale: float) -> float:
-    value = check_finite_positive("scale", scale)
-    if value > MAX_INTEGER_SCALE:
+def _integer_noise_setup(
+    shape: int | Sequence[int], scale: float, label: bytes, seed: Seed | None
+) -> tuple[tuple[int, ...], float, _Stream, int]:
+    """Checked shape and scale of an integer sampler, its stream, and the draw count."""
+    dims = check_shape(shape)
+    sigma = check_finite_positive("scale", scale)
+    if sigma > MAX_INTEGER_SCALE:
         raise ParameterError("scale", f"a finite float in (0, {MAX_INTEGER_SCALE:.0f}]", scale)
-    return value
+    return dims, sigma, _Stream(label, seed), math.prod(dims)
 
 
 def rounded_gaussian(
@@ -225,10 +236,7 @@ def rounded_gaussian(
     Returns:
         int64 array of ``shape``.
     """
-    dims = _check_shape(shape)
-    sigma = _check_integer_scale(scale)
-    stream = _Stream(b"rounded-gaussian", seed)
-    count = math.prod(dims)
+    dims, sigma, stream, count = _integer_noise_setup(shape, scale, b"rounded-gaussian", seed)
     return np.rint(sigma * stream.normal(count)).astype(np.int64).reshape(dims)
 
 
@@ -251,20 +259,10 @@ def discrete_gaussian(
     at far higher cost).
 
     Its variance is slightly below ``scale²``.  Accounting: see the module
-    notes -- it is *not* accounted as the continuous Gaussian.
-
-    Args:
-        shape: Output shape.
-        scale: The σ parameter in grid units; finite, in (0, 2**40].
-        seed: See :func:`gaussian_noise`.
-
-    Returns:
-        int64 array of ``shape``.
+    notes -- it is *not* accounted as the continuous Gaussian.  Arguments and
+    result as :func:`rounded_gaussian` (``scale`` is the σ parameter).
     """
-    dims = _check_shape(shape)
-    sigma = _check_integer_scale(scale)
-    stream = _Stream(b"discrete-gaussian", seed)
-    count = math.prod(dims)
+    dims, sigma, stream, count = _integer_noise_setup(shape, scale, b"discrete-gaussian", seed)
     t = math.floor(sigma) + 1.0
     sigma2 = sigma * sigma
     out = np.empty(count, dtype=np.int64)

@@ -14,7 +14,9 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from privfed._checks import check_int
 from privfed.engines._rng import seeded_global_rng
+from privfed.engines._training import train_epochs
 from privfed.errors import NonFiniteInputError, ParameterError, ParameterTypeError
 
 __all__ = ["SmallCNN", "evaluate_classifier", "train_classifier"]
@@ -116,8 +118,7 @@ def train_classifier(
         raise ParameterError("num_classes", "an int >= 2", num_classes)
     _check_inputs(images, labels, num_classes)
     for name, value in (("epochs", epochs), ("batch_size", batch_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ParameterError(name, "an int >= 1", value)
+        check_int(name, value, minimum=1, type_error=False)
     if not (isinstance(learning_rate, int | float) and math.isfinite(learning_rate)) or (
         learning_rate <= 0
     ):
@@ -132,21 +133,17 @@ def train_classifier(
         model = SmallCNN(int(x.shape[1]), num_classes).to(dev)
         optimiser = torch.optim.Adam(model.parameters(), lr=learning_rate)
         loss_fn = nn.CrossEntropyLoss()
-        shuffler = torch.Generator().manual_seed(seed)
-        for epoch in range(1, epochs + 1):
-            model.train()
-            order = torch.randperm(n, generator=shuffler).to(dev)
-            total, batches = 0.0, 0
-            for start in range(0, n, batch_size):
-                idx = order[start : start + batch_size]
-                optimiser.zero_grad(set_to_none=True)
-                loss = loss_fn(model(x[idx]), y[idx])
-                loss.backward()
-                optimiser.step()
-                total += float(loss.detach())
-                batches += 1
-            if progress is not None:
-                progress(epoch, epochs, total / batches)
+        train_epochs(
+            lambda idx: loss_fn(model(x[idx]), y[idx]),
+            optimiser,
+            n,
+            epochs=epochs,
+            batch_size=batch_size,
+            shuffler=torch.Generator().manual_seed(seed),
+            device=dev,
+            before_epoch=model.train,
+            progress=progress,
+        )
     model.eval()
     return model
 

@@ -10,15 +10,21 @@ both wings share:
 * :class:`StageClock` -- times stages and reports them through the one
   progress protocol (:mod:`privfed.progress`);
 * :func:`torch_threads` -- the CPU threads torch may use during a job,
-  restored afterwards (both wings set it the same way);
-* :class:`RunArtifacts`, :func:`check_output_dir` and :func:`write_artifacts`
-  -- the one report-and-write path: every run of either engine writes the same
-  artefact set, split into the **release** (``release.json``, ``ledger.json``,
-  ``samples.png``, ``synthetic.npz``: DP outputs and public facts only) and the
-  **evaluation** (``evaluation.json``, ``audit_inputs.npz``: computed from
-  private data without noise, labelled so, never needed to use the release);
-  the output directory is checked before any work and every file is written
-  atomically;
+  restored afterwards (both wings set it the same way); :func:`run_job`
+  checks the device and runs a job's stages with both;
+* :func:`release_document` and :func:`evaluation_document` -- the layout of
+  ``release.json`` and ``evaluation.json``;
+* :class:`RunArtifacts`, :func:`check_output_dir`, :func:`write_artifacts`
+  and :class:`WritesArtifacts` -- the one report-and-write path: every run of
+  either engine writes the same artefact set, split into the **release**
+  (``release.json``, ``ledger.json``, ``samples.png``, ``synthetic.npz``: DP
+  outputs and public facts only) and the **evaluation** (``evaluation.json``,
+  ``audit_inputs.npz``: computed from private data without noise, labelled
+  so, never needed to use the release), plus the federated model card
+  (``model_card.md``, ``model_card.json``, :mod:`privfed.engines.model_card`:
+  release facts only in a release-only run, evaluation fields marked
+  otherwise); the output directory is checked before any work and every file
+  is written atomically;
 * :func:`save_sample_grid` -- the ``samples.png`` picture of synthetic images.
 
 Nothing here imports torch at module level (the torch-free server path relies
@@ -33,10 +39,10 @@ import json
 import os
 import secrets
 import time
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -47,6 +53,7 @@ from privfed.progress import ProgressEvent, ProgressFn
 if TYPE_CHECKING:  # pragma: no cover
     from privfed.dp import PrivacyLedger
     from privfed.engines.latent.audit import AuditInputs
+    from privfed.engines.model_card import ModelCardDeclarations
 
 __all__ = [
     "ARTIFACT_FILENAMES",
@@ -54,6 +61,8 @@ __all__ = [
     "EVALUATION_FILENAME",
     "EVALUATION_NOTICE",
     "LEDGER_FILENAME",
+    "MODEL_CARD_JSON_FILENAME",
+    "MODEL_CARD_MARKDOWN_FILENAME",
     "RELEASE_FILENAME",
     "RELEASE_FILENAMES",
     "RELEASE_NOTICE",
@@ -61,8 +70,12 @@ __all__ = [
     "SYNTHETIC_FILENAME",
     "RunArtifacts",
     "StageClock",
+    "WritesArtifacts",
     "check_device",
     "check_output_dir",
+    "evaluation_document",
+    "release_document",
+    "run_job",
     "save_sample_grid",
     "torch_threads",
     "write_artifacts",
@@ -78,6 +91,11 @@ LEDGER_FILENAME = "ledger.json"
 SAMPLES_FILENAME = "samples.png"
 SYNTHETIC_FILENAME = "synthetic.npz"
 AUDIT_INPUTS_FILENAME = "audit_inputs.npz"
+#: The federated model card (:mod:`privfed.engines.model_card`), written by every run.
+#: Without an evaluation it holds release facts and declarations only (part of the
+#: release); a full run's card also holds evaluation fields, marked, and says so.
+MODEL_CARD_JSON_FILENAME = "model_card.json"
+MODEL_CARD_MARKDOWN_FILENAME = "model_card.md"
 #: What earlier versions wrote (one report mixing both); removed by ``overwrite``.
 _LEGACY_FILENAMES = ("report.json",)
 #: Every file a run may write (what ``overwrite`` replaces or removes).
@@ -88,13 +106,18 @@ ARTIFACT_FILENAMES: tuple[str, ...] = (
     SAMPLES_FILENAME,
     SYNTHETIC_FILENAME,
     AUDIT_INPUTS_FILENAME,
+    MODEL_CARD_JSON_FILENAME,
+    MODEL_CARD_MARKDOWN_FILENAME,
 )
-#: The files of the release alone.
+#: The files of the release alone (what a release-only run writes; its model card
+#: carries no evaluation field).
 RELEASE_FILENAMES: tuple[str, ...] = (
     RELEASE_FILENAME,
     LEDGER_FILENAME,
     SAMPLES_FILENAME,
     SYNTHETIC_FILENAME,
+    MODEL_CARD_JSON_FILENAME,
+    MODEL_CARD_MARKDOWN_FILENAME,
 )
 
 #: Header of every ``evaluation.json``.
@@ -215,6 +238,65 @@ def torch_threads(num_threads: int) -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
+_T = TypeVar("_T")
+
+
+def run_job(
+    device: str, num_threads: int, progress: ProgressFn | None, stages: Callable[[StageClock], _T]
+) -> _T:
+    """Check ``device`` before any work, then run ``stages`` on a fresh clock.
+
+    Args:
+        device: The job's torch device (see :func:`check_device`).
+        num_threads: CPU threads torch may use meanwhile (:func:`torch_threads`).
+        progress: The job's progress callback, or ``None``.
+        stages: The job's stages, called with the :class:`StageClock`.
+
+    Returns:
+        What ``stages`` returns.
+    """
+    check_device(device)
+    clock = StageClock(progress)
+    with torch_threads(num_threads):
+        return stages(clock)
+
+
+def release_document(
+    engine: str, *, public: Mapping[str, Any], dp: Mapping[str, Any], samples_per_class: int
+) -> dict[str, Any]:
+    """The content of ``release.json``: header, public facts, DP outputs, synthetic files.
+
+    Args:
+        engine: ``"latent"`` or ``"factory"``.
+        public: Facts the operator declared (configuration, public bounds).
+        dp: The guarantee and the DP outputs (or why there is none).
+        samples_per_class: Synthetic samples per class in the release's files.
+    """
+    return {
+        "format": "privfed.release",
+        "version": 1,
+        "notice": RELEASE_NOTICE,
+        "engine": engine,
+        "public": public,
+        "dp": dp,
+        "synthetic": {
+            "samples_per_class": samples_per_class,
+            "files": [SAMPLES_FILENAME, SYNTHETIC_FILENAME],
+        },
+    }
+
+
+def evaluation_document(engine: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """The content of ``evaluation.json``: its header, then ``body``'s entries."""
+    return {
+        "format": "privfed.evaluation",
+        "version": 1,
+        "notice": EVALUATION_NOTICE,
+        "engine": engine,
+        **body,
+    }
+
+
 @dataclass(frozen=True, eq=False)
 class RunArtifacts:
     """Everything a run writes, whichever engine ran it.
@@ -233,6 +315,9 @@ class RunArtifacts:
         audit_inputs: What ``privfed audit --run-dir`` reads
             (``audit_inputs.npz``), or ``None`` when no audit ran.  It holds
             real records' latents: keep it as private as the data.
+        declarations: What the operator states for the model card
+            (:class:`~privfed.engines.model_card.ModelCardDeclarations`), or
+            ``None``: nothing declared.
     """
 
     release: Mapping[str, Any]
@@ -241,6 +326,7 @@ class RunArtifacts:
     sample_images: np.ndarray | None = field(default=None, repr=False)
     sample_labels: np.ndarray | None = field(default=None, repr=False)
     audit_inputs: AuditInputs | None = field(default=None, repr=False)
+    declarations: ModelCardDeclarations | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.release, Mapping):
@@ -251,6 +337,54 @@ class RunArtifacts:
             raise ParameterError(
                 "sample_labels", "given together with sample_images", self.sample_labels
             )
+        if self.declarations is not None:
+            from privfed.engines.model_card import ModelCardDeclarations
+
+            if not isinstance(self.declarations, ModelCardDeclarations):
+                raise ParameterTypeError(
+                    "declarations", "a ModelCardDeclarations or None", self.declarations
+                )
+
+
+class WritesArtifacts:
+    """Mixin of a run's result: :meth:`write` puts its :meth:`artifacts` on disk."""
+
+    def artifacts(self, *, release_only: bool = False) -> RunArtifacts:
+        """The run's artefacts (``release_only``: without the evaluation)."""
+        raise NotImplementedError
+
+    def write(
+        self,
+        output_dir: str | Path,
+        *,
+        overwrite: bool = False,
+        release_only: bool = False,
+        declarations: ModelCardDeclarations | None = None,
+    ) -> dict[str, Path]:
+        """Write the run's files into ``output_dir`` (see :func:`write_artifacts`).
+
+        The release: ``release.json``, ``ledger.json``, ``samples.png``,
+        ``synthetic.npz``.  The evaluation (unless ``release_only``):
+        ``evaluation.json`` and, when the audit ran, ``audit_inputs.npz``; the
+        last holds real records' latents (members and non-members): keep it as
+        private as the data itself.  The model card (``model_card.md``,
+        ``model_card.json``) always; with ``release_only`` it has no evaluation
+        field.
+
+        Args:
+            output_dir: The run directory.
+            overwrite: Allow a non-empty directory.
+            release_only: Write the release alone.
+            declarations: The operator's statements for the model card
+                (``None``: nothing declared).
+
+        Returns:
+            The paths written, by kind.
+        """
+        artifacts = self.artifacts(release_only=release_only)
+        if declarations is not None:
+            artifacts = replace(artifacts, declarations=declarations)
+        return write_artifacts(output_dir, artifacts, overwrite=overwrite)
 
 
 def check_output_dir(output_dir: str | Path, *, overwrite: bool = False) -> Path:
@@ -305,7 +439,10 @@ def write_artifacts(
 
     Files: ``release.json`` and, when present, ``evaluation.json``,
     ``ledger.json``, ``samples.png``, ``synthetic.npz`` and
-    ``audit_inputs.npz``.  Every file is written under a temporary name and
+    ``audit_inputs.npz``, and the model card ``model_card.json`` and
+    ``model_card.md`` (:func:`privfed.engines.model_card.build_model_card`;
+    without an evaluation it holds no evaluation field).  Every file is
+    written under a temporary name and
     renamed into place; on any error (or Ctrl-C) the temporary files are
     removed and nothing of this run is left half-written.  With ``overwrite``
     an earlier run's artefacts that this run does not write (say
@@ -319,7 +456,8 @@ def write_artifacts(
 
     Returns:
         The paths written, by kind (``"release"``, ``"evaluation"``,
-        ``"ledger"``, ``"samples"``, ``"synthetic"``, ``"audit_inputs"``).
+        ``"ledger"``, ``"samples"``, ``"synthetic"``, ``"audit_inputs"``,
+        ``"model_card_json"``, ``"model_card_md"``).
     """
     if not isinstance(artifacts, RunArtifacts):
         raise ParameterTypeError("artifacts", "a RunArtifacts", artifacts)
@@ -342,6 +480,18 @@ def write_artifacts(
     if artifacts.audit_inputs is not None:
         audit_inputs = artifacts.audit_inputs
         writers["audit_inputs"] = (AUDIT_INPUTS_FILENAME, audit_inputs.save)
+    from privfed.engines.model_card import build_model_card
+
+    card = build_model_card(artifacts)
+    card_json, card_md = card.to_json(), card.to_markdown()
+    writers["model_card_json"] = (
+        MODEL_CARD_JSON_FILENAME,
+        lambda p: Path(p).write_text(card_json, encoding="utf-8"),
+    )
+    writers["model_card_md"] = (
+        MODEL_CARD_MARKDOWN_FILENAME,
+        lambda p: Path(p).write_text(card_md, encoding="utf-8"),
+    )
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     temporary: list[Path] = []

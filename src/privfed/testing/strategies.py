@@ -151,10 +151,10 @@ def clipped_vectors(dim: int, clip_norm: float) -> st.SearchStrategy[FloatArray]
         dim: Vector dimension (int >= 1).
         clip_norm: Clipping radius R (finite, > 0).
     """
+    d, radius, _ = _check_setup(dim, clip_norm, 1)
     _require_hypothesis()
     from hypothesis import strategies as st  # imported on use: hypothesis takes ~0.2 s
 
-    d, radius, _ = _check_setup(dim, clip_norm, 1)
     return st.builds(
         _vector_from_seed,
         st.integers(0, 2**63 - 1),
@@ -181,12 +181,11 @@ def labelled_datasets(
         min_size: Fewest records (>= 0).
         max_size: Most records (>= min_size).
     """
-    _require_hypothesis()
-    from hypothesis import strategies as st  # imported on use: hypothesis takes ~0.2 s
-
     d, radius, k = _check_setup(dim, clip_norm, num_classes)
     low = check_count("min_size", min_size, minimum=0)
     high = check_count("max_size", max_size, minimum=low)
+    _require_hypothesis()
+    from hypothesis import strategies as st  # imported on use: hypothesis takes ~0.2 s
 
     @st.composite
     def build(draw: st.DrawFn) -> LabelledDataset:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -35,9 +36,11 @@ from privfed.engines.latent.statistics import LatentStatistics
 from privfed.errors import AuditError, ParameterError, ParameterTypeError
 
 # 2·(10,000 + 2,500) published releases per audit: ~1–2 s at d = 6.
-SMALL = {"num_trials": 10_000, "num_calibration_trials": 2_500, "significance": 0.01}
+SMALL: dict[str, Any] = {"num_trials": 10_000, "num_calibration_trials": 2_500}
+SMALL["significance"] = 0.01
 # Twice as many for the detection tests.
-DETECT = {"num_trials": 20_000, "num_calibration_trials": 5_000, "significance": 0.01}
+DETECT: dict[str, Any] = {"num_trials": 20_000, "num_calibration_trials": 5_000}
+DETECT["significance"] = 0.01
 RELEASE = "release code: privfed.engines.latent.release.release_latent_statistics"
 
 
@@ -57,7 +60,8 @@ def _plan(epsilon: float, adjacency: Adjacency, *, dim: int = 6) -> LatentReleas
 def test_real_release_keeps_its_claim(adjacency: Adjacency, placement: NoisePlacement) -> None:
     # The release as the server runs it.  α = 0.01 per bound, so for a correct release
     # each case fails with probability ≤ 2 % over the seed (fixed here).  At 10,000
-    # trials per hypothesis the held-out bound reaches ≥ 80 % of the claim at ε = 4.
+    # trials per hypothesis the held-out bound reaches 86–90 % of the claim at ε = 4
+    # (sampling spread ≈ 4 %), so the check that it is not vacuous asks for 70 %.
     plan = _plan(4.0, adjacency)
     result = audit_latent_release_code(plan, placement=placement, seed=101, **SMALL)
     assert result.mode is SimulationMode.RELEASE_CODE
@@ -67,7 +71,7 @@ def test_real_release_keeps_its_claim(adjacency: Adjacency, placement: NoisePlac
     assert not result.violation_detected
     assert result.mu_lower_bound <= result.claimed_mu == plan.mu
     assert result.epsilon_lower_bound <= result.claimed_epsilon == plan.epsilon
-    assert result.tightness > 0.8
+    assert result.tightness > 0.7
     # The grid canary attains the plan's μ up to the grid (z' is truncated toward zero,
     # which only lowers it; R·2**f is an integer here, so z itself is exact).
     assert result.canary_mu == pytest.approx(plan.mu, rel=1e-4)
@@ -175,7 +179,7 @@ def test_unseeded_releases_draw_fresh_noise() -> None:
 
 def test_seeded_audit_is_reproducible() -> None:
     plan = _plan(4.0, Adjacency.REPLACE_ONE, dim=3)
-    kwargs = {"num_trials": 500, "num_calibration_trials": 200, "seed": 11}
+    kwargs: dict[str, Any] = {"num_trials": 500, "num_calibration_trials": 200, "seed": 11}
     a = audit_latent_release_code(plan, classes_per_release=64, **kwargs)
     b = audit_latent_release_code(plan, classes_per_release=64, **kwargs)
     assert a == b
@@ -183,10 +187,16 @@ def test_seeded_audit_is_reproducible() -> None:
 
 def test_one_release_per_trial_gives_a_valid_audit() -> None:
     # classes_per_release=1 does not rely on the independence of the noise across
-    # classes.  α = 0.05 per bound (fixed seed): false-failure rate ≤ 10 %.
+    # classes: one call per trial.  α = 0.01 per bound (fixed seed): false-failure rate
+    # ≤ 2 %.  μ_lb is 0.56–0.83 over seeds 0–4 (claim 0.92), so it is never 0 by chance.
     plan = _plan(4.0, Adjacency.REPLACE_ONE, dim=2)
     result = audit_latent_release_code(
-        plan, classes_per_release=1, num_trials=600, num_calibration_trials=300, seed=2
+        plan,
+        classes_per_release=1,
+        num_trials=600,
+        num_calibration_trials=300,
+        significance=0.01,
+        seed=2,
     )
     assert not result.violation_detected
     assert result.mu_lower_bound > 0.0

@@ -11,32 +11,19 @@ import numpy as np
 import numpy.typing as npt
 
 from privfed._checks import check_count, check_finite_nonnegative, check_finite_positive
-from privfed.dp.events import (
-    Accountant,
-    AccountantRelation,
-    Accounting,
-    Partition,
-    PartitionKey,
-    ReleaseEvent,
-    check_accountant,
-    check_adjacency,
-    check_bool,
-    check_relation,
-    check_sampler,
-    register_release,
-)
+from privfed.dp import events
 from privfed.dp.noise import DISCRETE_GAUSSIAN_SAMPLER, GAUSSIAN_SAMPLER, ROUNDED_GAUSSIAN_SAMPLER
 from privfed.dp.sensitivity import Adjacency
 from privfed.errors import LedgerError, ParameterError
 
 __all__ = ["GaussianRelease"]
 
-_ACCOUNTING: frozenset[Accounting] = frozenset(("gdp", "pld", "rdp"))
+_ACCOUNTING: frozenset[events.Accounting] = frozenset(("gdp", "pld", "rdp"))
 
 
-@register_release("gaussian")
+@events.register_release("gaussian")
 @dataclass(frozen=True)
-class GaussianRelease(ReleaseEvent):
+class GaussianRelease(events.ReleaseEvent):
     """One Gaussian mechanism release, validated at construction.
 
     Attributes:
@@ -59,14 +46,20 @@ class GaussianRelease(ReleaseEvent):
     noise stds (such as a latent-statistic plan) is recorded in whitened form:
     ``noise_std = 1`` and ``l2_sensitivity`` = its exact joint μ.
 
-    dp-accounting export: ``GaussianDpEvent(σ/Δ)`` with Δ already expressed
-    for ``adjacency``, for an accountant constructed with
-    ``NeighboringRelation.ADD_OR_REMOVE_ONE`` (:attr:`accountant_relation`),
-    PLD or RDP alike.
+    dp-accounting export (:meth:`to_dp_accounting_event`):
+    ``GaussianDpEvent(σ/Δ)`` with Δ already expressed for ``adjacency``, for an
+    accountant constructed with ``NeighboringRelation.ADD_OR_REMOVE_ONE``
+    (:attr:`accountant_relation`), PLD or RDP alike; ``NoOpDpEvent`` when
+    Δ = 0.  ``relation="replace-one"`` exports the multiplier ``2σ/Δ``,
+    because dp-accounting's PLD accountant shifts a replace-one Gaussian by
+    twice its unit sensitivity; it is only valid with ``accountant="pld"``
+    (dp-accounting's RDP accountant ignores the doubled sensitivity, so the
+    ``2σ/Δ`` event would make it under-report ε by about 2x: a
+    :class:`~privfed.errors.LedgerError` otherwise).
     """
 
     name: str
-    partition: Partition
+    partition: events.Partition
     l2_sensitivity: float
     noise_std: float
     adjacency: Adjacency
@@ -78,8 +71,7 @@ class GaussianRelease(ReleaseEvent):
         self._check_common()
         check_finite_nonnegative("l2_sensitivity", self.l2_sensitivity)
         check_finite_positive("noise_std", self.noise_std)
-        check_adjacency(self.adjacency)
-        sampler = check_sampler(self.sampler)
+        sampler = self._check_noise_fields()
         if sampler == DISCRETE_GAUSSIAN_SAMPLER:
             raise ParameterError(
                 "sampler",
@@ -87,7 +79,6 @@ class GaussianRelease(ReleaseEvent):
                 sampler,
                 detail="discrete-Gaussian releases are not accounted as continuous Gaussians",
             )
-        check_bool("seeded", self.seeded)
         if self.dimension is not None:
             check_count("dimension", self.dimension, minimum=1)
 
@@ -106,7 +97,7 @@ class GaussianRelease(ReleaseEvent):
     # -- accounting -------------------------------------------------------------------
 
     @property
-    def accounting(self) -> frozenset[Accounting]:
+    def accounting(self) -> frozenset[events.Accounting]:
         """``{"gdp", "pld", "rdp"}``: a Gaussian release is exactly GDP."""
         return _ACCOUNTING
 
@@ -139,39 +130,19 @@ class GaussianRelease(ReleaseEvent):
     # -- export -----------------------------------------------------------------------
 
     @property
-    def accountant_relation(self) -> AccountantRelation:
+    def accountant_relation(self) -> events.AccountantRelation:
         """Always ``"add-or-remove-one"``: the multiplier ``σ/Δ`` already carries Δ."""
         return "add-or-remove-one"
 
-    def to_dp_accounting_event(
-        self, *, relation: AccountantRelation | None = None, accountant: Accountant | None = None
+    def _dp_event(
+        self, relation: events.AccountantRelation, accountant: events.Accountant | None
     ) -> Any:
-        """Return a ``dp_accounting.GaussianDpEvent`` (``NoOpDpEvent`` when Δ = 0).
-
-        Args:
-            relation: ``None`` or ``"add-or-remove-one"`` (recommended): the
-                multiplier is ``σ/Δ`` with Δ already expressed for this
-                release's adjacency, correct for dp-accounting's PLD and RDP
-                accountants constructed with ``ADD_OR_REMOVE_ONE``.
-                ``"replace-one"``: the multiplier is ``2σ/Δ``, because
-                dp-accounting's PLD accountant shifts a replace-one Gaussian by
-                twice its unit sensitivity; only valid with ``accountant="pld"``.
-            accountant: ``"pld"``, ``"rdp"`` or ``None`` (unknown).
-
-        Raises:
-            ParameterError: Unknown ``relation`` or ``accountant``.
-            LedgerError: ``relation="replace-one"`` without ``accountant="pld"``:
-                dp-accounting's RDP accountant ignores the doubled replace-one
-                sensitivity of a Gaussian, so the ``2σ/Δ`` event would make it
-                under-report ε (by about 2x).
-        """
+        """``GaussianDpEvent(σ/Δ)``, ``2σ/Δ`` for a replace-one PLD accountant (see the class)."""
         import dp_accounting
 
-        wanted = self.accountant_relation if relation is None else check_relation(relation)
-        consumer = check_accountant(accountant)
         factor = 1.0
-        if wanted == "replace-one":
-            if consumer != "pld":
+        if relation == "replace-one":
+            if accountant != "pld":
                 raise LedgerError(
                     f"Gaussian release {self.name!r}: a 'replace-one' export (multiplier "
                     "2*sigma/Delta) is correct only for dp-accounting's PLD accountant; its RDP "
@@ -189,34 +160,11 @@ class GaussianRelease(ReleaseEvent):
     @classmethod
     def examples(cls) -> tuple[GaussianRelease, ...]:
         """Both adjacencies, a whitened release, a class-scheme one, a bare label."""
-        return (
-            cls(
-                name="sum",
-                partition=PartitionKey("class", 3),
-                l2_sensitivity=2.0,
-                noise_std=4.0,
-                adjacency=Adjacency.REPLACE_ONE,
-                sampler=GAUSSIAN_SAMPLER,
-                seeded=False,
-                dimension=8,
-            ),
-            cls(
-                name="counts",
-                partition=None,
-                l2_sensitivity=1.0,
-                noise_std=1.5,
-                adjacency=Adjacency.ADD_REMOVE,
-                sampler=ROUNDED_GAUSSIAN_SAMPLER,
-                seeded=True,
-            ),
-            cls(
-                name="latent-statistics",
-                partition="class-b",
-                l2_sensitivity=0.4,
-                noise_std=1.0,
-                adjacency=Adjacency.ADD_REMOVE,
-                sampler=GAUSSIAN_SAMPLER,
-                seeded=True,
-                dimension=73,
-            ),
+        replace, add_remove = Adjacency.REPLACE_ONE, Adjacency.ADD_REMOVE
+        rows = (
+            # name, partition, Δ, σ, adjacency, sampler, seeded, dimension
+            ("sum", events.PartitionKey("class", 3), 2.0, 4.0, replace, GAUSSIAN_SAMPLER, False, 8),
+            ("counts", None, 1.0, 1.5, add_remove, ROUNDED_GAUSSIAN_SAMPLER, True, None),
+            ("latent-statistics", "class-b", 0.4, 1.0, add_remove, GAUSSIAN_SAMPLER, True, 73),
         )
+        return tuple(cls(*row) for row in rows)

@@ -10,32 +10,19 @@ import numpy as np
 import numpy.typing as npt
 
 from privfed._checks import check_count, check_finite_positive, to_float
-from privfed.dp.events import (
-    Accountant,
-    AccountantRelation,
-    Accounting,
-    Partition,
-    PartitionKey,
-    ReleaseEvent,
-    check_accountant,
-    check_adjacency,
-    check_bool,
-    check_relation,
-    check_sampler,
-    register_release,
-)
+from privfed.dp import events
 from privfed.dp.sensitivity import Adjacency
 from privfed.errors import LedgerError, ParameterError
 
 __all__ = ["SubsampledGaussianRelease"]
 
-_ADD_REMOVE_ACCOUNTING: frozenset[Accounting] = frozenset(("pld", "rdp"))
-_REPLACE_ACCOUNTING: frozenset[Accounting] = frozenset(("pld",))
+_ADD_REMOVE_ACCOUNTING: frozenset[events.Accounting] = frozenset(("pld", "rdp"))
+_REPLACE_ACCOUNTING: frozenset[events.Accounting] = frozenset(("pld",))
 
 
-@register_release("subsampled-gaussian")
+@events.register_release("subsampled-gaussian")
 @dataclass(frozen=True)
-class SubsampledGaussianRelease(ReleaseEvent):
+class SubsampledGaussianRelease(events.ReleaseEvent):
     """A DP-SGD style release: ``steps`` Poisson-subsampled Gaussian steps.
 
     Attributes:
@@ -65,10 +52,17 @@ class SubsampledGaussianRelease(ReleaseEvent):
     for ADD_REMOVE only: dp-accounting has no RDP bound for Poisson sampling
     under replace-one.  So ``accounting`` is ``{"pld", "rdp"}`` under
     ADD_REMOVE and ``{"pld"}`` under REPLACE_ONE.
+
+    dp-accounting export (:meth:`to_dp_accounting_event`):
+    ``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(σ/C)),
+    steps)``, only for :attr:`accountant_relation` (a subsampled release has no
+    exact translation across relations) and, under replace-one, not for the RDP
+    accountant (no RDP bound; with ``accountant=None`` dp-accounting's RDP
+    accountant refuses a Poisson-sampled event by itself).
     """
 
     name: str
-    partition: Partition
+    partition: events.Partition
     noise_multiplier: float
     sampling_rate: float
     steps: int
@@ -83,14 +77,12 @@ class SubsampledGaussianRelease(ReleaseEvent):
         if not (0.0 < rate <= 1.0):
             raise ParameterError("sampling_rate", "a float in (0, 1]", self.sampling_rate)
         check_count("steps", self.steps, minimum=1)
-        check_adjacency(self.adjacency)
-        check_sampler(self.sampler)
-        check_bool("seeded", self.seeded)
+        self._check_noise_fields()
 
     # -- accounting -------------------------------------------------------------------
 
     @property
-    def accounting(self) -> frozenset[Accounting]:
+    def accounting(self) -> frozenset[events.Accounting]:
         """``{"pld", "rdp"}`` under ADD_REMOVE, ``{"pld"}`` under REPLACE_ONE."""
         if self.adjacency is Adjacency.REPLACE_ONE:
             return _REPLACE_ACCOUNTING
@@ -141,7 +133,7 @@ class SubsampledGaussianRelease(ReleaseEvent):
     # -- export -----------------------------------------------------------------------
 
     @property
-    def accountant_relation(self) -> AccountantRelation:
+    def accountant_relation(self) -> events.AccountantRelation:
         """``"replace-one"`` under REPLACE_ONE, else ``"add-or-remove-one"``.
 
         dp-accounting models a replaced example as gradient sums at ``±C``
@@ -152,34 +144,18 @@ class SubsampledGaussianRelease(ReleaseEvent):
             return "replace-one"
         return "add-or-remove-one"
 
-    def to_dp_accounting_event(
-        self, *, relation: AccountantRelation | None = None, accountant: Accountant | None = None
+    def _dp_event(
+        self, relation: events.AccountantRelation, accountant: events.Accountant | None
     ) -> Any:
-        """Return ``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(σ/C)), steps)``.
-
-        Args:
-            relation: ``None`` (default) or :attr:`accountant_relation`.
-            accountant: ``"pld"``, ``"rdp"`` or ``None`` (unknown: under
-                replace-one dp-accounting's RDP accountant refuses a
-                Poisson-sampled event by itself).
-
-        Raises:
-            ParameterError: Unknown ``relation`` or ``accountant``.
-            LedgerError: ``relation`` differs from the release's adjacency (a
-                subsampled release has no exact translation across them), or
-                ``accountant="rdp"`` under replace-one (no RDP bound).
-        """
+        """The self-composed subsampled event (see the class); refuses other relations."""
         import dp_accounting
 
-        wanted = self.accountant_relation
-        chosen = wanted if relation is None else check_relation(relation)
-        consumer = check_accountant(accountant)
-        if chosen != wanted:
+        if relation != self.accountant_relation:
             raise LedgerError(
                 f"a subsampled release under {self.adjacency.value!r} cannot be exported for "
-                f"a {chosen!r} accountant"
+                f"a {relation!r} accountant"
             )
-        if consumer == "rdp" and "rdp" not in self.accounting:
+        if accountant == "rdp" and "rdp" not in self.accounting:
             raise LedgerError(
                 f"subsampled release {self.name!r} under 'replace-one' cannot be exported for "
                 "dp-accounting's RDP accountant: it has no RDP bound for Poisson sampling under "
@@ -196,35 +172,13 @@ class SubsampledGaussianRelease(ReleaseEvent):
     @classmethod
     def examples(cls) -> tuple[SubsampledGaussianRelease, ...]:
         """Both adjacencies, a cell-scheme partition, a full-batch release."""
-        return (
-            cls(
-                name="factory class=0 client=1",
-                partition=PartitionKey("cell", "class=0/client=1"),
-                noise_multiplier=2.0,
-                sampling_rate=0.1,
-                steps=4,
-                adjacency=Adjacency.REPLACE_ONE,
-                sampler="torch-generator-gaussian",
-                seeded=True,
-            ),
-            cls(
-                name="dp-sgd",
-                partition=0,
-                noise_multiplier=2.0,
-                sampling_rate=0.05,
-                steps=6,
-                adjacency=Adjacency.ADD_REMOVE,
-                sampler="torch-normal",
-                seeded=False,
-            ),
-            cls(
-                name="full-batch",
-                partition=None,
-                noise_multiplier=3.0,
-                sampling_rate=1.0,
-                steps=2,
-                adjacency=Adjacency.ADD_REMOVE,
-                sampler="torch-normal",
-                seeded=True,
-            ),
+        replace, add_remove = Adjacency.REPLACE_ONE, Adjacency.ADD_REMOVE
+        cell = events.PartitionKey("cell", "class=0/client=1")
+        generator = "torch-generator-gaussian"
+        rows = (
+            # name, partition, σ/C, q, steps, adjacency, sampler, seeded
+            ("factory class=0 client=1", cell, 2.0, 0.1, 4, replace, generator, True),
+            ("dp-sgd", 0, 2.0, 0.05, 6, add_remove, "torch-normal", False),
+            ("full-batch", None, 3.0, 1.0, 2, add_remove, "torch-normal", True),
         )
+        return tuple(cls(*row) for row in rows)

@@ -8,7 +8,9 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from privfed._checks import check_int
 from privfed.engines._rng import seeded_global_rng
+from privfed.engines._training import train_epochs
 from privfed.engines.codecs.base import check_images, check_latents
 from privfed.errors import ParameterError
 
@@ -108,8 +110,7 @@ class ConvAutoencoderCodec:
             ("epochs", epochs),
             ("batch_size", batch_size),
         ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ParameterError(name, "an int >= 1", value)
+            check_int(name, value, minimum=1, type_error=False)
         if not math.isfinite(learning_rate) or learning_rate <= 0:
             raise ParameterError("learning_rate", "a finite float > 0", learning_rate)
         if images.shape[0] < 2:
@@ -117,21 +118,20 @@ class ConvAutoencoderCodec:
         with seeded_global_rng(seed):
             net = _Net(shape[0], shape[1], shape[2], latent_dim)
             optimiser = torch.optim.Adam(net.parameters(), lr=learning_rate)
-            shuffler = torch.Generator().manual_seed(seed)
-            n = images.shape[0]
-            for epoch in range(1, epochs + 1):
-                order = torch.randperm(n, generator=shuffler)
-                total, batches = 0.0, 0
-                for start in range(0, n, batch_size):
-                    x = images[order[start : start + batch_size]]
-                    optimiser.zero_grad(set_to_none=True)
-                    loss = nn.functional.mse_loss(net.decode(net.encoder(x)), x)
-                    loss.backward()  # type: ignore[no-untyped-call]
-                    optimiser.step()
-                    total += float(loss.detach())
-                    batches += 1
-                if progress is not None:
-                    progress(epoch, epochs, total / batches)
+
+            def reconstruction_loss(idx: torch.Tensor) -> torch.Tensor:
+                x = images[idx]
+                return nn.functional.mse_loss(net.decode(net.encoder(x)), x)
+
+            train_epochs(
+                reconstruction_loss,
+                optimiser,
+                images.shape[0],
+                epochs=epochs,
+                batch_size=batch_size,
+                shuffler=torch.Generator().manual_seed(seed),
+                progress=progress,
+            )
         net.eval()
         with torch.no_grad():
             raw = net.encoder(images)

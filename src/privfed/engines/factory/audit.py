@@ -50,6 +50,7 @@ import torch
 from numpy.typing import NDArray
 
 from privfed._checks import check_choice, check_float, check_int, check_probability
+from privfed._records import field_dict
 from privfed.audit import (
     MembershipMetrics,
     PrivacyLowerBound,
@@ -150,20 +151,7 @@ class FactoryAuditConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dictionary."""
-        return {
-            "max_factories": self.max_factories,
-            "max_records": self.max_records,
-            "noise_stds": list(self.noise_stds),
-            "num_noise_draws": self.num_noise_draws,
-            "fprs": list(self.fprs),
-            "confidence": self.confidence,
-            "significance": self.significance,
-            "delta": self.delta,
-            "objective": self.objective,
-            "calibration_fraction": self.calibration_fraction,
-            "batch_size": self.batch_size,
-            "seed": self.seed,
-        }
+        return {**field_dict(self), "noise_stds": list(self.noise_stds), "fprs": list(self.fprs)}
 
 
 @dataclass(frozen=True)
@@ -237,16 +225,7 @@ class FactoryAudit:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dictionary."""
-        return {
-            "class_id": self.class_id,
-            "client_id": self.client_id,
-            "factory_type": self.factory_type,
-            "basis": self.basis,
-            "num_members": self.num_members,
-            "num_nonmembers": self.num_nonmembers,
-            "attacks": [a.to_dict() for a in self.attacks],
-            "seconds": self.seconds,
-        }
+        return {**field_dict(self), "attacks": [a.to_dict() for a in self.attacks]}
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,13 @@ a malicious courier should sign ``manifest.json`` (which pins the weights).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal, Protocol, runtime_checkable
+from typing import Any, ClassVar, Final, Literal, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import torch
@@ -33,6 +34,8 @@ from safetensors.torch import load as safetensors_load
 from safetensors.torch import save_file
 
 from privfed._checks import check_bool, check_choice, check_float, check_int, check_str
+from privfed._records import field_dict
+from privfed._version import __version__
 from privfed.errors import (
     ArtifactIntegrityError,
     NonFiniteInputError,
@@ -46,9 +49,11 @@ __all__ = [
     "WEIGHTS_FILENAME",
     "ClientId",
     "Factory",
+    "FactoryBase",
     "FactoryManifest",
     "PrivacyRecord",
     "load_verified_tensors",
+    "not_fitted_error",
     "read_manifest",
     "save_factory",
     "tensors_sha256",
@@ -291,17 +296,12 @@ class FactoryManifest:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dictionary (without the manifest's own checksum)."""
         return {
-            "format_version": self.format_version,
-            "factory_type": self.factory_type,
-            "class_id": self.class_id,
-            "client_id": self.client_id,
-            "sample_count": self.sample_count,
+            "format_version": self.format_version,  # first; the rest in field order
+            **field_dict(self),
             "image_shape": list(self.image_shape),
             "architecture": dict(self.architecture),
             "training": dict(self.training),
             "privacy": self.privacy.to_dict(),
-            "library_version": self.library_version,
-            "weights_sha256": self.weights_sha256,
             "extra": dict(self.extra),
         }
 
@@ -386,6 +386,145 @@ class Factory(Protocol):
         ...
 
 
+def not_fitted_error(what: str = "a fitted factory (call fit or load first)") -> ParameterError:
+    """The error raised when an unfitted factory is used (``self`` names the object)."""
+    return ParameterError("self", what, "unfitted")
+
+
+_FactoryT = TypeVar("_FactoryT", bound="FactoryBase")
+
+
+class FactoryBase:
+    """State and persistence shared by the built-in factories.
+
+    A subclass sets :attr:`factory_type`, implements :meth:`state_tensors`,
+    :meth:`_parameter_tensors` and :meth:`_manifest_configs`, calls
+    :meth:`_init_identity` from its constructor and sets ``_image_shape``,
+    ``_sample_count`` and (for a private fit) ``_privacy`` when it commits a
+    fit.  It gets the fitted state, sizes and privacy record, the weights
+    digest, the manifest, :meth:`save`, and (for its ``load``)
+    :meth:`_load_checked` and :meth:`_set_loaded`.
+    """
+
+    #: Registered type name written into manifests.
+    factory_type: ClassVar[str]
+
+    class_id: int | None
+    client_id: ClientId | None
+    _image_shape: tuple[int, int, int] | None
+    _sample_count: int
+    _privacy: PrivacyRecord
+
+    def _init_identity(self, class_id: int | None, client_id: ClientId | None) -> None:
+        self.class_id = None if class_id is None else validate_class_id(class_id)
+        self.client_id = None if client_id is None else validate_client_id(client_id)
+        self._image_shape = None
+        self._sample_count = 0
+        self._privacy = PrivacyRecord()
+
+    @property
+    def is_fitted(self) -> bool:
+        """Whether the factory has been fitted or loaded."""
+        return self._image_shape is not None
+
+    def _parameter_tensors(self) -> list[torch.Tensor]:
+        """The fitted tensors counted by :attr:`num_parameters`."""
+        raise NotImplementedError
+
+    @property
+    def num_parameters(self) -> int:
+        """Number of scalar values shipped (0 before fitting)."""
+        if not self.is_fitted:
+            return 0
+        return int(sum(t.numel() for t in self._parameter_tensors()))
+
+    @property
+    def sample_count(self) -> int:
+        """Number of real images the factory was fitted on (0 before fitting)."""
+        return self._sample_count
+
+    @property
+    def image_shape(self) -> tuple[int, int, int] | None:
+        """``(C, H, W)`` of generated images, ``None`` before fitting."""
+        return self._image_shape
+
+    @property
+    def privacy(self) -> PrivacyRecord:
+        """How the current weights were protected."""
+        return self._privacy
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """The tensors that define the fitted factory (what is shipped)."""
+        raise NotImplementedError
+
+    def _manifest_configs(
+        self, tensors: Mapping[str, torch.Tensor]
+    ) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+        """The manifest's ``architecture`` and ``training`` entries."""
+        raise NotImplementedError
+
+    def weights_sha256(self) -> str:
+        """SHA-256 of the shipped tensors (see :func:`tensors_sha256`)."""
+        return tensors_sha256(self.state_tensors())
+
+    def manifest(self) -> FactoryManifest:
+        """Manifest of the fitted factory (``weights_sha256`` of its tensors).
+
+        Raises:
+            ParameterError: The factory is not fitted.
+        """
+        tensors = self.state_tensors()
+        shape = self._image_shape
+        if shape is None:  # pragma: no cover -- set together with the tensors
+            raise not_fitted_error("a fitted factory")
+        architecture, training = self._manifest_configs(tensors)
+        return FactoryManifest(
+            factory_type=self.factory_type,
+            class_id=self.class_id,
+            client_id=self.client_id,
+            sample_count=self._sample_count,
+            image_shape=shape,
+            architecture=architecture,
+            training=training,
+            privacy=self.privacy,
+            library_version=__version__,
+            weights_sha256=tensors_sha256(tensors),
+        )
+
+    def save(self, directory: str | Path) -> Path:
+        """Write ``weights.safetensors`` and a checksummed ``manifest.json``.
+
+        Returns:
+            The directory.
+
+        Raises:
+            ParameterError: The factory is not fitted.
+        """
+        return save_factory(directory, self.state_tensors(), self.manifest())
+
+    @classmethod
+    def _load_checked(
+        cls, directory: str | Path
+    ) -> tuple[FactoryManifest, dict[str, torch.Tensor]]:
+        """Verified manifest and tensors of a saved factory of this class's type.
+
+        Raises:
+            ArtifactIntegrityError: As :func:`load_verified_tensors`, or the
+                manifest names another factory type.
+        """
+        manifest, tensors = load_verified_tensors(directory)
+        if manifest.factory_type != cls.factory_type:
+            raise ArtifactIntegrityError(MANIFEST_FILENAME, "factory type mismatch")
+        return manifest, tensors
+
+    def _set_loaded(self: _FactoryT, manifest: FactoryManifest) -> _FactoryT:
+        """Take the image shape and sample count from a loaded manifest; return ``self``."""
+        c, h, w = manifest.image_shape
+        self._image_shape = (c, h, w)
+        self._sample_count = manifest.sample_count
+        return self
+
+
 def save_factory(
     directory: str | Path, tensors: Mapping[str, torch.Tensor], manifest: FactoryManifest
 ) -> Path:
@@ -410,29 +549,10 @@ def save_factory(
     weights_path = path / WEIGHTS_FILENAME
     save_file(cpu, str(weights_path))
     weights_sha = hashlib.sha256(weights_path.read_bytes()).hexdigest()
-    body = FactoryManifest(
-        **{**_manifest_fields(manifest), "weights_sha256": weights_sha}
-    ).to_dict()
+    body = dataclasses.replace(manifest, weights_sha256=weights_sha).to_dict()
     body["manifest_sha256"] = hashlib.sha256(_canonical_json(body)).hexdigest()
     (path / MANIFEST_FILENAME).write_text(json.dumps(body, indent=2, sort_keys=True) + "\n")
     return path
-
-
-def _manifest_fields(manifest: FactoryManifest) -> dict[str, Any]:
-    return {
-        "factory_type": manifest.factory_type,
-        "class_id": manifest.class_id,
-        "client_id": manifest.client_id,
-        "sample_count": manifest.sample_count,
-        "image_shape": manifest.image_shape,
-        "architecture": manifest.architecture,
-        "training": manifest.training,
-        "privacy": manifest.privacy,
-        "library_version": manifest.library_version,
-        "weights_sha256": manifest.weights_sha256,
-        "format_version": manifest.format_version,
-        "extra": manifest.extra,
-    }
 
 
 def read_manifest(directory: str | Path) -> FactoryManifest:

@@ -34,6 +34,7 @@ loaded machine a step of this tiny model can be tens of times slower.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -41,17 +42,12 @@ from typing import Any, ClassVar
 import torch
 
 from privfed._checks import check_bool, check_float, check_int, check_optional_int
-from privfed._version import __version__
 from privfed.engines._rng import seeded_global_rng
 from privfed.engines.factory.base import (
     ClientId,
-    FactoryManifest,
+    FactoryBase,
     PrivacyRecord,
-    load_verified_tensors,
-    save_factory,
-    tensors_sha256,
-    validate_class_id,
-    validate_client_id,
+    not_fitted_error,
     validate_images,
 )
 from privfed.engines.factory.dpsgd import DPSGDConfig, GaussianNoiseSource, dp_sgd_step
@@ -241,7 +237,7 @@ def edm_sigmas(config: EDMConfig, *, dtype: torch.dtype = torch.float64) -> torc
     return torch.cat([sig, torch.zeros(1, dtype=torch.float64)]).to(dtype)
 
 
-class EDMDiffusionFactory:
+class EDMDiffusionFactory(FactoryBase):
     """Per-(class, client) EDM diffusion model on a small diffusers UNet.
 
     Args:
@@ -280,12 +276,8 @@ class EDMDiffusionFactory:
         self.unet_config = unet if unet is not None else UNetConfig()
         self.edm = edm if edm is not None else EDMConfig()
         self.training = training if training is not None else EDMTrainingConfig()
-        self.class_id = None if class_id is None else validate_class_id(class_id)
-        self.client_id = None if client_id is None else validate_client_id(client_id)
+        self._init_identity(class_id, client_id)
         self._model: Any = None
-        self._image_shape: tuple[int, int, int] | None = None
-        self._sample_count = 0
-        self._privacy = PrivacyRecord()
         self.loss_history: list[float] = []
 
     def __repr__(self) -> str:
@@ -364,32 +356,9 @@ class EDMDiffusionFactory:
 
     # -- Factory protocol ----------------------------------------------------------
 
-    @property
-    def is_fitted(self) -> bool:
-        """Whether the factory has been trained or loaded."""
-        return self._model is not None
-
-    @property
-    def num_parameters(self) -> int:
-        """Number of scalar weights shipped (0 before fitting)."""
-        if self._model is None:
-            return 0
-        return int(sum(p.numel() for p in self._model.parameters()))
-
-    @property
-    def sample_count(self) -> int:
-        """Number of real images the factory was fitted on (0 before fitting)."""
-        return self._sample_count
-
-    @property
-    def image_shape(self) -> tuple[int, int, int] | None:
-        """``(C, H, W)`` of generated images, ``None`` before fitting."""
-        return self._image_shape
-
-    @property
-    def privacy(self) -> PrivacyRecord:
-        """How the current weights were protected."""
-        return self._privacy
+    def _parameter_tensors(self) -> list[torch.Tensor]:
+        # The UNet's weights (its buffers are shipped too but are not parameters).
+        return list(self._model.parameters())
 
     def fit(self, images: torch.Tensor) -> EDMDiffusionFactory:
         """Train from scratch on one client's images of one class.
@@ -505,7 +474,7 @@ class EDMDiffusionFactory:
         """
         check_int("n", n, minimum=0, expected=None)
         if self._model is None or self._image_shape is None:
-            raise ParameterError("self", "a fitted factory (call fit or load first)", "unfitted")
+            raise not_fitted_error()
         if generator is not None and not isinstance(generator, torch.Generator):
             raise ParameterTypeError("generator", "a torch.Generator or None", generator)
         c, h, w = self._image_shape
@@ -568,7 +537,7 @@ class EDMDiffusionFactory:
             NonFiniteInputError: ``noisy_images`` holds NaN or infinity.
         """
         if self._model is None or self._image_shape is None:
-            raise ParameterError("self", "a fitted factory (call fit or load first)", "unfitted")
+            raise not_fitted_error()
         check_float(
             "noise_std", noise_std, low=0, open_low=True, numpy=False, expected="a finite float"
         )
@@ -599,46 +568,14 @@ class EDMDiffusionFactory:
             ParameterError: The factory is not fitted.
         """
         if self._model is None:
-            raise ParameterError("self", "a fitted factory (call fit or load first)", "unfitted")
+            raise not_fitted_error()
         return {k: v.detach().cpu().contiguous() for k, v in self._model.state_dict().items()}
 
-    def weights_sha256(self) -> str:
-        """SHA-256 of the weights (see :func:`~privfed.engines.factory.base.tensors_sha256`)."""
-        return tensors_sha256(self.state_tensors())
-
-    def manifest(self) -> FactoryManifest:
-        """Manifest of the fitted factory (``weights_sha256`` of its tensors).
-
-        Raises:
-            ParameterError: The factory is not fitted.
-        """
-        tensors = self.state_tensors()
-        shape = self._image_shape
-        if shape is None:  # pragma: no cover -- set together with the model
-            raise ParameterError("self", "a fitted factory", "unfitted")
-        return FactoryManifest(
-            factory_type=self.factory_type,
-            class_id=self.class_id,
-            client_id=self.client_id,
-            sample_count=self._sample_count,
-            image_shape=shape,
-            architecture={"unet": self.unet_config.to_dict(), "edm": self.edm.to_dict()},
-            training=self.training.to_dict(),
-            privacy=self._privacy,
-            library_version=__version__,
-            weights_sha256=tensors_sha256(tensors),
-        )
-
-    def save(self, directory: str | Path) -> Path:
-        """Write ``weights.safetensors`` and a checksummed ``manifest.json``.
-
-        Returns:
-            The directory.
-
-        Raises:
-            ParameterError: The factory is not fitted.
-        """
-        return save_factory(directory, self.state_tensors(), self.manifest())
+    def _manifest_configs(
+        self, tensors: Mapping[str, torch.Tensor]
+    ) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+        architecture = {"unet": self.unet_config.to_dict(), "edm": self.edm.to_dict()}
+        return architecture, self.training.to_dict()
 
     @classmethod
     def load(cls, directory: str | Path, *, device: str = "cpu") -> EDMDiffusionFactory:
@@ -652,9 +589,7 @@ class EDMDiffusionFactory:
             ArtifactIntegrityError: Missing file, checksum mismatch, malformed
                 manifest, or a manifest of another factory type.
         """
-        manifest, tensors = load_verified_tensors(directory)
-        if manifest.factory_type != cls.factory_type:
-            raise ArtifactIntegrityError("manifest.json", "factory type mismatch")
+        manifest, tensors = cls._load_checked(directory)
         try:
             arch = manifest.architecture
             unet = UNetConfig(
@@ -688,7 +623,5 @@ class EDMDiffusionFactory:
             raise ArtifactIntegrityError("weights.safetensors", "tensors do not match") from None
         model.eval()
         factory._model = model
-        factory._image_shape = (c, h, w)
-        factory._sample_count = manifest.sample_count
         factory._privacy = manifest.privacy
-        return factory
+        return factory._set_loaded(manifest)

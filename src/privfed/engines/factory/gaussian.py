@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -44,17 +45,11 @@ import numpy as np
 import torch
 
 from privfed._checks import check_int
-from privfed._version import __version__
 from privfed.engines.codecs.base import Codec
 from privfed.engines.factory.base import (
     ClientId,
-    FactoryManifest,
-    PrivacyRecord,
-    load_verified_tensors,
-    save_factory,
-    tensors_sha256,
-    validate_class_id,
-    validate_client_id,
+    FactoryBase,
+    not_fitted_error,
     validate_images,
 )
 from privfed.errors import ArtifactIntegrityError, ParameterError, ParameterTypeError
@@ -130,11 +125,13 @@ def _gaussian_log_density(
     return -0.5 * (dim * math.log(2.0 * math.pi) + log_det + quad)
 
 
-class LatentGaussianFactory:
+class LatentGaussianFactory(FactoryBase):
     """A Gaussian per (class, client) in a private-PCA or public-codec latent space.
 
     Fits in milliseconds.  See the module docstring for the two modes and what
-    each one releases.
+    each one releases.  Its :attr:`privacy` is always ``mechanism="none"``:
+    this factory has no formal guarantee.  In codec mode :meth:`save` writes
+    the codec's fingerprint, never the codec.
 
     Args:
         latent_dim: Private-PCA mode: number ``k`` of principal directions
@@ -172,13 +169,10 @@ class LatentGaussianFactory:
         if latent_dim is None:
             latent_dim = 16 if codec is None else int(codec.latent_dim)
         self.latent_dim = latent_dim
-        self.class_id = None if class_id is None else validate_class_id(class_id)
-        self.client_id = None if client_id is None else validate_client_id(client_id)
+        self._init_identity(class_id, client_id)
         self._codec = codec
         self._codec_fingerprint = None if codec is None else codec_fingerprint(codec)
         self._tensors: dict[str, torch.Tensor] | None = None
-        self._image_shape: tuple[int, int, int] | None = None
-        self._sample_count = 0
 
     def __repr__(self) -> str:
         state = "fitted" if self.is_fitted else "unfitted"
@@ -197,32 +191,9 @@ class LatentGaussianFactory:
         """The public codec of codec mode, ``None`` in private-PCA mode."""
         return self._codec
 
-    @property
-    def is_fitted(self) -> bool:
-        """Whether the factory has been fitted or loaded."""
-        return self._tensors is not None
-
-    @property
-    def num_parameters(self) -> int:
-        """Number of scalar values shipped (0 before fitting; the codec is not shipped)."""
-        if self._tensors is None:
-            return 0
-        return int(sum(t.numel() for t in self._tensors.values()))
-
-    @property
-    def sample_count(self) -> int:
-        """Number of real images fitted on (0 before fitting)."""
-        return self._sample_count
-
-    @property
-    def image_shape(self) -> tuple[int, int, int] | None:
-        """``(C, H, W)`` of generated images, ``None`` before fitting."""
-        return self._image_shape
-
-    @property
-    def privacy(self) -> PrivacyRecord:
-        """Always ``mechanism="none"``: this factory has no formal guarantee."""
-        return PrivacyRecord()
+    def _parameter_tensors(self) -> list[torch.Tensor]:
+        # The shipped tensors; the codec is not shipped.
+        return list(self._require_fitted()[0].values())
 
     def _latent_floor(self, codec: Codec) -> float:
         r = float(codec.default_clip_norm)
@@ -296,7 +267,7 @@ class LatentGaussianFactory:
 
     def _require_fitted(self) -> tuple[dict[str, torch.Tensor], tuple[int, int, int]]:
         if self._tensors is None or self._image_shape is None:
-            raise ParameterError("self", "a fitted factory (call fit or load first)", "unfitted")
+            raise not_fitted_error()
         return self._tensors, self._image_shape
 
     def _check_queries(self, images: object, shape: tuple[int, int, int]) -> torch.Tensor:
@@ -410,23 +381,13 @@ class LatentGaussianFactory:
             ParameterError: The factory is not fitted.
         """
         if self._tensors is None:
-            raise ParameterError("self", "a fitted factory (call fit or load first)", "unfitted")
+            raise not_fitted_error()
         return {k: v.clone() for k, v in self._tensors.items()}
 
-    def weights_sha256(self) -> str:
-        """SHA-256 of the shipped tensors."""
-        return tensors_sha256(self.state_tensors())
-
-    def manifest(self) -> FactoryManifest:
-        """Manifest of the fitted factory (basis and codec fingerprint included).
-
-        Raises:
-            ParameterError: The factory is not fitted.
-        """
-        tensors = self.state_tensors()
-        shape = self._image_shape
-        if shape is None:  # pragma: no cover -- set together with the tensors
-            raise ParameterError("self", "a fitted factory", "unfitted")
+    def _manifest_configs(
+        self, tensors: Mapping[str, torch.Tensor]
+    ) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+        # The basis and, in codec mode, the codec's fingerprint.
         architecture: dict[str, Any] = {"latent_dim": self.latent_dim, "basis": self.basis}
         if self._codec is None:
             architecture["fitted_dim"] = int(tensors["scales"].numel())
@@ -437,25 +398,7 @@ class LatentGaussianFactory:
                 "fingerprint": self._codec_fingerprint,
             }
             method = "latent-gaussian-mle"
-        return FactoryManifest(
-            factory_type=self.factory_type,
-            class_id=self.class_id,
-            client_id=self.client_id,
-            sample_count=self._sample_count,
-            image_shape=shape,
-            architecture=architecture,
-            training={"method": method},
-            privacy=self.privacy,
-            library_version=__version__,
-            weights_sha256=tensors_sha256(tensors),
-        )
-
-    def save(self, directory: str | Path) -> Path:
-        """Write ``weights.safetensors`` and a checksummed ``manifest.json``.
-
-        In codec mode the codec is not written: only its fingerprint.
-        """
-        return save_factory(directory, self.state_tensors(), self.manifest())
+        return architecture, {"method": method}
 
     @classmethod
     def load(cls, directory: str | Path, *, codec: Codec | None = None) -> LatentGaussianFactory:
@@ -476,9 +419,7 @@ class LatentGaussianFactory:
         """
         if codec is not None and not isinstance(codec, Codec):
             raise ParameterTypeError("codec", "a privfed.engines.codecs.Codec or None", codec)
-        manifest, tensors = load_verified_tensors(directory)
-        if manifest.factory_type != cls.factory_type:
-            raise ArtifactIntegrityError("manifest.json", "factory type mismatch")
+        manifest, tensors = cls._load_checked(directory)
         arch = manifest.architecture
         basis = arch.get("basis", "private-pca")
         if basis not in ("private-pca", "public-codec"):
@@ -523,6 +464,4 @@ class LatentGaussianFactory:
         if not shapes_ok:
             raise ArtifactIntegrityError("weights.safetensors", "tensors do not match")
         factory._tensors = {name: tensors[name].float() for name in names}
-        factory._image_shape = (c, h, w)
-        factory._sample_count = manifest.sample_count
-        return factory
+        return factory._set_loaded(manifest)

@@ -52,7 +52,6 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -60,6 +59,7 @@ import torch
 from safetensors.torch import save as safetensors_bytes
 
 from privfed._checks import check_bool, check_choice, check_float, check_int, check_probability
+from privfed._records import field_dict
 from privfed.engines.codecs.base import Codec
 from privfed.engines.factory.audit import (
     FactoryAuditConfig,
@@ -77,15 +77,12 @@ from privfed.engines.factory.fedavg import run_fedavg
 from privfed.engines.factory.gaussian import LatentGaussianFactory
 from privfed.engines.factory.matrix import FactoryMatrix, SyntheticDataset
 from privfed.engines.job import (
-    EVALUATION_NOTICE,
-    RELEASE_NOTICE,
-    SAMPLES_FILENAME,
-    SYNTHETIC_FILENAME,
     RunArtifacts,
     StageClock,
-    check_device,
-    torch_threads,
-    write_artifacts,
+    WritesArtifacts,
+    evaluation_document,
+    release_document,
+    run_job,
 )
 from privfed.engines.latent.audit import AuditInputs
 from privfed.errors import ParameterError, ParameterTypeError
@@ -243,37 +240,12 @@ class FactoryPipelineConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dictionary."""
-        return {
-            "scenario": self.scenario,
-            "num_clients": self.num_clients,
-            "dirichlet_alpha": self.dirichlet_alpha,
-            "factory": self.factory,
-            "latent_dim": self.latent_dim,
-            "unet": self.unet.to_dict(),
-            "edm": self.edm.to_dict(),
-            "edm_training": self.edm_training.to_dict(),
-            "min_records_per_factory": self.min_records_per_factory,
-            "synthetic_per_class": self.synthetic_per_class,
-            "classifier_epochs": self.classifier_epochs,
-            "fedavg_rounds": self.fedavg_rounds,
-            "fedavg_local_epochs": self.fedavg_local_epochs,
-            "centralized": self.centralized,
-            "test_fraction": self.test_fraction,
-            "delta": self.delta,
-            "seed": self.seed,
-            "device": self.device,
-            "gaussian_basis": self.gaussian_basis,
-            "public_fraction": self.public_fraction,
-            "audit": self.audit,
-            "audit_config": self.audit_config.to_dict(),
-            "num_threads": self.num_threads,
-            "dataset": self.dataset,
-            "num_classes": self.num_classes,
-        }
+        nested = ("unet", "edm", "edm_training", "audit_config")
+        return {**field_dict(self), **{name: getattr(self, name).to_dict() for name in nested}}
 
 
 @dataclass(frozen=True)
-class FactoryPipelineReport:
+class FactoryPipelineReport(WritesArtifacts):
     """Outcome of :func:`run_factory_pipeline` (accuracies in [0, 1]).
 
     Attributes:
@@ -355,30 +327,18 @@ class FactoryPipelineReport:
                 "accountant": f"privfed.dp.PrivacyLedger ({guarantee.method})",
                 "ledger_sha256": hashlib.sha256(ledger_text.encode()).hexdigest(),
             }
-        return {
-            "format": "privfed.release",
-            "version": 1,
-            "notice": RELEASE_NOTICE,
-            "engine": "factory",
-            "public": {"config": self.config.to_dict()},
-            "dp": dp,
-            "synthetic": {
-                "samples_per_class": self.config.synthetic_per_class,
-                "files": [SAMPLES_FILENAME, SYNTHETIC_FILENAME],
-            },
-        }
+        return release_document(
+            "factory",
+            public={"config": self.config.to_dict()},
+            dp=dp,
+            samples_per_class=self.config.synthetic_per_class,
+        )
 
     def evaluation_dict(self) -> dict[str, Any]:
         """``evaluation.json``: accuracies, exact counts, bytes, timings and the audit."""
         body = self.to_dict()
         body.pop("config")
-        return {
-            "format": "privfed.evaluation",
-            "version": 1,
-            "notice": EVALUATION_NOTICE,
-            "engine": "factory",
-            **body,
-        }
+        return evaluation_document("factory", body)
 
     def artifacts(self, *, release_only: bool = False) -> RunArtifacts:
         """The run's artefacts, for :func:`privfed.engines.job.write_artifacts`."""
@@ -393,14 +353,6 @@ class FactoryPipelineReport:
             sample_images=images,
             sample_labels=labels,
             audit_inputs=None if release_only else self.audit_inputs,
-        )
-
-    def write(
-        self, output_dir: str | Path, *, overwrite: bool = False, release_only: bool = False
-    ) -> dict[str, Path]:
-        """Write the run's release (and, unless ``release_only``, its evaluation)."""
-        return write_artifacts(
-            output_dir, self.artifacts(release_only=release_only), overwrite=overwrite
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -562,9 +514,9 @@ def run_factory_pipeline(
     """
     if not isinstance(config, FactoryPipelineConfig):
         raise ParameterTypeError("config", "a FactoryPipelineConfig", config)
-    check_device(config.device)
-    with torch_threads(config.num_threads):
-        return _run(config, StageClock(progress), ledger)
+    return run_job(
+        config.device, config.num_threads, progress, lambda clock: _run(config, clock, ledger)
+    )
 
 
 def _run(config: FactoryPipelineConfig, clock: StageClock, ledger: Any) -> FactoryPipelineReport:

@@ -652,10 +652,7 @@ class FactoryMatrix:
             ParameterError: ``client_id`` holds no factory.
         """
         validate_client_id(client_id)
-        cells = [ck for ck in self.cells if ck[1] == client_id]
-        if not cells:
-            raise ParameterError("client_id", f"a client in {list(self.clients)}", client_id)
-        return self._remove(cells, "client", client_id)
+        return self._remove_line("client", client_id)
 
     def remove_class(self, class_id: int) -> UnlearningCertificate:
         """Exactly unlearn a class: drop its row and all samples it produced.
@@ -664,10 +661,7 @@ class FactoryMatrix:
             ParameterError: ``class_id`` holds no factory.
         """
         validate_class_id(class_id)
-        cells = [ck for ck in self.cells if ck[0] == class_id]
-        if not cells:
-            raise ParameterError("class_id", f"a class in {list(self.classes)}", class_id)
-        return self._remove(cells, "class", class_id)
+        return self._remove_line("class", class_id)
 
     def remove_cell(self, class_id: int, client_id: ClientId) -> UnlearningCertificate:
         """Exactly unlearn one (class, client) factory and its samples.
@@ -680,6 +674,14 @@ class FactoryMatrix:
         if (class_id, client_id) not in self._cells:
             raise ParameterError("(class_id, client_id)", "an occupied cell", (class_id, client_id))
         return self._remove([(class_id, client_id)], "cell", (class_id, client_id))
+
+    def _remove_line(self, scope: Literal["client", "class"], target: Any) -> UnlearningCertificate:
+        """Remove the column of client ``target`` or the row of class ``target``."""
+        axis, held = (1, self.clients) if scope == "client" else (0, self.classes)
+        cells = [ck for ck in self.cells if ck[axis] == target]
+        if not cells:
+            raise ParameterError(f"{scope}_id", f"a {scope} in {list(held)}", target)
+        return self._remove(cells, scope, target)
 
     def _remove(
         self, cells: list[CellKey], scope: Literal["client", "class", "cell"], target: Any

@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from privfed._checks import check_int
+from privfed._records import field_dict
 from privfed.audit import SyntheticReleaseAudit
 from privfed.dp import Adjacency, gdp_epsilon
 from privfed.errors import ParameterError, ParameterTypeError
@@ -67,29 +68,14 @@ __all__ = [
 #: so the pipeline does not import the command-line layer.
 AUDIT_INPUTS_FILENAME = "audit_inputs.npz"
 
-#: Arrays of ``audit_inputs.npz`` (the format ``privfed audit --run-dir`` reads).
+#: Arrays of ``audit_inputs.npz`` (the format ``privfed audit --run-dir`` reads), in
+#: the order they are written (kept stable, so equal inputs give equal bytes).
 AUDIT_INPUT_ARRAYS: tuple[str, ...] = (
     "member_latents",
     "nonmember_latents",
     "synthetic_latents",
     "member_labels",
     "nonmember_labels",
-    "synthetic_labels",
-    "reference_latents",
-    "reference_labels",
-    "noisy_sums",
-    "counts",
-    "noise_std_sum",
-)
-
-
-# Order of the arrays inside the archive (kept stable, so equal inputs give equal bytes).
-_FILE_ORDER: tuple[str, ...] = (
-    "member_latents",
-    "member_labels",
-    "nonmember_latents",
-    "nonmember_labels",
-    "synthetic_latents",
     "synthetic_labels",
     "reference_latents",
     "reference_labels",
@@ -239,10 +225,7 @@ class AuditSummary:
     def to_dict(self) -> dict[str, Any]:
         """The JSON form written into ``report.json``."""
         return {
-            "members": self.members,
-            "nonmembers": self.nonmembers,
-            "reference": self.reference,
-            "confidence": self.confidence,
+            **field_dict(self, "members", "nonmembers", "reference", "confidence"),
             "data": dict(AUDIT_ROLES),
             "claimed": dataclasses.asdict(self.claim),
             "best": self.best,
@@ -383,7 +366,7 @@ class AuditInputs:
     def arrays(self) -> dict[str, np.ndarray]:
         """The arrays that are present, by their ``.npz`` names."""
         out: dict[str, np.ndarray] = {}
-        for name in _FILE_ORDER:
+        for name in AUDIT_INPUT_ARRAYS:
             value = getattr(self, name)
             if value is not None:
                 scalar = name == "noise_std_sum"
@@ -438,18 +421,12 @@ class AuditInputs:
         from privfed.audit import audit_synthetic_release
 
         extra: dict[str, Any] = {} if fprs is None else {"fprs": fprs}
+        # The optional inputs are keyword arguments of the same names.
         return audit_synthetic_release(
             self.member_latents,
             self.nonmember_latents,
             self.synthetic_latents,
-            member_labels=self.member_labels,
-            nonmember_labels=self.nonmember_labels,
-            synthetic_labels=self.synthetic_labels,
-            reference_latents=self.reference_latents,
-            reference_labels=self.reference_labels,
-            noisy_sums=self.noisy_sums,
-            counts=self.counts,
-            noise_std_sum=self.noise_std_sum,
+            **field_dict(self, *AUDIT_INPUT_ARRAYS[3:]),
             delta=delta,
             significance=significance,
             confidence=confidence,

@@ -43,13 +43,13 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from privfed._checks import check_float
+from privfed._checks import check_bool, check_enum, check_float, check_int
+from privfed._records import field_dict
 from privfed.data import (
     DatasetSplit,
     ImageDataset,
@@ -63,15 +63,12 @@ from privfed.dp import Adjacency, LatentReleasePlan, PrivacyLedger, plan_latent_
 from privfed.engines.classifier import evaluate_classifier, train_classifier
 from privfed.engines.codecs import Codec, ConvAutoencoderCodec, DiffusersCodec, PCACodec
 from privfed.engines.job import (
-    EVALUATION_NOTICE,
-    RELEASE_NOTICE,
-    SAMPLES_FILENAME,
-    SYNTHETIC_FILENAME,
     RunArtifacts,
     StageClock,
-    check_device,
-    torch_threads,
-    write_artifacts,
+    WritesArtifacts,
+    evaluation_document,
+    release_document,
+    run_job,
 )
 from privfed.engines.latent.audit import (
     AuditInputs,
@@ -219,12 +216,7 @@ class PipelineConfig:
             raise ParameterError("num_classes", "an int >= 2 or None", self.num_classes)
         _finite("public_fraction", self.public_fraction, low=0.0, high=1.0)
         _finite("test_fraction", self.test_fraction, low=0.0, high=1.0)
-        try:
-            scheme = PartitionScheme(self.partition)
-        except ValueError:
-            raise ParameterError(
-                "partition", f"one of {[s.value for s in PartitionScheme]}", self.partition
-            ) from None
+        scheme = check_enum("partition", self.partition, PartitionScheme)
         object.__setattr__(self, "partition", scheme)
         if scheme is not PartitionScheme.DIRICHLET:
             object.__setattr__(self, "alpha", None)
@@ -243,33 +235,20 @@ class PipelineConfig:
             ("classifier_epochs", 1),
             ("num_threads", 1),
         ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ParameterError(name, f"an int >= {low}", value)
+            check_int(name, getattr(self, name), minimum=low, type_error=False)
         if self.clip_norm is not None:
             _finite("clip_norm", self.clip_norm, low=0.0)
         _finite("epsilon", self.epsilon, low=0.0)
         _finite("delta", self.delta, low=0.0, high=1.0)
-        if not isinstance(self.adjacency, Adjacency):
-            try:
-                object.__setattr__(self, "adjacency", Adjacency(self.adjacency))
-            except ValueError:
-                raise ParameterError(
-                    "adjacency", f"one of {[a.value for a in Adjacency]}", self.adjacency
-                ) from None
+        object.__setattr__(self, "adjacency", check_enum("adjacency", self.adjacency, Adjacency))
         if isinstance(self.dropout_rate, bool) or not isinstance(self.dropout_rate, int | float):
             raise ParameterTypeError("dropout_rate", "a float", self.dropout_rate)
         if not 0.0 <= self.dropout_rate < 0.5:
             raise ParameterError("dropout_rate", "a float in [0, 0.5)", self.dropout_rate)
-        try:
-            object.__setattr__(self, "placement", NoisePlacement(self.placement))
-        except ValueError:
-            raise ParameterError(
-                "placement", f"one of {[p.value for p in NoisePlacement]}", self.placement
-            ) from None
+        placement = check_enum("placement", self.placement, NoisePlacement)
+        object.__setattr__(self, "placement", placement)
         for name in ("baselines", "audit"):
-            if not isinstance(getattr(self, name), bool):
-                raise ParameterTypeError(name, "a bool", getattr(self, name))
+            check_bool(name, getattr(self, name))
         if self.noise_seed is not None and (
             isinstance(self.noise_seed, bool) or not isinstance(self.noise_seed, int)
         ):
@@ -365,12 +344,9 @@ class PipelineReport:
         }
         if self.noisy_class_counts is not None:
             dp["noisy_class_counts"] = list(self.noisy_class_counts)
-        return {
-            "format": "privfed.release",
-            "version": 1,
-            "notice": RELEASE_NOTICE,
-            "engine": "latent",
-            "public": {
+        return release_document(
+            "latent",
+            public={
                 "config": self.config,
                 "latent_dim": self.latent_dim,
                 "clip_norm": self.clip_norm,
@@ -383,35 +359,35 @@ class PipelineReport:
                 "dropped_clients": self.dropped_clients,
                 "records_public": self.records_public,
             },
-            "dp": dp,
-            "synthetic": {
-                "samples_per_class": self.config["samples_per_class"],
-                "files": [SAMPLES_FILENAME, SYNTHETIC_FILENAME],
-            },
-        }
+            dp=dp,
+            samples_per_class=self.config["samples_per_class"],
+        )
 
     def evaluation_dict(self) -> dict[str, Any]:
         """``evaluation.json``: what the run computed from private data without noise."""
-        return {
-            "format": "privfed.evaluation",
-            "version": 1,
-            "notice": EVALUATION_NOTICE,
-            "engine": "latent",
-            "accuracy_synthetic": self.accuracy_synthetic,
-            "accuracy_real": self.accuracy_real,
-            "accuracy_nondp_synthetic": self.accuracy_nondp_synthetic,
-            "records_private": self.records_private,
-            "records_aggregated": self.records_aggregated,
-            "records_test": self.records_test,
-            "empty_clients": self.empty_clients,
-            "secagg_bytes_per_client": self.secagg_bytes_per_client,
-            "seconds": dict(self.seconds),
-            "audit": None if self.audit is None else self.audit.to_dict(),
-        }
+        counted = field_dict(
+            self,
+            "accuracy_synthetic",
+            "accuracy_real",
+            "accuracy_nondp_synthetic",
+            "records_private",
+            "records_aggregated",
+            "records_test",
+            "empty_clients",
+            "secagg_bytes_per_client",
+        )
+        return evaluation_document(
+            "latent",
+            {
+                **counted,
+                "seconds": dict(self.seconds),
+                "audit": None if self.audit is None else self.audit.to_dict(),
+            },
+        )
 
 
 @dataclass(frozen=True, eq=False)
-class PipelineResult:
+class PipelineResult(WritesArtifacts):
     """A run's report plus the artefacts later stages (plots, audits) need.
 
     ``synthetic_latents`` are the sampled latents behind ``synthetic_images``
@@ -448,24 +424,6 @@ class PipelineResult:
             sample_images=self.synthetic_images,
             sample_labels=self.synthetic_labels,
             audit_inputs=None if release_only else self.audit_inputs,
-        )
-
-    def write(
-        self, output_dir: str | Path, *, overwrite: bool = False, release_only: bool = False
-    ) -> dict[str, Path]:
-        """Write the run's files into ``output_dir``.
-
-        The release: ``release.json``, ``ledger.json``, ``samples.png``,
-        ``synthetic.npz``.  The evaluation (unless ``release_only``):
-        ``evaluation.json`` and, when the audit ran, ``audit_inputs.npz``; the
-        last holds real records' latents (members and non-members): keep it as
-        private as the data itself.
-
-        Returns:
-            The paths written, by kind.
-        """
-        return write_artifacts(
-            output_dir, self.artifacts(release_only=release_only), overwrite=overwrite
         )
 
 
@@ -805,10 +763,7 @@ def run_pipeline(config: PipelineConfig, *, progress: ProgressFn | None = None) 
     """
     if not isinstance(config, PipelineConfig):
         raise ParameterTypeError("config", "a PipelineConfig", config)
-    check_device(config.device)
-    clock = StageClock(progress)
-    with torch_threads(config.num_threads):
-        return _run(config, clock)
+    return run_job(config.device, config.num_threads, progress, lambda clock: _run(config, clock))
 
 
 def _run(config: PipelineConfig, clock: StageClock) -> PipelineResult:

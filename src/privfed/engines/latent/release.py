@@ -354,32 +354,25 @@ def release_with_noise_stds(
         _grid_scale(noise_std_second_moment, 2 * cfg.bits, "noise_std_second_moment")
     sampler = ROUNDED_GAUSSIAN_SAMPLER if where is NoisePlacement.GRID else GAUSSIAN_SAMPLER
     d = cfg.dim
-    releases = []
-    for c in range(cfg.num_classes):
-        releases.append(
-            GaussianRelease(
-                name=f"{name}/sum",
-                partition=PartitionKey(LATENT_SCHEME, c),
-                l2_sensitivity=sum_sensitivity(cfg.clip_norm, Adjacency.REPLACE_ONE),
-                noise_std=float(noise_std_sum),
-                adjacency=Adjacency.REPLACE_ONE,
-                sampler=sampler,
-                seeded=seed is not None,
-                dimension=d,
-            )
+    # (name suffix, sensitivity, noise std, noised coordinates) of each per-class release
+    parts = (
+        ("sum", sum_sensitivity, noise_std_sum, d),
+        ("second-moment", second_moment_sensitivity, noise_std_second_moment, d * d),
+    )
+    releases = [
+        GaussianRelease(
+            name=f"{name}/{suffix}",
+            partition=PartitionKey(LATENT_SCHEME, c),
+            l2_sensitivity=sensitivity(cfg.clip_norm, Adjacency.REPLACE_ONE),
+            noise_std=float(std),
+            adjacency=Adjacency.REPLACE_ONE,
+            sampler=sampler,
+            seeded=seed is not None,
+            dimension=dimension,
         )
-        releases.append(
-            GaussianRelease(
-                name=f"{name}/second-moment",
-                partition=PartitionKey(LATENT_SCHEME, c),
-                l2_sensitivity=second_moment_sensitivity(cfg.clip_norm, Adjacency.REPLACE_ONE),
-                noise_std=float(noise_std_second_moment),
-                adjacency=Adjacency.REPLACE_ONE,
-                sampler=sampler,
-                seeded=seed is not None,
-                dimension=d * d,
-            )
-        )
+        for c in range(cfg.num_classes)
+        for suffix, sensitivity, std, dimension in parts
+    ]
     ledger.record_all(releases)
     return _add_noise(
         stats,

@@ -222,9 +222,7 @@ def _default_background(dim: int, clip_norm: float) -> NDArray[np.float64]:
     return np.asarray(z * clip_norm * rng.uniform(0.2, 1.0, (_BACKGROUND_RECORDS, 1)))
 
 
-def _class_totals(
-    q: NDArray[np.int64], k: int, config: LatentStatisticsConfig
-) -> LatentStatistics:
+def _class_totals(q: NDArray[np.int64], k: int, config: LatentStatisticsConfig) -> LatentStatistics:
     """``k`` classes that each hold exactly the records ``q``."""
     d = config.dim
     rows, cols = np.triu_indices(d)
@@ -421,7 +419,9 @@ def latent_canary_game(
         if not isinstance(noisy, NoisyLatentStatistics):
             raise AuditError(f"release returned {type(noisy).__name__}, not NoisyLatentStatistics")
         if noisy.sums.shape != (k, plan.dim):
-            raise AuditError(f"release returned sums of shape {noisy.sums.shape}, not {(k, plan.dim)}")
+            raise AuditError(
+                f"release returned sums of shape {noisy.sums.shape}, not {(k, plan.dim)}"
+            )
         return _published(noisy, counts_noised)
 
     if plan.adjacency is Adjacency.ADD_REMOVE:

@@ -377,20 +377,7 @@ def ring_add(a: npt.ArrayLike, b: npt.ArrayLike, *, ring_bits: int = 64) -> npt.
 
 
 def ring_sub(a: npt.ArrayLike, b: npt.ArrayLike, *, ring_bits: int = 64) -> npt.NDArray[np.uint64]:
-    """Elementwise ``(a - b) mod 2**ring_bits``.
-
-    Args:
-        a: Ring elements in ``[0, 2**ring_bits)``, any integer dtype.
-        b: Ring elements of the same shape as ``a``.
-        ring_bits: ``k`` in ``[2, 64]``.
-
-    Returns:
-        A fresh ``uint64`` array of the common shape.
-
-    Raises:
-        ParameterTypeError: An input is not an integer array.
-        ParameterError: Shapes differ or an element is outside ``[0, 2**k)``.
-    """
+    """Elementwise ``(a - b) mod 2**ring_bits``; arguments, result, errors: :func:`ring_add`."""
     return _ring_binary(np.subtract, a, b, ring_bits)
 
 

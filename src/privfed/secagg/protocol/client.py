@@ -41,6 +41,7 @@ from privfed.errors import (
     ProtocolAbort,
 )
 from privfed.secagg.primitives import aead, keys, prg, shamir
+from privfed.secagg.protocol._party import Party
 from privfed.secagg.protocol._plaintext import pack_shares, unpack_shares
 from privfed.secagg.protocol.commitment import SEED_SIZE, self_mask_commitment
 from privfed.secagg.protocol.config import SecAggConfig
@@ -105,7 +106,16 @@ def check_ring_vector(
     return np.array(values, dtype=np.uint64, order="C", copy=True)
 
 
-class SecAggClient:
+def _client_input(values: object, config: SecAggConfig) -> npt.NDArray[np.uint64] | None:
+    """``values`` checked as this round's input vector, or ``None`` when not given."""
+    if values is None:
+        return None
+    return check_ring_vector(
+        "values", values, length=config.vector_length, ring_bits=config.ring_bits
+    )
+
+
+class SecAggClient(Party):
     """One client of one secure-aggregation round.
 
     Keys and the self-mask seed are drawn fresh from the OS CSPRNG at
@@ -147,13 +157,7 @@ class SecAggClient:
         check_int("client_id", client_id)
         if client_id not in config.client_ids:
             raise ParameterError("client_id", "one of config.client_ids", client_id)
-        vector = (
-            None
-            if values is None
-            else check_ring_vector(
-                "values", values, length=config.vector_length, ring_bits=config.ring_bits
-            )
-        )
+        vector = _client_input(values, config)
         self._config = config
         self._id = client_id
         self._values: npt.NDArray[np.uint64] | None = vector
@@ -337,12 +341,7 @@ class SecAggClient:
         if len(set(all_keys)) != len(all_keys):
             raise self._abort("the roster repeats a public key", stage)
         peers = sorted(cfg.neighbours(self._id) & set(entries))
-        if len(peers) + 1 < cfg.threshold:
-            raise self._abort(
-                f"only {len(peers) + 1} clients of this neighbourhood advertised keys; "
-                f"threshold is {cfg.threshold}",
-                stage,
-            )
+        self._require_quorum(len(peers) + 1, "clients of this neighbourhood advertised keys", stage)
         holders = sorted([self._id, *peers])
         key_shares = shamir.split(
             self._mask_keys.private_key,
@@ -442,13 +441,7 @@ class SecAggClient:
             )
         if values is None and not self._values_given:
             raise ParameterError("values", "the input (none was given at construction)", None)
-        late = (
-            None
-            if values is None
-            else check_ring_vector(
-                "values", values, length=cfg.vector_length, ring_bits=cfg.ring_bits
-            )
-        )
+        late = _client_input(values, cfg)
         self._check_context(routed, stage)
         if routed.recipient != self._id:
             raise self._abort("ciphertexts addressed to another client", stage)
@@ -456,12 +449,7 @@ class SecAggClient:
         senders = routed.senders
         if not set(senders) <= allowed:
             raise self._abort("ciphertexts from a client outside the roster neighbourhood", stage)
-        if len(senders) + 1 < cfg.threshold:
-            raise self._abort(
-                f"only {len(senders) + 1} clients of this neighbourhood shared keys; "
-                f"threshold is {cfg.threshold}",
-                stage,
-            )
+        self._require_quorum(len(senders) + 1, "clients of this neighbourhood shared keys", stage)
         held: dict[int, tuple[bytes, bytes]] = {}
         for item in routed.shares:
             try:
@@ -573,11 +561,7 @@ class SecAggClient:
             raise self._abort(
                 "the request's clients differ from those this client masked with", stage
             )
-        if len(survivors) < self._config.threshold:
-            raise self._abort(
-                f"only {len(survivors)} survivors; threshold is {self._config.threshold}",
-                stage,
-            )
+        self._require_quorum(len(survivors), "survivors", stage)
         own = self._own_shares
         if own is None:  # pragma: no cover -- only None after an abort
             raise self._abort("shares already wiped", stage)

@@ -559,8 +559,36 @@ class EncryptedShares(Message):
         return cls(**header, sender=sender, recipient=recipient, ciphertext=reader.take(size))
 
 
+class _ShareGroup(Message):
+    """Base of the messages carrying ciphertexts with one end in common.
+
+    ``_FIXED`` names that end (``"recipient"`` or ``"sender"``), a field of the
+    message as of each of its :class:`EncryptedShares`; the body is
+    :func:`_encode_group`'s.  ``_EMPTY`` is the parse error of a group without
+    ciphertexts, ``None`` where a group may be empty.  (Not a dataclass: the
+    subclasses declare the fields.)
+    """
+
+    _FIXED: ClassVar[str]
+    _EMPTY: ClassVar[str | None] = None
+    shares: tuple[EncryptedShares, ...]
+
+    def _body(self) -> bytes:
+        return _encode_group(getattr(self, self._FIXED), self.shares, fixed=self._FIXED)
+
+    @classmethod
+    def _parse_body(cls: type[_G], header: dict[str, Any], reader: _Reader) -> _G:
+        fixed_id, shares = _parse_group(header, reader, fixed=cls._FIXED)
+        if not shares and cls._EMPTY is not None:
+            raise MessageFormatError(cls._EMPTY)
+        return cls._trusted(**header, **{cls._FIXED: fixed_id}, shares=shares)
+
+
+_G = TypeVar("_G", bound=_ShareGroup)
+
+
 @dataclasses.dataclass(frozen=True)
-class RoutedShares(Message):
+class RoutedShares(_ShareGroup):
     """End of stage SHARE_KEYS, server to one client: the ciphertexts addressed to it.
 
     The set of senders is the recipient's view of who shared keys (``U2`` in
@@ -576,6 +604,7 @@ class RoutedShares(Message):
     """
 
     MESSAGE_TYPE: ClassVar[MessageType] = MessageType.ROUTED_SHARES
+    _FIXED: ClassVar[str] = "recipient"
 
     recipient: int
     shares: tuple[EncryptedShares, ...] = dataclasses.field(repr=False)
@@ -590,17 +619,9 @@ class RoutedShares(Message):
         """Ids of the clients whose ciphertexts are included, increasing."""
         return tuple(s.sender for s in self.shares)
 
-    def _body(self) -> bytes:
-        return _encode_group(self.recipient, self.shares, fixed="recipient")
-
-    @classmethod
-    def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> RoutedShares:
-        recipient, shares = _parse_group(header, reader, fixed="recipient")
-        return cls._trusted(**header, recipient=recipient, shares=shares)
-
 
 @dataclasses.dataclass(frozen=True)
-class EncryptedSharesBundle(Message):
+class EncryptedSharesBundle(_ShareGroup):
     """Stage SHARE_KEYS, client to server: all of one sender's ciphertexts in one message.
 
     The same content as the :class:`EncryptedShares` messages it bundles, for
@@ -621,6 +642,8 @@ class EncryptedSharesBundle(Message):
     """
 
     MESSAGE_TYPE: ClassVar[MessageType] = MessageType.ENCRYPTED_SHARES_BUNDLE
+    _FIXED: ClassVar[str] = "sender"
+    _EMPTY: ClassVar[str | None] = "an empty bundle"
 
     sender: int
     shares: tuple[EncryptedShares, ...] = dataclasses.field(repr=False)
@@ -666,16 +689,6 @@ class EncryptedSharesBundle(Message):
     def recipients(self) -> tuple[int, ...]:
         """Ids of the clients the ciphertexts are addressed to, increasing."""
         return tuple(s.recipient for s in self.shares)
-
-    def _body(self) -> bytes:
-        return _encode_group(self.sender, self.shares, fixed="sender")
-
-    @classmethod
-    def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> EncryptedSharesBundle:
-        sender, shares = _parse_group(header, reader, fixed="sender")
-        if not shares:
-            raise MessageFormatError("an empty bundle")
-        return cls._trusted(**header, sender=sender, shares=shares)
 
 
 def _check_group(message: Message, shares: object, *, fixed: str) -> None:

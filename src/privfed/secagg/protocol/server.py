@@ -47,6 +47,7 @@ from privfed.errors import (
     ReconstructionError,
 )
 from privfed.secagg.primitives import keys, prg, shamir
+from privfed.secagg.protocol._party import Party
 from privfed.secagg.protocol.commitment import self_mask_commitment
 from privfed.secagg.protocol.config import SecAggConfig
 from privfed.secagg.protocol.graph import GraphMode
@@ -77,7 +78,7 @@ class _Phase(enum.Enum):
     ABORTED = "aborted"
 
 
-class SecAggServer:
+class SecAggServer(Party):
     """The server of one secure-aggregation round.
 
     Args:
@@ -376,12 +377,7 @@ class SecAggServer:
         hood = None if client_id is None else cfg.neighbourhood(client_id)
         if self._roster is None:
             stage = self._require(_Phase.ADVERTISE)
-            if len(self._advertised) < cfg.threshold:
-                raise self._abort(
-                    f"only {len(self._advertised)} clients advertised keys; "
-                    f"threshold is {cfg.threshold}",
-                    stage,
-                )
+            self._require_quorum(len(self._advertised), "clients advertised keys", stage)
             entries = tuple(
                 RosterEntry(
                     client_id=cid,
@@ -431,10 +427,7 @@ class SecAggServer:
             for sender, box in self._ciphertexts.items()
             if set(box) == cfg.neighbours(sender) & roster
         )
-        if len(complete) < cfg.threshold:
-            raise self._abort(
-                f"only {len(complete)} clients shared keys; threshold is {cfg.threshold}", stage
-            )
+        self._require_quorum(len(complete), "clients shared keys", stage)
         routed: dict[int, RoutedShares] = {}
         for recipient in sorted(complete):
             items = tuple(
@@ -472,11 +465,7 @@ class SecAggServer:
         stage = self._require(_Phase.MASK)
         cfg = self._config
         survivors = frozenset(self._masked)
-        if len(survivors) < cfg.threshold:
-            raise self._abort(
-                f"only {len(survivors)} masked inputs arrived; threshold is {cfg.threshold}",
-                stage,
-            )
+        self._require_quorum(len(survivors), "masked inputs arrived", stage)
         dropped = self._shared - survivors
         requests: dict[int, UnmaskRequest] = {}
         for client in sorted(survivors):
@@ -519,24 +508,17 @@ class SecAggServer:
         stage = self._require(_Phase.UNMASK)
         cfg = self._config
         t = cfg.threshold
-        if len(self._responses) < t:
-            raise self._abort(
-                f"only {len(self._responses)} clients answered the unmasking request; "
-                f"threshold is {t}",
-                stage,
-            )
+        self._require_quorum(
+            len(self._responses), "clients answered the unmasking request", stage
+        )
         survivors = sorted(self._masked)
         dropped = sorted(self._shared - self._masked)
 
         def gather(owner: int, kind: int) -> list[shamir.Share]:
             index = self._seed_shares if kind == 0 else self._key_shares
             found = sorted(index.get(owner, []))
-            if len(found) < t:
-                what = "self-mask seed" if kind == 0 else "mask key"
-                raise self._abort(
-                    f"only {len(found)} shares of the {what} of client {owner}; threshold is {t}",
-                    stage,
-                )
+            what = "self-mask seed" if kind == 0 else "mask key"
+            self._require_quorum(len(found), f"shares of the {what} of client {owner}", stage)
             used = found if self._check_all else found[:t]
             return [shamir.Share(holder, value) for holder, value in used]
 
