@@ -65,7 +65,6 @@ _DECLARED_KEYS = (
     "num_clients",
     "secagg_threshold",
     "dropped_clients",
-    "records_public",
 )
 
 

@@ -495,14 +495,23 @@ def write_artifacts(
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     temporary: list[Path] = []
+    staged: dict[str, tuple[Path, Path]] = {}
     try:
-        staged: dict[str, tuple[Path, Path]] = {}
         for kind, (name, write) in writers.items():
             final = out / name
             tmp = out / f".{name}.{secrets.token_hex(4)}.tmp{final.suffix}"
             temporary.append(tmp)
             write(tmp)
             staged[kind] = (tmp, final)
+        # Every file of this run now exists under a temporary name.  First remove what an
+        # earlier run left that this one does not rewrite (so a failure from here on can
+        # leave fewer files, never two runs' files side by side), then rename into place;
+        # the renames are one system call each, with nothing in between that can fail on
+        # its own.
+        written = {final.name for _, final in staged.values()}
+        for name in (*ARTIFACT_FILENAMES, *_LEGACY_FILENAMES):
+            if name not in written:
+                (out / name).unlink(missing_ok=True)
         for tmp, final in staged.values():
             os.replace(tmp, final)
     except BaseException:
@@ -511,10 +520,6 @@ def write_artifacts(
         if created and not any(out.iterdir()):
             out.rmdir()
         raise
-    written = {final.name for _, final in staged.values()}
-    for name in (*ARTIFACT_FILENAMES, *_LEGACY_FILENAMES):
-        if name not in written:
-            (out / name).unlink(missing_ok=True)
     return {kind: final for kind, (_, final) in staged.items()}
 
 

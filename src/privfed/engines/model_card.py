@@ -857,11 +857,6 @@ def _data_section(
         )
     )
     if reader.engine == "latent":
-        rows.append(
-            reader.release_field(
-                "public_records", "Public split records (public data)", "public.records_public"
-            )
-        )
         adjacency = reader.release_value("dp.adjacency")
         if adjacency == "add-remove":
             rows.append(

@@ -112,6 +112,14 @@ _open_fraction = functools.partial(
 )
 
 
+#: What a factory release discloses outside any DP guarantee (stated in every release.json).
+FACTORY_RELEASE_LIMITATIONS = (
+    "which (class, client) cells trained a factory (ledger entries, classes present in the "
+    "synthetic data) and the synthesis quotas (proportional to each cell's exact record count) "
+    "are derived from private data without noise; DP-SGD covers each factory's weights only"
+)
+
+
 @dataclass(frozen=True)
 class FactoryPipelineConfig:
     """Configuration of :func:`run_factory_pipeline`.
@@ -327,6 +335,9 @@ class FactoryPipelineReport(WritesArtifacts):
                 "accountant": f"privfed.dp.PrivacyLedger ({guarantee.method})",
                 "ledger_sha256": hashlib.sha256(ledger_text.encode()).hexdigest(),
             }
+        # Not covered by any guarantee (see SECURITY.md): which cells trained a factory, and
+        # the synthesis quotas, follow the exact per-cell record counts.
+        dp["limitations"] = FACTORY_RELEASE_LIMITATIONS
         return release_document(
             "factory",
             public={"config": self.config.to_dict()},

@@ -85,7 +85,11 @@ from privfed.engines.latent.release import (
     nonprivate_release,
     release_latent_statistics,
 )
-from privfed.engines.latent.statistics import LatentStatistics, LatentStatisticsConfig
+from privfed.engines.latent.statistics import (
+    DEFAULT_MAX_RECORDS,
+    LatentStatistics,
+    LatentStatisticsConfig,
+)
 from privfed.errors import ParameterError, ParameterTypeError
 from privfed.progress import ProgressFn
 from privfed.secagg import Stage, run_protocol
@@ -357,7 +361,6 @@ class PipelineReport:
                 "num_clients": self.num_clients,
                 "secagg_threshold": self.secagg_threshold,
                 "dropped_clients": self.dropped_clients,
-                "records_public": self.records_public,
             },
             dp=dp,
             samples_per_class=self.config["samples_per_class"],
@@ -370,6 +373,7 @@ class PipelineReport:
             "accuracy_synthetic",
             "accuracy_real",
             "accuracy_nondp_synthetic",
+            "records_public",
             "records_private",
             "records_aggregated",
             "records_test",
@@ -780,7 +784,11 @@ def _run(config: PipelineConfig, clock: StageClock) -> PipelineResult:
 
     clock.start("codec", f"fitting {config.codec!r} on the public split")
     codec = fit_codec(config, split.public)
-    spec = release_spec(config, codec, num_classes=data.num_classes, max_records=len(split.private))
+    # The ring bound must be public: the library's declared bound, never the private count
+    # (the grid it selects is published).
+    spec = release_spec(
+        config, codec, num_classes=data.num_classes, max_records=DEFAULT_MAX_RECORDS
+    )
     clock.finish("codec", f"d={spec.dim}, R={spec.clip_norm:.4g}, f={spec.bits} bits")
 
     clock.start("clients", "encoding and computing exact statistics")
