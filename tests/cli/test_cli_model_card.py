@@ -7,26 +7,9 @@ import time
 from pathlib import Path
 
 import pytest
+from tiny_args import TINY_CLI
 
 from privfed.cli import main
-
-TINY_CLI = [
-    "run",
-    "--clients",
-    "4",
-    "--samples-per-class",
-    "20",
-    "--epochs",
-    "1",
-    "--latent-dim",
-    "4",
-    "--partition",
-    "iid",
-    "--noise-seed",
-    "1",
-    "--no-baselines",
-    "--quiet",
-]
 
 
 def _one_line_error(err: str) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from tiny_args import TINY_CLI
 
 import privfed.engines.latent.job as latent_job
 from privfed.cli import main
@@ -18,34 +19,6 @@ from privfed.cli.audit import AUDIT_INPUTS_FILENAME as CLI_FILENAME
 from privfed.engines.latent.audit import (
     AUDIT_INPUTS_FILENAME,
 )
-
-TINY: dict[str, Any] = {
-    "num_clients": 6,
-    "samples_per_class": 40,
-    "classifier_epochs": 1,
-    "latent_dim": 6,
-    "dropout_rate": 0.34,
-    "baselines": False,
-    "noise_seed": 11,
-}
-
-TINY_CLI = [
-    "run",
-    "--clients",
-    "4",
-    "--samples-per-class",
-    "20",
-    "--epochs",
-    "1",
-    "--latent-dim",
-    "4",
-    "--partition",
-    "iid",
-    "--noise-seed",
-    "1",
-    "--no-baselines",
-    "--quiet",
-]
 
 
 def test_filename_matches_the_audit_cli() -> None:

@@ -31,24 +31,6 @@ TINY: dict[str, Any] = {
     "noise_seed": 11,
 }
 
-TINY_CLI = [
-    "run",
-    "--clients",
-    "4",
-    "--samples-per-class",
-    "20",
-    "--epochs",
-    "1",
-    "--latent-dim",
-    "4",
-    "--partition",
-    "iid",
-    "--noise-seed",
-    "1",
-    "--no-baselines",
-    "--quiet",
-]
-
 
 @pytest.fixture(scope="module")
 def tiny_run() -> PipelineResult:
