@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from release_scan import json_numbers, latent_private_numbers
 
 from privfed.dp import Adjacency
 from privfed.engines import job as job_module
@@ -21,7 +22,7 @@ from privfed.engines.job import (
     check_output_dir,
     write_artifacts,
 )
-from privfed.engines.latent.job import PipelineConfig, PipelineResult, run_pipeline
+from privfed.engines.latent.job import PipelineConfig, run_pipeline
 from privfed.errors import ParameterError
 from privfed.progress import ProgressEvent
 
@@ -35,20 +36,6 @@ TINY: dict[str, Any] = {
     "baselines": False,
     "seed": 4,
 }
-
-
-def _numbers(data: Any) -> set[float]:
-    """Every number in a JSON document (bools excluded)."""
-    found: set[float] = set()
-    if isinstance(data, dict):
-        for value in data.values():
-            found |= _numbers(value)
-    elif isinstance(data, list):
-        for value in data:
-            found |= _numbers(value)
-    elif isinstance(data, int | float) and not isinstance(data, bool):
-        found.add(float(data))
-    return found
 
 
 #: Public facts a release may state: the operator's configuration and what follows from
@@ -75,12 +62,12 @@ def _release_numbers(run_dir: Path) -> tuple[set[float], set[float]]:
     ledger = json.loads(ledger_file.read_text()) if ledger_file.exists() else {}
     # DP outputs are noisy by construction (a noisy count may equal the exact one by chance).
     dp = {k: v for k, v in release["dp"].items() if k != "noisy_class_counts"}
-    released = _numbers({k: v for k, v in release.items() if k != "dp"}) | _numbers(dp)
-    released |= _numbers(ledger)
-    declared = _numbers({k: v for k, v in release["public"].items() if k in _DECLARED_KEYS})
+    released = json_numbers({k: v for k, v in release.items() if k != "dp"}) | json_numbers(dp)
+    released |= json_numbers(ledger)
+    declared = json_numbers({k: v for k, v in release["public"].items() if k in _DECLARED_KEYS})
     # Class ids (ledger partition labels) and the ledger's own format fields.
     declared |= {float(c) for c in range(0, 11)} | {float(ledger.get("version", 0))}
-    declared |= _numbers([r.get("dimension") for r in ledger.get("releases", [])])
+    declared |= json_numbers([r.get("dimension") for r in ledger.get("releases", [])])
     with np.load(run_dir / "synthetic.npz") as synthetic:
         shapes = {float(n) for n in synthetic["images"].shape} | {float(synthetic["labels"].size)}
     return released | shapes, declared | shapes
@@ -103,27 +90,9 @@ def latent_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     return result, out
 
 
-def _latent_private_numbers(result: PipelineResult) -> dict[str, list[int]]:
-    r = result.report
-    sizes = [int(c.size) for c in result.client_indices]
-    labels = np.asarray(result.split.private.labels)
-    per_client_classes = [np.bincount(labels[c], minlength=10) for c in result.client_indices]
-    return {
-        "totals": [r.records_private, r.records_aggregated, r.records_test],
-        "client sizes": [s for s in sizes if s > 1],
-        "exact class counts": [int(c) for c in result.aggregate.counts if c > 1],
-        "per-client class counts": sorted(
-            {int(v) for row in per_client_classes for v in row if v > 1}
-        ),
-        "empty classes per client": [
-            int((row == 0).sum()) for row in per_client_classes if (row == 0).sum() > 1
-        ],
-    }
-
-
 def test_latent_release_carries_no_private_number(latent_run: Any) -> None:
     result, out = latent_run
-    private = _latent_private_numbers(result)
+    private = latent_private_numbers(result)
     assert private["totals"] and private["client sizes"]  # the scan has something to find
     _assert_no_private_number(out, private)
     # ... while the evaluation, labelled as such, does carry them.
@@ -148,7 +117,7 @@ def test_the_scan_catches_a_leak(latent_run: Any, tmp_path: Path) -> None:
         ),
     )
     with pytest.raises(AssertionError, match="private numbers"):
-        _assert_no_private_number(tmp_path, _latent_private_numbers(result))
+        _assert_no_private_number(tmp_path, latent_private_numbers(result))
 
 
 def test_latent_release_numbers_trace_to_the_ledger(latent_run: Any) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from release_scan import json_numbers, latent_private_numbers
 
 from privfed.dp import Adjacency, PrivacyLedger
 from privfed.engines.factory.job import (
@@ -86,20 +87,6 @@ SECTIONS_FULL = (
 # -- scanning helpers -------------------------------------------------------------------
 
 
-def _numbers(data: Any) -> set[float]:
-    """Every number in a JSON document (bools excluded)."""
-    found: set[float] = set()
-    if isinstance(data, dict):
-        for value in data.values():
-            found |= _numbers(value)
-    elif isinstance(data, list):
-        for value in data:
-            found |= _numbers(value)
-    elif isinstance(data, int | float) and not isinstance(data, bool):
-        found.add(float(data))
-    return found
-
-
 _HEX = re.compile(r"\b[0-9a-f]{64}\b")
 # A number not inside a word ("SHA-256", "ledger_sha256", "Top-1" are names).
 _NUMBER = re.compile(r"(?<![\w.\-])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
@@ -116,7 +103,7 @@ def _card_numbers(run_dir: Path) -> set[float]:
         for name, f in section["fields"].items()
         if (key, name) != ("data", "class_counts") or not isinstance(f["value"], list)
     ]
-    found = _numbers(values) | _text_numbers(" ".join(_strings(values)))
+    found = json_numbers(values) | _text_numbers(" ".join(_strings(values)))
     markdown = (run_dir / "model_card.md").read_text(encoding="utf-8")
     lines = [line for line in markdown.splitlines() if not line.startswith(f"| {_NOISY_LABEL}")]
     return found | _text_numbers("\n".join(lines))
@@ -140,9 +127,9 @@ def _release_numbers(run_dir: Path) -> set[float]:
     """Numbers the release files already publish, and class ids."""
     release = json.loads((run_dir / "release.json").read_text())
     ledger_file = run_dir / "ledger.json"
-    found = _numbers(release) | {float(c) for c in range(0, 11)}
+    found = json_numbers(release) | {float(c) for c in range(0, 11)}
     if ledger_file.exists():
-        found |= _numbers(json.loads(ledger_file.read_text()))
+        found |= json_numbers(json.loads(ledger_file.read_text()))
     with np.load(run_dir / "synthetic.npz") as synthetic:
         found |= {float(n) for n in synthetic["images"].shape} | {float(synthetic["labels"].size)}
     return found
@@ -155,18 +142,6 @@ def _assert_card_has_no_private_number(run_dir: Path, private: dict[str, list[in
         for name, values in private.items()
     }
     assert not any(leaks.values()), f"private numbers in the model card: {leaks}"
-
-
-def _latent_private(result: PipelineResult) -> dict[str, list[int]]:
-    r = result.report
-    labels = np.asarray(result.split.private.labels)
-    per_client = [np.bincount(labels[c], minlength=10) for c in result.client_indices]
-    return {
-        "totals": [r.records_private, r.records_aggregated, r.records_test],
-        "client sizes": [int(c.size) for c in result.client_indices if c.size > 1],
-        "exact class counts": [int(c) for c in result.aggregate.counts if c > 1],
-        "per-client class counts": sorted({int(v) for row in per_client for v in row if v > 1}),
-    }
 
 
 def _factory_private(report: FactoryPipelineReport) -> dict[str, list[int]]:
@@ -330,7 +305,7 @@ def test_latent_class_counts_follow_the_adjacency(latent_run: Any) -> None:
 
 def test_latent_card_carries_no_private_number(latent_run: Any) -> None:
     result, full, release_dir = latent_run
-    private = _latent_private(result)
+    private = latent_private_numbers(result, empty_class_flags=False)
     assert private["totals"] and private["client sizes"]  # the scan has something to find
     _assert_card_has_no_private_number(full, private)
     _assert_card_has_no_private_number(release_dir, private)
@@ -340,7 +315,7 @@ def test_the_scan_catches_a_leak_in_either_file(latent_run: Any, tmp_path: Path)
     result, _, release_dir = latent_run
     for path in release_dir.iterdir():
         shutil.copy(path, tmp_path / path.name)
-    private = _latent_private(result)
+    private = latent_private_numbers(result, empty_class_flags=False)
     _assert_card_has_no_private_number(tmp_path, private)  # the copy is clean
     total = result.report.records_aggregated
     leaky = build_model_card(
@@ -370,7 +345,7 @@ def test_release_only_card_holds_release_facts_only(latent_run: Any) -> None:
     # Every number in it is one the release files already publish (the release itself
     # is scanned for private numbers in tests/engines/test_job.py).
     values = [f["value"] for f in _fields(card).values()]
-    assert _numbers(values) <= _release_numbers(release_dir)
+    assert json_numbers(values) <= _release_numbers(release_dir)
     markdown = (release_dir / "model_card.md").read_text(encoding="utf-8")
     assert "evaluation |" not in markdown  # no row has status evaluation
     assert "release-only run" in markdown

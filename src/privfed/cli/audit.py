@@ -65,11 +65,10 @@ from privfed.cli._options import (
     parse_number,
     parse_number_list,
 )
+from privfed.engines.job import AUDIT_INPUTS_FILENAME
 
 __all__ = ["AUDIT_INPUTS_FILENAME", "register"]
 
-#: File that ``privfed run`` writes into its output directory for ``--run-dir``.
-AUDIT_INPUTS_FILENAME = "audit_inputs.npz"
 
 _DEFAULTS: dict[str, Any] = {
     "scores": None,

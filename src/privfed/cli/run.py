@@ -21,7 +21,7 @@ import sys
 import time
 from typing import Any
 
-from privfed.cli._options import one_line_errors
+from privfed.cli._options import one_line_errors, option_message
 
 __all__ = ["register"]
 
@@ -340,16 +340,6 @@ _OPTION_OF: dict[str, str] = {
 }
 
 
-def _message(exc: Exception) -> str:
-    """The error's message, naming the command-line option instead of the parameter."""
-    text = str(exc)
-    parameter = getattr(exc, "parameter", None)
-    option = _OPTION_OF.get(parameter) if isinstance(parameter, str) else None
-    if option is not None:
-        text = text.replace(f"parameter {parameter!r}", option, 1)
-    return text
-
-
 def _run(args: argparse.Namespace) -> int:
     from privfed._deps import require
     from privfed.engines.job import check_output_dir
@@ -366,7 +356,7 @@ def _run(args: argparse.Namespace) -> int:
             return _run_factory(resolved)
         return _run_latent(resolved)
     except (_UsageError, PrivfedError) as exc:
-        print(f"privfed run: error: {_message(exc)}", file=sys.stderr)
+        print(f"privfed run: error: {option_message(exc, _OPTION_OF)}", file=sys.stderr)
         return 2
 
 

@@ -46,6 +46,7 @@ from privfed._checks import check_int
 from privfed._records import field_dict
 from privfed.audit import SyntheticReleaseAudit
 from privfed.dp import Adjacency, gdp_epsilon
+from privfed.engines.job import AUDIT_INPUTS_FILENAME
 from privfed.errors import ParameterError, ParameterTypeError
 
 __all__ = [
@@ -62,11 +63,6 @@ __all__ = [
     "audit_summary",
     "save_audit_inputs",
 ]
-
-#: File name of the audit inputs in a run directory; equal to
-#: ``privfed.cli.audit.AUDIT_INPUTS_FILENAME`` (a test checks it), repeated here
-#: so the pipeline does not import the command-line layer.
-AUDIT_INPUTS_FILENAME = "audit_inputs.npz"
 
 #: Arrays of ``audit_inputs.npz`` (the format ``privfed audit --run-dir`` reads), in
 #: the order they are written (kept stable, so equal inputs give equal bytes).
