@@ -2,7 +2,8 @@
 
 Each seed is a whole run of the default configuration (the experimental design --
 split, partition, codec fit, dropouts, sampling, classifier -- and the DP noise are
-seeded by it), with the audit off to save time (it does not change any accuracy):
+seeded by it), with the audit off to save time (it does not change any accuracy)
+and the latent engine's baselines on (``privfed run --baselines``):
 
 * latent engine (``privfed run`` defaults: digits, 20 clients, Dirichlet 0.1, PCA
   d = 8, ε = 10, δ = 1e-5, replace-one): synthetic (DP), real private data, noiseless
@@ -54,7 +55,8 @@ def main() -> None:
     seconds: dict[str, list[float]] = {"latent": [], "factory": []}
     for seed in args.seeds:
         start = time.perf_counter()
-        r = run_pipeline(PipelineConfig(seed=seed, noise_seed=seed, audit=False)).report
+        config = PipelineConfig(seed=seed, noise_seed=seed, audit=False, baselines=True)
+        r = run_pipeline(config).report
         seconds["latent"].append(time.perf_counter() - start)
         latent["synthetic_dp"].append(r.accuracy_synthetic)
         latent["real"].append(float(r.accuracy_real or 0.0))

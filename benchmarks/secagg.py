@@ -18,26 +18,47 @@ another in one process, every message serialized) and reports:
   this script does not run Flower).  The table heads them "Flower*" and the JSON
   stores them under ``flower_*_seconds_recorded``.
 
-Scenarios (full run): N=100 complete graph (t=51), N=100 SecAgg+ (k=12, t=6)
-and N=1000 SecAgg+ (k=30, t=17, Google's parameter-finder choice for 5 %
-adversaries / 5 % dropouts), each with 10 % (resp. 50) clients dropping before
-masked input.  ``--quick`` runs small versions in seconds.
+Suites (``--suite``):
+
+* ``classic`` (default): N=100 complete graph (t=51), N=100 SecAgg+ (k=12,
+  t=6) and N=1000 SecAgg+ (k=30, t=17, Google's parameter-finder choice for
+  5 % adversaries / 5 % dropouts, curious server), each with 10 % (resp. 50)
+  clients dropping before masked input; semi-honest mode.
+* ``active``: issue 12's comparison -- N=1000 SecAgg+ at the finder's
+  semi-malicious parameters (k=52, t=37), 83,850 values, 50 clients (5 %)
+  dropping before masked input, played in semi-honest and in active mode side
+  by side (active: ``corrupted`` = 20 per neighbourhood, the most that
+  ``2t > k + 1 + n_C`` allows), with signatures made and verified per client
+  and, measured in the same run, the time those signatures alone take.
+* ``growth``: the same comparison at N=10,000 (finder's semi-malicious k=62,
+  t=44, ``corrupted`` = 24) with vectors of 8,385 values (a tenth of the
+  payload, so the run fits in memory and in minutes on a 2-core machine).
+* ``grinding``: the graph-grinding experiment (see SECURITY.md): how many
+  tries a server needs to surround a client with colluders when the graph
+  follows the session id (the old construction), and what roster selection
+  still buys it against the roster-seeded graph.
+* ``quick``: small versions of ``classic`` and ``active`` in seconds.
 
 Usage::
 
-    python benchmarks/secagg.py            # full run, a few minutes
-    python benchmarks/secagg.py --quick    # seconds
-    python benchmarks/secagg.py --skip-large
+    python benchmarks/secagg.py                   # classic, a few minutes
+    python benchmarks/secagg.py --suite active    # N=1000, both modes (minutes)
+    python benchmarks/secagg.py --suite growth    # N=10,000, both modes (long)
+    python benchmarks/secagg.py --suite grinding  # seconds to a minute
+    python benchmarks/secagg.py --quick           # seconds
 
-Writes ``benchmarks/results/secagg.json`` (and ``secagg.png`` when matplotlib
-is installed).  Timings on a shared machine are provisional.
+Writes ``benchmarks/results/secagg.json`` (``secagg_<suite>.json`` for the
+other suites; and a PNG when matplotlib is installed).  Timings on a shared
+machine are provisional.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
+import math
 import os
 import platform
 import secrets
@@ -50,8 +71,17 @@ from typing import Any
 import numpy as np
 
 from privfed.progress import ProgressEvent
-from privfed.secagg import RunReport, SecAggConfig, Stage, run_protocol
+from privfed.secagg import (
+    IdentityKey,
+    IdentityRegistry,
+    RunReport,
+    SecAggConfig,
+    Stage,
+    harary_neighbourhoods,
+    run_protocol,
+)
 from privfed.secagg.primitives import prg
+from privfed.secagg.protocol.graph import graph_seed
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PAYLOAD = 10 * (128 + 128 * 129 // 2 + 1)  # 83,850 values: 10 classes at d = 128
@@ -68,6 +98,8 @@ class Scenario:
     degree: int | None = None
     flower_client_s: float | None = None
     flower_server_s: float | None = None
+    mode: str = "semi-honest"
+    corrupted: int = 0
 
 
 FULL = [
@@ -95,9 +127,22 @@ FULL = [
         flower_server_s=99.0,
     ),
 ]
+
+
+def _pair(name: str, n: int, k: int, t: int, length: int, drop: int, nc: int) -> list[Scenario]:
+    """One SecAgg+ job in semi-honest and in active mode."""
+    return [
+        Scenario(f"{name} semi-honest", n, t, length, drop, "harary", k),
+        Scenario(f"{name} active", n, t, length, drop, "harary", k, mode="active", corrupted=nc),
+    ]
+
+
+ACTIVE = _pair("secagg+ N=1000 k=52", 1000, 52, 37, PAYLOAD, 50, 20)
+GROWTH = _pair("secagg+ N=10000 k=62", 10_000, 62, 44, PAYLOAD // 10, 500, 24)
 QUICK = [
     Scenario("complete N=20 (quick)", 20, 11, PAYLOAD // 10, 2),
     Scenario("secagg+ N=60 (quick)", 60, 6, PAYLOAD // 10, 3, "harary", 12),
+    *_pair("secagg+ N=60 k=12 (quick)", 60, 12, 9, PAYLOAD // 10, 3, 4),
 ]
 
 
@@ -147,12 +192,30 @@ def mask_counts(config: SecAggConfig, report: RunReport) -> tuple[dict[int, int]
     shared = set(report.shared)
     survivors = set(report.survivors)
     # A survivor expands its self mask plus one pairwise mask per neighbour in U2.
-    per_client = {u: len(config.neighbours(u) & shared) + 1 for u in survivors}
+    seed = report.graph_seed
+    per_client = {u: len(config.neighbours(u, seed) & shared) + 1 for u in survivors}
     # The server expands every survivor's self mask, plus one pairwise mask per
     # (dropped client, surviving neighbour) pair.
     dropped = shared - survivors
-    server = len(survivors) + sum(len(config.neighbours(v) & survivors) for v in dropped)
+    server = len(survivors) + sum(len(config.neighbours(v, seed) & survivors) for v in dropped)
     return per_client, server
+
+
+def time_signatures(made: float, verified: float, repeats: int = 200) -> float:
+    """Seconds for ``made`` Ed25519 signatures and ``verified`` verifications (this machine)."""
+    key = IdentityKey.generate()
+    registry = IdentityRegistry({1: key.public_key})
+    payload = secrets.token_bytes(200)
+    signature = key.sign(payload)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        key.sign(payload)
+    sign = (time.perf_counter() - start) / repeats
+    start = time.perf_counter()
+    for _ in range(repeats):
+        registry.verify(1, payload, signature)
+    verify = (time.perf_counter() - start) / repeats
+    return made * sign + verified * verify
 
 
 def run_once(s: Scenario, *, seed: int, floor_sample: int) -> dict[str, Any]:
@@ -168,6 +231,8 @@ def run_once(s: Scenario, *, seed: int, floor_sample: int) -> dict[str, Any]:
         graph=s.graph,
         degree=s.degree,
         progress=Progress(s.name),
+        mode=s.mode,
+        corrupted=s.corrupted,
     )
     wall = time.perf_counter() - start
 
@@ -183,19 +248,25 @@ def run_once(s: Scenario, *, seed: int, floor_sample: int) -> dict[str, Any]:
     client_floor = float(np.mean([time_expansions(per_client_masks[u], s.length) for u in sample]))
     server_floor = time_expansions(server_masks, s.length)
 
-    full = [c for c in report.clients if len(c.seconds) == 4]
+    stages = report.stages
+    full = [c for c in report.clients if len(c.seconds) == len(stages)]
+    made = float(np.mean([c.signatures_made for c in full]))
+    verified = float(np.mean([c.signatures_verified for c in full]))
     return {
         "exact_sum": exact,
         "wall_seconds": wall,
         "client_seconds_mean": report.mean_client_seconds,
         "client_seconds_per_stage": {
-            stage.name: float(np.mean([c.seconds[stage] for c in full])) for stage in Stage
+            stage.name: float(np.mean([c.seconds[stage] for c in full])) for stage in stages
         },
         "server_seconds": report.total_server_seconds,
         "server_seconds_per_stage": {k.name: v for k, v in report.server_seconds.items()},
         "client_bytes_per_stage": {
-            stage.name: float(np.mean([c.bytes_sent[stage] for c in full])) for stage in Stage
+            stage.name: float(np.mean([c.bytes_sent[stage] for c in full])) for stage in stages
         },
+        "signatures_made_per_client": made,
+        "signatures_verified_per_client": verified,
+        "signature_seconds_per_client": time_signatures(made, verified) if made else 0.0,
         "masks_per_client_mean": float(np.mean(list(per_client_masks.values()))),
         "server_masks": server_masks,
         "client_floor_seconds": client_floor,
@@ -203,14 +274,14 @@ def run_once(s: Scenario, *, seed: int, floor_sample: int) -> dict[str, Any]:
     }
 
 
-def run_scenario(s: Scenario, *, seed: int, floor_sample: int, repeats: int) -> dict[str, Any]:
-    """``repeats`` rounds of ``s``; every timing reported is the median over them.
+def summarize(s: Scenario, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The medians over ``runs`` of scenario ``s``; every repeat is also kept in ``runs``.
 
-    The round and its floor are timed back to back in each repeat, so a slow
-    moment of a shared machine affects both; medians keep one such moment from
-    deciding the figures.  Every repeat is also kept in ``runs``.
+    Each round and its floor are timed back to back, so a slow moment of a
+    shared machine affects both; medians keep one such moment from deciding
+    the figures.
     """
-    runs = [run_once(s, seed=seed, floor_sample=floor_sample) for _ in range(repeats)]
+    repeats = len(runs)
 
     def median(key: str) -> float:
         return float(np.median([r[key] for r in runs]))
@@ -234,6 +305,9 @@ def run_scenario(s: Scenario, *, seed: int, floor_sample: int, repeats: int) -> 
         "client_bytes_total": float(sum(bytes_per_stage.values())),
         "masks_per_client_mean": runs[0]["masks_per_client_mean"],
         "server_masks": runs[0]["server_masks"],
+        "signatures_made_per_client": runs[0]["signatures_made_per_client"],
+        "signatures_verified_per_client": runs[0]["signatures_verified_per_client"],
+        "signature_seconds_per_client": median("signature_seconds_per_client"),
         "client_floor_seconds": client_floor,
         "server_floor_seconds": server_floor,
         "client_over_floor": client_s / client_floor,
@@ -337,59 +411,294 @@ def plot(rows: list[dict[str, Any]], path: Path) -> bool:
     return True
 
 
+def print_comparison(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Semi-honest and active rows of one job side by side, with the issue's goals."""
+    out = []
+    by_name = {r["scenario"]["name"]: r for r in rows}
+    for name, active in by_name.items():
+        if not name.endswith(" active"):
+            continue
+        base = by_name.get(name[: -len(" active")] + " semi-honest")
+        if base is None:
+            continue
+        extra_client = active["client_seconds_mean"] - base["client_seconds_mean"]
+        signatures = active["signature_seconds_per_client"]
+        whole = active["wall_seconds"]
+        row = {
+            "job": name[: -len(" active")],
+            "client_seconds": [base["client_seconds_mean"], active["client_seconds_mean"]],
+            "server_seconds": [base["server_seconds"], active["server_seconds"]],
+            "client_bytes": [base["client_bytes_total"], active["client_bytes_total"]],
+            "client_over_floor": [base["client_over_floor"], active["client_over_floor"]],
+            "server_over_floor": [base["server_over_floor"], active["server_over_floor"]],
+            "signatures_made_per_client": active["signatures_made_per_client"],
+            "signatures_verified_per_client": active["signatures_verified_per_client"],
+            "signature_seconds_per_client": signatures,
+            "server_ratio": active["server_seconds"] / base["server_seconds"],
+            "client_extra_over_signatures": extra_client / signatures if signatures else None,
+            "active_round_wall_seconds": whole,
+        }
+        out.append(row)
+        print(f"\n{row['job']}: semi-honest vs active")
+        print(
+            f"  client s   {row['client_seconds'][0]:.4f} -> {row['client_seconds'][1]:.4f} "
+            f"(extra {extra_client * 1e3:.2f} ms; its signatures alone {signatures * 1e3:.2f} ms; "
+            f"ratio {row['client_extra_over_signatures'] or 0:.2f}, goal <= 1.2)"
+        )
+        print(
+            f"  server s   {row['server_seconds'][0]:.3f} -> {row['server_seconds'][1]:.3f} "
+            f"(ratio {row['server_ratio']:.2f}, goal <= 1.3)"
+        )
+        print(
+            f"  over the mask floor of the same run: client {row['client_over_floor'][0]:.2f} -> "
+            f"{row['client_over_floor'][1]:.2f}, server {row['server_over_floor'][0]:.2f} -> "
+            f"{row['server_over_floor'][1]:.2f}"
+        )
+        print(
+            f"  bytes/client {row['client_bytes'][0]:,.0f} -> {row['client_bytes'][1]:,.0f}; "
+            f"signatures per client: {row['signatures_made_per_client']:.0f} made, "
+            f"{row['signatures_verified_per_client']:.1f} verified"
+        )
+        print(f"  whole active round (in-process wall) {whole:.1f} s (goal <= 20 s at N=1000)")
+    return out
+
+
+# -- the grinding experiment -------------------------------------------------------------
+
+
+def _surrounded(
+    hood: dict[int, frozenset[int]], present: set[int], bad: set[int], need: int
+) -> bool:
+    """Whether some present honest client sees only colluders, at least ``need`` of them."""
+    for client in present - bad:
+        peers = hood[client] & present
+        if len(peers) >= need and peers <= bad:
+            return True
+    return False
+
+
+def grinding(seed: int) -> dict[str, Any]:
+    """How many tries a server needs, per graph construction (see SECURITY.md)."""
+    rng = np.random.default_rng(seed)
+    n, k, need = 30, 6, 6
+    ids = list(range(1, n + 1))
+    colluders = set(range(n - 9, n + 1))  # 10 colluders
+    trials = 20
+    result: dict[str, Any] = {"n": n, "degree": k, "colluders": len(colluders), "trials": trials}
+
+    # (a) Old construction: the graph is a function of the session id the server picks.
+    tries = []
+    for trial in range(trials):
+        attempt = 0
+        while True:
+            attempt += 1
+            sid = rng.bytes(16)
+            hood = harary_neighbourhoods(ids, degree=k, session_id=sid, round_index=0)
+            if _surrounded(hood, set(ids), colluders, need):
+                break
+        tries.append(attempt)
+        print(f"\r  session-id grinding: trial {trial + 1}/{trials}", end="", file=sys.stderr)
+    print(file=sys.stderr)
+    result["session_id_grinding_tries"] = tries
+    result["session_id_grinding_median"] = float(np.median(tries))
+
+    # (b) Roster-seeded graph: the server can only pick which advertisers make the
+    # roster (each choice of excluded honest clients is one try), plus colluders
+    # re-drawing their advertisement (each re-draw is one try).
+    cfg = SecAggConfig(
+        client_ids=tuple(ids), threshold=4, vector_length=1, graph="harary", degree=k
+    )
+    session = cfg.bound_session_id
+    honest = [c for c in ids if c not in colluders]
+    by_exclusions: dict[str, Any] = {}
+    for excluded in (0, 1, 2, 3):
+        wins = 0
+        options_used = []
+        start = time.perf_counter()
+        for _ in range(trials):
+            adverts = {c: rng.bytes(32) for c in ids}
+            subsets = list(itertools.combinations(honest, excluded))
+            rng.shuffle(subsets)  # type: ignore[arg-type]
+            found = 0
+            for count, out in enumerate(subsets, 1):
+                present = set(ids) - set(out)
+                members = [(c, adverts[c]) for c in sorted(present)]
+                hood = cfg.neighbourhoods(graph_seed(session, members))
+                if _surrounded(hood, present, colluders, need):
+                    found = count
+                    break
+            wins += bool(found)
+            options_used.append(found or len(subsets))
+        elapsed = time.perf_counter() - start
+        by_exclusions[str(excluded)] = {
+            "choices": math.comb(len(honest), excluded),
+            "success_rate": wins / trials,
+            "median_tries_used": float(np.median(options_used)),
+            "seconds": elapsed,
+        }
+        print(
+            f"  roster selection, {excluded} honest excluded: success {wins}/{trials}",
+            file=sys.stderr,
+        )
+    result["roster_selection"] = by_exclusions
+
+    # (c) The finder's semi-malicious parameters at N=1000: best of a few hundred
+    # tries, as the number of colluding neighbours of the most exposed honest client.
+    big_n, big_k, tries_big = 1000, 52, 300
+    big_bad = set(range(big_n - 49, big_n + 1))  # 5 % colluders
+    big_ids = list(range(1, big_n + 1))
+    best_session = best_roster = 0
+    big_cfg = SecAggConfig(
+        client_ids=tuple(big_ids), threshold=37, vector_length=1, graph="harary", degree=big_k
+    )
+    adverts = {c: rng.bytes(32) for c in big_ids}
+    for attempt in range(tries_big):
+        hood = harary_neighbourhoods(big_ids, degree=big_k, session_id=rng.bytes(16), round_index=0)
+        best_session = max(
+            best_session, max(len(hood[c] & big_bad) for c in big_ids if c not in big_bad)
+        )
+        out = {int(rng.integers(1, big_n - 49))}
+        members = [(c, adverts[c]) for c in big_ids if c not in out]
+        hood = big_cfg.neighbourhoods(graph_seed(big_cfg.bound_session_id, members))
+        best_roster = max(
+            best_roster, max(len(hood[c] & big_bad) for c in big_ids if c not in big_bad | out)
+        )
+        if attempt % 25 == 24:
+            print(f"\r  N=1000 tries: {attempt + 1}/{tries_big}", end="", file=sys.stderr)
+    print(file=sys.stderr)
+    from privfed.secagg.parameters import secagg_plus_bounds
+
+    bound = secagg_plus_bounds(
+        big_n,
+        big_k,
+        37,
+        corrupted_fraction=0.05,
+        dropout_fraction=0.05,
+        threat_model="semi-malicious",
+    )
+    result["n1000"] = {
+        "degree": big_k,
+        "threshold": 37,
+        "colluders": len(big_bad),
+        "colluding_neighbours_needed": 2 * 37 - big_k - 1,
+        "tries": tries_big,
+        "best_colluding_neighbours_session_id_grinding": best_session,
+        "best_colluding_neighbours_roster_selection": best_roster,
+        "log2_success_probability_per_try_bound": bound.log2_share_pooling,
+    }
+    return result
+
+
+def print_grinding(g: dict[str, Any]) -> None:
+    print(
+        f"grinding at n={g['n']}, k={g['degree']}, {g['colluders']} colluders "
+        f"(some honest client's {g['degree']} neighbours all colluders), {g['trials']} trials:"
+    )
+    print(
+        f"  session-seeded graph (old): median {g['session_id_grinding_median']:.0f} session ids "
+        f"(min {min(g['session_id_grinding_tries'])}, max {max(g['session_id_grinding_tries'])})"
+    )
+    for excluded, row in g["roster_selection"].items():
+        print(
+            f"  roster-seeded graph, server excludes {excluded} honest advertisers "
+            f"({row['choices']} choices): success {row['success_rate']:.0%}"
+        )
+    big = g["n1000"]
+    print(
+        f"  N=1000, k={big['degree']}, t={big['threshold']}, {big['colluders']} colluders: best of "
+        f"{big['tries']} tries gave {big['best_colluding_neighbours_session_id_grinding']} "
+        f"(session ids) / {big['best_colluding_neighbours_roster_selection']} (roster selection) "
+        f"colluding neighbours of the {big['colluding_neighbours_needed']} needed; per-try "
+        f"success bound 2^{big['log2_success_probability_per_try_bound']:.1f}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small scenarios (seconds)")
-    parser.add_argument("--skip-large", action="store_true", help="skip the N=1000 scenario")
+    parser.add_argument(
+        "--suite",
+        choices=("classic", "active", "growth", "grinding", "quick"),
+        default="classic",
+        help="which scenarios to run (see the module docstring)",
+    )
+    parser.add_argument("--quick", action="store_true", help="same as --suite quick")
+    parser.add_argument("--skip-large", action="store_true", help="skip N >= 1000 scenarios")
     parser.add_argument("--seed", type=int, default=0, help="seed of inputs and dropouts")
     parser.add_argument("--floor-sample", type=int, default=10, help="clients timed for the floor")
     parser.add_argument(
-        "--repeats", type=int, default=None, help="rounds per scenario (default 5, quick 1)"
+        "--repeats",
+        type=int,
+        default=None,
+        help="rounds per scenario (default 5; 1 for quick, active and growth)",
     )
     parser.add_argument(
         "--output",
         type=Path,
         default=None,
-        help="JSON path (default results/secagg.json, or results/secagg_quick.json with --quick)",
+        help="JSON path (default results/secagg.json, or results/secagg_<suite>.json)",
     )
     args = parser.parse_args(argv)
-
-    scenarios = QUICK if args.quick else FULL
-    repeats = args.repeats if args.repeats is not None else (1 if args.quick else 5)
-    if repeats < 1:
-        parser.error("--repeats must be at least 1")
-    if args.skip_large:
-        scenarios = [s for s in scenarios if s.clients < 1000]
-    rows = []
-    for s in scenarios:
-        print(f"running {s.name} ...", file=sys.stderr)
-        rows.append(
-            run_scenario(s, seed=args.seed, floor_sample=args.floor_sample, repeats=repeats)
-        )
-    print_table(rows)
-
+    suite = "quick" if args.quick else args.suite
     if args.output is None:
-        # A quick run never overwrites the committed full results.
-        args.output = RESULTS / ("secagg_quick.json" if args.quick else "secagg.json")
+        # Other suites never overwrite the committed classic results.
+        name = "secagg.json" if suite == "classic" else f"secagg_{suite}.json"
+        args.output = RESULTS / name
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    meta = {
-        "command": "python benchmarks/secagg.py" + (" --quick" if args.quick else ""),
+    meta: dict[str, Any] = {
+        "command": "python benchmarks/secagg.py"
+        + ("" if suite == "classic" else f" --suite {suite}"),
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "python": platform.python_version(),
         "numpy": np.__version__,
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
-        "note": (
-            "clients played one after another in one process; each timing is the median "
-            "over the repeats; shared machine, provisional"
-        ),
-        "repeats": repeats,
-        "flower_reference": "Flower 1.42 SecAgg+ functions, same payload, 2-core machine",
-        "flower_figures": (
-            "recorded constants (measured once outside benchmarks/secagg.py; not run by it)"
-        ),
     }
-    args.output.write_text(json.dumps({"meta": meta, "results": rows}, indent=2) + "\n")
+    if suite == "grinding":
+        g = grinding(args.seed)
+        print_grinding(g)
+        args.output.write_text(json.dumps({"meta": meta, "grinding": g}, indent=2) + "\n")
+        print(f"\nwrote {args.output}")
+        return 0
+
+    scenarios = {"classic": FULL, "active": ACTIVE, "growth": GROWTH, "quick": QUICK}[suite]
+    default_repeats = {"classic": 5, "active": 3}.get(suite, 1)
+    repeats = args.repeats if args.repeats is not None else default_repeats
+    if repeats < 1:
+        parser.error("--repeats must be at least 1")
+    if args.skip_large:
+        scenarios = [s for s in scenarios if s.clients < 1000]
+    runs: dict[str, list[dict[str, Any]]] = {s.name: [] for s in scenarios}
+    # Repeats are interleaved across scenarios (semi-honest, active, semi-honest,
+    # ...), so a slow spell of a shared machine hits both modes alike.
+    for repeat in range(repeats):
+        for s in scenarios:
+            print(f"running {s.name} (repeat {repeat + 1}/{repeats}) ...", file=sys.stderr)
+            runs[s.name].append(run_once(s, seed=args.seed, floor_sample=args.floor_sample))
+    rows = [summarize(s, runs[s.name]) for s in scenarios]
+    print_table(rows)
+    comparison = print_comparison(rows)
+
+    meta.update(
+        {
+            "note": (
+                "clients played one after another in one process; each timing is the median "
+                "over the repeats; shared machine, provisional"
+                + (
+                    "; N=10,000 with 8,385-value vectors (a tenth of the payload) to fit "
+                    "memory and time"
+                    if suite == "growth"
+                    else ""
+                )
+            ),
+            "repeats": repeats,
+            "flower_reference": "Flower 1.42 SecAgg+ functions, same payload, 2-core machine",
+            "flower_figures": (
+                "recorded constants (measured once outside benchmarks/secagg.py; not run by it)"
+            ),
+        }
+    )
+    document = {"meta": meta, "results": rows, "semi_honest_vs_active": comparison}
+    args.output.write_text(json.dumps(document, indent=2) + "\n")
     print(f"\nwrote {args.output}")
     png = args.output.with_suffix(".png")
     if plot(rows, png):

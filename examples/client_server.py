@@ -71,7 +71,7 @@ server = SecAggServer(config)
 for cid, client in clients.items():
     wire = client.advertise_keys().to_bytes()
     print(f"client {cid} -> server  AdvertiseKeys   {len(wire):>8} B")
-    server.receive(decode_message(wire))
+    server.receive(decode_message(wire), sender=cid)
 roster = server.roster().to_bytes()
 print(f"server -> clients Roster          {len(roster):>8} B")
 
@@ -79,20 +79,20 @@ for cid, client in clients.items():
     for message in client.share_keys(Roster.from_bytes(roster)).values():
         wire = message.to_bytes()
         print(f"client {cid} -> server  EncryptedShares {len(wire):>8} B")
-        server.receive(decode_message(wire))
+        server.receive(decode_message(wire), sender=cid)
 routed = {cid: m.to_bytes() for cid, m in server.routed_shares().items()}
 
 for cid, client in clients.items():
     print(f"server -> client {cid}  RoutedShares    {len(routed[cid]):>8} B")
     wire = client.masked_input(RoutedShares.from_bytes(routed[cid]), vectors[cid - 1]).to_bytes()
     print(f"client {cid} -> server  MaskedInput     {len(wire):>8} B")
-    server.receive(decode_message(wire))
+    server.receive(decode_message(wire), sender=cid)
 requests = {cid: m.to_bytes() for cid, m in server.unmask_requests().items()}
 
 for cid, client in clients.items():
     wire = client.unmask(UnmaskRequest.from_bytes(requests[cid])).to_bytes()
     print(f"client {cid} -> server  UnmaskResponse  {len(wire):>8} B")
-    server.receive(decode_message(wire))
+    server.receive(decode_message(wire), sender=cid)
 total = server.finalize()
 
 # --- server: decode the exact total, release it with DP, fit Gaussians ---------------

@@ -36,17 +36,18 @@ def main() -> None:
     server = SecAggServer(config)
 
     # Stage 1: advertise keys.
-    for client in clients.values():
-        server.receive(decode_message(client.advertise_keys().to_bytes()))
+    # ``sender``: who delivered the bytes, as the transport authenticated it.
+    for cid, client in clients.items():
+        server.receive(decode_message(client.advertise_keys().to_bytes()), sender=cid)
     roster = server.roster().to_bytes()  # broadcast to every client
     print(f"roster: {len(roster)} bytes for {len(clients)} clients")
 
     # Stage 2: share keys; the server only routes ciphertexts it cannot read.  Each
     # client sends all of its ciphertexts as one bundle (one message per client).
-    for client in clients.values():
+    for cid, client in clients.items():
         outgoing = client.share_keys(Roster.from_bytes(roster))
         bundle = EncryptedSharesBundle.from_shares(outgoing).to_bytes()
-        server.receive(decode_message(bundle))
+        server.receive(decode_message(bundle), sender=cid)
     routed = {cid: m.to_bytes() for cid, m in server.routed_shares().items()}
 
     # Stage 3: masked input; the client hands its input over only now.  Client 4 is gone.
@@ -55,14 +56,14 @@ def main() -> None:
             continue
         ring_values = codec.encode(updates[cid])
         masked = client.masked_input(RoutedShares.from_bytes(routed[cid]), ring_values)
-        server.receive(decode_message(masked.to_bytes()))
+        server.receive(decode_message(masked.to_bytes()), sender=cid)
     requests = {cid: m.to_bytes() for cid, m in server.unmask_requests().items()}
     print(f"request for client 1: {UnmaskRequest.from_bytes(requests[1])}")
 
     # Stage 4: each survivor reveals one share per peer; the server unmasks.
     for cid, data in requests.items():
         response = clients[cid].unmask(UnmaskRequest.from_bytes(data))
-        server.receive(decode_message(response.to_bytes()))
+        server.receive(decode_message(response.to_bytes()), sender=cid)
     total = server.finalize()
 
     decoded = codec.decode(total)

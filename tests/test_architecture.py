@@ -155,6 +155,13 @@ IMPORT_BANS: tuple[ImportBan, ...] = (
         exempt=("privfed.models", "privfed.pipeline"),
         exempt_exact=(ROOT,),  # the root's lazy attribute table names them
     ),
+    ImportBan(
+        "flower-is-a-leaf",
+        (ROOT,),
+        ("privfed.flower",),
+        "privfed.flower (the Flower apps) builds on the cores and engines; nothing imports it",
+        exempt=("privfed.flower", "privfed.cli"),
+    ),
 )
 
 LOAD_BANS: tuple[LoadBan, ...] = (
@@ -205,6 +212,18 @@ LOAD_BANS: tuple[LoadBan, ...] = (
         ),
         TORCH_LOADERS,
         "the server side of the latent engine (statistics, release, accounting) runs without torch",
+    ),
+    LoadBan(
+        "flower-apps-load-torch-on-use",
+        (
+            "privfed.flower",
+            "privfed.flower.client",
+            "privfed.flower.server",
+            "privfed.flower.secagg_app",
+            "privfed.flower.apps",
+        ),
+        TORCH_LOADERS,
+        "a Flower node imports torch only when a job needs it (the secure sum never does)",
     ),
 )
 

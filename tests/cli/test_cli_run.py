@@ -82,7 +82,7 @@ def test_engine_factory_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ("argv", "flag"),
     [
         (["--engine", "factory", "--codec", "pca"], "--codec"),
-        (["--engine", "factory", "--epsilon", "3"], "--epsilon"),
+        (["--engine", "factory", "--delta", "1e-6"], "--delta"),
         (["--engine", "factory", "--noise-seed", "1"], "--noise-seed"),
         (["--engine", "factory", "--partition", "iid"], "--partition iid"),
         (["--engine", "factory", "--factory", "edm", "--latent-dim", "4"], "--latent-dim"),
@@ -274,7 +274,7 @@ def test_help_shows_the_configs_defaults(capsys: pytest.CaptureFixture[str]) -> 
     latent, factory = PipelineConfig(), FactoryPipelineConfig()
     assert f"clients (default {latent.num_clients} latent, {factory.num_clients} factory)" in text
     assert f"(default {latent.latent_dim} latent, {factory.latent_dim} factory)" in text
-    assert f"ε of the release (default {latent.epsilon:g})" in text
+    assert f"cell (default {latent.epsilon:g} latent, none factory)" in text
     assert f"FedAvg rounds (default {factory.fedavg_rounds})" in text
     fractions = f"{latent.public_fraction:g} latent, {factory.public_fraction:g} factory"
     assert f"(default {fractions})" in text

@@ -294,3 +294,21 @@ def test_a_target_needing_less_than_the_floor_is_refused() -> None:
     """ε = 200 for one full-batch step needs σ/C < 0.2, which is not calibrated."""
     with pytest.raises(CalibrationError, match=r"below 0\.2"):
         _call(target_epsilon=200.0, sampling_rate=1.0, steps=1)
+
+
+def test_a_large_target_is_refused_before_any_pld_is_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ε = 1000 over 10 subsampled steps: the full batch already meets it below the floor.
+
+    The refusal comes from the full-batch bound (a Poisson subsample is never less
+    private than the full batch), without accounting a PLD at the floor -- which for
+    such spread-out losses took minutes.  The test makes any PLD construction fail.
+    """
+
+    def no_pld(self: object, interval: float) -> None:
+        raise AssertionError("a PLD was built for a target met below the floor")
+
+    monkeypatch.setattr(calibration_module.SubsampledGaussianRelease, "pld", no_pld)
+    with pytest.raises(CalibrationError, match=r"below 0\.2"):
+        calibration_module.calibrate_noise_multiplier(
+            1000.0, 1e-5, sampling_rate=0.25, steps=10
+        )

@@ -223,7 +223,11 @@ def test_export_agrees_with_the_pld_accountant(release: ReleaseEvent) -> None:
         with pytest.raises(LedgerError):
             ledger.to_dp_accounting_event(accountant="pld")
         event = ledger.to_dp_accounting_event(accountant="rdp")
-        assert _accountant_epsilon(event, "rdp", relation) == pytest.approx(claim, rel=1e-9)
+        reported = _accountant_epsilon(event, "rdp", relation)
+        if release.rdp_export_exact:
+            assert reported == pytest.approx(claim, rel=1e-9)
+        else:  # an upper bound only (see rdp_export_exact): looser, never tighter
+            assert reported is not None and claim - BELOW_TOLERANCE <= reported <= 1.25 * claim
         assert _accountant_epsilon(ledger.to_dp_accounting_event(), "pld", relation) is None
         return
     assert ledger.to_dp_accounting_event(accountant="pld") == ledger.to_dp_accounting_event()
@@ -273,7 +277,10 @@ def test_rdp_export_is_never_tighter_than_the_claim(release: ReleaseEvent) -> No
     reported = _accountant_epsilon(event, "rdp", ledger.accountant_relation())
     assert reported is not None
     assert reported >= ledger.epsilon(DELTA) - BELOW_TOLERANCE
-    assert reported == pytest.approx(ledger.epsilon(DELTA, method="rdp"), rel=1e-9)
+    if release.rdp_export_exact:
+        assert reported == pytest.approx(ledger.epsilon(DELTA, method="rdp"), rel=1e-9)
+    else:  # the export is an upper bound on a tighter accounted curve: within 25 %
+        assert reported <= 1.25 * ledger.epsilon(DELTA, method="rdp")
 
 
 # -- refused records leave the ledger unchanged -----------------------------------------------

@@ -10,6 +10,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from secagg_helpers import deliver
 
 from privfed.errors import (
     AuthenticationError,
@@ -63,7 +64,7 @@ def _round(n: int = N, t: int = T, seed: int = 0, *, check_all_shares: bool = Fa
 def _advertise(r: Round, skip: tuple[int, ...] = ()) -> Roster:
     for cid, client in r.clients.items():
         if cid not in skip:
-            r.server.receive(client.advertise_keys())
+            deliver(r.server, client.advertise_keys())
     r.roster = r.server.roster()
     return r.roster
 
@@ -73,7 +74,7 @@ def _share(r: Round, skip: tuple[int, ...] = ()) -> dict[int, RoutedShares]:
     for cid in r.roster.client_ids:
         if cid not in skip:
             for message in r.clients[cid].share_keys(r.roster).values():
-                r.server.receive(message)
+                deliver(r.server, message)
     r.routed = r.server.routed_shares()
     return r.routed
 
@@ -82,7 +83,7 @@ def _mask(r: Round, skip: tuple[int, ...] = ()) -> dict[int, UnmaskRequest]:
     assert r.routed is not None
     for cid, routed in r.routed.items():
         if cid not in skip:
-            r.server.receive(r.clients[cid].masked_input(routed))
+            deliver(r.server, r.clients[cid].masked_input(routed))
     r.requests = r.server.unmask_requests()
     return r.requests
 
@@ -244,7 +245,7 @@ def test_low_order_key_slipped_into_the_roster_aborts_the_client(field: str) -> 
     for cid in (1, 2, 3, 4, 5):
         outgoing = r.clients[cid].share_keys(forged if cid == 1 else roster)
         for message in outgoing.values():
-            r.server.receive(message)
+            deliver(r.server, message)
     routed = r.server.routed_shares()
     with pytest.raises(ProtocolAbort, match="client 3 advertised an invalid mask key"):
         r.clients[1].masked_input(routed[1])
@@ -319,7 +320,9 @@ def test_masked_input_out_of_order_does_not_change_state() -> None:
     r = _round()
     with pytest.raises(ProtocolAbort, match="out of order"):
         r.clients[1].masked_input(
-            RoutedShares(session_id=r.config.session_id, round_index=0, recipient=1, shares=())
+            RoutedShares(
+                session_id=r.config.bound_session_id, round_index=0, recipient=1, shares=()
+            )
         )
     assert r.clients[1].stage is Stage.ADVERTISE_KEYS
     assert not r.clients[1].aborted
@@ -331,23 +334,23 @@ def test_masked_input_out_of_order_does_not_change_state() -> None:
 def test_server_refuses_duplicates_unknowns_other_sessions_and_bad_keys() -> None:
     r = _round()
     first = r.clients[1].advertise_keys()
-    r.server.receive(first)
+    deliver(r.server, first)
     with pytest.raises(ProtocolAbort, match="duplicate"):
-        r.server.receive(first)
+        deliver(r.server, first)
     with pytest.raises(ProtocolAbort, match="unknown"):
-        r.server.receive(dataclasses.replace(first, sender=42))
+        deliver(r.server, dataclasses.replace(first, sender=42))
     with pytest.raises(ProtocolAbort, match="another session"):
-        r.server.receive(dataclasses.replace(first, session_id=bytes(16)))
+        deliver(r.server, dataclasses.replace(first, session_id=bytes(16)))
     low_order = dataclasses.replace(r.clients[2].advertise_keys(), encryption_public_key=bytes(32))
     with pytest.raises(ProtocolAbort, match="low-order"):
-        r.server.receive(low_order)
+        deliver(r.server, low_order)
     reused = dataclasses.replace(low_order, encryption_public_key=first.mask_public_key)
     with pytest.raises(ProtocolAbort, match="reuses"):
-        r.server.receive(reused)
+        deliver(r.server, reused)
     assert r.server.advertised == {1}
     assert not r.server.aborted
     with pytest.raises(ParameterTypeError):
-        r.server.receive(first.to_bytes())  # type: ignore[arg-type]
+        deliver(r.server, first.to_bytes())  # type: ignore[arg-type]
 
 
 def test_server_refuses_late_and_early_masked_input() -> None:
@@ -357,29 +360,29 @@ def test_server_refuses_late_and_early_masked_input() -> None:
     late = r.clients[5].masked_input(routed[5])
     _mask(r, skip=(5,))
     with pytest.raises(ProtocolAbort, match="late"):
-        r.server.receive(late)
+        deliver(r.server, late)
     responses = [r.clients[c].unmask(req) for c, req in r.requests.items()]  # type: ignore[union-attr]
     for response in responses:
-        r.server.receive(response)
+        deliver(r.server, response)
     total = r.server.finalize()
     expected = sum((r.inputs[c] for c in (1, 2, 3, 4)), start=np.zeros(L, np.uint64))
     np.testing.assert_array_equal(total, expected)
     np.testing.assert_array_equal(r.server.finalize(), total)
     with pytest.raises(ProtocolAbort, match="late"):
-        r.server.receive(late)
+        deliver(r.server, late)
 
 
 def test_server_refuses_masked_input_before_its_stage() -> None:
     r = _round()
     message = MaskedInput(
-        session_id=r.config.session_id,
+        session_id=r.config.bound_session_id,
         round_index=0,
         sender=1,
         ring_bits=64,
         values=np.zeros(L, np.uint64),
     )
     with pytest.raises(ProtocolAbort, match="early"):
-        r.server.receive(message)
+        deliver(r.server, message)
 
 
 def test_partial_ciphertext_set_counts_as_dropped() -> None:
@@ -391,7 +394,7 @@ def test_partial_ciphertext_set_counts_as_dropped() -> None:
         if cid == 2:
             messages = messages[:2]
         for message in messages:
-            r.server.receive(message)
+            deliver(r.server, message)
     routed = r.server.routed_shares()
     assert r.server.shared == {1, 3, 4, 5}
     assert 2 not in routed
@@ -404,7 +407,7 @@ def test_bundles_are_taken_whole_or_not_at_all() -> None:
     cfg = r.config
     out = r.clients[1].share_keys(roster)
     stray = EncryptedShares(
-        session_id=cfg.session_id,
+        session_id=cfg.bound_session_id,
         round_index=cfg.round_index,
         sender=1,
         recipient=5,
@@ -412,24 +415,24 @@ def test_bundles_are_taken_whole_or_not_at_all() -> None:
     )
     # A ciphertext for a client that is not on the roster spoils the whole bundle.
     with pytest.raises(ProtocolAbort, match="not a roster neighbour"):
-        r.server.receive(EncryptedSharesBundle.from_shares([*out.values(), stray]))
+        deliver(r.server, EncryptedSharesBundle.from_shares([*out.values(), stray]))
     assert not r.server.aborted
     # Nothing of it was kept: the same ciphertexts are accepted afterwards.
     first, *rest = sorted(out.values(), key=lambda m: m.recipient)
-    r.server.receive(first)
+    deliver(r.server, first)
     # A bundle repeating an accepted ciphertext is refused as a whole, too.
     with pytest.raises(ProtocolAbort, match="duplicate"):
-        r.server.receive(EncryptedSharesBundle.from_shares(out))
-    r.server.receive(EncryptedSharesBundle.from_shares(rest))
+        deliver(r.server, EncryptedSharesBundle.from_shares(out))
+    deliver(r.server, EncryptedSharesBundle.from_shares(rest))
     for cid in (2, 3, 4):
-        r.server.receive(EncryptedSharesBundle.from_shares(r.clients[cid].share_keys(roster)))
+        deliver(r.server, EncryptedSharesBundle.from_shares(r.clients[cid].share_keys(roster)))
     r.routed = r.server.routed_shares()
     assert r.server.shared == {1, 2, 3, 4}
     # Routed exactly as the clients sent them.
     assert r.routed[2].shares[0] == out[2]
     requests = _mask(r)
     for cid in sorted(requests):
-        r.server.receive(r.clients[cid].unmask(requests[cid]))
+        deliver(r.server, r.clients[cid].unmask(requests[cid]))
     expected = sum((r.inputs[c] for c in (1, 2, 3, 4)), start=np.zeros(L, dtype=np.uint64))
     assert np.array_equal(r.server.finalize(), expected)
 
@@ -440,7 +443,7 @@ def test_a_partial_bundle_counts_as_dropped() -> None:
     for cid in roster.client_ids:
         out = r.clients[cid].share_keys(roster)
         items = sorted(out.values(), key=lambda m: m.recipient)
-        r.server.receive(EncryptedSharesBundle.from_shares(items[:2] if cid == 3 else items))
+        deliver(r.server, EncryptedSharesBundle.from_shares(items[:2] if cid == 3 else items))
     routed = r.server.routed_shares()
     assert r.server.shared == {1, 2, 4, 5}
     assert all(3 not in routed[c].senders for c in routed)
@@ -448,8 +451,8 @@ def test_a_partial_bundle_counts_as_dropped() -> None:
 
 def test_server_aborts_below_threshold_for_good() -> None:
     r = _round()
-    r.server.receive(r.clients[1].advertise_keys())
-    r.server.receive(r.clients[2].advertise_keys())
+    deliver(r.server, r.clients[1].advertise_keys())
+    deliver(r.server, r.clients[2].advertise_keys())
     with pytest.raises(ProtocolAbort) as info:
         r.server.roster()
     assert info.value.stage == "ADVERTISE_KEYS"
@@ -457,14 +460,14 @@ def test_server_aborts_below_threshold_for_good() -> None:
     with pytest.raises(ProtocolAbort):
         r.server.roster()
     with pytest.raises(ProtocolAbort):
-        r.server.receive(r.clients[3].advertise_keys())
+        deliver(r.server, r.clients[3].advertise_keys())
 
 
 def test_server_needs_threshold_responses() -> None:
     r = _round()
     requests = _to_unmasking(r)
     for cid in (1, 2):
-        r.server.receive(r.clients[cid].unmask(requests[cid]))
+        deliver(r.server, r.clients[cid].unmask(requests[cid]))
     with pytest.raises(ProtocolAbort, match="answered"):
         r.server.finalize()
     assert r.server.aborted
@@ -481,15 +484,15 @@ def test_server_refuses_responses_that_do_not_match_the_request() -> None:
         key_shares=(),
     )
     with pytest.raises(ProtocolAbort, match="do not match"):
-        r.server.receive(swapped)
+        deliver(r.server, swapped)
     with pytest.raises(ProtocolAbort, match="not asked"):
-        r.server.receive(dataclasses.replace(response, sender=5))
+        deliver(r.server, dataclasses.replace(response, sender=5))
     garbled = dataclasses.replace(response, key_shares=(RevealedShare(5, b"\x00" * 7),))
     with pytest.raises(MessageFormatError):
-        r.server.receive(garbled)
-    r.server.receive(response)
+        deliver(r.server, garbled)
+    deliver(r.server, response)
     with pytest.raises(ProtocolAbort, match="duplicate"):
-        r.server.receive(response)
+        deliver(r.server, response)
 
 
 @pytest.mark.parametrize(
@@ -528,12 +531,12 @@ def test_server_refuses_badly_encoded_shares_and_keeps_its_state(mangle: str) ->
         ProtocolAbort if mangle == "index_of_another_client" else MessageFormatError
     )
     with pytest.raises(expected):
-        r.server.receive(altered)
+        deliver(r.server, altered)
     assert not r.server.aborted
     assert r.server.responders == frozenset()
     # The honest response is still accepted and the round completes exactly.
     for cid in sorted(requests):
-        r.server.receive(r.clients[cid].unmask(requests[cid]) if cid != 1 else response)
+        deliver(r.server, r.clients[cid].unmask(requests[cid]) if cid != 1 else response)
     total = r.server.finalize()
     expected_sum = sum((r.inputs[c] for c in (1, 2, 3, 4)), start=np.zeros(L, dtype=np.uint64))
     assert np.array_equal(total, expected_sum)
@@ -578,7 +581,7 @@ def test_wrong_self_mask_share_fails_the_commitment() -> None:
         response = r.clients[cid].unmask(requests[cid])
         if cid == 2:
             response = _shift_share(response, 4, key=False, holders=responders)
-        r.server.receive(response)
+        deliver(r.server, response)
     with pytest.raises(ReconstructionError, match="commitment"):
         r.server.finalize()
     assert not r.server.aborted
@@ -592,7 +595,7 @@ def test_wrong_key_share_fails_the_public_key_check() -> None:
         response = r.clients[cid].unmask(requests[cid])
         if cid == 3:
             response = _shift_share(response, 5, key=True, holders=responders)
-        r.server.receive(response)
+        deliver(r.server, response)
     with pytest.raises(ReconstructionError, match="public key"):
         r.server.finalize()
 
@@ -605,7 +608,7 @@ def test_wrong_share_among_redundant_shares_is_inconsistent(culprit: int) -> Non
         response = r.clients[cid].unmask(requests[cid])
         if cid == culprit:
             response = _shift_share(response, 2, key=False, holders=[1, 2, 3])
-        r.server.receive(response)
+        deliver(r.server, response)
     with pytest.raises(ReconstructionError, match="inconsistent"):
         r.server.finalize()
 
@@ -619,7 +622,7 @@ def test_by_default_surplus_shares_are_not_used() -> None:
         response = r.clients[cid].unmask(requests[cid])
         if cid == 5:
             response = _shift_share(response, 2, key=False, holders=[1, 2, 3])
-        r.server.receive(response)
+        deliver(r.server, response)
     expected = sum(r.inputs.values(), start=np.zeros(L, np.uint64))
     np.testing.assert_array_equal(r.server.finalize(), expected)
 
@@ -650,11 +653,11 @@ def test_input_can_be_given_late_but_exactly_once() -> None:
     }
     server = SecAggServer(config)
     for c in clients.values():
-        server.receive(c.advertise_keys())
+        deliver(server, c.advertise_keys())
     roster = server.roster()
     for c in clients.values():
         for message in c.share_keys(roster).values():
-            server.receive(message)
+            deliver(server, message)
     routed = server.routed_shares()
     with pytest.raises(ParameterError, match="already given"):
         clients[1].masked_input(routed[1], values[1])
@@ -664,12 +667,12 @@ def test_input_can_be_given_late_but_exactly_once() -> None:
         clients[3].masked_input(routed[3], np.zeros(L + 1, np.uint64))
     for cid in (1, 2, 3):
         assert clients[cid].stage is Stage.MASKED_INPUT
-    server.receive(clients[1].masked_input(routed[1]))
-    server.receive(clients[2].masked_input(routed[2], values[2]))
-    server.receive(clients[3].masked_input(routed[3], values[3].astype(np.int32)))
+    deliver(server, clients[1].masked_input(routed[1]))
+    deliver(server, clients[2].masked_input(routed[2], values[2]))
+    deliver(server, clients[3].masked_input(routed[3], values[3].astype(np.int32)))
     requests = server.unmask_requests()
     for cid, request in requests.items():
-        server.receive(clients[cid].unmask(request))
+        deliver(server, clients[cid].unmask(request))
     np.testing.assert_array_equal(server.finalize(), np.full(L, 6, np.uint64))
 
 
@@ -680,23 +683,70 @@ def test_secagg_plus_roster_parts_hold_only_the_neighbourhood() -> None:
     clients = {c: SecAggClient(config, c, np.full(L, c, np.uint64)) for c in config.client_ids}
     server = SecAggServer(config)
     for c in clients.values():
-        server.receive(c.advertise_keys())
+        deliver(server, c.advertise_keys())
     full = server.roster()
     assert full.client_ids == config.client_ids
     for cid, client in clients.items():
         part = server.roster(cid)
-        assert set(part.client_ids) == config.neighbourhood(cid)
+        # The roster fixed the graph (its seed hashes every member's advertisement).
+        assert set(part.client_ids) == server.neighbours(cid) | {cid}
         # Clients accept their part (or the full roster) and share with neighbours only.
         outgoing = client.share_keys(Roster.from_bytes(part.to_bytes()))
-        assert set(outgoing) == config.neighbours(cid)
+        assert set(outgoing) == server.neighbours(cid) == client.neighbours
         for message in outgoing.values():
-            server.receive(message)
+            deliver(server, message)
     assert server.roster() == full  # idempotent once the stage is closed
     routed = server.routed_shares()
     for cid, client in clients.items():
-        server.receive(client.masked_input(routed[cid]))
+        deliver(server, client.masked_input(routed[cid]))
     for cid, request in server.unmask_requests().items():
-        server.receive(clients[cid].unmask(request))
+        deliver(server, clients[cid].unmask(request))
     np.testing.assert_array_equal(server.finalize(), np.full(L, 55, np.uint64))
     with pytest.raises(ParameterError):
         server.roster(99)
+
+
+# -- the authenticated sender (the transport's word, not the message's) -------------------
+
+
+def test_a_masked_input_forged_in_another_clients_name_is_refused() -> None:
+    r = _round()
+    _advertise(r)
+    routed = _share(r)
+    # Client 5 drops before sending its masked input; client 1 tries to send one in
+    # its name (so the server would treat 5 as a survivor and ask for b_5 shares).
+    honest = {cid: r.clients[cid].masked_input(routed[cid]) for cid in (1, 2, 3, 4)}
+    forged = MaskedInput(
+        session_id=honest[1].session_id,
+        round_index=honest[1].round_index,
+        sender=5,
+        ring_bits=64,
+        values=np.zeros(L, np.uint64),
+    )
+    with pytest.raises(ProtocolAbort, match="delivered by client 1"):
+        r.server.receive(forged, sender=1)
+    with pytest.raises(ProtocolAbort, match="delivered by client 2"):
+        r.server.receive(honest[1], sender=2)
+    assert r.server.survivors == frozenset()
+    for cid, message in honest.items():
+        r.server.receive(message, sender=cid)
+    assert r.server.survivors == {1, 2, 3, 4}
+    requests = r.server.unmask_requests()
+    for cid, request in requests.items():
+        deliver(r.server, r.clients[cid].unmask(request))
+    expected = sum((r.inputs[c] for c in (1, 2, 3, 4)), np.zeros(L, np.uint64))
+    np.testing.assert_array_equal(r.server.finalize(), expected)
+
+
+def test_receive_requires_an_authenticated_sender() -> None:
+    r = _round()
+    message = r.clients[1].advertise_keys()
+    with pytest.raises(TypeError):
+        r.server.receive(message)  # type: ignore[call-arg]
+    with pytest.raises(ParameterTypeError):
+        r.server.receive(message, sender="1")  # type: ignore[arg-type]
+    with pytest.raises(ParameterError):
+        r.server.receive(message, sender=0)
+    assert r.server.advertised == frozenset()
+    r.server.receive(message, sender=1)
+    assert r.server.advertised == {1}

@@ -76,7 +76,7 @@ def test_odd_degree_needs_an_even_number_of_clients() -> None:
     cfg = SecAggConfig(
         client_ids=tuple(range(1, 7)), threshold=2, vector_length=1, graph="harary", degree=3
     )
-    assert all(len(cfg.neighbours(c)) == 3 for c in cfg.client_ids)
+    assert all(len(cfg.neighbours(c, bytes(32))) == 3 for c in cfg.client_ids)
 
 
 def test_unknown_client_has_no_neighbours() -> None:

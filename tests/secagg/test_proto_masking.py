@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import stats
+from secagg_helpers import deliver
 
 from privfed.secagg import MaskedInput, SecAggClient, SecAggConfig, SecAggServer
 
@@ -28,11 +29,11 @@ def _masked_inputs(
     clients = [SecAggClient(config, i + 1, v) for i, v in enumerate(inputs)]
     server = SecAggServer(config)
     for c in clients:
-        server.receive(c.advertise_keys())
+        deliver(server, c.advertise_keys())
     roster = server.roster()
     for c in clients:
         for message in c.share_keys(roster).values():
-            server.receive(message)
+            deliver(server, message)
     routed = server.routed_shares()
     return [c.masked_input(routed[c.client_id]) for c in clients]
 

@@ -9,14 +9,18 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from secagg_helpers import deliver
 
 from privfed.errors import MessageFormatError, ParameterError, ParameterTypeError
 from privfed.secagg import (
     AdvertiseKeys,
+    ConsistencyRequest,
+    ConsistencySignature,
     EncryptedShares,
     EncryptedSharesBundle,
     MaskedInput,
     Message,
+    RevealedNoiseShare,
     RevealedShare,
     Roster,
     RosterEntry,
@@ -24,6 +28,7 @@ from privfed.secagg import (
     SecAggClient,
     SecAggConfig,
     SecAggServer,
+    SurvivorSignature,
     UnmaskRequest,
     UnmaskResponse,
     decode_message,
@@ -78,6 +83,41 @@ def _samples() -> list[Message]:
             self_mask_shares=(RevealedShare(1, b"x" * 5), RevealedShare(2, b"y" * 5)),
             key_shares=(RevealedShare(3, b"z" * 5),),
         ),
+        # The optional sections of the active mode and of the noise layers.
+        AdvertiseKeys(
+            **HEADER,
+            sender=3,
+            encryption_public_key=_key(1),
+            mask_public_key=_key(2),
+            self_mask_commitment=_key(3),
+            signature=b"s" * 64,
+            noise_commitments=(_key(4), _key(5)),
+        ),
+        Roster(
+            **HEADER,
+            entries=(
+                RosterEntry(1, _key(1), _key(2), b"a" * 64),
+                RosterEntry(5, _key(3), _key(4), b"b" * 64),
+            ),
+            members=((1, _key(7)), (2, _key(8)), (5, _key(9))),
+        ),
+        UnmaskRequest(
+            **HEADER,
+            recipient=2,
+            survivors=(1, 2, 5),
+            dropped=(3,),
+            signatures=(SurvivorSignature(1, b"c" * 64), SurvivorSignature(5, b"d" * 64)),
+            noise_layers=(2, 3),
+        ),
+        UnmaskResponse(
+            **HEADER,
+            sender=2,
+            self_mask_shares=(RevealedShare(1, b"x" * 5),),
+            key_shares=(),
+            noise_shares=(RevealedNoiseShare(1, 2, b"n" * 5), RevealedNoiseShare(1, 3, b"m" * 3)),
+        ),
+        ConsistencyRequest(**HEADER, recipient=4, survivors=(1, 4, 9)),
+        ConsistencySignature(**HEADER, sender=4, signature=b"e" * 64),
     ]
 
 
@@ -110,7 +150,7 @@ def test_trailing_bytes_are_refused(message: Message) -> None:
 @pytest.mark.parametrize("message", SAMPLES, ids=IDS)
 def test_header_tampering_is_refused(message: Message) -> None:
     data = bytearray(message.to_bytes())
-    for position, value in ((0, ord("X")), (4, 2), (5, 0), (5, 99), (6, 3), (6, 200)):
+    for position, value in ((0, ord("X")), (4, 1), (4, 3), (5, 0), (5, 99), (6, 3), (6, 200)):
         bad = bytearray(data)
         bad[position] = value
         with pytest.raises(MessageFormatError):
@@ -426,17 +466,17 @@ def test_messages_the_server_builds_pass_the_constructor_checks(graph: str) -> N
     clients = {c: SecAggClient(config, c, np.arange(3, dtype=np.uint64)) for c in config.client_ids}
     server = SecAggServer(config)
     for c in (1, 2, 3, 4, 5, 6, 7, 8):  # client 9 never shows up
-        server.receive(clients[c].advertise_keys())
+        deliver(server, clients[c].advertise_keys())
     rosters = {c: server.roster(c) for c in range(1, 9)}
     for roster in [server.roster(), *rosters.values()]:
         _revalidate(roster)
     for c, roster in rosters.items():
-        server.receive(EncryptedSharesBundle.from_shares(clients[c].share_keys(roster)))
+        deliver(server, EncryptedSharesBundle.from_shares(clients[c].share_keys(roster)))
     routed = server.routed_shares()
     for message in routed.values():
         _revalidate(message)
     for c in (1, 2, 3, 4, 5, 6):  # clients 7 and 8 drop before masked input
-        server.receive(clients[c].masked_input(routed[c]))
+        deliver(server, clients[c].masked_input(routed[c]))
     requests = server.unmask_requests()
     assert requests
     for message in requests.values():

@@ -22,9 +22,18 @@ def _pair(recipient: int) -> tuple[bytes, bytes]:
 def test_round_trip_returns_canonical_shares() -> None:
     key, seed = _pair(7)
     data = pack_shares(sender=3, recipient=7, key_share=key, seed_share=seed)
-    assert unpack_shares(data, sender=3, recipient=7) == (key, seed)
-    for share in unpack_shares(data, sender=3, recipient=7):
+    assert unpack_shares(data, sender=3, recipient=7) == (key, seed, ())
+    for share in unpack_shares(data, sender=3, recipient=7)[:2]:
         assert shamir.Share.from_bytes(share).index == 7
+
+
+def test_round_trip_with_noise_layer_shares() -> None:
+    key, seed = _pair(7)
+    noise = _pair(7)
+    data = pack_shares(sender=3, recipient=7, key_share=key, seed_share=seed, noise_shares=noise)
+    assert unpack_shares(data, sender=3, recipient=7, noise_layers=2) == (key, seed, noise)
+    with pytest.raises(ParameterError):
+        unpack_shares(data, sender=3, recipient=7)  # the config's L decides the length
 
 
 @pytest.mark.parametrize("which", [0, 1])

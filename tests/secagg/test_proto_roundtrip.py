@@ -237,8 +237,13 @@ def test_bad_inputs_are_refused() -> None:
         run_in_memory([np.full(3, -1, np.int64)] * 2, threshold=2)
 
 
-def test_config_session_binds_the_harary_graph() -> None:
+def test_the_harary_graph_needs_the_roster_seed() -> None:
     cfg = SecAggConfig(
         client_ids=tuple(range(1, 9)), threshold=2, vector_length=1, graph="harary", degree=2
     )
-    assert all(len(cfg.neighbours(c)) == 2 for c in cfg.client_ids)
+    # The session id alone no longer fixes the graph (a server could grind it).
+    with pytest.raises(ParameterError, match="graph_seed"):
+        cfg.neighbours(1)
+    assert all(len(cfg.neighbours(c, bytes(32))) == 2 for c in cfg.client_ids)
+    graphs = {frozenset(cfg.neighbourhoods(bytes([i]) * 32).items()) for i in range(5)}
+    assert len(graphs) > 1

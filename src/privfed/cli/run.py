@@ -2,8 +2,8 @@
 
 ``--engine latent`` (default) runs :func:`privfed.engines.latent.job.run_pipeline`, the
 latent-statistic engine with secure aggregation, the DP release, synthesis, a
-classifier, baselines and the default membership-inference audit (``--no-audit``
-skips it).  ``--engine factory`` runs
+classifier, the optional baselines (``--baselines``) and the default
+membership-inference audit (``--no-audit`` skips it).  ``--engine factory`` runs
 :func:`privfed.engines.factory.job.run_factory_pipeline` on digits.
 
 Options that belong to one engine only are refused (exit status 2) when given
@@ -44,11 +44,11 @@ def _defaults() -> tuple[dict[str, tuple[str, Any]], dict[str, tuple[str, Any]],
         "codec": ("--codec", latent["codec"]),
         "codec_kind": ("--codec-kind", latent["codec_kind"]),
         "clip_norm": ("--clip-norm", latent["clip_norm"]),
-        "epsilon": ("--epsilon", latent["epsilon"]),
-        "delta": ("--delta", latent["delta"]),
         "adjacency": ("--adjacency", latent["adjacency"].value),
         "dropout_rate": ("--dropout-rate", latent["dropout_rate"]),
         "noise_seed": ("--noise-seed", latent["noise_seed"]),
+        "noise": ("--noise", latent["noise"].value),
+        "assumed_corrupted": ("--assumed-corrupted", latent["assumed_corrupted"]),
     }
     factory_only = {
         "factory": ("--factory", factory["factory"]),
@@ -56,6 +56,9 @@ def _defaults() -> tuple[dict[str, tuple[str, Any]], dict[str, tuple[str, Any]],
     }
     shared = {
         "dataset": (latent["dataset"], factory["dataset"]),
+        # factory: a target ε makes the EDM factories DP-SGD (calibrated per cell).
+        "epsilon": (latent["epsilon"], factory["epsilon"]),
+        "delta": (latent["delta"], factory["delta"]),
         "num_classes": (latent["num_classes"], factory["num_classes"]),
         "public_fraction": (latent["public_fraction"], factory["public_fraction"]),
         "test_fraction": (latent["test_fraction"], factory["test_fraction"]),
@@ -67,7 +70,7 @@ def _defaults() -> tuple[dict[str, tuple[str, Any]], dict[str, tuple[str, Any]],
         "latent_dim": (latent["latent_dim"], factory["latent_dim"]),
         "samples_per_class": (latent["samples_per_class"], factory["synthetic_per_class"]),
         "epochs": (latent["classifier_epochs"], factory["classifier_epochs"]),
-        "no_baselines": (not latent["baselines"], not factory["centralized"]),
+        "baselines": (latent["baselines"], factory["centralized"]),
         "threads": (latent["num_threads"], factory["num_threads"]),
         "no_audit": (not latent["audit"], not factory["audit"]),
     }
@@ -167,10 +170,16 @@ def register(subparsers: Any) -> None:
         help="codec dimension; factory: of the Gaussian factories (default {default})",
     )
     add("--clip-norm", type=float, default=None, help="latent: default the codec's")
-    add("--epsilon", type=float, default=None, help="latent: ε of the release (default {default})")
+    add(
+        "--epsilon", type=float, default=None,
+        help="latent: ε of the release; factory: target ε of every factory (edm: DP-SGD, "
+        "gaussian: noisy latent moments), noise calibrated per (class, client) cell "
+        "(default {default})",
+    )
     add(
         "--delta", type=float, default=None,
-        help="latent: δ of the release and audit (default {default})",
+        help="latent: δ of the release and audit; factory: δ of the target, with --epsilon "
+        "(default {default})",
     )
     add(
         "--adjacency", choices=("replace-one", "add-remove"), default=None,
@@ -184,12 +193,17 @@ def register(subparsers: Any) -> None:
         "--samples-per-class", type=int, default=None,
         help="synthetic samples per class (default {default})",
     )
-    add("--epochs", type=int, default=None, help="classifier epochs (default {default})")
     add(
-        "--no-baselines",
-        action="store_true",
+        "--epochs", type=int, default=None,
+        help="most classifier epochs; training stops earlier once the loss on held-out "
+        "training data stops improving (default {default})",
+    )
+    add(
+        "--baselines",
+        action=argparse.BooleanOptionalAction,
         default=None,
-        help="latent: skip the real / non-DP runs; factory: skip the centralized run",
+        help="also train the reference classifiers -- latent: on the real private data and "
+        "on noiseless synthetic data; factory: the centralized run (default {default})",
     )
     add(
         "--no-audit",
@@ -203,13 +217,31 @@ def register(subparsers: Any) -> None:
         help="factory: FedAvg rounds (default {default})",
     )
     add("--device", default="cpu", help="torch device: cpu (default), cuda or cuda:N")
-    add("--threads", type=int, default=None, help="CPU threads torch may use (default {default})")
+    add(
+        "--threads", type=int, default=None,
+        help="CPU threads torch may use (default {default}; none: the cores not already busy)",
+    )
     add("--seed", type=int, default=0, help="experimental-design seed")
     add(
         "--noise-seed",
         type=int,
         default=None,
         help="latent: seed the DP noise (reproducible experiments only; default: OS CSPRNG)",
+    )
+    add(
+        "--noise",
+        choices=("central", "distributed-gaussian", "distributed-skellam"),
+        default=None,
+        help="latent: who adds the DP noise: the server after unmasking (central), or every "
+        "client before masking (distributed: the server never holds a noiseless total) "
+        "(default {default})",
+    )
+    add(
+        "--assumed-corrupted",
+        type=int,
+        default=None,
+        help="latent, distributed noise: clients assumed to collude with the server; the "
+        "noise is calibrated for threshold minus this many honest clients (default {default})",
     )
     add(
         "--output-dir",
@@ -261,6 +293,8 @@ def _default_text(dest: str) -> str:
     def show(value: Any) -> str:
         if isinstance(value, tuple):  # a partition: (scheme, parameter)
             return value[0] if value[1] is None else f"{value[0]}:{value[1]:g}"
+        if isinstance(value, bool):
+            return "on" if value else "off"
         return "none" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
     if dest in shared:
@@ -302,6 +336,8 @@ def _resolve(args: argparse.Namespace) -> argparse.Namespace:
             )
         if filled["factory"] == "edm" and args.latent_dim is not None:
             raise _UsageError("--latent-dim does not apply to --factory edm")
+        if args.delta is not None and args.epsilon is None:
+            raise _UsageError("--delta applies to --engine factory only with --epsilon")
     return argparse.Namespace(**filled)
 
 
@@ -335,6 +371,8 @@ _OPTION_OF: dict[str, str] = {
     "num_threads": "--threads",
     "seed": "--seed",
     "noise_seed": "--noise-seed",
+    "noise": "--noise",
+    "assumed_corrupted": "--assumed-corrupted",
     "output_dir": "--output-dir",
     "model_card_config": "--model-card-config",
 }
@@ -419,12 +457,14 @@ def _run_latent(args: argparse.Namespace) -> int:
         dropout_rate=args.dropout_rate,
         samples_per_class=args.samples_per_class,
         classifier_epochs=args.epochs,
-        baselines=not (args.no_baselines or args.release_only),
+        baselines=args.baselines and not args.release_only,
         audit=not (args.no_audit or args.release_only),
         device=args.device,
         num_threads=args.threads,
         seed=args.seed,
         noise_seed=args.noise_seed,
+        noise=args.noise,
+        assumed_corrupted=args.assumed_corrupted,
     )
     result = run_pipeline(config, progress=_printer(args))
     paths = result.write(
@@ -436,7 +476,16 @@ def _run_latent(args: argparse.Namespace) -> int:
     r = result.report
     release_rows = [
         ("epsilon / delta", f"{r.epsilon:g} / {r.delta:.3g} ({config.adjacency.value})"),
-        ("mu (GDP)", f"{r.mu:.4f}"),
+        (
+            ("mu (GDP)", f"{r.mu:.4f}")
+            if r.distributed is None
+            else (
+                "noise model",
+                f"{r.distributed['noise_model']}: clients add noise before masking, "
+                f"calibrated for {r.distributed['min_honest_contributors']} honest "
+                f"contributors (RDP accounting)",
+            )
+        ),
         (
             "noise std: sum / second / count",
             f"{r.noise_std_sum:.4g} / {r.noise_std_second_moment:.4g} / {r.noise_std_count:.4g}",
@@ -531,11 +580,13 @@ def _run_factory(args: argparse.Namespace) -> int:
         "synthetic_per_class": args.samples_per_class,
         "classifier_epochs": args.epochs,
         "fedavg_rounds": args.fedavg_rounds,
-        "centralized": not (args.no_baselines or args.release_only),
+        "centralized": args.baselines and not args.release_only,
         "seed": args.seed,
         "device": args.device,
         "audit": not (args.no_audit or args.release_only),
         "num_threads": args.threads,
+        "epsilon": args.epsilon,
+        "delta": args.delta,
     }
     if scheme == "dirichlet":
         kwargs["dirichlet_alpha"] = alpha
@@ -552,10 +603,18 @@ def _run_factory(args: argparse.Namespace) -> int:
     release_rows = [
         ("scenario / factory", f"{config.scenario} / {config.factory}"),
         (
-            "epsilon (DP-SGD)",
+            "epsilon (ledger)",
             "- (no DP)" if report.dp_epsilon is None else f"{report.dp_epsilon:.4g}",
         ),
     ]
+    if config.epsilon is not None:
+        release_rows.append(
+            (
+                "target (per cell, calibrated)",
+                f"eps {config.epsilon:g} / delta {config.delta:.3g}, "
+                f"{len(report.ledger.releases)} factories in the ledger",
+            )
+        )
     evaluation_rows = [
         ("accuracy, synthetic (factories)", f"{report.factory_accuracy:.4f}"),
         ("accuracy, FedAvg", f"{report.fedavg_accuracy:.4f}"),

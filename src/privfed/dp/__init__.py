@@ -16,6 +16,8 @@ export to it or use its PLD accountant).  Never imports torch.
   (ε, δ), solved on the ledger's own PLD accounting.
 * :mod:`privfed.dp.distributed` -- distributed DP under secure aggregation: exact
   discrete Gaussian and Skellam client noise, its RDP accounting and calibration.
+* :mod:`privfed.dp.distributed_blocks` -- the same for vectors whose blocks carry
+  different noise scales, and dropout-resilient secret-shared noise layers.
 """
 
 from __future__ import annotations
@@ -47,6 +49,12 @@ from privfed.dp.distributed import (
     skellam_rdp,
     skellam_zcdp,
     wrap_probability,
+)
+from privfed.dp.distributed_blocks import (
+    block_rdp,
+    block_zcdp,
+    calibrate_block_noise,
+    dropout_inflation,
 )
 from privfed.dp.dpsgd_calibration import calibrate_noise_multiplier
 from privfed.dp.events import (
@@ -85,6 +93,7 @@ from privfed.dp.planning import (
     plan_latent_release,
     release_error_objective,
 )
+from privfed.dp.releases.distributed_blocks import DistributedBlockRelease
 from privfed.dp.releases.distributed_gaussian import DistributedDiscreteGaussianRelease
 from privfed.dp.releases.distributed_skellam import DistributedSkellamRelease
 from privfed.dp.sensitivity import (
@@ -106,6 +115,7 @@ __all__ = [
     "AccountantRelation",
     "Accounting",
     "Adjacency",
+    "DistributedBlockRelease",
     "DistributedDiscreteGaussianRelease",
     "DistributedSkellamRelease",
     "GaussianRelease",
@@ -118,7 +128,10 @@ __all__ = [
     "ReleaseEvent",
     "SplitName",
     "SubsampledGaussianRelease",
+    "block_rdp",
+    "block_zcdp",
     "calibrate_analytic_gaussian",
+    "calibrate_block_noise",
     "calibrate_distributed_discrete_gaussian",
     "calibrate_distributed_skellam",
     "calibrate_noise_multiplier",
@@ -128,6 +141,7 @@ __all__ = [
     "ddg_rdp",
     "ddg_zcdp",
     "discrete_gaussian",
+    "dropout_inflation",
     "exact_discrete_gaussian",
     "exact_poisson",
     "gaussian_delta",

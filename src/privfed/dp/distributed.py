@@ -632,12 +632,12 @@ class _DiscreteGaussianTable(_Histogram):
         return big_r + j
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=64)  # a layered client draws from one table per layer and block
 def _poisson_table(lam: float, half_width: int | None) -> _PoissonTable:
     return _PoissonTable(lam, half_width)
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=64)  # a layered client draws from one table per layer and block
 def _gaussian_table(scale: float, half_width: int | None) -> _DiscreteGaussianTable:
     return _DiscreteGaussianTable(scale, half_width)
 
@@ -848,6 +848,33 @@ def _tau_increments(num_clients: int, noise_std: float) -> npt.NDArray[np.float6
     )
 
 
+#: Contributor counts n' searched exhaustively by :func:`_min_over_contributors`.
+_EXHAUSTIVE_CONTRIBUTORS: Final = 2**12
+
+
+def _min_over_contributors(
+    alpha: npt.NDArray[np.float64], coefficient: float, offsets: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]:
+    """``min over n' of α·coefficient/n' + offsets[n' − 1]`` (a bound valid at every n').
+
+    Each ``n'`` gives a valid RDP bound (more honest noise is post-processing),
+    so the minimum over ANY subset of them is valid too.  The offsets' increments
+    (the τ terms ``10·exp(−2π²σ²k/(k+1))``) *decrease* in k, so the increments of
+    the objective need not change sign once and a bisection on them can miss the
+    minimiser; the minimum is taken exhaustively over ``n' <= 2**12`` and over
+    ``n' = n``, which is exact for every n up to 2**12 and an upper bound beyond.
+    """
+    count = offsets.size
+    top = min(count, _EXHAUSTIVE_CONTRIBUTORS)
+    counts = np.arange(1, top + 1, dtype=np.float64)
+    best = np.full(alpha.shape, np.inf, dtype=np.float64)
+    for start in range(0, alpha.size, 64):  # bounded memory: 64 orders x 4096 counts
+        part = alpha[start : start + 64, None] * coefficient / counts[None, :]
+        best[start : start + 64] = np.min(part + offsets[None, :top], axis=1)
+    last = alpha * coefficient / float(count) + offsets[-1]
+    return np.asarray(np.minimum(best, last), dtype=np.float64)
+
+
 def ddg_tau(num_clients: int, noise_std: float) -> float:
     """The τ of Kairouz, Liu & Steinke (2021) for n clients of per-client σ.
 
@@ -886,8 +913,9 @@ def ddg_rdp(
     Because more honest noise is post-processing, the curve returned is the
     pointwise minimum of that bound over every n' <= n (the bound itself is not
     monotone in n: τ grows with n), so it never increases with ``num_clients``.
-    The minimum is exact: the first term's increments in n' change sign once,
-    and the other two terms are α times a function of n' only.
+    The minimum is exhaustive over n' <= 2**12 and n' = n for the first term
+    (exact for n <= 2**12; the minimum over any subset of valid bounds is
+    valid), and exact for the other two, which are α times a function of n'.
 
     Args:
         orders: Rényi orders α, finite floats > 1.
@@ -917,12 +945,9 @@ def ddg_rdp(
     h2 = big_a / counts + 2.0 * big_b * tau / np.sqrt(counts) + d * tau * tau
     h3 = (np.sqrt(big_a / counts) + math.sqrt(d) * tau) ** 2
     term23 = 0.5 * alpha * min(float(np.min(h2)), float(np.min(h3)))
-    # Term one: g(n') = αA/(2n') + dτ_{n'}.  g(k+1) − g(k) = d c_k − αA/(2k(k+1)) is
-    # increasing in k, so the minimiser is the first k with φ(k) = 2k(k+1)dc_k/A > α.
-    k = np.arange(1, n, dtype=np.float64)
-    phi = 2.0 * k * (k + 1.0) * d * inc / big_a
-    best = np.searchsorted(phi, alpha, side="right") + 1  # n'(α) in 1..n
-    term1 = alpha * big_a / (2.0 * best) + d * tau[best - 1]
+    # Term one: g(n') = αA/(2n') + dτ_{n'}, valid at every n'.  The increments c_k of τ
+    # decrease in k, so the minimiser is not found by bisection: exhaustive search.
+    term1 = _min_over_contributors(alpha, 0.5 * big_a, d * tau)
     return np.asarray(np.minimum(term1, term23) * _SAFE, dtype=np.float64)
 
 
@@ -954,7 +979,10 @@ def ddg_zcdp(
     if d2 == 0.0 or d1 == 0.0:
         return 0.0, 0.0
     big_a = d2 * d2 / (sigma * sigma)
-    tau = float(np.sum(_tau_increments(n, sigma)))
+    inc = _tau_increments(n, sigma)
+    # The curve's offset at n' = n is d·cumsum(inc)[-1] (sequential), which can exceed
+    # the pairwise np.sum in the last bits: take the larger, so the line stays above.
+    tau = max(float(np.sum(inc)), float(np.cumsum(inc)[-1])) if inc.size else 0.0
     # 2**-50 more than the curve's margin, so the line stays above ddg_rdp's rounding.
     return big_a / (2.0 * n) * _SAFE * _ABOVE, d * tau * _SAFE * _ABOVE
 

@@ -220,6 +220,12 @@ def _calibrate(
     target = f"(epsilon={epsilon:.6g}, delta={delta:.3g})"
     setting = f"{steps} step(s) at sampling_rate={rate:.6g} under {adjacency.value!r}"
     try:
+        if guess <= MIN_NOISE_MULTIPLIER:
+            # The full batch is never less private than a Poisson subsample of it (each
+            # subsample of neighbours is a pair of neighbours or equal), so the target is
+            # already met at the floor: refuse at once rather than account a PLD at the
+            # floor, which can take minutes for such spread-out losses.
+            raise _BelowFloorError
         for interval, rtol in levels:
             certified = _certifier(epsilon, delta, rate, steps, adjacency, interval)
             guess = _solve(certified, guess, spread, rtol)

@@ -351,6 +351,16 @@ class ReleaseEvent(abc.ABC):
     # -- dp-accounting export -----------------------------------------------------------
 
     @property
+    def rdp_export_exact(self) -> bool:
+        """Whether dp-accounting's RDP accountant reproduces :meth:`rdp` from the export.
+
+        ``True`` for every built-in kind except those whose accounted curve is
+        tighter than anything a dp-accounting event can express (the export is
+        then an upper bound: never tighter than the claim, only looser).
+        """
+        return True
+
+    @property
     @abc.abstractmethod
     def accountant_relation(self) -> AccountantRelation:
         """The ``NeighboringRelation`` of the accountant that consumes the default export."""

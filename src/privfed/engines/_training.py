@@ -20,16 +20,21 @@ def train_epochs(
     device: torch.device | None = None,
     before_epoch: Callable[[], object] | None = None,
     progress: Callable[[int, int, float], None] | None = None,
-) -> None:
-    """Run ``epochs`` passes of shuffled minibatch steps.
+    stop: Callable[[int], bool] | None = None,
+) -> int:
+    """Run up to ``epochs`` passes of shuffled minibatch steps.
 
     Each epoch calls ``before_epoch`` (if given), draws a permutation of the
     ``num_records`` record indices from ``shuffler`` (moved to ``device`` if
     given), and for each consecutive batch of at most ``batch_size`` indices
     zeroes the gradients, backpropagates ``batch_loss(indices)`` and steps
-    ``optimiser``; then it reports ``progress(epoch, epochs, mean batch loss)``.
-    Validation is the caller's (``num_records >= 1``, ``epochs`` and
-    ``batch_size >= 1``).
+    ``optimiser``; then it reports ``progress(epoch, epochs, mean batch loss)``
+    and, if ``stop`` is given, ends the loop when ``stop(epoch)`` is true
+    (early stopping).  Validation is the caller's (``num_records >= 1``,
+    ``epochs`` and ``batch_size >= 1``).
+
+    Returns:
+        The number of epochs run.
     """
     for epoch in range(1, epochs + 1):
         if before_epoch is not None:
@@ -47,3 +52,6 @@ def train_epochs(
             batches += 1
         if progress is not None:
             progress(epoch, epochs, total / batches)
+        if stop is not None and stop(epoch):
+            return epoch
+    return epochs

@@ -568,8 +568,17 @@ def _federation_section(reader: _Reader) -> CardSection:
                 "public.dropped_clients",
             ),
             reader.engine_fact("rounds", "Rounds", 1),
-            reader.engine_fact(
-                "noise_model", "Noise model", "central (server adds noise once after unmasking)"
+            (
+                reader.engine_fact(
+                    "noise_model", "Noise model", "central (server adds noise once after unmasking)"
+                )
+                if reader.release_value("dp.distributed") is None
+                else reader.release_field("noise_model", "Noise model", "dp.noise_model")
+            ),
+            *(
+                []
+                if reader.release_value("dp.distributed") is None
+                else [reader.release_field("noise_trust", "Noise trust assumption", "dp.trust")]
             ),
             reader.release_field("noise_placement", "Noise placement", f"{config}.placement"),
         ]
@@ -597,7 +606,13 @@ def _federation_section(reader: _Reader) -> CardSection:
             reader.engine_fact(
                 "noise_model",
                 "Noise model",
-                "local: DP-SGD inside each client's factory training (the server adds none)"
+                (
+                    "local: one Gaussian release of clipped latent moments inside each "
+                    "client's factory fit (the server adds none)"
+                    if str(reader.release_value("dp.mechanism", "")).startswith("Gaussian")
+                    else "local: DP-SGD inside each client's factory training "
+                    "(the server adds none)"
+                )
                 if dp
                 else "none: no differential privacy (factories trained without DP-SGD)",
             ),

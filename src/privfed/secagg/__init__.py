@@ -22,7 +22,18 @@ Quick start::
     inputs = [np.arange(5, dtype=np.uint64) * (i + 1) for i in range(4)]
     total = run_in_memory(inputs, threshold=3)   # == sum(inputs) mod 2**64
 
-The threat model of each mode is in SECURITY.md.  This package is pure: it
+Two security modes: semi-honest (the default; a server that follows the
+protocol) and active (``mode="active"``: a malicious server colluding with up
+to ``corrupted`` clients -- Ed25519-signed round keys against an
+:class:`IdentityRegistry` the integrator supplies, the ConsistencyCheck round,
+and ``2t > s + n_C`` enforced by every client)::
+
+    total = run_in_memory(inputs, threshold=3, mode="active", corrupted=1)
+
+In both, a canonical digest of the configuration is bound into every message,
+key derivation, ciphertext and signature, and the SecAgg+ graph is seeded by
+the roster's advertisements rather than a server-chosen value.  The threat
+model of each mode is in SECURITY.md.  This package is pure: it
 imports numpy and cryptography, never torch.
 """
 
@@ -36,25 +47,38 @@ from privfed.secagg.parameters import (
 )
 from privfed.secagg.protocol import (
     AdvertiseKeys,
+    ConsistencyRequest,
+    ConsistencySignature,
     EncryptedShares,
     EncryptedSharesBundle,
+    FileRevealJournal,
     GraphMode,
+    IdentityKey,
+    IdentityRegistry,
     MaskedInput,
+    MemoryRevealJournal,
     Message,
     MessageType,
+    RevealedNoiseShare,
     RevealedShare,
+    RevealJournal,
     Roster,
     RosterEntry,
     RoutedShares,
     SecAggClient,
     SecAggConfig,
     SecAggServer,
+    SecurityMode,
     Stage,
+    SurvivorSignature,
     UnmaskRequest,
     UnmaskResponse,
     decode_message,
+    export_client_state,
     harary_neighbourhoods,
     new_session_id,
+    noise_layers_to_reveal,
+    restore_client_state,
     self_mask_commitment,
 )
 from privfed.secagg.runner import ClientRecord, RunReport, run_in_memory, run_protocol
@@ -62,12 +86,20 @@ from privfed.secagg.runner import ClientRecord, RunReport, run_in_memory, run_pr
 __all__ = [
     "AdvertiseKeys",
     "ClientRecord",
+    "ConsistencyRequest",
+    "ConsistencySignature",
     "EncryptedShares",
     "EncryptedSharesBundle",
+    "FileRevealJournal",
     "GraphMode",
+    "IdentityKey",
+    "IdentityRegistry",
     "MaskedInput",
+    "MemoryRevealJournal",
     "Message",
     "MessageType",
+    "RevealJournal",
+    "RevealedNoiseShare",
     "RevealedShare",
     "Roster",
     "RosterEntry",
@@ -78,13 +110,18 @@ __all__ = [
     "SecAggPlusBounds",
     "SecAggPlusParameters",
     "SecAggServer",
+    "SecurityMode",
     "Stage",
+    "SurvivorSignature",
     "UnmaskRequest",
     "UnmaskResponse",
     "decode_message",
+    "export_client_state",
     "find_secagg_plus_parameters",
     "harary_neighbourhoods",
     "new_session_id",
+    "noise_layers_to_reveal",
+    "restore_client_state",
     "run_in_memory",
     "run_protocol",
     "secagg_plus_bounds",

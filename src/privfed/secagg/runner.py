@@ -13,6 +13,13 @@ stop responding from ``stage`` on.  A client dropping at
 :attr:`~privfed.secagg.Stage.SHARE_KEYS` delivers only the first half of its
 ciphertexts (it dies while sending), which the server must discard.  Each
 client sends its ciphertexts as one :class:`~privfed.secagg.EncryptedSharesBundle`.
+
+``mode="active"`` plays the actively secure protocol: every client gets a
+fresh Ed25519 identity key (unless ``identity_keys`` are given), the registry
+of their public keys goes into the config, and the ConsistencyCheck round runs
+between masked input and unmasking.  A client dropping at
+:attr:`~privfed.secagg.Stage.CONSISTENCY_CHECK` sent its masked input (it is in
+the sum) but signs nothing.
 """
 
 from __future__ import annotations
@@ -29,9 +36,11 @@ import numpy.typing as npt
 from privfed.errors import ParameterError, ParameterTypeError, ProtocolAbort
 from privfed.progress import ProgressEvent, ProgressFn
 from privfed.secagg.protocol.client import SecAggClient
-from privfed.secagg.protocol.config import SecAggConfig, new_session_id
+from privfed.secagg.protocol.config import SecAggConfig, SecurityMode, new_session_id
 from privfed.secagg.protocol.graph import GraphMode
+from privfed.secagg.protocol.identity import IdentityKey, IdentityRegistry
 from privfed.secagg.protocol.messages import (
+    ConsistencyRequest,
     EncryptedSharesBundle,
     Message,
     Roster,
@@ -46,6 +55,7 @@ __all__ = ["ClientRecord", "RunReport", "run_in_memory", "run_protocol"]
 
 _T = TypeVar("_T")
 _STAGES = (Stage.ADVERTISE_KEYS, Stage.SHARE_KEYS, Stage.MASKED_INPUT, Stage.UNMASKING)
+_ACTIVE_STAGES = (*_STAGES[:3], Stage.CONSISTENCY_CHECK, Stage.UNMASKING)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,12 +69,16 @@ class ClientRecord:
         bytes_sent: Bytes the client sent per stage it ran.
         aborted: Whether the client aborted (an honest client aborts only when
             its neighbourhood fell below the threshold).
+        signatures_made: Ed25519 signatures the client made (active mode).
+        signatures_verified: Ed25519 signatures the client verified (active mode).
     """
 
     client_id: int
     seconds: Mapping[Stage, float]
     bytes_sent: Mapping[Stage, int]
     aborted: bool
+    signatures_made: int = 0
+    signatures_verified: int = 0
 
     @property
     def total_seconds(self) -> float:
@@ -95,6 +109,11 @@ class RunReport:
             parsing, closing the stage and serializing what it publishes).
         server_bytes_sent: Bytes the server published per stage (a broadcast
             roster counted once per recipient).
+        revealed_noise_seeds: ``{survivor: {layer: seed}}`` the server rebuilt
+            under the noise-layer reveal rule (empty without noise layers).
+        graph_seed: SecAgg+: the graph seed the roster fixed (``None`` for the
+            complete graph); ``config.neighbours(id, graph_seed)`` gives the
+            round's neighbourhoods.
     """
 
     total: npt.NDArray[np.uint64] = dataclasses.field(repr=False)
@@ -104,11 +123,20 @@ class RunReport:
     clients: tuple[ClientRecord, ...] = dataclasses.field(repr=False)
     server_seconds: Mapping[Stage, float]
     server_bytes_sent: Mapping[Stage, int]
+    revealed_noise_seeds: Mapping[int, Mapping[int, bytes]] = dataclasses.field(
+        default_factory=dict, repr=False
+    )
+    graph_seed: bytes | None = None
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        """The stages of this round's mode, in order."""
+        return _ACTIVE_STAGES if self.config.active else _STAGES
 
     @property
     def mean_client_seconds(self) -> float:
         """Mean over clients that ran every stage of their total seconds."""
-        full = [c.total_seconds for c in self.clients if len(c.seconds) == len(_STAGES)]
+        full = [c.total_seconds for c in self.clients if len(c.seconds) == len(self.stages)]
         return float(np.mean(full)) if full else 0.0
 
     @property
@@ -172,10 +200,17 @@ def run_protocol(
     session_id: bytes | None = None,
     round_index: int = 0,
     progress: ProgressFn | None = None,
+    mode: SecurityMode | str = SecurityMode.SEMI_HONEST,
+    corrupted: int = 0,
+    identity_keys: Mapping[int, IdentityKey] | None = None,
+    noise_layers: int = 0,
+    noise_seeds: Sequence[Sequence[bytes]] | None = None,
 ) -> RunReport:
     """Play one round for ``len(inputs)`` clients and report the sum and its costs.
 
-    Arguments are those of :func:`run_in_memory`.
+    Arguments are those of :func:`run_in_memory`, plus ``noise_layers`` (see
+    :class:`~privfed.secagg.SecAggConfig`) and ``noise_seeds``: one sequence of
+    ``noise_layers`` 32-byte seeds per client.
 
     Returns:
         A :class:`RunReport`.
@@ -195,8 +230,27 @@ def run_protocol(
             graph = GraphMode(graph)
         except ValueError:
             raise ParameterError("graph", "'complete' or 'harary'", graph) from None
+    if isinstance(mode, str):
+        try:
+            mode = SecurityMode(mode)
+        except ValueError:
+            raise ParameterError("mode", "'semi-honest' or 'active'", mode) from None
+    ids = tuple(range(1, n + 1))
+    registry: IdentityRegistry | None = None
+    if mode is SecurityMode.ACTIVE:
+        if identity_keys is None:
+            identity_keys = {cid: IdentityKey.generate() for cid in ids}
+        if not isinstance(identity_keys, Mapping):
+            raise ParameterTypeError("identity_keys", "a mapping id -> IdentityKey", identity_keys)
+        registry = IdentityRegistry.of(identity_keys, assumed_corrupted=corrupted)
+    elif identity_keys is not None:
+        raise ParameterError("identity_keys", "None in semi-honest mode", "keys")
+    if noise_seeds is not None and len(noise_seeds) != n:
+        raise ParameterError(
+            "noise_seeds", f"one sequence of seeds per client ({n})", len(noise_seeds)
+        )
     config = SecAggConfig(
-        client_ids=tuple(range(1, n + 1)),
+        client_ids=ids,
         threshold=threshold,
         vector_length=int(rows[0].shape[0]),
         ring_bits=ring_bits,
@@ -204,10 +258,22 @@ def run_protocol(
         degree=degree,
         session_id=new_session_id() if session_id is None else session_id,
         round_index=round_index,
+        mode=mode,
+        corrupted=corrupted,
+        noise_layers=noise_layers,
+        identities=registry,
     )
     # Inputs are handed over at the masked-input stage, so only one client's
     # copy is alive at a time.
-    clients = [SecAggClient(config, i + 1) for i in range(n)]
+    clients = [
+        SecAggClient(
+            config,
+            i + 1,
+            identity=None if identity_keys is None else identity_keys[i + 1],
+            noise_seeds=() if noise_seeds is None else noise_seeds[i],
+        )
+        for i in range(n)
+    ]
     server = SecAggServer(config)
     seconds: list[dict[Stage, float]] = [{} for _ in range(n)]
     sent: list[dict[Stage, int]] = [{} for _ in range(n)]
@@ -222,9 +288,11 @@ def run_protocol(
         if progress is not None:
             progress(ProgressEvent(stage.name.lower(), done, total))
 
-    def server_receive(stage: Stage, data: bytes) -> None:
+    def server_receive(stage: Stage, data: bytes, client_id: int) -> None:
+        # ``client_id``: the transport's word for who sent the bytes -- here the
+        # client object that produced them.
         start = time.perf_counter()
-        server.receive(decode_message(data))
+        server.receive(decode_message(data), sender=client_id)
         server_seconds[stage] = server_seconds.get(stage, 0.0) + time.perf_counter() - start
 
     def server_close(stage: Stage, close: Callable[[], _T]) -> _T:
@@ -258,7 +326,7 @@ def run_protocol(
             seconds[i][stage] = time.perf_counter() - start
             sent[i][stage] = len(data)
             if data:
-                server_receive(stage, data)
+                server_receive(stage, data, i + 1)
             tick(stage, done, len(order))
 
     def publish(stage: Stage, produce: Callable[[], Mapping[int, Message]]) -> dict[int, bytes]:
@@ -318,6 +386,19 @@ def run_protocol(
         ),
         fetch=lambda i: rows[i],
     )
+    if config.active:
+        consistency = publish(stage, server.consistency_requests)
+        stage = Stage.CONSISTENCY_CHECK
+        play_replies(
+            stage,
+            [i for i in range(n) if (i + 1) in consistency and active(i, stage)],
+            lambda i, _: (
+                clients[i]
+                .consistency_check(ConsistencyRequest.from_bytes(consistency[i + 1]))
+                .to_bytes()
+            ),
+            no_input,
+        )
     requests = publish(stage, server.unmask_requests)
 
     # UNMASKING
@@ -336,6 +417,8 @@ def run_protocol(
             seconds=MappingProxyType(seconds[i]),
             bytes_sent=MappingProxyType(sent[i]),
             aborted=aborted[i],
+            signatures_made=clients[i].signatures_made,
+            signatures_verified=clients[i].signatures_verified,
         )
         for i in range(n)
         if seconds[i]
@@ -348,6 +431,8 @@ def run_protocol(
         clients=records,
         server_seconds=MappingProxyType(server_seconds),
         server_bytes_sent=MappingProxyType(server_sent),
+        revealed_noise_seeds=server.revealed_noise_seeds,
+        graph_seed=server.graph_seed,
     )
 
 
@@ -362,6 +447,9 @@ def run_in_memory(
     session_id: bytes | None = None,
     round_index: int = 0,
     progress: ProgressFn | None = None,
+    mode: SecurityMode | str = SecurityMode.SEMI_HONEST,
+    corrupted: int = 0,
+    identity_keys: Mapping[int, IdentityKey] | None = None,
 ) -> npt.NDArray[np.uint64]:
     """Securely sum ``inputs`` with one in-memory round of double-masking SecAgg.
 
@@ -392,6 +480,12 @@ def run_in_memory(
         progress: Optional callback; receives a :class:`privfed.progress.ProgressEvent`
             after each client finishes a stage (``stage`` is the stage's name in
             lower case, e.g. ``"share_keys"``).
+        mode: ``"semi-honest"`` (default) or ``"active"`` (signed keys against
+            a registry of fresh identity keys, the ConsistencyCheck round).
+        corrupted: ``n_C`` of :class:`~privfed.secagg.SecAggConfig` (active
+            mode refuses ``2 * threshold <= s + corrupted``).
+        identity_keys: Active mode: ``{client id: IdentityKey}`` to use
+            instead of fresh ones.
 
     Returns:
         The ring sum (1-D ``uint64``, modulo ``2**ring_bits``) of the inputs of
@@ -414,4 +508,7 @@ def run_in_memory(
         session_id=session_id,
         round_index=round_index,
         progress=progress,
+        mode=mode,
+        corrupted=corrupted,
+        identity_keys=identity_keys,
     ).total

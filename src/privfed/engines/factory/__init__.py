@@ -8,10 +8,12 @@ unlearning with certificates, DP-SGD training accounted in a
   manifests and checksummed persistence.
 * :mod:`~privfed.engines.factory.edm` -- EDM diffusion factory on a diffusers UNet.
 * :mod:`~privfed.engines.factory.gaussian` -- Gaussian factory in a private-PCA
-  or public-codec latent space.
+  or public-codec latent space (optionally DP: noisy clipped latent moments).
 * :mod:`~privfed.engines.factory.dpsgd` -- DP-SGD with per-example gradients.
 * :mod:`~privfed.engines.factory.matrix` -- :class:`FactoryMatrix`, quotas,
   provenance and unlearning certificates.
+* :mod:`~privfed.engines.factory.unlearning` -- unlearning verified by
+  membership inference (original vs unlearned vs retrained matrix).
 * :mod:`~privfed.engines.factory.audit` -- membership-inference audit of
   factories (denoising-loss, likelihood and reconstruction attacks, AUC/TPR
   with intervals, held-out-threshold ε/μ lower bounds).
@@ -49,7 +51,11 @@ from privfed.engines.factory.edm import (
     UNetConfig,
     edm_sigmas,
 )
-from privfed.engines.factory.gaussian import LatentGaussianFactory, codec_fingerprint
+from privfed.engines.factory.gaussian import (
+    LatentGaussianDP,
+    LatentGaussianFactory,
+    codec_fingerprint,
+)
 from privfed.engines.factory.matrix import (
     CellKey,
     FactoryMatrix,
@@ -61,6 +67,11 @@ from privfed.engines.factory.matrix import (
     largest_remainder_quotas,
 )
 from privfed.engines.factory.registry import FACTORY_KINDS, load_factory
+from privfed.engines.factory.unlearning import (
+    MembershipUnlearningCheck,
+    membership_unlearning_check,
+    remove_client_verified,
+)
 
 __all__ = [
     "FACTORY_KINDS",
@@ -79,7 +90,9 @@ __all__ = [
     "FactoryManifest",
     "FactoryMatrix",
     "GaussianNoiseSource",
+    "LatentGaussianDP",
     "LatentGaussianFactory",
+    "MembershipUnlearningCheck",
     "PrivacyRecord",
     "RemovedCell",
     "SampleProvenance",
@@ -95,8 +108,10 @@ __all__ = [
     "factory_attack_scores",
     "largest_remainder_quotas",
     "load_factory",
+    "membership_unlearning_check",
     "numpy_denoiser",
     "read_manifest",
     "record_in_ledger",
+    "remove_client_verified",
     "tensors_sha256",
 ]

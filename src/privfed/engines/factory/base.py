@@ -175,11 +175,18 @@ class PrivacyRecord:
     adjacency (public counts) within the factory's training set; that is how
     :func:`~privfed.engines.factory.record_in_ledger` records it.
 
+    ``mechanism="gaussian"`` means the shipped tensors are post-processing of
+    one Gaussian-mechanism release (the DP latent-Gaussian factory: noisy
+    sums of clipped latents and of their outer products) whitened so that it
+    is exactly ``1/noise_multiplier``-GDP under replace-one adjacency within
+    the factory's training set; ``clip_norm`` is the latent clipping radius,
+    ``sampling_rate`` is 1 and ``steps`` 1 (one release of every record).
+
     The record carries the mechanism's parameters only; ε is computed by a
     privacy accountant (:mod:`privfed.dp`), never here.
 
     Attributes:
-        mechanism: ``"none"`` or ``"dp-sgd"``.
+        mechanism: ``"none"``, ``"dp-sgd"`` or ``"gaussian"``.
         noise_multiplier: σ/Δ (dimensionless, > 0) for DP-SGD, else ``None``.
         clip_norm: Per-example L2 clipping bound (> 0) for DP-SGD, else ``None``.
         sampling_rate: Poisson inclusion probability in (0, 1] for DP-SGD, else ``None``.
@@ -189,7 +196,7 @@ class PrivacyRecord:
         sampler: Name of the noise sampler for DP-SGD, else ``None``.
     """
 
-    mechanism: Literal["none", "dp-sgd"] = "none"
+    mechanism: Literal["none", "dp-sgd", "gaussian"] = "none"
     noise_multiplier: float | None = None
     clip_norm: float | None = None
     sampling_rate: float | None = None
@@ -198,7 +205,7 @@ class PrivacyRecord:
     sampler: str | None = None
 
     def __post_init__(self) -> None:
-        check_choice("mechanism", self.mechanism, ("none", "dp-sgd"))
+        check_choice("mechanism", self.mechanism, ("none", "dp-sgd", "gaussian"))
         params = (
             self.noise_multiplier,
             self.clip_norm,
@@ -210,7 +217,7 @@ class PrivacyRecord:
             if any(p is not None for p in params):
                 raise ParameterError(
                     "mechanism",
-                    "'dp-sgd' when DP-SGD parameters are given",
+                    "'dp-sgd' or 'gaussian' when mechanism parameters are given",
                     self.mechanism,
                 )
             return
@@ -223,6 +230,12 @@ class PrivacyRecord:
         if rate > 1.0:
             raise ParameterError("sampling_rate", "a float in (0, 1]", rate)
         check_int("steps", self.steps, minimum=1, type_error=False)
+        if self.mechanism == "gaussian" and (rate != 1.0 or self.steps != 1):
+            raise ParameterError(
+                "sampling_rate/steps",
+                "1.0 and 1 for a one-shot Gaussian release",
+                (rate, self.steps),
+            )
         check_bool("seeded", self.seeded)
         check_str("sampler", self.sampler, type_error=False)
 

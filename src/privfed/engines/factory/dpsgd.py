@@ -543,11 +543,18 @@ def record_in_ledger(
     partition: int | str | PartitionKey | None,
     adjacency: Any = None,
 ) -> Any:
-    """Record a DP-SGD training run in a :class:`privfed.dp.PrivacyLedger`.
+    """Record a factory's DP training in a :class:`privfed.dp.PrivacyLedger`.
+
+    A DP-SGD record (``mechanism == "dp-sgd"``) becomes a
+    :class:`privfed.dp.SubsampledGaussianRelease`; a one-shot Gaussian record
+    (``mechanism == "gaussian"``, the DP latent-Gaussian factory) a
+    :class:`privfed.dp.GaussianRelease` in whitened form (Δ = 1, σ =
+    ``noise_multiplier``, so μ = 1/``noise_multiplier``).  Both are accounted
+    under replace-one adjacency in the ``"cell"`` scheme.
 
     Args:
         ledger: The ledger; its budget is checked before anything is recorded.
-        record: A record with ``mechanism == "dp-sgd"``.
+        record: A record with ``mechanism`` ``"dp-sgd"`` or ``"gaussian"``.
         name: What was released (e.g. ``"factory class=3 client=7"``).
         partition: Ledger partition of the records the factory was trained
             on.  Factories of different cells are trained on disjoint records,
@@ -567,10 +574,11 @@ def record_in_ledger(
     it).
 
     Returns:
-        The :class:`privfed.dp.SubsampledGaussianRelease` recorded.
+        The :class:`privfed.dp.SubsampledGaussianRelease` (or
+        :class:`privfed.dp.GaussianRelease`) recorded.
 
     Raises:
-        ParameterError: ``record`` is not a DP-SGD record, its sampling rate
+        ParameterError: ``record`` has no DP mechanism, its sampling rate
             is below ``2**-64``, or ``adjacency`` is ``ADD_REMOVE``.
         ParameterTypeError: ``record`` or ``adjacency`` has the wrong type.
         BudgetExceededError, LedgerError: From the ledger; nothing recorded.
@@ -579,8 +587,10 @@ def record_in_ledger(
 
     if not isinstance(record, PrivacyRecord):
         raise ParameterTypeError("record", "a PrivacyRecord", record)
-    if record.mechanism != "dp-sgd":
-        raise ParameterError("record", "a DP-SGD privacy record", record.mechanism)
+    if record.mechanism not in ("dp-sgd", "gaussian"):
+        raise ParameterError(
+            "record", "a DP-SGD or Gaussian-mechanism privacy record", record.mechanism
+        )
     if adjacency is not None and adjacency is not dp.Adjacency.REPLACE_ONE:
         if not isinstance(adjacency, dp.Adjacency):
             raise ParameterTypeError("adjacency", "a privfed.dp.Adjacency or None", adjacency)
@@ -590,6 +600,18 @@ def record_in_ledger(
             "add/remove guarantee)",
             adjacency,
         )
+    if record.mechanism == "gaussian":
+        one_shot = dp.GaussianRelease(
+            name=name,
+            partition=dp.in_scheme(FACTORY_SCHEME, partition),
+            l2_sensitivity=1.0,
+            noise_std=float(record.noise_multiplier or 0.0),
+            adjacency=dp.Adjacency.REPLACE_ONE,
+            sampler=record.sampler or SEEDED_TORCH_SAMPLER,
+            seeded=record.seeded,
+        )
+        ledger.record(one_shot)
+        return one_shot
     rate = realised_sampling_rate(float(record.sampling_rate or 0.0))
     release = dp.SubsampledGaussianRelease(
         name=name,

@@ -25,12 +25,27 @@ it -- the latent engine's codec + class Gaussian, per client.  Shipped
 values: ``d + d²`` (the mean and a square-root factor of ``Σ``).  Only the
 latent mean and covariance depend on private data.
 
-Neither mode has a formal privacy guarantee (:attr:`privacy` is always
+Neither mode has a formal privacy guarantee by default (:attr:`privacy` is
 ``mechanism="none"``): the mean and covariance are deterministic functions of
 the images.  Use this factory where the matrix's unlearning, not differential
 privacy, is the requirement, and audit it
 (:mod:`privfed.engines.factory.audit`).  The public-codec mode removes the
 private basis from what is released; it does not make the rest private.
+
+**DP mode (codec mode with ``dp=`` a :class:`LatentGaussianDP`).**  The
+latent engine's release, per cell: every latent is clipped to the codec's
+public radius ``R`` (``codec.default_clip_norm``, chosen without data), and
+the sum ``Σ z`` and second moment ``Σ z zᵀ`` receive Gaussian noise planned
+by :func:`privfed.dp.plan_latent_release` for the target (ε, δ) under
+replace-one adjacency (the cell's size ``n`` ships in the manifest, so it is
+public; the joint sensitivity of the pair is exact).  The mean and covariance
+are then post-processing: ``S̃/n``, ``M̃/n − m mᵀ`` plus the noise's bias
+correction ``σ_s²/n² I``, projected to the PSD cone with the usual floor.
+The privacy record says ``mechanism="gaussian"`` with the whitened joint
+multiplier, and :func:`~privfed.engines.factory.record_in_ledger` enters it
+in a ledger.  The sums are float64 (not the latent engine's exact fixed-point
+sums) and the noise is continuous floating point: rounding and Mironov's 2012
+floating-point attack are not accounted for.
 """
 
 from __future__ import annotations
@@ -38,23 +53,30 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
-from privfed._checks import check_int
+from privfed._checks import check_delta, check_finite_positive, check_int
 from privfed.engines.codecs.base import Codec
 from privfed.engines.factory.base import (
     ClientId,
     FactoryBase,
+    PrivacyRecord,
     not_fitted_error,
     validate_images,
 )
 from privfed.errors import ArtifactIntegrityError, ParameterError, ParameterTypeError
 
-__all__ = ["LIKELIHOOD_VARIANCE_FLOOR", "LatentGaussianFactory", "codec_fingerprint"]
+__all__ = [
+    "LIKELIHOOD_VARIANCE_FLOOR",
+    "LatentGaussianDP",
+    "LatentGaussianFactory",
+    "codec_fingerprint",
+]
 
 _TENSOR_NAMES = ("mean", "components", "scales", "residual_std")
 _CODEC_TENSOR_NAMES = ("latent_mean", "latent_factor")
@@ -71,6 +93,98 @@ _LATENT_FLOOR_FRACTION = 1e-3
 
 _PROBE_IMAGES = 8
 _PROBE_DECIMALS = 4
+
+#: Latents are clipped to ``R * (1 - 2**-20)``, so rounding keeps every norm below R.
+_CLIP_TARGET = 1.0 - 2.0**-20
+
+
+@dataclass(frozen=True)
+class LatentGaussianDP:
+    """Differential privacy of a codec-mode :class:`LatentGaussianFactory`.
+
+    Attributes:
+        epsilon: Target ε of the factory's release, finite and > 0.
+        delta: Target δ, in (0, 1).
+        seed: ``None`` (default) draws the noise from the OS CSPRNG; an int
+            >= 0 or bytes makes it reproducible (experiments, tests), and
+            the privacy record says ``seeded=True``.  Never shown in a repr.
+    """
+
+    epsilon: float
+    delta: float
+    seed: int | bytes | None = None
+
+    def __post_init__(self) -> None:
+        check_finite_positive("epsilon", self.epsilon)
+        check_delta(self.delta)
+        if self.seed is not None and (
+            isinstance(self.seed, bool) or not isinstance(self.seed, (int, bytes))
+        ):
+            raise ParameterTypeError("seed", "an int >= 0, bytes or None", "a value")
+        if isinstance(self.seed, int) and self.seed < 0:
+            raise ParameterError("seed", "an int >= 0, bytes or None", "a negative int")
+
+    def __repr__(self) -> str:
+        return (
+            f"LatentGaussianDP(epsilon={self.epsilon!r}, delta={self.delta!r}, "
+            f"seeded={self.seed is not None})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dictionary (the seed only as seeded or not)."""
+        return {"epsilon": self.epsilon, "delta": self.delta, "seeded": self.seed is not None}
+
+
+def _section_seed(seed: int | bytes | None, section: str) -> bytes | None:
+    """An independent stream per noised quantity (the sum, the second moment)."""
+    if seed is None:
+        return None
+    raw = seed if isinstance(seed, bytes) else str(seed).encode()
+    return hashlib.sha256(b"latent-gaussian-dp|" + section.encode() + b"|" + raw).digest()
+
+
+def _dp_moments(
+    z: torch.Tensor, radius: float, dp: LatentGaussianDP, floor: float
+) -> tuple[torch.Tensor, torch.Tensor, PrivacyRecord]:
+    """Noisy mean and covariance factor of clipped latents, and the release's record."""
+    from privfed.dp import GAUSSIAN_SAMPLER, Adjacency, gaussian_noise, plan_latent_release
+
+    n, d = z.shape
+    plan = plan_latent_release(
+        dp.epsilon, dp.delta, clip_norm=radius, dim=d, adjacency=Adjacency.REPLACE_ONE
+    )
+    x = z.detach().cpu().double().numpy()
+    norms = np.linalg.norm(x, axis=1)
+    target = radius * _CLIP_TARGET
+    scale = np.where(norms > target, target / np.maximum(norms, 1e-300), 1.0)
+    x = x * scale[:, None]
+    sums = x.sum(axis=0) + gaussian_noise(d, plan.noise_std_sum, seed=_section_seed(dp.seed, "s"))
+    second = x.T @ x + gaussian_noise(
+        (d, d), plan.noise_std_second_moment, seed=_section_seed(dp.seed, "m")
+    )
+    second = 0.5 * (second + second.T)
+    mean = sums / n
+    cov = second / n - np.outer(mean, mean) + (plan.noise_std_sum**2 / n**2) * np.eye(d)
+    values, vectors = np.linalg.eigh(cov)
+    values = np.maximum(values, floor)
+    factor = vectors * np.sqrt(values)
+    # Whitened, the joint release is exactly plan.mu-GDP; the multiplier is rounded up
+    # so that the ledger's 1/multiplier never exceeds plan.mu.
+    multiplier = math.nextafter(1.0 / plan.mu, math.inf)
+    record = PrivacyRecord(
+        mechanism="gaussian",
+        noise_multiplier=multiplier,
+        clip_norm=radius,
+        sampling_rate=1.0,
+        steps=1,
+        seeded=dp.seed is not None,
+        sampler=GAUSSIAN_SAMPLER,
+    )
+    return (
+        torch.from_numpy(mean).float(),
+        torch.from_numpy(np.ascontiguousarray(factor)).float(),
+        record,
+    )
 
 
 def codec_fingerprint(codec: Codec) -> str:
@@ -142,10 +256,15 @@ class LatentGaussianFactory(FactoryBase):
         codec: A frozen public codec, or ``None`` for private PCA.  Never
             shipped: the receiver must hold the same codec (its fingerprint is
             in the manifest and checked by :meth:`load`).
+        dp: A :class:`LatentGaussianDP` target (codec mode only) to fit the
+            latent Gaussian from a DP release, or ``None`` (default).
 
     Raises:
-        ParameterTypeError: ``latent_dim`` is not an int, ``codec`` not a codec.
-        ParameterError: ``latent_dim`` < 1, or it contradicts the codec.
+        ParameterTypeError: ``latent_dim`` is not an int, ``codec`` not a
+            codec, ``dp`` not a :class:`LatentGaussianDP`.
+        ParameterError: ``latent_dim`` < 1, it contradicts the codec, or
+            ``dp`` is given without a codec (the private basis would be an
+            unprotected release).
     """
 
     factory_type: ClassVar[str] = "latent-gaussian"
@@ -157,9 +276,21 @@ class LatentGaussianFactory(FactoryBase):
         class_id: int | None = None,
         client_id: ClientId | None = None,
         codec: Codec | None = None,
+        dp: LatentGaussianDP | None = None,
     ) -> None:
         if codec is not None and not isinstance(codec, Codec):
             raise ParameterTypeError("codec", "a privfed.engines.codecs.Codec or None", codec)
+        if dp is not None:
+            if not isinstance(dp, LatentGaussianDP):
+                raise ParameterTypeError("dp", "a LatentGaussianDP or None", dp)
+            if codec is None:
+                raise ParameterError(
+                    "dp",
+                    "None in private-PCA mode (its basis is an unprotected release); "
+                    "pass a public codec",
+                    repr(dp),
+                )
+        self.dp = dp
         if latent_dim is not None:
             check_int("latent_dim", latent_dim, minimum=1, expected=None)
             if codec is not None and latent_dim != codec.latent_dim:
@@ -225,6 +356,17 @@ class LatentGaussianFactory(FactoryBase):
                     "images", f"images of the codec's shape {tuple(codec.image_shape)}", (c, h, w)
                 )
             z = codec.encode(data).detach().cpu().double()
+            if self.dp is not None:
+                radius = float(codec.default_clip_norm)
+                dp_mean, dp_factor, privacy = _dp_moments(
+                    z, radius, self.dp, self._latent_floor(codec)
+                )
+                tensors = {"latent_mean": dp_mean, "latent_factor": dp_factor.contiguous()}
+                self._tensors = tensors
+                self._image_shape = (c, h, w)
+                self._sample_count = n
+                self._privacy = privacy
+                return self
             mean = z.mean(dim=0)
             centred = z - mean
             cov = centred.T @ centred / (n - 1) if n > 1 else torch.zeros(z.shape[1], z.shape[1])
@@ -397,8 +539,12 @@ class LatentGaussianFactory(FactoryBase):
                 "type": type(self._codec).__name__,
                 "fingerprint": self._codec_fingerprint,
             }
-            method = "latent-gaussian-mle"
-        return architecture, {"method": method}
+            dp_fit = self.dp is not None or self._privacy.mechanism == "gaussian"
+            method = "latent-gaussian-dp-moments" if dp_fit else "latent-gaussian-mle"
+        training: dict[str, Any] = {"method": method}
+        if self.dp is not None:
+            training["dp"] = self.dp.to_dict()
+        return architecture, training
 
     @classmethod
     def load(cls, directory: str | Path, *, codec: Codec | None = None) -> LatentGaussianFactory:
@@ -464,4 +610,5 @@ class LatentGaussianFactory(FactoryBase):
         if not shapes_ok:
             raise ArtifactIntegrityError("weights.safetensors", "tensors do not match")
         factory._tensors = {name: tensors[name].float() for name in names}
+        factory._privacy = manifest.privacy
         return factory._set_loaded(manifest)

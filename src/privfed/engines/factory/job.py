@@ -43,6 +43,21 @@ Which basis the Gaussian factories use (``gaussian_basis``):
 
 None of the Gaussian modes is differentially private; the audit measures
 what they leak.
+
+Factories to a target privacy budget (``epsilon=``): EDM factories are trained
+with DP-SGD and every (class, client) cell gets its own noise multiplier,
+calibrated with :func:`privfed.dp.calibrate_noise_multiplier` (PLD accounting,
+the ledger's own test) for *that cell's* realised Poisson rate and number of
+steps: the rate is ``min(1, batch_size / n_{c,k})`` by default (the expected
+batch is the configured batch size whatever the cell's size) or the fixed
+``dp_sampling_rate`` (see :func:`calibrated_dpsgd`).  Gaussian factories (public
+basis only) are fitted from one Gaussian release per cell of the clipped latent
+sum and second moment, planned by :func:`privfed.dp.plan_latent_release`
+(:class:`~privfed.engines.factory.gaussian.LatentGaussianDP`).  Every factory's
+release enters the run's ledger in the ``"cell"`` scheme: a record lives in
+exactly one cell, so the cells compose in parallel and the run's ε is the
+largest cell's, which is at most the target (the ledger is created with the
+target as its budget and refuses any release over it).
 """
 
 from __future__ import annotations
@@ -66,7 +81,7 @@ from privfed.engines.factory.audit import (
     FactoryAuditReport,
     audit_factories,
 )
-from privfed.engines.factory.dpsgd import record_in_ledger
+from privfed.engines.factory.dpsgd import DPSGDConfig, realised_sampling_rate, record_in_ledger
 from privfed.engines.factory.edm import (
     EDMConfig,
     EDMDiffusionFactory,
@@ -74,7 +89,7 @@ from privfed.engines.factory.edm import (
     UNetConfig,
 )
 from privfed.engines.factory.fedavg import run_fedavg
-from privfed.engines.factory.gaussian import LatentGaussianFactory
+from privfed.engines.factory.gaussian import LatentGaussianDP, LatentGaussianFactory
 from privfed.engines.factory.matrix import FactoryMatrix, SyntheticDataset
 from privfed.engines.job import (
     RunArtifacts,
@@ -94,6 +109,8 @@ __all__ = [
     "FactoryPipelineReport",
     "GaussianBasis",
     "Scenario",
+    "calibrated_dpsgd",
+    "load_partitions",
     "make_factory",
     "public_codec",
     "run_factory_pipeline",
@@ -116,7 +133,8 @@ _open_fraction = functools.partial(
 FACTORY_RELEASE_LIMITATIONS = (
     "which (class, client) cells trained a factory (ledger entries, classes present in the "
     "synthetic data) and the synthesis quotas (proportional to each cell's exact record count) "
-    "are derived from private data without noise; DP-SGD covers each factory's weights only"
+    "are derived from private data without noise; the DP mechanism (DP-SGD or the Gaussian "
+    "release of latent moments) covers each factory's weights only"
 )
 
 
@@ -151,7 +169,24 @@ class FactoryPipelineConfig:
         centralized: Also train on the pooled private data (upper bound).
         test_fraction: Fraction of every class held out for testing, in (0, 0.9).
         delta: δ at which the DP guarantee is reported when the factories are
-            trained with DP-SGD (``edm_training.dp``), in (0, 1).
+            trained with DP-SGD (``edm_training.dp`` or ``epsilon``), in (0, 1).
+        epsilon: Target ε (at ``delta``) of every factory, finite and > 0, or
+            ``None`` (default: no target).  EDM factories are then trained
+            with DP-SGD, each cell's noise multiplier calibrated to the target
+            for its own sampling rate and steps (:func:`calibrated_dpsgd`;
+            requires ``edm_training.dp=None``: the multipliers are calibrated,
+            not given).  Gaussian factories are fitted from one Gaussian
+            release of clipped latent moments per cell
+            (:class:`~privfed.engines.factory.gaussian.LatentGaussianDP`,
+            noise from the OS CSPRNG; requires a public basis).
+        dp_clip_norm: Per-example gradient clipping bound of the calibrated
+            DP-SGD (``epsilon`` set), > 0.
+        dp_sampling_rate: Poisson rate of every cell under ``epsilon``, in
+            ``[2**-64, 1]``, or ``None`` (default): each cell samples at
+            ``min(1, edm_training.batch_size / n_{c,k})``.  The per-cell rate
+            makes the ledger disclose each cell's exact record count (as the
+            synthesis quotas and manifests already do); a fixed rate keeps
+            it out of the ledger.
         seed: Seed of split, partition, training and synthesis (>= 0).
         device: Torch device for factories and classifiers.
         public_fraction: Fraction of every class put in the public split, in
@@ -193,6 +228,9 @@ class FactoryPipelineConfig:
     num_threads: int = 1
     dataset: str = "digits"
     num_classes: int | None = None
+    epsilon: float | None = None
+    dp_clip_norm: float = 1.0
+    dp_sampling_rate: float | None = None
 
     def __post_init__(self) -> None:
         check_choice("scenario", self.scenario, ("single-class", "dirichlet"))
@@ -245,6 +283,58 @@ class FactoryPipelineConfig:
         if not isinstance(self.audit_config, FactoryAuditConfig):
             raise ParameterTypeError("audit_config", "a FactoryAuditConfig", self.audit_config)
         check_int("num_threads", self.num_threads, minimum=1, expected=None)
+        self._check_privacy_target()
+
+    def _check_privacy_target(self) -> None:
+        """``epsilon``, ``dp_clip_norm`` and ``dp_sampling_rate``, and how they combine."""
+        from privfed._checks import check_finite_positive
+
+        check_finite_positive("dp_clip_norm", self.dp_clip_norm)
+        if self.dp_sampling_rate is not None:
+            check_float(
+                "dp_sampling_rate",
+                self.dp_sampling_rate,
+                low=2.0**-64,
+                high=1.0,
+                numpy=False,
+                type_error=False,
+                domain="a float in [2**-64, 1] or None",
+            )
+        if self.epsilon is None:
+            if self.dp_sampling_rate is not None:
+                raise ParameterError(
+                    "dp_sampling_rate", "None unless epsilon is set", self.dp_sampling_rate
+                )
+            return
+        check_finite_positive("epsilon", self.epsilon)
+        if self.factory == "gaussian":
+            if self.gaussian_basis == "private-pca":
+                raise ParameterError(
+                    "gaussian_basis",
+                    "'public-pca' or 'public-autoencoder' when epsilon is set (a private "
+                    "basis is an unprotected release)",
+                    self.gaussian_basis,
+                )
+            if self.dp_sampling_rate is not None:
+                raise ParameterError(
+                    "dp_sampling_rate",
+                    "None for Gaussian factories (one release of every record, no sampling)",
+                    self.dp_sampling_rate,
+                )
+            return
+        if self.edm_training.dp is not None:
+            raise ParameterError(
+                "edm_training.dp",
+                "None when epsilon is set (each cell's noise multiplier is calibrated)",
+                "a DPSGDConfig",
+            )
+
+    @property
+    def uses_dp(self) -> bool:
+        """Whether the factories are differentially private (and enter a ledger)."""
+        if self.epsilon is not None:
+            return True
+        return self.factory == "edm" and self.edm_training.dp is not None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dictionary."""
@@ -331,10 +421,31 @@ class FactoryPipelineReport(WritesArtifacts):
                 "epsilon": guarantee.epsilon,
                 "delta": guarantee.delta,
                 "adjacency": None if guarantee.adjacency is None else guarantee.adjacency.value,
-                "mechanism": "DP-SGD (Poisson-subsampled Gaussian) per (class, client) factory",
+                "mechanism": (
+                    "DP-SGD (Poisson-subsampled Gaussian) per (class, client) factory"
+                    if self.config.factory == "edm" or self.config.epsilon is None
+                    else "Gaussian mechanism on the clipped latent sum and second moment "
+                    "per (class, client) factory (public codec)"
+                ),
                 "accountant": f"privfed.dp.PrivacyLedger ({guarantee.method})",
                 "ledger_sha256": hashlib.sha256(ledger_text.encode()).hexdigest(),
             }
+            if self.config.epsilon is not None:
+                dp["target_epsilon"] = self.config.epsilon
+                dp["calibration"] = (
+                    "noise multiplier per (class, client) cell: "
+                    "privfed.dp.calibrate_noise_multiplier (PLD, replace-one) for the cell's "
+                    "realised Poisson rate and steps"
+                    if self.config.factory == "edm"
+                    else "noise per (class, client) cell: privfed.dp.plan_latent_release "
+                    "(exact joint sensitivity of the sum and second moment, replace-one, "
+                    "the codec's public clip radius)"
+                )
+                if self.config.factory == "edm" and self.config.dp_sampling_rate is None:
+                    dp["sampling_rate_disclosure"] = (
+                        "each cell samples at batch_size / n_{c,k}: the ledger's rates disclose "
+                        "the exact per-cell record counts (as the synthesis quotas do)"
+                    )
         # Not covered by any guarantee (see SECURITY.md): which cells trained a factory, and
         # the synthesis quotas, follow the exact per-cell record counts.
         dp["limitations"] = FACTORY_RELEASE_LIMITATIONS
@@ -456,8 +567,66 @@ def public_codec(config: FactoryPipelineConfig) -> Codec | None:
     )
 
 
+def calibrated_dpsgd(config: FactoryPipelineConfig, sample_count: int) -> DPSGDConfig:
+    """The DP-SGD parameters of one cell of ``sample_count`` records under ``config.epsilon``.
+
+    The Poisson rate is ``config.dp_sampling_rate`` or, by default,
+    ``min(1, edm_training.batch_size / sample_count)``; the noise multiplier is
+    :func:`privfed.dp.calibrate_noise_multiplier` at ``(config.epsilon,
+    config.delta)`` for the rate the sampler *realises*
+    (:func:`~privfed.engines.factory.dpsgd.realised_sampling_rate`, the one
+    the ledger records) and ``edm_training.steps`` steps, under replace-one
+    adjacency (the cell's size ships in its manifest).  The result is
+    certified by construction: a release with these parameters fits a ledger
+    whose budget is the target.  Calibrations are cached, so cells of equal
+    size (or a fixed rate) share one.
+
+    Args:
+        config: A configuration with ``epsilon`` set.
+        sample_count: The cell's number of training records, int >= 1.
+
+    Returns:
+        The :class:`~privfed.engines.factory.DPSGDConfig` to train the cell with.
+
+    Raises:
+        ParameterError: ``config.epsilon`` is ``None`` or ``sample_count`` < 1.
+        CalibrationError: The target is unreachable for this cell (see
+            :func:`privfed.dp.calibrate_noise_multiplier`), e.g. a rate so
+            small that no noise is needed at all.
+    """
+    from privfed.dp import calibrate_noise_multiplier
+
+    if not isinstance(config, FactoryPipelineConfig):
+        raise ParameterTypeError("config", "a FactoryPipelineConfig", config)
+    if config.epsilon is None:
+        raise ParameterError("config.epsilon", "a target epsilon (not None)", None)
+    if config.factory != "edm":
+        raise ParameterError("config.factory", "'edm' (the DP-SGD factory)", config.factory)
+    n = check_int("sample_count", sample_count, minimum=1, expected=None)
+    tr = config.edm_training
+    if config.dp_sampling_rate is not None:
+        rate = float(config.dp_sampling_rate)
+    else:
+        rate = min(1.0, tr.batch_size / n)
+    realised = realised_sampling_rate(rate)
+    multiplier = calibrate_noise_multiplier(
+        float(config.epsilon), float(config.delta), sampling_rate=realised, steps=tr.steps
+    )
+    return DPSGDConfig(
+        noise_multiplier=multiplier,
+        clip_norm=float(config.dp_clip_norm),
+        sampling_rate=realised,
+        max_physical_batch=min(64, max(1, tr.batch_size)),
+    )
+
+
 def make_factory(
-    config: FactoryPipelineConfig, class_id: int, client_id: int, *, codec: Codec | None = None
+    config: FactoryPipelineConfig,
+    class_id: int,
+    client_id: int,
+    *,
+    codec: Codec | None = None,
+    sample_count: int | None = None,
 ) -> Any:
     """The factory the pipeline trains for one cell (seeded from ``config.seed``).
 
@@ -468,18 +637,37 @@ def make_factory(
         codec: The public codec of Gaussian factories; ``None`` fits (or
             reuses) :func:`public_codec` ``(config)``.  Ignored for EDM and
             private-PCA factories.
+        sample_count: The cell's number of records; required when
+            ``config.epsilon`` is set (it sets the cell's sampling rate and
+            calibrated noise, :func:`calibrated_dpsgd`), ignored otherwise.
+
+    Raises:
+        ParameterError: ``config.epsilon`` is set and ``sample_count`` is not.
     """
     if config.factory == "gaussian":
         if config.gaussian_basis == "private-pca":
             return LatentGaussianFactory(
                 latent_dim=config.latent_dim, class_id=class_id, client_id=client_id
             )
+        dp_target = (
+            None
+            if config.epsilon is None
+            else LatentGaussianDP(epsilon=float(config.epsilon), delta=float(config.delta))
+        )
         return LatentGaussianFactory(
             class_id=class_id,
             client_id=client_id,
             codec=codec if codec is not None else public_codec(config),
+            dp=dp_target,
         )
     tr = config.edm_training
+    dp = tr.dp
+    if config.epsilon is not None:
+        if sample_count is None:
+            raise ParameterError(
+                "sample_count", "the cell's record count when config.epsilon is set", None
+            )
+        dp = calibrated_dpsgd(config, sample_count)
     seed = (config.seed * 1_000_003 + class_id * 1009 + client_id) % (2**62)
     training = EDMTrainingConfig(
         steps=tr.steps,
@@ -487,7 +675,7 @@ def make_factory(
         learning_rate=tr.learning_rate,
         seed=seed,
         device=config.device,
-        dp=tr.dp,
+        dp=dp,
         sample_batch_size=tr.sample_batch_size,
     )
     return EDMDiffusionFactory(
@@ -507,8 +695,9 @@ def run_factory_pipeline(
         config: What to run.
         progress: Optional callback receiving a
             :class:`~privfed.progress.ProgressEvent` per step of the stages
-            "codec", "factories", "audit", "synthesis", "classifier", "fedavg"
-            and "centralized".
+            "codec", "calibration" (``config.epsilon`` set: one step per
+            distinct cell size), "factories", "audit", "synthesis",
+            "classifier", "fedavg" and "centralized".
         ledger: A :class:`privfed.dp.PrivacyLedger` that receives one
             release per DP-SGD factory (partition ``"class=c/client=k"``);
             a fresh one is used when ``None``.  Its budget, if any, is
@@ -530,22 +719,26 @@ def run_factory_pipeline(
     )
 
 
-def _run(config: FactoryPipelineConfig, clock: StageClock, ledger: Any) -> FactoryPipelineReport:
+def load_partitions(config: FactoryPipelineConfig) -> tuple[int, Any, list[np.ndarray]]:
+    """Load, split and partition a run's data (the experimental design's seed).
+
+    The one place both the in-process job and the Flower nodes (each taking
+    its own part) get their data from.
+
+    Returns:
+        ``(num_classes, split, parts)``: the dataset's classes, its
+        :class:`~privfed.data.DatasetSplit`, and each client's indices into
+        ``split.private``.
+
+    Raises:
+        ParameterError: Single-class silos with fewer clients than classes.
+    """
     from privfed.data import (
         load_dataset,
         partition,
         require_classification_data,
         split_public_private,
     )
-    from privfed.engines.classifier import evaluate_classifier, train_classifier
-
-    uses_dp = config.factory == "edm" and config.edm_training.dp is not None
-    if uses_dp and ledger is None:
-        from privfed.dp import PrivacyLedger
-
-        ledger = PrivacyLedger()
-
-    report = clock.step
 
     data = load_dataset(config.dataset, num_classes=config.num_classes)
     require_classification_data(data)
@@ -561,20 +754,43 @@ def _run(config: FactoryPipelineConfig, clock: StageClock, ledger: Any) -> Facto
         test_fraction=config.test_fraction,
         seed=config.seed,
     )
-    private, test = split.private, split.test
-    k_classes = data.num_classes
     if config.scenario == "single-class":
         parts = partition(
-            private.labels, scheme="single-class", num_clients=config.num_clients, seed=config.seed
+            split.private.labels,
+            scheme="single-class",
+            num_clients=config.num_clients,
+            seed=config.seed,
         )
     else:
         parts = partition(
-            private.labels,
+            split.private.labels,
             scheme="dirichlet",
             num_clients=config.num_clients,
             seed=config.seed,
             alpha=config.dirichlet_alpha,
         )
+    return data.num_classes, split, list(parts)
+
+
+def _run(config: FactoryPipelineConfig, clock: StageClock, ledger: Any) -> FactoryPipelineReport:
+    from privfed.engines.classifier import evaluate_classifier, train_classifier
+
+    uses_dp = config.uses_dp
+    if uses_dp and ledger is None:
+        from privfed.dp import PrivacyLedger
+
+        # With a target, the ledger's budget is the target: no factory over it can register.
+        target = config.epsilon
+        ledger = (
+            PrivacyLedger()
+            if target is None
+            else PrivacyLedger(budget_epsilon=target, budget_delta=config.delta)
+        )
+
+    report = clock.step
+
+    k_classes, split, parts = load_partitions(config)
+    private, test = split.private, split.test
     images = torch.from_numpy(np.array(private.images))
     labels = torch.from_numpy(np.array(private.labels))
     test_x = torch.from_numpy(np.array(test.images))
@@ -589,7 +805,6 @@ def _run(config: FactoryPipelineConfig, clock: StageClock, ledger: Any) -> Facto
         report("codec", 1, 1)
 
     # 1. Clients train and ship factories.
-    clock.start("factories")
     jobs = []
     for client, idx in enumerate(parts):
         idx_t = torch.from_numpy(idx)
@@ -597,12 +812,20 @@ def _run(config: FactoryPipelineConfig, clock: StageClock, ledger: Any) -> Facto
             cls_idx = idx_t[labels[idx_t] == c]
             if cls_idx.numel() >= config.min_records_per_factory:
                 jobs.append((client, c, cls_idx))
+    if config.epsilon is not None and config.factory == "edm":
+        # Calibrate every cell before any trains: an unreachable target fails fast.
+        clock.start("calibration")
+        sizes = sorted({int(idx.numel()) for _, _, idx in jobs})
+        for done, size in enumerate(sizes, start=1):
+            calibrated_dpsgd(config, size)
+            report("calibration", done, len(sizes))
+    clock.start("factories")
     matrix = FactoryMatrix()
     seconds: list[float] = []
     shipped = [0] * len(parts)
     trained = []
     for done, (client, c, cls_idx) in enumerate(jobs, start=1):
-        factory = make_factory(config, c, client, codec=codec)
+        factory = make_factory(config, c, client, codec=codec, sample_count=int(cls_idx.numel()))
         start = time.perf_counter()
         factory.fit(images[cls_idx])
         seconds.append(time.perf_counter() - start)

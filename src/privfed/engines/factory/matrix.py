@@ -263,6 +263,11 @@ class UnlearningCertificate:
         matrix_digest_after: :meth:`FactoryMatrix.digest` after removal.
         issued_at: UTC time of the operation, ISO 8601.
         library_version: ``privfed.__version__``.
+        membership_check: The optional membership-inference verification
+            (:func:`privfed.engines.factory.unlearning.remove_client_verified`:
+            AUCs against the original, unlearned and retrained outputs and the
+            verdict), or ``None`` when it was not run.  Evaluation, not proof:
+            exactness rests on the fields above.
     """
 
     scope: Literal["client", "class", "cell"]
@@ -277,6 +282,7 @@ class UnlearningCertificate:
     matrix_digest_after: str
     issued_at: str
     library_version: str = field(default=__version__)
+    membership_check: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.scope not in ("client", "class", "cell"):
@@ -318,6 +324,11 @@ class UnlearningCertificate:
             "matrix_digest_after": self.matrix_digest_after,
             "issued_at": self.issued_at,
             "library_version": self.library_version,
+            **(
+                {}
+                if self.membership_check is None
+                else {"membership_check": dict(self.membership_check)}
+            ),
         }
 
     def to_json(self) -> str:
@@ -341,6 +352,7 @@ class UnlearningCertificate:
             matrix_digest_after=data["matrix_digest_after"],
             issued_at=data["issued_at"],
             library_version=data["library_version"],
+            membership_check=data.get("membership_check"),
         )
 
 
@@ -603,6 +615,16 @@ class FactoryMatrix:
         return SyntheticDataset(
             images=torch.cat(images), labels=torch.cat(labels), provenance=tuple(records)
         )
+
+    @property
+    def synthesis_runs(self) -> tuple[tuple[int, int], ...]:
+        """``(seed, n_per_class)`` of every :meth:`synthesize` call, in order.
+
+        Replaying them on a matrix retrained without a client reproduces what
+        the unlearned buffer holds (the membership-inference unlearning check
+        does so).  The seeds drive sampling of trained factories only.
+        """
+        return tuple(self._runs)
 
     @property
     def buffer(self) -> SyntheticDataset:

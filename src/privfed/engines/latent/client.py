@@ -17,7 +17,6 @@ import torch
 
 from privfed._checks import check_int
 from privfed.engines.latent.statistics import (
-    _GRAM_BYTES,
     _RECLIP_MARGIN,
     _WORK_BYTES,
     DEFAULT_MAX_RECORDS,
@@ -32,19 +31,6 @@ from privfed.errors import (
 )
 
 __all__ = ["LatentStatisticsAccumulator", "compute_latent_statistics"]
-
-
-def _peaks(rows: torch.Tensor, scratch: torch.Tensor) -> torch.Tensor:
-    """``max_i |rows_i|`` per row of a float64 ``(B, d)`` tensor (exact in any order).
-
-    Raises:
-        NonFiniteInputError: If a value is NaN or infinite (NaN propagates
-            through the max and inf stays inf, so the peaks tell).
-    """
-    peak = torch.abs(rows, out=scratch).amax(dim=1)
-    if not bool(torch.isfinite(peak).all()):
-        raise NonFiniteInputError("latents", count=int((~torch.isfinite(rows)).sum()))
-    return peak
 
 
 def _as_tensor(name: str, value: object) -> torch.Tensor:
@@ -89,6 +75,20 @@ class LatentStatisticsAccumulator:
         self._moments = torch.zeros((k, d, d), dtype=torch.int64, device=self._device)
         self._counts = torch.zeros(k, dtype=torch.int64, device=self._device)
         self._records = 0
+        # Screening thresholds of _quantize_ (see "Screening" in the statistics module):
+        # a float64 norm of d values is within a relative (d + 1) 2**-53 of the exact
+        # one; the slack allows eight times that.
+        slack = (d + 8) * 2.0**-50
+        if slack < 2.0**-20:
+            self._radius_screen = config.clip_norm * (1.0 - slack)
+            root = math.sqrt(config.norm_bound_squared) * (1.0 - 2.0**-40)
+            self._norm_screen = (
+                (root - math.sqrt(d) / 2.0)
+                / (math.ldexp(1.0, config.bits) * (1.0 + 2.0 * slack))
+                * (1.0 - 2.0**-50)
+            )
+        else:  # pragma: no cover - dimensions beyond 2**40: every row takes the exact tests
+            self._radius_screen = self._norm_screen = -1.0
 
     def __repr__(self) -> str:
         return f"LatentStatisticsAccumulator(config={self._config!r}, device={self._device})"
@@ -140,12 +140,7 @@ class LatentStatisticsAccumulator:
         self._quantize_(rows)
         return rows.to(torch.int64)
 
-    def _quantize_(
-        self,
-        rows: torch.Tensor,
-        scratch: torch.Tensor | None = None,
-        peak: torch.Tensor | None = None,
-    ) -> None:
+    def _quantize_(self, rows: torch.Tensor) -> None:
         """Clip and quantize float64 rows ``(B, d)`` IN PLACE (the module docstring's steps).
 
         ``rows`` may be a strided view (e.g. the first ``d`` columns of a wider
@@ -154,17 +149,16 @@ class LatentStatisticsAccumulator:
         ``d (R 2**f + 1)**2 <= 2**53`` (checked by the config) float64 holds all
         of them exactly, which saves integer conversions of whole batches.
 
-        Each step is a function of the row alone, so the result does not depend
-        on which other rows share the call.  The common path (no row needs
-        clipping) costs four cache-resident passes: max-abs, scale, round and
-        squared norm.
+        The result is that of the exact steps for every row (and a function of
+        the row alone).  To save passes over the data, one fused pass computes
+        every row's float64 Euclidean norm first, and the two exact tests run
+        only on the rows that this norm cannot settle (see "Screening" in
+        :mod:`privfed.engines.latent.statistics`): the peak test where the norm
+        may exceed ``R``, the integer norm test where ``Σ q_i²`` may exceed
+        ``L``.  The common path is three passes: norm, scale, round.
 
         Args:
             rows: ``float64`` ``(B, d)`` on the accumulator's device, overwritten.
-            scratch: Optional ``float64`` buffer of at least ``B`` rows and
-                ``d`` columns on the same device, reused for temporaries.
-            peak: Optional ``float64`` ``(B,)``: ``max_i |rows_i|`` per row,
-                already computed by the caller (and checked finite by it).
 
         Raises:
             NonFiniteInputError: If a value is NaN or infinite (``rows`` is then
@@ -172,30 +166,46 @@ class LatentStatisticsAccumulator:
         """
         cfg = self._config
         f, radius = cfg.bits, cfg.clip_norm
-        tmp = torch.empty_like(rows) if scratch is None else scratch[: rows.shape[0]]
-        if peak is None:
-            peak = _peaks(rows, tmp)
-        over = peak > radius
-        if bool(over.any()):
-            # Scale by R / max|z_i| BEFORE the power-of-two scaling: for finite rows
-            # this gives the same bits as scaling afterwards (a power of two commutes
-            # with rounding away from overflow and subnormals, and values that small
-            # round to zero either way), and rows near the float64 maximum cannot
-            # overflow to infinity.
-            rows[over] *= (radius / peak[over])[:, None]
-        rows.mul_(math.ldexp(1.0, f))  # exact: a power of two
+        scale = math.ldexp(1.0, f)
+        norm = torch.linalg.vector_norm(rows, dim=1)
+        # NaN-safe: a NaN or infinite norm is suspect too.
+        suspect = ~(norm <= self._radius_screen)
+        if bool(suspect.any()):
+            picked = torch.nonzero(suspect).squeeze(1)
+            sub = rows.index_select(0, picked)
+            peak = sub.abs().amax(dim=1)  # exact in any order
+            if not bool(torch.isfinite(peak).all()):
+                raise NonFiniteInputError("latents", count=int((~torch.isfinite(sub)).sum()))
+            over = peak > radius
+            if bool(over.any()):
+                # Scale by R / max|z_i| BEFORE the power-of-two scaling: for finite
+                # rows this gives the same bits as scaling afterwards (a power of two
+                # commutes with rounding away from overflow and subnormals, and values
+                # that small round to zero either way), and rows near the float64
+                # maximum cannot overflow to infinity.
+                sub[over] *= (radius / peak[over])[:, None]
+                rows.index_copy_(0, picked, sub)
+        rows.mul_(scale)  # exact: a power of two
         torch.round_(rows)  # half to even
+        # Rows whose norm bound proves sum(q_i^2) <= L skip the exact test; the
+        # suspect ones (possibly rescaled) never do.
+        unsettled = suspect | ~(norm <= self._norm_screen)
+        if not bool(unsettled.any()):
+            return
+        picked = torch.nonzero(unsettled).squeeze(1)
+        sub = rows.index_select(0, picked)
         limit = cfg.norm_bound_squared
         # Exact: integers whose squares sum below 2**53, in any order or blocking.
-        norms = torch.mul(rows, rows, out=tmp).sum(dim=1)
+        norms = (sub * sub).sum(dim=1)
         too_long = norms > limit
         if bool(too_long.any()):
             target = math.ldexp(radius, f) * _RECLIP_MARGIN
-            scale = target / torch.sqrt(norms[too_long])
-            rows[too_long] = torch.trunc(rows[too_long] * scale[:, None])
-            check = rows[too_long]
+            factor = target / torch.sqrt(norms[too_long])
+            sub[too_long] = torch.trunc(sub[too_long] * factor[:, None])
+            check = sub[too_long]
             if bool(((check * check).sum(dim=1) > limit).any()):  # pragma: no cover
                 raise RuntimeError("internal error: integer re-clipping failed")
+            rows.index_copy_(0, picked, sub)
 
     def update(self, latents: np.ndarray | torch.Tensor, labels: np.ndarray | torch.Tensor) -> None:
         """Add a batch of records.
@@ -217,81 +227,75 @@ class LatentStatisticsAccumulator:
             return
         cfg = self._config
         k, d = cfg.num_classes, cfg.dim
-        work = min(self._batch, n, max(1, _WORK_BYTES // (8 * (d + 1))))
-        # One reusable buffer of rows grouped by class, with a trailing column of
-        # ones: the Gram product of a class's rows then also yields its sums (last
-        # column) and count (last entry).  Reusing a cache-sized buffer keeps the
-        # gather, the in-place quantization and the product in cache: the input
-        # is read from memory once.  The ones column is written once, the gather
-        # fills the rest.
-        grouped = torch.empty((work, d + 1), dtype=torch.float64, device=self._device)
-        grouped[:, d] = 1.0
-        scratch = torch.empty((work, d), dtype=torch.float64, device=self._device)
+        work = min(self._batch, n, max(1, _WORK_BYTES // (8 * d)))
+        source = z.detach()
+        direct = source.dtype == torch.float64 and source.device == self._device
+        yd = y.to(device=self._device, dtype=torch.int64)
+        # Class by class: one stable sort of all the labels; each class's rows are
+        # then gathered, a cache-sized block at a time, into one reusable
+        # contiguous buffer, quantized there in place, multiplied into one
+        # float64 Gram accumulator and summed into one float64 sum accumulator.
+        # The input is read from memory once, and every product covers as many
+        # rows as the buffer holds (and exactly d columns: BLAS runs markedly
+        # faster on d = 128 than on d + 1 = 129 columns, which a column of ones
+        # for the sums would cost).
+        # (Sorting the labels as the narrowest integers that hold them is several
+        # times faster than as int64; the order is the same.)
+        narrow = torch.uint8 if k <= 256 else torch.int32
+        order = torch.argsort(yd.to(narrow), stable=True)
+        per_class = torch.bincount(yd, minlength=k)
+        index = order if source.device == self._device else order.to(source.device)
+        grouped = torch.empty((work, d), dtype=torch.float64, device=self._device)
         # Work on copies and commit at the end, so that a failure leaves the
         # accumulator unchanged.  Only the upper triangle of the moments is
         # maintained (the lower one stays zero); result() reads nothing else.
         sums = self._sums.clone()
         moments = self._moments.clone()
-        counts = self._counts.clone()
-        # Per-class Gram sums stay in float64 while provably exact (at most
-        # exact_batch_size rows each, see the module docstring) and are moved to
-        # int64 before that bound could be passed.  With very many classes one
-        # accumulator is shared and flushed after every block instead, so that
-        # memory stays at two copies of the moments as before.
-        keep = k * (d + 1) * (d + 1) * 8 <= _GRAM_BYTES
-        gram = torch.zeros(
-            (k if keep else 1, d + 1, d + 1), dtype=torch.float64, device=self._device
-        )
-        pending = [0] * k
+        counts = self._counts + per_class
+        # The float64 sums stay there while provably exact (at most
+        # exact_batch_size rows, see the module docstring) and are moved to int64
+        # before that bound could be passed, and at the end of every class.
+        gram = torch.zeros((d, d), dtype=torch.float64, device=self._device)
+        column_sums = torch.zeros(d, dtype=torch.float64, device=self._device)
+        ones = torch.ones(work, dtype=torch.float64, device=self._device)
         limit = cfg.exact_batch_size
         # Column bands of the upper-triangular product: about 3/4 of the full
         # product's work at 2 bands, 5/8 at 4.  Bands narrower than ~32 columns
         # cost more in BLAS efficiency than they save (measured at d=32..256).
-        bands = min(4, max(1, (d + 1) // 32))
-        edges = [round(i * (d + 1) / bands) for i in range(bands + 1)]
+        bands = min(4, max(1, d // 32))
+        edges = [round(i * d / bands) for i in range(bands + 1)]
         spans = list(itertools.pairwise(edges))
 
         def flush(c: int) -> None:
-            slot = gram[c if keep else 0]
-            exact = torch.round(slot).to(torch.int64)
-            moments[c] += exact[:d, :d]
-            sums[c] += exact[:d, d]  # the column of ones (upper triangle)
-            slot.zero_()
-            pending[c] = 0
+            moments[c] += torch.round(gram).to(torch.int64)
+            sums[c] += torch.round(column_sums).to(torch.int64)
+            gram.zero_()
+            column_sums.zero_()
 
-        for start in range(0, n, work):
-            stop = min(start + work, n)
-            m = stop - start
-            yb = y[start:stop].to(device=self._device, dtype=torch.int64)
-            zb = z[start:stop].detach().to(device=self._device, dtype=torch.float64)
-            # The per-row peaks are taken in input order: this streams the input
-            # through the cache once, so the gather below reads from the cache.
-            peak = _peaks(zb, scratch[:m])
-            # Group the rows by class: one stable sort of the labels, one gather.
-            order = torch.argsort(yb, stable=True)
-            rows = grouped[:m]
-            torch.index_select(zb, 0, order, out=rows[:, :d])
-            self._quantize_(rows[:, :d], scratch, peak[order])
-            per_class = torch.bincount(yb, minlength=k)
-            counts += per_class
-            first = 0
-            for c, n_c in enumerate(per_class.tolist()):
-                if n_c:
-                    if pending[c] + n_c > limit:
-                        flush(c)
-                    block = rows[first : first + n_c]
-                    upper = gram[c if keep else 0]
-                    # Only the upper triangle is kept, so it is all we compute: one
-                    # product per band of columns (exact: integers below 2**53).
-                    for lo, hi in spans:
-                        upper[lo:hi, lo:].addmm_(block[:, lo:hi].T, block[:, lo:])
-                    pending[c] += n_c
-                    if not keep:
-                        flush(c)
-                first += n_c
-        for c in range(k):
-            if pending[c]:
+        first = 0
+        for c, n_c in enumerate(per_class.tolist()):
+            pending = 0
+            for start in range(first, first + n_c, work):
+                stop = min(start + work, first + n_c)
+                m = stop - start
+                rows = grouped[:m]
+                if direct:
+                    torch.index_select(source, 0, index[start:stop], out=rows)
+                else:
+                    rows.copy_(torch.index_select(source, 0, index[start:stop]))
+                self._quantize_(rows)
+                if pending + m > limit:
+                    flush(c)
+                    pending = 0
+                # Only the upper triangle is kept, so it is all we compute: one
+                # product per band of columns (exact: integers below 2**53).
+                for lo, hi in spans:
+                    gram[lo:hi, lo:].addmm_(rows[:, lo:hi].T, rows[:, lo:])
+                column_sums.addmv_(rows.T, ones[:m])  # exact, like the products
+                pending += m
+            if pending:
                 flush(c)
+            first += n_c
         self._sums, self._moments, self._counts = sums, moments, counts
         self._records += n
 

@@ -41,14 +41,22 @@ import dataclasses
 import hashlib
 import json
 import math
-from collections.abc import Mapping
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
-from privfed._checks import check_bool, check_enum, check_float, check_int
+from privfed._checks import (
+    check_bool,
+    check_choice,
+    check_enum,
+    check_float,
+    check_int,
+    check_optional_int,
+)
 from privfed._records import field_dict
 from privfed.data import (
     DatasetSplit,
@@ -59,8 +67,15 @@ from privfed.data import (
     require_classification_data,
     split_public_private,
 )
-from privfed.dp import Adjacency, LatentReleasePlan, PrivacyLedger, plan_latent_release
-from privfed.engines.classifier import evaluate_classifier, train_classifier
+from privfed.dp import (
+    Adjacency,
+    LatentReleasePlan,
+    PrivacyLedger,
+    min_honest_contributors,
+    plan_latent_release,
+)
+from privfed.dp.distributed_blocks import dropout_inflation
+from privfed.engines.classifier import ARCHITECTURES, evaluate_classifier, train_classifier
 from privfed.engines.codecs import Codec, ConvAutoencoderCodec, DiffusersCodec, PCACodec
 from privfed.engines.job import (
     RunArtifacts,
@@ -78,6 +93,15 @@ from privfed.engines.latent.audit import (
     audit_summary,
 )
 from privfed.engines.latent.client import LatentStatisticsAccumulator
+from privfed.engines.latent.distributed import (
+    DistributedAggregation,
+    DistributedNoisePlan,
+    NoiseModel,
+    aggregate_distributed,
+    layers_supported,
+    plan_distributed_noise,
+    record_distributed_release,
+)
 from privfed.engines.latent.gaussians import ClassGaussians, fit_class_gaussians
 from privfed.engines.latent.release import (
     NoisePlacement,
@@ -96,6 +120,7 @@ from privfed.secagg import Stage, run_protocol
 
 __all__ = [
     "Aggregation",
+    "Aggregator",
     "LatentData",
     "LatentRelease",
     "PipelineConfig",
@@ -133,6 +158,25 @@ def _finite(name: str, value: object, *, low: float, high: float | None = None) 
     )
 
 
+def _idle_cores() -> int:
+    """CPU threads for a run whose ``num_threads`` is ``None``: the cores not already busy.
+
+    Torch's own thread count (the machine's cores, or ``OMP_NUM_THREADS``) less
+    the 1-minute load average rounded to the nearest integer, at least 1.  On a
+    quiet machine every core is used; on a loaded one fewer, because torch's
+    threads wait for each other at every operation and a thread that has to share
+    its core stalls the rest (on a 2-core machine at a load average of 4.8, two
+    threads trained the MLP classifier 15-50x slower than one).  The load average
+    counts this process too once it has been busy for a while.
+    """
+    cores = max(1, torch.get_num_threads())
+    try:
+        busy = math.floor(os.getloadavg()[0] + 0.5)
+    except (AttributeError, OSError):  # no load average on this platform
+        return cores
+    return max(1, cores - busy)
+
+
 @dataclass(frozen=True)
 class PipelineConfig:
     """Configuration of one run of the latent-statistic job.
@@ -159,19 +203,40 @@ class PipelineConfig:
             aggregation, in ``[0, 0.5)``; half of them before sending their
             masked input (their data is left out), half after (their data is in).
         samples_per_class: Synthetic latents drawn per class.
-        classifier_epochs: Epochs of each downstream classifier.
-        baselines: Also train on real private data and on noiseless synthetic data.
+        classifier: Architecture of the downstream classifiers, ``"mlp"`` or
+            ``"cnn"`` (see :mod:`privfed.engines.classifier`).
+        classifier_epochs: Most epochs of each downstream classifier.
+        classifier_patience: Early stopping: epochs without improvement of the
+            loss on a held-out tenth of the classifier's own training data
+            (synthetic data for the synthetic classifier; never the test split)
+            before training stops; ``None`` trains every epoch on all of it.
+        baselines: Also train on real private data and on noiseless synthetic
+            data (off by default: neither depends on the privacy parameters, so
+            sweeps need them once, not every run).
         audit: Run the membership-inference audit stage (about 1-2 s on a
             CPU at the default size).
         placement: Where the server adds the noise.
         device: Torch device for the PCA and diffusers codecs, statistics and
             classifiers (the small convolutional autoencoder always runs on the CPU).
         num_threads: CPU threads torch may use during the run (restored after);
-            1 is fastest on small shared machines.
+            ``None`` (default): the machine's cores that are
+            not already busy.  The default MLP classifier gives the same bits at
+            any thread count; the CNN does not.
         seed: Seed of the experimental design (split, partition, codec fit,
             dropouts, sampling, classifier).  Never used for the DP noise.
         noise_seed: ``None`` (default): DP noise from the OS CSPRNG.  An int
             makes the noise reproducible (recorded as seeded in the ledger).
+        noise: Who adds the DP noise (:class:`~privfed.engines.latent.distributed.NoiseModel`):
+            ``"central"`` (default; the server adds it once after unmasking and
+            sees the exact totals), ``"distributed-gaussian"`` or
+            ``"distributed-skellam"`` (every client adds integer noise before
+            masking; the server never holds a noiseless total).
+        assumed_corrupted: n_C, clients assumed to collude with the server
+            (distributed models: the noise is calibrated for ``t − n_C``
+            honest contributors; ``t − n_C < 1`` is refused).
+        noise_layers: Distributed Skellam only: remove the dropout excess with
+            secret-shared noise layers (``None``: when secure aggregation
+            supports them).  Refused for the discrete Gaussian.
     """
 
     dataset: str = "digits"
@@ -191,14 +256,19 @@ class PipelineConfig:
     adjacency: Adjacency = Adjacency.REPLACE_ONE
     dropout_rate: float = 0.1
     samples_per_class: int = 300
-    classifier_epochs: int = 20
-    baselines: bool = True
+    classifier: str = "mlp"
+    classifier_epochs: int = 50
+    classifier_patience: int | None = 3
+    baselines: bool = False
     audit: bool = True
     placement: NoisePlacement | str = NoisePlacement.GRID
     device: str = "cpu"
-    num_threads: int = 1
+    num_threads: int | None = None
     seed: int = 0
     noise_seed: int | None = None
+    noise: NoiseModel | str = NoiseModel.CENTRAL
+    assumed_corrupted: int = 0
+    noise_layers: bool | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.dataset, str) or not self.dataset:
@@ -237,7 +307,6 @@ class PipelineConfig:
             ("latent_dim", 1),
             ("samples_per_class", 1),
             ("classifier_epochs", 1),
-            ("num_threads", 1),
         ):
             check_int(name, getattr(self, name), minimum=low, type_error=False)
         if self.clip_norm is not None:
@@ -253,10 +322,44 @@ class PipelineConfig:
         object.__setattr__(self, "placement", placement)
         for name in ("baselines", "audit"):
             check_bool(name, getattr(self, name))
+        check_choice("classifier", self.classifier, ARCHITECTURES)
+        check_optional_int("num_threads", self.num_threads, minimum=1, type_error=False)
+        check_optional_int(
+            "classifier_patience", self.classifier_patience, minimum=1, type_error=False
+        )
         if self.noise_seed is not None and (
             isinstance(self.noise_seed, bool) or not isinstance(self.noise_seed, int)
         ):
             raise ParameterTypeError("noise_seed", "an int or None", self.noise_seed)
+        model = check_enum("noise", self.noise, NoiseModel)
+        object.__setattr__(self, "noise", model)
+        corrupted = check_int("assumed_corrupted", self.assumed_corrupted, minimum=0)
+        if model is not NoiseModel.CENTRAL:
+            min_honest_contributors(
+                threshold_for(self.num_clients), corrupted, num_clients=self.num_clients
+            )
+        if self.noise_layers is not None:
+            check_bool("noise_layers", self.noise_layers)
+            if self.noise_layers and model is not NoiseModel.DISTRIBUTED_SKELLAM:
+                raise ParameterError(
+                    "noise_layers",
+                    "False or None unless noise='distributed-skellam'",
+                    self.noise_layers,
+                    detail="excess removal is proved for Skellam noise only",
+                )
+            if self.noise_layers and not layers_supported():
+                raise ParameterError(
+                    "noise_layers",
+                    "False or None (this secure aggregation cannot share noise layers)",
+                    self.noise_layers,
+                )
+
+    @property
+    def uses_noise_layers(self) -> bool:
+        """Whether the run removes the dropout excess with secret-shared noise layers."""
+        if self.noise is not NoiseModel.DISTRIBUTED_SKELLAM:
+            return False
+        return layers_supported() if self.noise_layers is None else bool(self.noise_layers)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly view (enums as their values; the noise seed only as a flag)."""
@@ -310,6 +413,7 @@ class PipelineReport:
     audit: AuditSummary | AuditSkipped | None = None
     secagg_threshold: int = 0
     noisy_class_counts: tuple[float, ...] | None = None
+    distributed: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Everything the run measured, as one plain dict (release and evaluation together).
@@ -345,7 +449,26 @@ class PipelineReport:
             "mechanism": "Gaussian (rounded to the fixed-point grid), added once by the server",
             "accountant": "exact mu-GDP (privfed.dp.PrivacyLedger)",
             "ledger_sha256": hashlib.sha256(ledger_text.encode()).hexdigest(),
+            "noise_model": "central (server adds noise once after unmasking)",
+            "trust": "trusted server: it sees the exact unmasked totals",
         }
+        if self.distributed is not None:
+            # The distributed release is accounted in RDP; the Gaussian mu of the same
+            # noise stds is kept under its own name (it is not this mechanism's claim).
+            dp.update(
+                {
+                    "mu": None,
+                    "gaussian_equivalent_mu": self.mu,
+                    "mechanism": (
+                        f"distributed {self.distributed['mechanism']} (exact integer noise "
+                        "added by every client before masking)"
+                    ),
+                    "accountant": "Renyi DP (privfed.dp.PrivacyLedger, distributed-blocks)",
+                    "noise_model": self.distributed["noise_model"],
+                    "trust": self.distributed["trust"],
+                    "distributed": self.distributed,
+                }
+            )
         if self.noisy_class_counts is not None:
             dp["noisy_class_counts"] = list(self.noisy_class_counts)
         return release_document(
@@ -615,6 +738,64 @@ def aggregate(
     )
 
 
+def distributed_plan(config: PipelineConfig, spec: LatentStatisticsConfig) -> DistributedNoisePlan:
+    """The clients' noise plan of a distributed run (grid, calibration, layers)."""
+    return plan_distributed_noise(
+        config.noise,
+        config.epsilon,
+        config.delta,
+        clip_norm=spec.clip_norm,
+        dim=spec.dim,
+        num_classes=spec.num_classes,
+        adjacency=config.adjacency,
+        num_clients=config.num_clients,
+        threshold=threshold_for(config.num_clients),
+        corrupted=config.assumed_corrupted,
+        layers=config.uses_noise_layers,
+        max_records=spec.max_records,
+    )
+
+
+def aggregate_with_noise(
+    client_stats: list[LatentStatistics],
+    plan: DistributedNoisePlan,
+    dropouts: Mapping[Stage, list[int]],
+    noise_seed: int | None,
+) -> tuple[Aggregation, DistributedAggregation]:
+    """The distributed round: clients noise before masking, the server decodes the noisy total.
+
+    The :class:`Aggregation`'s exact total is the in-process harness's sum of
+    the survivors' plaintext statistics, for the evaluation only (the
+    noiseless baseline, the record count); the server never computes it.
+    """
+    dist = aggregate_distributed(client_stats, plan, dropouts=dropouts, noise_seed=noise_seed)
+    expected = LatentStatistics.zeros(plan.spec)
+    for i in dist.survivors:
+        expected = expected + client_stats[i]
+    agg = Aggregation(
+        aggregate=expected,
+        survivors=dist.survivors,
+        dropouts={stage: tuple(ids) for stage, ids in dropouts.items()},
+        threshold=plan.threshold,
+        bytes_per_client=dist.bytes_per_client,
+    )
+    return agg, dist
+
+
+def distributed_facts(plan: DistributedNoisePlan, dist: DistributedAggregation) -> dict[str, Any]:
+    """Public facts of a distributed release: the plan, the trust, the dropout inflation."""
+    u = len(dist.survivors)
+    claimed = plan.claimed_stds()
+    delivered = plan.delivered_stds(u)
+    central = plan.central.noise_std_sum
+    return {
+        **plan.describe(),
+        "independent_noise_inflation": dropout_inflation(u, plan.threshold, plan.corrupted),
+        "delivered_vs_claimed_std": delivered[0] / claimed[0],
+        "delivered_vs_central_std": delivered[0] / central,
+    }
+
+
 @dataclass(frozen=True, eq=False)
 class LatentRelease:
     """The DP release stage's output: the plan, the ledger and the noisy statistics."""
@@ -677,7 +858,9 @@ def train_evaluate(
         torch.from_numpy(images),
         torch.from_numpy(labels),
         num_classes=int(max(int(test_y.max()) + 1, int(labels.max()) + 1, 2)),
+        architecture=config.classifier,
         epochs=config.classifier_epochs,
+        patience=config.classifier_patience,
         seed=config.seed,
         device=device,
     )
@@ -749,7 +932,20 @@ def audit(
 # -- the job -----------------------------------------------------------------------------
 
 
-def run_pipeline(config: PipelineConfig, *, progress: ProgressFn | None = None) -> PipelineResult:
+#: Secure aggregation as a replaceable stage: ``(data, spec, threshold, dropouts) ->
+#: Aggregation``.  The Flower app passes one that runs the round over the network,
+#: each node computing its own statistics; the server then never builds them.
+Aggregator = Callable[
+    [LatentData, LatentStatisticsConfig, int, Mapping[Stage, list[int]]], Aggregation
+]
+
+
+def run_pipeline(
+    config: PipelineConfig,
+    *,
+    progress: ProgressFn | None = None,
+    aggregator: Aggregator | None = None,
+) -> PipelineResult:
     """Run the latent-statistic job once; see the module docstring for the stages.
 
     Args:
@@ -757,6 +953,8 @@ def run_pipeline(config: PipelineConfig, *, progress: ProgressFn | None = None) 
         progress: Optional callback receiving a
             :class:`~privfed.progress.ProgressEvent` when each stage starts
             and finishes.
+        aggregator: Replaces the in-process ``clients`` and ``secagg`` stages
+            (see :data:`Aggregator`); ``None`` runs them here.
 
     Returns:
         The result: a JSON-able :class:`PipelineReport` plus artefacts.
@@ -767,10 +965,17 @@ def run_pipeline(config: PipelineConfig, *, progress: ProgressFn | None = None) 
     """
     if not isinstance(config, PipelineConfig):
         raise ParameterTypeError("config", "a PipelineConfig", config)
-    return run_job(config.device, config.num_threads, progress, lambda clock: _run(config, clock))
+    return run_job(
+        config.device,
+        _idle_cores() if config.num_threads is None else config.num_threads,
+        progress,
+        lambda clock: _run(config, clock, aggregator),
+    )
 
 
-def _run(config: PipelineConfig, clock: StageClock) -> PipelineResult:
+def _run(
+    config: PipelineConfig, clock: StageClock, aggregator: Aggregator | None = None
+) -> PipelineResult:
     device = torch.device(config.device)
 
     clock.start("data", f"loading {config.dataset!r}")
@@ -789,29 +994,55 @@ def _run(config: PipelineConfig, clock: StageClock) -> PipelineResult:
     spec = release_spec(
         config, codec, num_classes=data.num_classes, max_records=DEFAULT_MAX_RECORDS
     )
+    dplan: DistributedNoisePlan | None = None
+    if config.noise is not NoiseModel.CENTRAL:
+        # Distributed noise: the grid is chosen for the clients' noise (public inputs only).
+        dplan = distributed_plan(config, spec)
+        spec = dplan.spec
     clock.finish("codec", f"d={spec.dim}, R={spec.clip_norm:.4g}, f={spec.bits} bits")
 
-    clock.start("clients", "encoding and computing exact statistics")
-    latents = encode(codec, split.private.images, device)
-    client_stats = [
-        client_statistics(latents[idx], split.private.labels[idx], spec, device)
-        for idx in data.clients
-    ]
-    clock.finish("clients", f"{spec.num_values} ring values per client")
+    latents: torch.Tensor | None = None
+    client_stats: list[LatentStatistics] = []
+    if aggregator is None:
+        clock.start("clients", "encoding and computing exact statistics")
+        latents = encode(codec, split.private.images, device)
+        client_stats = [
+            client_statistics(latents[idx], split.private.labels[idx], spec, device)
+            for idx in data.clients
+        ]
+        clock.finish("clients", f"{spec.num_values} ring values per client")
 
     dropouts = dropout_plan(config)
     threshold = threshold_for(config.num_clients)
     clock.start("secagg", f"secure aggregation, threshold {threshold}, dropouts {_named(dropouts)}")
-    agg = aggregate(client_stats, spec, threshold=threshold, dropouts=dropouts)
+    dist: DistributedAggregation | None = None
+    ledger: PrivacyLedger | None = None
+    if dplan is not None:
+        if aggregator is not None:
+            raise ParameterError(
+                "aggregator", "None with a distributed noise model", type(aggregator).__name__
+            )
+        # Recorded before any client draws noise: a budget overflow releases nothing.
+        ledger = PrivacyLedger(budget_epsilon=config.epsilon, budget_delta=config.delta)
+        record_distributed_release(ledger, dplan, seeded=config.noise_seed is not None)
+        agg, dist = aggregate_with_noise(client_stats, dplan, dropouts, config.noise_seed)
+    elif aggregator is None:
+        agg = aggregate(client_stats, spec, threshold=threshold, dropouts=dropouts)
+    else:
+        agg = aggregator(data, spec, threshold, dropouts)
     clock.finish(
         "secagg",
-        f"{len(agg.survivors)} survivors, {agg.aggregate.total_records} records, exact",
+        f"{len(agg.survivors)} survivors, {agg.aggregate.total_records} records, "
+        + ("exact" if dist is None else f"noisy ({config.noise})"),
     )
 
     clock.start(
         "release", f"planning (epsilon={config.epsilon}, delta={config.delta}, {config.adjacency})"
     )
-    rel = release(agg.aggregate, config, spec)
+    if dplan is None or dist is None or ledger is None:
+        rel = release(agg.aggregate, config, spec)
+    else:  # the clients' noise is already in the total: decoding was the release
+        rel = LatentRelease(plan=dplan.claimed_plan(), ledger=ledger, noisy=dist.noisy)
     clock.finish(
         "release",
         f"sigma_sum={rel.plan.noise_std_sum:.4g}, "
@@ -848,6 +1079,8 @@ def _run(config: PipelineConfig, clock: StageClock) -> PipelineResult:
         clock.start("audit", "membership inference: members vs held-out test records")
         member_parts = [np.asarray(data.clients[i], dtype=np.int64) for i in agg.survivors]
         members = np.sort(np.concatenate(member_parts)) if member_parts else np.zeros(0, np.int64)
+        if latents is None:  # the statistics were computed elsewhere (the audit reads private data)
+            latents = encode(codec, split.private.images, device)
         inputs = audit_inputs(codec, split, members, latents, spec, rel.noisy, synthetic, device)
         full_audit, summary = audit(inputs, config, rel.plan)
         if isinstance(summary, AuditSkipped):
@@ -887,7 +1120,8 @@ def _run(config: PipelineConfig, clock: StageClock) -> PipelineResult:
         records_private=len(split.private),
         records_aggregated=agg.aggregate.total_records,
         records_test=len(split.test),
-        seconds=dict(clock.seconds),
+        seconds=dict(clock.seconds)
+        | ({} if dist is None else {"client_noise_mean": float(np.mean(dist.noise_seconds))}),
         ledger=json.loads(rel.ledger.to_json()),
         audit=summary,
         secagg_threshold=agg.threshold,
@@ -896,6 +1130,7 @@ def _run(config: PipelineConfig, clock: StageClock) -> PipelineResult:
             if plan.noise_std_count == 0
             else tuple(float(c) for c in np.asarray(rel.noisy.counts, dtype=np.float64))
         ),
+        distributed=None if dplan is None or dist is None else distributed_facts(dplan, dist),
     )
     return PipelineResult(
         report=report,

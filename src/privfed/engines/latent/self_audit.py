@@ -66,6 +66,12 @@ from privfed.dp import (
     joint_mu_squared,
     plan_latent_release,
 )
+from privfed.engines.latent.distributed import (
+    DistributedNoisePlan,
+    NoiseModel,
+    aggregate_distributed,
+    plan_distributed_noise,
+)
 from privfed.engines.latent.release import (
     NoisePlacement,
     NoisyLatentStatistics,
@@ -78,15 +84,18 @@ from privfed.engines.latent.statistics import (
     unpack_symmetric,
 )
 from privfed.errors import AuditError, ParameterError, ParameterTypeError
+from privfed.secagg import Stage
 
 __all__ = [
     "DEFAULT_NUM_CALIBRATION_TRIALS",
     "DEFAULT_NUM_TRIALS",
+    "DistributedPlannedRelease",
     "LatentRelease",
     "PlannedRelease",
     "audit_latent_release_code",
     "latent_canary_game",
     "neighbouring_statistics",
+    "self_audit_distributed_release",
     "self_audit_release",
 ]
 
@@ -196,6 +205,76 @@ class PlannedRelease:
         return release_latent_statistics(
             stats, self._run_plan, ledger=PrivacyLedger(), seed=seed, placement=self.placement
         )
+
+
+@dataclass(frozen=True)
+class DistributedPlannedRelease:
+    """The DISTRIBUTED release as the engine runs it, as a :data:`LatentRelease` callable.
+
+    ``release(stats, seed)`` plays a whole distributed round: client 1 holds
+    ``stats``, the other ``n − 1`` clients hold no records; every client adds
+    its noise to its exact ring vector
+    (:func:`~privfed.engines.latent.distributed.add_client_noise`), the vectors
+    go through a real secure-aggregation round
+    (:func:`privfed.secagg.run_protocol`, with secret-shared noise layers when
+    the plan has them) in which the clients after the first ``survivors``
+    drop out before sending their masked input, and the server decodes the
+    total (:func:`~privfed.engines.latent.distributed.decode_noisy_total`).
+    Nothing is simulated: it is :func:`~privfed.engines.latent.distributed.aggregate_distributed`.
+
+    Attributes:
+        plan: The distributed plan (its spec must be that of the audited statistics).
+        survivors: u, clients whose input is summed (default ``plan.threshold``,
+            the fewest an accepted total can have: the tightest case for
+            independent noise).
+        noise_scale: 1.0 runs the plan; another value is a DELIBERATELY BROKEN
+            release (each client's noise std times ``noise_scale``).
+    """
+
+    plan: DistributedNoisePlan
+    survivors: int | None = None
+    noise_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.plan, DistributedNoisePlan):
+            raise ParameterTypeError("plan", "a DistributedNoisePlan", self.plan)
+        u = self.plan.threshold if self.survivors is None else self.survivors
+        check_int("survivors", u, minimum=self.plan.threshold, maximum=self.plan.num_clients)
+        object.__setattr__(self, "survivors", int(u))
+        scale = check_float("noise_scale", self.noise_scale, low=0, open_low=True)
+        object.__setattr__(self, "noise_scale", scale)
+
+    @property
+    def broken(self) -> bool:
+        """Whether the noise was scaled on purpose."""
+        return self.noise_scale != 1.0
+
+    @property
+    def description(self) -> str:
+        """What a call runs, in words."""
+        p = self.plan
+        text = (
+            "privfed.engines.latent.distributed.aggregate_distributed "
+            f"({p.model.value}, {p.num_clients} clients, threshold {p.threshold}, "
+            f"{self.survivors} survivors, {p.layers} noise layers, real secure aggregation)"
+        )
+        if self.broken:
+            text = (
+                f"DELIBERATELY BROKEN release (tests the auditor): {text} with "
+                f"{self.noise_scale:g} x the planned noise stds"
+            )
+        return text
+
+    def __call__(self, stats: LatentStatistics, seed: int | None) -> NoisyLatentStatistics:
+        """One distributed round on ``stats`` (``seed`` None: every client's CSPRNG)."""
+        p = self.plan
+        clients = [stats] + [LatentStatistics.zeros(p.spec)] * (p.num_clients - 1)
+        u = int(self.survivors or p.threshold)
+        dropped = list(range(u, p.num_clients))
+        dropouts = {Stage.MASKED_INPUT: dropped} if dropped else {}
+        return aggregate_distributed(
+            clients, p, dropouts=dropouts, noise_seed=seed, noise_scale=self.noise_scale
+        ).noisy
 
 
 def _quantize(records: NDArray[np.float64], config: LatentStatisticsConfig) -> NDArray[np.int64]:
@@ -546,6 +625,91 @@ def self_audit_release(
     return audit_latent_release_code(
         plan,
         release=release,
+        num_trials=num_trials,
+        num_calibration_trials=num_calibration_trials,
+        significance=significance,
+        seed=seed,
+    )
+
+
+def self_audit_distributed_release(
+    model: NoiseModel | str,
+    epsilon: float,
+    delta: float,
+    *,
+    clip_norm: float,
+    dim: int,
+    adjacency: Adjacency | None = None,
+    num_clients: int = 3,
+    threshold: int = 2,
+    corrupted: int = 0,
+    layers: bool = False,
+    survivors: int | None = None,
+    noise_scale: float = 1.0,
+    classes_per_release: int | None = None,
+    num_trials: int = DEFAULT_NUM_TRIALS,
+    num_calibration_trials: int = DEFAULT_NUM_CALIBRATION_TRIALS,
+    significance: float = 0.05,
+    seed: int | None = None,
+) -> CanaryAuditResult:
+    """Plan a DISTRIBUTED latent release and canary-audit the real round against its claim.
+
+    Every trial is a :class:`DistributedPlannedRelease` call: clients noise
+    their ring vectors, a real secure-aggregation round sums them, the server
+    decodes.  The claim audited is the plan's honest noise (what the ledger
+    accounts for ``t − n_C`` contributors), written as the Gaussian plan of the
+    same stds (:meth:`~privfed.engines.latent.distributed.DistributedNoisePlan.claimed_plan`)
+    with the target ε; the lower bound must stay below it.
+
+    Args:
+        model: ``"distributed-gaussian"`` or ``"distributed-skellam"``.
+        epsilon: Target ε.
+        delta: Target δ.
+        clip_norm: R.
+        dim: d.
+        adjacency: Default REPLACE_ONE.
+        num_clients: n of the simulated round (small keeps trials cheap).
+        threshold: t.
+        corrupted: n_C.
+        layers: Secret-shared noise layers (Skellam).
+        survivors: u (default t).
+        noise_scale: 0.5 audits the deliberately broken half-noise release.
+        classes_per_release: Trials per round (default from the dimension).
+        num_trials: Evaluation trials per hypothesis.
+        num_calibration_trials: Threshold-selection trials per hypothesis.
+        significance: α of each bound.
+        seed: ``None``: CSPRNG noise; an int for reproducible runs.
+    """
+    adj = Adjacency.REPLACE_ONE if adjacency is None else adjacency
+    k = (
+        _default_classes(check_int("dim", dim, minimum=1, numpy=True))
+        if classes_per_release is None
+        else check_int("classes_per_release", classes_per_release, minimum=1, numpy=True)
+    )
+    dplan = plan_distributed_noise(
+        model,
+        epsilon,
+        delta,
+        clip_norm=clip_norm,
+        dim=dim,
+        num_classes=k,
+        adjacency=adj,
+        num_clients=num_clients,
+        threshold=threshold,
+        corrupted=corrupted,
+        layers=layers,
+    )
+    release = DistributedPlannedRelease(dplan, survivors=survivors, noise_scale=noise_scale)
+    claimed = dplan.claimed_plan()
+    game = latent_canary_game(
+        claimed,
+        release=release,
+        classes_per_release=k,
+        fractional_bits=dplan.spec.bits,
+        max_records=dplan.spec.max_records,
+    )
+    return audit_canary_game(
+        game,
         num_trials=num_trials,
         num_calibration_trials=num_calibration_trials,
         significance=significance,

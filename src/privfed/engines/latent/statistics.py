@@ -35,21 +35,35 @@ independent of batching, device and summation order):
    exactly; the sensitivity analysis therefore holds for the quantized values:
    ``‖q / 2**f‖ <= R`` exactly.
 
-Second moments by matrix products.  Records are processed in cache-sized
-batches: each batch is grouped by class (one stable sort of the labels, one
-gather into a reused buffer), quantized in place, and every class's block
-``Q_c`` is added to a per-class ``float64`` accumulator as ``Q_cᵀ Q_c`` (one
-``addmm`` per band of columns, covering the upper triangle only, which is all
-that is kept).  The rows carry a trailing column of ones, so the same product
-also yields the per-class sums and counts (the bound below covers them too).
-Every term ``q_i q_j`` satisfies ``|q_i q_j| <= ‖q‖² <= L`` (and
-``|q_i| <= L``, ``1 <= L``), so after ``B`` rows every partial sum, in
-whatever order, blocking and with or without fused multiply-add, is an integer
-of magnitude at most ``B L``.  A float64 accumulator takes at most
-``floor(2**53 / L)`` rows before it is rounded into ``int64`` and restarted,
-so every intermediate is an integer of magnitude at most ``2**53`` and hence
-exactly representable: the accumulation is exact.  The ``int64`` additions are
-exact because all totals are bounded (below).
+Screening.  The two exact tests above (the peak in step 1, the integer norm in
+step 3) run only on the rows that one fused float64 pass cannot settle: the
+row's Euclidean norm ``n``, which is within a relative ``(d + 1) 2**-53`` of
+the exact norm (the client allows eight times that, ``e``).  A row with
+``n <= R (1 - e)`` has ``max_i |z_i| <= ‖z‖ <= R``, so step 1 leaves it alone;
+for such a row ``‖q‖ <= ‖z‖ 2**f + sqrt(d) / 2`` (rounding moves each
+coordinate by at most a half), so ``n 2**f (1 + 2 e) + sqrt(d) / 2 <=
+sqrt(L) (1 - 2**-40)`` proves ``Σ q_i² <= L`` and step 3 leaves it alone too.
+Every other row (including NaN and infinite norms) takes the exact tests.
+Squares that underflow make ``n`` smaller only by about ``sqrt(d) 2**-511``,
+far inside both margins (``R >= 2**-60`` by the grid check below).  The
+screen therefore only decides which rows need the exact tests, never their
+outcome: the quantized rows are those of the exact steps, bit for bit.
+
+Second moments by matrix products.  The labels are sorted once (stably) and
+the records processed class by class: a cache-sized block of one class's rows
+is gathered into a reused buffer, quantized in place, and added to a
+``float64`` accumulator as ``Qᵀ Q`` (one ``addmm`` per band of columns,
+covering the upper triangle only, which is all that is kept) and to a
+``float64`` column-sum accumulator (the sums ``m_c``; the counts come from
+the labels).  Every term ``q_i q_j`` satisfies ``|q_i q_j| <= ‖q‖² <= L``
+(and ``|q_i| <= L``, ``1 <= L``), so after ``B`` rows every partial sum, in
+whatever order, blocking and with or without fused multiply-add, is an
+integer of magnitude at most ``B L``.  The accumulators take at most
+``floor(2**53 / L)`` rows before they are rounded into ``int64`` and
+restarted (and are flushed at the end of every class), so every intermediate
+is an integer of magnitude at most ``2**53`` and hence exactly representable:
+the accumulation is exact.  The ``int64`` additions are exact because all
+totals are bounded (below).
 
 Ring bounds.  The ring is ``Z_{2**64}`` read as signed ``int64``.  With at
 most ``max_records`` records in the aggregate over all clients, the largest
@@ -102,12 +116,10 @@ _MAX_AUTO_FRACTIONAL_BITS = 24
 _RECLIP_MARGIN = 1.0 - 2.0**-40
 _RING_BITS = 64
 # Bytes of the reusable buffer of grouped rows.  A few MiB keeps the gather, the
-# in-place quantization and the per-class products within the cache (measured at
-# d=128: 2048-4096 rows beat 16384 by about 20%); results never depend on it.
+# in-place quantization and the products within the cache (measured at d=128:
+# 2048-4096 rows beat 16384 by about 20%; 1-8 MiB within noise of each other
+# since the rows are gathered class by class); results never depend on it.
 _WORK_BYTES = 1 << 22
-# Most bytes of per-class float64 Gram accumulators kept across batches; beyond
-# it (many classes) one accumulator is reused and flushed after every block.
-_GRAM_BYTES = 1 << 26
 
 
 def packed_size(dim: int) -> int:

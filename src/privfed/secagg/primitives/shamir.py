@@ -19,8 +19,13 @@ them lie on one polynomial of degree ``threshold - 1`` and raises
 :class:`~privfed.errors.ReconstructionError` otherwise, so a tampered or
 mixed-up share is detected instead of yielding a wrong secret.  With exactly
 ``threshold`` shares nothing can be detected except a result that does not fit
-in 32 bytes (which a random wrong secret fails with probability
-``1 - 2**-265``).
+in 32 bytes.  That check catches *random* errors (a corrupted share makes the
+result a near-uniform field element, which fits in 32 bytes with probability
+about ``2**-265``); it is no defence against a *chosen* error: whoever alters a
+share on purpose can shift the secret by any amount that keeps it below
+``2**256``, undetected.  Callers that face an adversary must verify the rebuilt
+secret against a commitment, as the protocol layer does (self-mask
+commitments, mask public keys, noise-seed commitments).
 
 This module is part of the hazardous-materials layer: it does not authenticate
 shares or bind them to a session.  Use :mod:`privfed.secagg.protocol`, which

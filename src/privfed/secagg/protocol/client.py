@@ -1,16 +1,20 @@
 """The client side of secure aggregation: a message-driven state machine.
 
 A :class:`SecAggClient` runs one round of Bonawitz et al. double masking
-(arXiv:1611.04482, §4, Fig. 4) in the semi-honest / semi-malicious setting, with
-the SecAgg+ sparse graph of Bell et al. (arXiv:2009.01867) as an option.  Its
-methods are called in protocol order, each consuming what the server published
-and returning what to send back:
+(arXiv:1611.04482, §4, Fig. 4), with the SecAgg+ sparse graph of Bell et al.
+(arXiv:2009.01867) as an option, in one of two security modes
+(:class:`~privfed.secagg.SecurityMode`): semi-honest (the default) or active
+(signed round keys, the ConsistencyCheck round).  Its methods are called in
+protocol order, each consuming what the server published and returning what
+to send back:
 
 1. :meth:`~SecAggClient.advertise_keys` -> :class:`AdvertiseKeys`
 2. :meth:`~SecAggClient.share_keys` (:class:`Roster`) ->
    ``{recipient_id: EncryptedShares}``
 3. :meth:`~SecAggClient.masked_input` (:class:`RoutedShares`) -> :class:`MaskedInput`
-4. :meth:`~SecAggClient.unmask` (:class:`UnmaskRequest`) -> :class:`UnmaskResponse`
+4. active mode only: :meth:`~SecAggClient.consistency_check`
+   (:class:`ConsistencyRequest`) -> :class:`ConsistencySignature`
+5. :meth:`~SecAggClient.unmask` (:class:`UnmaskRequest`) -> :class:`UnmaskResponse`
 
 Abort rule: whenever what the server sent could make the client reveal more
 than the protocol allows (a roster without the client's own keys, a view with
@@ -27,7 +31,9 @@ state.
 from __future__ import annotations
 
 import enum
+import hmac
 import secrets
+from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -43,13 +49,32 @@ from privfed.errors import (
 from privfed.secagg.primitives import aead, keys, prg, shamir
 from privfed.secagg.protocol._party import Party
 from privfed.secagg.protocol._plaintext import pack_shares, unpack_shares
-from privfed.secagg.protocol.commitment import SEED_SIZE, self_mask_commitment
-from privfed.secagg.protocol.config import SecAggConfig
+from privfed.secagg.protocol.commitment import (
+    SEED_SIZE,
+    noise_seed_commitment,
+    self_mask_commitment,
+)
+from privfed.secagg.protocol.config import SecAggConfig, SecurityMode
+from privfed.secagg.protocol.graph import (
+    GraphMode,
+    advertisement_hash,
+    graph_seed,
+    graph_seed_of_section,
+    graph_session,
+)
+from privfed.secagg.protocol.identity import (
+    IdentityKey,
+    advertisement_payload,
+    survivor_set_payload,
+)
 from privfed.secagg.protocol.messages import (
     AdvertiseKeys,
+    ConsistencyRequest,
+    ConsistencySignature,
     EncryptedShares,
     MaskedInput,
     Message,
+    RevealedNoiseShare,
     RevealedShare,
     Roster,
     RoutedShares,
@@ -65,6 +90,7 @@ class _Phase(enum.Enum):
     ADVERTISE = enum.auto()
     SHARE = enum.auto()
     MASK = enum.auto()
+    CONSIST = enum.auto()
     UNMASK = enum.auto()
     DONE = enum.auto()
     ABORTED = enum.auto()
@@ -74,8 +100,23 @@ _STAGE_OF_PHASE = {
     _Phase.ADVERTISE: Stage.ADVERTISE_KEYS,
     _Phase.SHARE: Stage.SHARE_KEYS,
     _Phase.MASK: Stage.MASKED_INPUT,
+    _Phase.CONSIST: Stage.CONSISTENCY_CHECK,
     _Phase.UNMASK: Stage.UNMASKING,
 }
+
+# The client module re-exports the mode enum so the state codec whitelists it.
+_MODES = SecurityMode
+
+
+def noise_layers_to_reveal(config: SecAggConfig, survivors: int) -> tuple[int, ...]:
+    """The noise layers whose seed shares the reveal rule allows for ``survivors`` survivors.
+
+    With ``n = len(config.client_ids)`` clients and ``u`` survivors, the layers
+    ``j`` with ``n - u < j <= L``: the noise a survivor added for the
+    ``n - u`` clients that did not make it is exactly what is taken out again.
+    """
+    n = config.num_clients
+    return tuple(range(max(n - survivors, 0) + 1, config.noise_layers + 1))
 
 
 def check_ring_vector(
@@ -122,12 +163,16 @@ class SecAggClient(Party):
     construction, so a client object serves exactly one session; build a new
     one per round.
 
-    Threat model: the client trusts nobody but itself.  It assumes the
-    client-server channel is authenticated (the server relays messages and
-    public keys; without signatures a malicious server could substitute public
-    keys -- see SECURITY.md).  Against a server that lies about who dropped out,
-    it guarantees to reveal for each peer at most one kind of share, and only
-    for a view with at least ``threshold`` survivors in its neighbourhood.
+    Threat model: the client trusts nobody but itself.  Against a server that
+    lies about who dropped out, it reveals for each peer at most one kind of
+    share, and only for a view with at least ``threshold`` survivors in its
+    neighbourhood.  In semi-honest mode it relies on the server to relay
+    public keys faithfully (without signatures a malicious server could
+    substitute them -- see SECURITY.md).  In active mode it verifies every
+    peer's signed round keys against the config's identity registry before it
+    shares anything, signs the survivor set once, and unmasks only after
+    verifying ``threshold`` signatures of its neighbourhood on that very set;
+    any failure aborts the round with nothing revealed.
 
     Args:
         config: The round's public parameters.
@@ -139,11 +184,21 @@ class SecAggClient(Party):
             run the key stages while it is still computing its update, and
             keeps the input out of memory until it is needed.  A copy is kept
             until the masked input is produced, then dropped.
+        identity: Active mode: this client's long-term
+            :class:`~privfed.secagg.IdentityKey`, whose public key must be the
+            one the config's registry holds for ``client_id``.  ``None`` in
+            semi-honest mode.
+        noise_seeds: Exactly ``config.noise_layers`` secret seeds of 32
+            bytes (layer 1 first) from which the DP layer derives this
+            client's noise layers; each is Shamir-shared like the self-mask
+            seed and revealed only under the reveal rule of :meth:`unmask`.
 
     Raises:
         ParameterTypeError: An argument has the wrong type.
-        ParameterError: ``client_id`` is not in the config, or ``values`` has
-            the wrong shape or an entry outside the ring.
+        ParameterError: ``client_id`` is not in the config, ``values`` has
+            the wrong shape or an entry outside the ring, ``identity`` does
+            not match the registry (or is given in semi-honest mode), or the
+            wrong number of noise seeds.
     """
 
     def __init__(
@@ -151,6 +206,9 @@ class SecAggClient(Party):
         config: SecAggConfig,
         client_id: int,
         values: npt.NDArray[np.integer] | None = None,
+        *,
+        identity: IdentityKey | None = None,
+        noise_seeds: Sequence[bytes] = (),
     ) -> None:
         if not isinstance(config, SecAggConfig):
             raise ParameterTypeError("config", "a SecAggConfig", config)
@@ -158,8 +216,36 @@ class SecAggClient(Party):
         if client_id not in config.client_ids:
             raise ParameterError("client_id", "one of config.client_ids", client_id)
         vector = _client_input(values, config)
+        if config.active:
+            if not isinstance(identity, IdentityKey):
+                raise ParameterTypeError("identity", "an IdentityKey (active mode)", identity)
+            registry = config.identities
+            if registry is None or not hmac.compare_digest(
+                registry.public_key(client_id), identity.public_key
+            ):
+                raise ParameterError(
+                    "identity", "the key the registry holds for this client", identity
+                )
+        elif identity is not None:
+            raise ParameterError("identity", "None in semi-honest mode", identity)
+        if isinstance(noise_seeds, (str, bytes)) or not isinstance(noise_seeds, Sequence):
+            raise ParameterTypeError("noise_seeds", "a sequence of 32-byte seeds", noise_seeds)
+        if len(noise_seeds) != config.noise_layers:
+            raise ParameterError(
+                "noise_seeds", f"exactly {config.noise_layers} seeds", len(noise_seeds)
+            )
+        for seed in noise_seeds:
+            if not isinstance(seed, bytes) or len(seed) != SEED_SIZE:
+                raise ParameterError("noise_seeds", "32-byte seeds", None, secret=True)
+        session = config.bound_session_id
         self._config = config
         self._id = client_id
+        self._identity = identity
+        self._noise_seeds = tuple(noise_seeds)
+        self._noise_commitments = tuple(
+            noise_seed_commitment(seed, session_id=session, client_id=client_id, layer=j)
+            for j, seed in enumerate(noise_seeds, 1)
+        )
         self._values: npt.NDArray[np.uint64] | None = vector
         self._values_given = vector is not None
         self._phase = _Phase.ADVERTISE
@@ -168,20 +254,35 @@ class SecAggClient(Party):
         self._seed = secrets.token_bytes(SEED_SIZE)
         self._commitment = self_mask_commitment(
             self._seed,
-            session_id=config.session_id,
+            session_id=session,
             round_index=config.round_index,
             client_id=client_id,
         )
         # Filled as the round goes on.
         self._roster: dict[int, tuple[bytes, bytes]] = {}
+        self._roster_members: frozenset[int] = frozenset()
+        self._graph_seed: bytes | None = None
+        # The session pairwise keys, share AEADs and survivor-set signatures are
+        # bound to: the bound session id, and for SecAgg+ also the graph seed.
+        self._round_session = session
+        self._neighbours: frozenset[int] = (
+            config.neighbours(client_id) if config.graph is GraphMode.COMPLETE else frozenset()
+        )
         self._share_keys: dict[int, bytes] = {}
-        # Serialized (key share, seed share) pairs: this client's own, and those
-        # it holds for each peer.  They are only ever revealed, never parsed.
-        self._own_shares: tuple[bytes, bytes] | None = None
-        self._held: dict[int, tuple[bytes, bytes]] = {}
+        # Serialized (key share, seed share, noise-layer shares): this client's
+        # own, and those it holds for each peer.  They are only ever revealed,
+        # never parsed.
+        self._own_shares: tuple[bytes, bytes, tuple[bytes, ...]] | None = None
+        self._held: dict[int, tuple[bytes, bytes, tuple[bytes, ...]]] = {}
         self._masked_with: frozenset[int] = frozenset()
+        # Active mode: the survivor set this client signed, and its signature.
+        self._signed_survivors: tuple[int, ...] | None = None
+        self._consistency: ConsistencySignature | None = None
         self._request: UnmaskRequest | None = None
         self._response: UnmaskResponse | None = None
+        # Public counters (benchmarks): Ed25519 signatures made and verified.
+        self._signatures_made = 0
+        self._signatures_verified = 0
 
     def __repr__(self) -> str:
         return f"SecAggClient(client_id={self._id}, state={self._state_name()})"
@@ -217,6 +318,21 @@ class SecAggClient(Party):
         """Whether this client has answered its unmasking request."""
         return self._phase is _Phase.DONE
 
+    @property
+    def signatures_made(self) -> int:
+        """Ed25519 signatures this client made so far (active mode; 0 otherwise)."""
+        return self._signatures_made
+
+    @property
+    def signatures_verified(self) -> int:
+        """Ed25519 signatures this client verified so far (active mode; 0 otherwise)."""
+        return self._signatures_verified
+
+    @property
+    def neighbours(self) -> frozenset[int]:
+        """This client's neighbours; in SecAgg+ known once the roster fixed the graph."""
+        return self._neighbours
+
     # -- helpers -----------------------------------------------------------------
 
     def _require(self, phase: _Phase, stage: Stage) -> None:
@@ -238,11 +354,26 @@ class SecAggClient(Party):
         self._held = {}
         self._share_keys = {}
         self._own_shares = None
+        self._noise_seeds = ()
 
     def _check_context(self, message: Message, stage: Stage) -> None:
         cfg = self._config
-        if message.session_id != cfg.session_id or message.round_index != cfg.round_index:
-            raise self._abort("message belongs to another session or round", stage)
+        if message.session_id != cfg.bound_session_id or message.round_index != cfg.round_index:
+            raise self._abort("message belongs to another session, round or configuration", stage)
+
+    def _sign(self, payload: bytes) -> bytes:
+        identity = self._identity
+        if identity is None:  # pragma: no cover -- active mode guarantees a key
+            raise TypeError("no identity key")
+        self._signatures_made += 1
+        return identity.sign(payload)
+
+    def _verify(self, signer: int, payload: bytes, signature: bytes | None) -> bool:
+        registry = self._config.identities
+        if registry is None or signature is None:
+            return False
+        self._signatures_verified += 1
+        return registry.verify(signer, payload, signature)
 
     # -- stage 0 ---------------------------------------------------------------------
 
@@ -259,7 +390,7 @@ class SecAggClient(Party):
             return pair.pairwise_keys(
                 publics,
                 purpose=purpose,
-                session_id=self._config.session_id,
+                session_id=self._round_session,
                 round_index=self._config.round_index,
                 client_id=self._id,
             )
@@ -271,8 +402,10 @@ class SecAggClient(Party):
     def advertise_keys(self) -> AdvertiseKeys:
         """Stage ADVERTISE_KEYS: publish this round's public keys.
 
-        Threat model: the message holds two fresh X25519 public keys and a
-        SHA-256 commitment to the self-mask seed; none reveals a secret.
+        Threat model: the message holds two fresh X25519 public keys, a
+        SHA-256 commitment to the self-mask seed (and one per noise-layer
+        seed) and, in active mode, this client's Ed25519 signature over
+        (bound session, config digest, id, both keys); none reveals a secret.
 
         Returns:
             The message for the server.
@@ -281,13 +414,27 @@ class SecAggClient(Party):
             ProtocolAbort: Called out of order or after an abort.
         """
         self._require(_Phase.ADVERTISE, Stage.ADVERTISE_KEYS)
+        cfg = self._config
+        signature = None
+        if cfg.active:
+            signature = self._sign(
+                advertisement_payload(
+                    session=cfg.bound_session_id,
+                    config_digest=cfg.digest,
+                    client_id=self._id,
+                    encryption_public_key=self._encryption_keys.public_key,
+                    mask_public_key=self._mask_keys.public_key,
+                )
+            )
         message = AdvertiseKeys(
-            session_id=self._config.session_id,
-            round_index=self._config.round_index,
+            session_id=cfg.bound_session_id,
+            round_index=cfg.round_index,
             sender=self._id,
             encryption_public_key=self._encryption_keys.public_key,
             mask_public_key=self._mask_keys.public_key,
             self_mask_commitment=self._commitment,
+            signature=signature,
+            noise_commitments=self._noise_commitments,
         )
         self._phase = _Phase.SHARE
         return message
@@ -306,8 +453,15 @@ class SecAggClient(Party):
         own shares.  Neighbours missing from the roster (dropped before this
         stage) are simply left out.
 
+        In SecAgg+ the graph is fixed here: its seed is the hash over every
+        roster member's advertisement (the roster part lists every member's
+        advertisement hash), which no party chooses alone.  In active mode
+        every listed entry's signature is verified against the identity
+        registry first.
+
         Threat model: the server sees only ciphertexts.  Fewer than ``t``
-        holders learn nothing about either secret.
+        holders learn nothing about either secret (nor about a noise-layer
+        seed).
 
         Args:
             roster: The server's :class:`Roster`.
@@ -318,10 +472,12 @@ class SecAggClient(Party):
         Raises:
             ParameterTypeError: ``roster`` is not a :class:`Roster`.
             ProtocolAbort: Out of order; or (aborting) the roster is of another
-                session, lists an unknown client, misstates this client's own
-                keys, repeats a public key, leaves fewer than ``threshold``
-                clients in this client's neighbourhood, or holds an invalid
-                (low-order) public key.
+                session, lists an unknown or a repeated client, misstates this
+                client's own keys, repeats a public key, leaves fewer than
+                ``threshold`` clients in this client's neighbourhood, holds an
+                invalid (low-order) public key, carries a missing or invalid
+                signature (active mode), or a member list that does not match
+                its entries or leaves out part of the neighbourhood (SecAgg+).
         """
         if not isinstance(roster, Roster):
             raise ParameterTypeError("roster", "a Roster", roster)
@@ -329,10 +485,13 @@ class SecAggClient(Party):
         self._require(_Phase.SHARE, stage)
         self._check_context(roster, stage)
         cfg = self._config
+        session = cfg.bound_session_id
         entries = {
             e.client_id: (e.encryption_public_key, e.mask_public_key) for e in roster.entries
         }
-        if not set(entries) <= set(cfg.client_ids):
+        if len(entries) != len(roster.entries):
+            raise self._abort("the roster lists a client twice", stage)
+        if not cfg.client_id_set.issuperset(entries):
             raise self._abort("the roster lists a client outside the configuration", stage)
         mine = (self._encryption_keys.public_key, self._mask_keys.public_key)
         if entries.get(self._id) != mine:
@@ -340,50 +499,99 @@ class SecAggClient(Party):
         all_keys = [k for pair in entries.values() for k in pair]
         if len(set(all_keys)) != len(all_keys):
             raise self._abort("the roster repeats a public key", stage)
-        peers = sorted(cfg.neighbours(self._id) & set(entries))
+        if cfg.active:
+            for e in roster.entries:
+                if e.client_id == self._id:
+                    continue
+                payload = advertisement_payload(
+                    session=session,
+                    config_digest=cfg.digest,
+                    client_id=e.client_id,
+                    encryption_public_key=e.encryption_public_key,
+                    mask_public_key=e.mask_public_key,
+                )
+                if not self._verify(e.client_id, payload, e.signature):
+                    raise self._abort(
+                        f"the advertised keys of client {e.client_id} carry no valid signature",
+                        stage,
+                    )
+        members = frozenset(entries)
+        if cfg.graph is GraphMode.HARARY:
+            hashes = {
+                cid: advertisement_hash(session, cid, enc, mask)
+                for cid, (enc, mask) in entries.items()
+            }
+            listed = dict(roster.members) if roster.members else hashes
+            if len(listed) != len(roster.members or hashes) or not cfg.client_id_set.issuperset(
+                listed
+            ):
+                raise self._abort("the roster's member list is malformed", stage)
+            for cid, digest in hashes.items():
+                if not hmac.compare_digest(listed.get(cid, b""), digest):
+                    raise self._abort(
+                        f"the roster's entry of client {cid} differs from its member list", stage
+                    )
+            seed = (
+                graph_seed_of_section(session, roster.members_section())
+                if roster.members
+                else graph_seed(session, sorted(listed.items()))
+            )
+            neighbours = cfg.neighbours(self._id, seed)
+            members = frozenset(listed)
+            if (neighbours | {self._id}) & members != set(entries) & (neighbours | {self._id}):
+                raise self._abort(
+                    "the roster leaves out part of this client's neighbourhood", stage
+                )
+            self._graph_seed = seed
+            self._round_session = graph_session(session, seed)
+            self._neighbours = neighbours
+        peers = sorted(self._neighbours & set(entries))
         self._require_quorum(len(peers) + 1, "clients of this neighbourhood advertised keys", stage)
         holders = sorted([self._id, *peers])
-        key_shares = shamir.split(
-            self._mask_keys.private_key,
-            threshold=cfg.threshold,
-            num_shares=len(holders),
-            indices=holders,
-        )
-        seed_shares = shamir.split(
-            self._seed, threshold=cfg.threshold, num_shares=len(holders), indices=holders
+        key_shares, seed_shares, *noise_shares = (
+            shamir.split(secret, threshold=cfg.threshold, num_shares=len(holders), indices=holders)
+            for secret in (self._mask_keys.private_key, self._seed, *self._noise_seeds)
         )
         share_keys = self._pairwise_keys(
             self._encryption_keys, {peer: entries[peer][0] for peer in peers}, stage
         )
         out: dict[int, EncryptedShares] = {}
-        own: tuple[bytes, bytes] | None = None
-        for holder, key_share, seed_share in zip(holders, key_shares, seed_shares, strict=True):
-            pair = (key_share.to_bytes(), seed_share.to_bytes())
+        own: tuple[bytes, bytes, tuple[bytes, ...]] | None = None
+        for position, (holder, key_share, seed_share) in enumerate(
+            zip(holders, key_shares, seed_shares, strict=True)
+        ):
+            layers = tuple(shares[position].to_bytes() for shares in noise_shares)
+            pair = (key_share.to_bytes(), seed_share.to_bytes(), layers)
             if holder == self._id:
                 own = pair
                 continue
             key = share_keys[holder]
             plaintext = pack_shares(
-                sender=self._id, recipient=holder, key_share=pair[0], seed_share=pair[1]
+                sender=self._id,
+                recipient=holder,
+                key_share=pair[0],
+                seed_share=pair[1],
+                noise_shares=layers,
             )
             ciphertext = aead.seal(
                 key,
                 plaintext,
                 associated_data=aead.share_associated_data(
-                    session_id=cfg.session_id,
+                    session_id=self._round_session,
                     round_index=cfg.round_index,
                     sender=self._id,
                     recipient=holder,
                 ),
             )
             out[holder] = EncryptedShares(
-                session_id=cfg.session_id,
+                session_id=session,
                 round_index=cfg.round_index,
                 sender=self._id,
                 recipient=holder,
                 ciphertext=ciphertext,
             )
         self._roster = entries
+        self._roster_members = members
         # The share-encryption key is symmetric in the pair, so the key used to
         # encrypt to a peer also decrypts what that peer sent: keep it rather
         # than run X25519 again at the next stage.
@@ -445,19 +653,22 @@ class SecAggClient(Party):
         self._check_context(routed, stage)
         if routed.recipient != self._id:
             raise self._abort("ciphertexts addressed to another client", stage)
-        allowed = cfg.neighbours(self._id) & set(self._roster)
+        allowed = self._neighbours & set(self._roster)
         senders = routed.senders
-        if not set(senders) <= allowed:
+        distinct = set(senders)
+        if len(distinct) != len(senders):
+            raise self._abort("ciphertexts from one client listed twice", stage)
+        if not distinct <= allowed:
             raise self._abort("ciphertexts from a client outside the roster neighbourhood", stage)
-        self._require_quorum(len(senders) + 1, "clients of this neighbourhood shared keys", stage)
-        held: dict[int, tuple[bytes, bytes]] = {}
+        self._require_quorum(len(distinct) + 1, "clients of this neighbourhood shared keys", stage)
+        held: dict[int, tuple[bytes, bytes, tuple[bytes, ...]]] = {}
         for item in routed.shares:
             try:
                 plaintext = aead.unseal(
                     self._share_keys[item.sender],
                     item.ciphertext,
                     associated_data=aead.share_associated_data(
-                        session_id=cfg.session_id,
+                        session_id=self._round_session,
                         round_index=cfg.round_index,
                         sender=item.sender,
                         recipient=self._id,
@@ -468,7 +679,12 @@ class SecAggClient(Party):
                 self._wipe()
                 raise
             try:
-                held[item.sender] = unpack_shares(plaintext, sender=item.sender, recipient=self._id)
+                held[item.sender] = unpack_shares(
+                    plaintext,
+                    sender=item.sender,
+                    recipient=self._id,
+                    noise_layers=cfg.noise_layers,
+                )
             except (ParameterError, ParameterTypeError):
                 raise self._abort(
                     f"client {item.sender} sent a malformed share plaintext", stage
@@ -479,7 +695,7 @@ class SecAggClient(Party):
         # ``buffer`` is our private copy of the input; it is masked in place.
         self_seed = keys.derive_self_mask_seed(
             self._seed,
-            session_id=cfg.session_id,
+            session_id=cfg.bound_session_id,
             round_index=cfg.round_index,
             client_id=self._id,
         )
@@ -498,18 +714,116 @@ class SecAggClient(Party):
         # zeroize memory; dropping references is the best it can do.)
         self._seed = b""
         buffer.flags.writeable = False
+        self._noise_seeds = ()
         self._held = held
         self._masked_with = frozenset(senders)
-        self._phase = _Phase.UNMASK
+        self._phase = _Phase.CONSIST if cfg.active else _Phase.UNMASK
         return MaskedInput(
-            session_id=cfg.session_id,
+            session_id=cfg.bound_session_id,
             round_index=cfg.round_index,
             sender=self._id,
             ring_bits=cfg.ring_bits,
             values=buffer,
         )
 
-    # -- stage 3 ---------------------------------------------------------------------
+    # -- stage 3 (active mode) -----------------------------------------------------------
+
+    def consistency_check(self, request: ConsistencyRequest) -> ConsistencySignature:
+        """Stage CONSISTENCY_CHECK (active mode): sign the survivor set, once.
+
+        The client signs (bound session, config digest, survivor set) with its
+        identity key after checking the set: ids of the roster, this client
+        among them, and at least ``threshold`` of them in the clients it
+        masked with (itself included).  It signs at most one set: the very
+        same request again returns the very same signature; any other aborts.
+
+        Threat model: the signature commits this client to one view of who
+        survived.  The server needs ``threshold`` such signatures on one set
+        for any client to unmask, so it cannot show two groups of honest
+        clients two different views when ``2t > s + n_C``.
+
+        Args:
+            request: The server's :class:`ConsistencyRequest` for this client.
+
+        Returns:
+            The :class:`ConsistencySignature` for the server.
+
+        Raises:
+            ParameterTypeError: ``request`` is not a :class:`ConsistencyRequest`.
+            ProtocolAbort: Semi-honest mode or out of order (state unchanged);
+                or (aborting) another session, recipient or set than the one
+                signed, or a set that fails the checks above.
+        """
+        if not isinstance(request, ConsistencyRequest):
+            raise ParameterTypeError("request", "a ConsistencyRequest", request)
+        stage = Stage.CONSISTENCY_CHECK
+        cfg = self._config
+        if not cfg.active:
+            raise ProtocolAbort("no ConsistencyCheck round in semi-honest mode", stage=stage.name)
+        if self._signed_survivors is not None and self._consistency is not None:
+            if self._phase is _Phase.ABORTED:
+                raise ProtocolAbort("this client has aborted the round", stage=stage.name)
+            if request.survivors == self._signed_survivors and request.recipient == self._id:
+                return self._consistency
+            raise self._abort("asked to sign two different survivor sets", stage)
+        self._require(_Phase.CONSIST, stage)
+        self._check_context(request, stage)
+        if request.recipient != self._id:
+            raise self._abort("request addressed to another client", stage)
+        survivors = frozenset(request.survivors)
+        if self._id not in survivors:
+            raise self._abort("the survivor set does not list this client", stage)
+        if not survivors <= self._roster_members:
+            raise self._abort("the survivor set lists a client outside the roster", stage)
+        view = self._masked_with | {self._id}
+        self._require_quorum(len(survivors & view), "survivors this client masked with", stage)
+        signature = self._sign(
+            survivor_set_payload(
+                session=self._round_session,
+                config_digest=cfg.digest,
+                survivors=request.survivors,
+            )
+        )
+        message = ConsistencySignature(
+            session_id=cfg.bound_session_id,
+            round_index=cfg.round_index,
+            sender=self._id,
+            signature=signature,
+        )
+        self._signed_survivors = request.survivors
+        self._consistency = message
+        self._phase = _Phase.UNMASK
+        return message
+
+    def _check_signed_view(self, request: UnmaskRequest, stage: Stage) -> None:
+        """Active mode: the request must carry ``t`` valid signatures on the signed set."""
+        cfg = self._config
+        signed = self._signed_survivors
+        if signed is None:  # pragma: no cover -- the phase guarantees a signed set
+            raise self._abort("no survivor set was signed", stage)
+        members = frozenset(signed)
+        view = self._masked_with | {self._id}
+        if set(request.survivors) != members & view or set(request.dropped) != view - members:
+            raise self._abort("the request's view differs from the signed survivor set", stage)
+        eligible = members & (self._neighbours | {self._id})
+        payload = survivor_set_payload(
+            session=self._round_session, config_digest=cfg.digest, survivors=signed
+        )
+        signers = [item.signer for item in request.signatures]
+        if len(set(signers)) != len(signers):
+            raise self._abort("a signer is listed twice", stage)
+        if not set(signers) <= eligible:
+            raise self._abort(
+                "a signature from a client outside the neighbourhood's survivors", stage
+            )
+        self._require_quorum(len(signers), "signatures on the survivor set", stage)
+        for item in request.signatures:
+            if not self._verify(item.signer, payload, item.signature):
+                raise self._abort(
+                    f"the signature of client {item.signer} on the survivor set is invalid", stage
+                )
+
+    # -- stage 4 -----------------------------------------------------------------------
 
     def unmask(self, request: UnmaskRequest) -> UnmaskResponse:
         """Stage UNMASKING: reveal one share per peer, as the request's view dictates.
@@ -519,14 +833,26 @@ class SecAggClient(Party):
         client answers only if the view is sound: survivors and dropped are
         disjoint, together they are exactly this client plus the peers it
         masked with, this client is a survivor, and at least ``threshold``
-        survivors remain.  It answers at most one view: a repeat of the very
-        same request returns the very same response (so a lost reply can be
-        re-sent), any other request aborts.
+        survivors remain.  In active mode, additionally, the view must be the
+        survivor set this client signed (restricted to the peers it masked
+        with) and the request must carry at least ``threshold`` valid
+        signatures on that very set from survivors of this client's
+        neighbourhood; every forwarded signature is verified.  It answers at
+        most one view: a repeat of the very same request returns the very
+        same response (so a lost reply can be re-sent), any other request
+        aborts.
+
+        Noise layers (``config.noise_layers = L > 0``, complete graph): with
+        ``u`` survivors of ``n`` clients, the client also reveals, for each
+        survivor ``v``, its shares of ``v``'s layer seeds ``j`` with
+        ``n - u < j <= L`` -- never of a dropped client, never another layer.
+        The request must name exactly those layers.
 
         Threat model: this is the step a lying server would exploit -- listing a
         survivor as dropped would hand it both the self-mask seed and the mask
-        key of that client, i.e. its input.  The checks above make that
-        impossible for the honest majority of a neighbourhood.
+        key of that client, i.e. its input; asking for more noise layers than
+        the survivor count allows would strip honest noise.  The checks above
+        make both impossible; every check runs before anything is revealed.
 
         Args:
             request: The server's :class:`UnmaskRequest` for this client.
@@ -548,6 +874,7 @@ class SecAggClient(Party):
             raise self._abort("asked twice with different views", stage)
         self._require(_Phase.UNMASK, stage)
         self._check_context(request, stage)
+        cfg = self._config
         if request.recipient != self._id:
             raise self._abort("request addressed to another client", stage)
         survivors = set(request.survivors)
@@ -562,19 +889,37 @@ class SecAggClient(Party):
                 "the request's clients differ from those this client masked with", stage
             )
         self._require_quorum(len(survivors), "survivors", stage)
+        if cfg.active:
+            self._check_signed_view(request, stage)
+        elif request.signatures:
+            raise self._abort("signatures in a semi-honest round", stage)
+        count = (
+            len(self._signed_survivors) if self._signed_survivors is not None else len(survivors)
+        )
+        layers = noise_layers_to_reveal(cfg, count) if cfg.noise_layers else ()
+        if request.noise_layers != layers:
+            raise self._abort(
+                f"asked for noise layers {list(request.noise_layers)}; with {count} survivors "
+                f"the reveal rule allows {list(layers)}",
+                stage,
+            )
         own = self._own_shares
         if own is None:  # pragma: no cover -- only None after an abort
             raise self._abort("shares already wiped", stage)
         held = dict(self._held)
         held[self._id] = own
+        ordered = sorted(survivors)
         response = UnmaskResponse(
-            session_id=self._config.session_id,
-            round_index=self._config.round_index,
+            session_id=cfg.bound_session_id,
+            round_index=cfg.round_index,
             sender=self._id,
-            self_mask_shares=tuple(
-                RevealedShare(owner=v, share=held[v][1]) for v in sorted(survivors)
-            ),
+            self_mask_shares=tuple(RevealedShare(owner=v, share=held[v][1]) for v in ordered),
             key_shares=tuple(RevealedShare(owner=v, share=held[v][0]) for v in sorted(dropped)),
+            noise_shares=tuple(
+                RevealedNoiseShare(owner=v, layer=j, share=held[v][2][j - 1])
+                for v in ordered
+                for j in layers
+            ),
         )
         self._request = request
         self._response = response

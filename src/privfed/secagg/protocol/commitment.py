@@ -19,11 +19,33 @@ from typing import Final
 from privfed._checks import check_int
 from privfed.errors import ParameterError, ParameterTypeError
 
-__all__ = ["SEED_SIZE", "self_mask_commitment"]
+__all__ = ["SEED_SIZE", "noise_seed_commitment", "self_mask_commitment"]
 
 #: Size of a self-mask seed in bytes.
 SEED_SIZE: Final = 32
 _DOMAIN: Final = b"privfed/secagg/self-mask-commitment/v1"
+_NOISE_DOMAIN: Final = b"privfed/secagg/noise-seed-commitment/v1"
+
+
+def noise_seed_commitment(seed: bytes, *, session_id: bytes, client_id: int, layer: int) -> bytes:
+    """The 32-byte commitment to a client's noise-layer seed (layer ``j``, 1-based).
+
+    ``SHA-256(domain || len(session_id) || session_id || client_id u32 ||
+    layer u16 || seed)``; hiding and binding as :func:`self_mask_commitment`.
+    The server checks every rebuilt layer seed against it.
+    """
+    if not isinstance(seed, bytes) or len(seed) != SEED_SIZE:
+        raise ParameterError("seed", f"bytes of length {SEED_SIZE}", None, secret=True)
+    check_int("client_id", client_id, minimum=1, maximum=2**32 - 1)
+    check_int("layer", layer, minimum=1, maximum=2**16 - 1)
+    return hashlib.sha256(
+        _NOISE_DOMAIN
+        + bytes((len(session_id),))
+        + session_id
+        + client_id.to_bytes(4, "big")
+        + layer.to_bytes(2, "big")
+        + seed
+    ).digest()
 
 
 def self_mask_commitment(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
+import hashlib
 import secrets
 from collections.abc import Mapping, Sequence
 from typing import Final
@@ -10,12 +12,15 @@ from typing import Final
 from privfed._checks import check_int
 from privfed.errors import ParameterError, ParameterTypeError
 from privfed.secagg.protocol.graph import GraphMode, build_neighbourhoods
+from privfed.secagg.protocol.identity import IdentityRegistry
 
 __all__ = [
+    "CONFIG_DIGEST_VERSION",
     "MAX_CLIENT_ID",
     "MAX_VECTOR_LENGTH",
     "SESSION_ID_LENGTHS",
     "SecAggConfig",
+    "SecurityMode",
     "new_session_id",
 ]
 
@@ -27,6 +32,29 @@ MAX_VECTOR_LENGTH: Final = 2**31 - 1
 #: Accepted session-id lengths in bytes (inclusive range).
 SESSION_ID_LENGTHS: Final = (16, 64)
 _DEFAULT_SESSION_ID_BYTES: Final = 32
+#: Version of the canonical configuration encoding hashed into :attr:`SecAggConfig.digest`.
+CONFIG_DIGEST_VERSION: Final = 1
+_DIGEST_DOMAIN: Final = b"privfed/secagg/config-digest"
+_BOUND_SESSION_DOMAIN: Final = b"privfed/secagg/bound-session/v1"
+
+
+class SecurityMode(enum.Enum):
+    """Which server the protocol is secure against (see SECURITY.md).
+
+    Attributes:
+        SEMI_HONEST: A server that follows the protocol (honest-but-curious);
+            the default, with no signing work.
+        ACTIVE: A malicious server that may lie, drop, reorder and substitute
+            messages, colluding with up to ``corrupted`` clients: round keys
+            are signed against an integrator-supplied
+            :class:`~privfed.secagg.IdentityRegistry`, a ConsistencyCheck
+            round makes all honest clients unmask one signed survivor set, and
+            clients refuse a threshold with ``2t <= s + n_C`` (Bonawitz et
+            al., arXiv:1611.04482, active-security theorem).
+    """
+
+    SEMI_HONEST = "semi-honest"
+    ACTIVE = "active"
 
 
 def new_session_id() -> bytes:
@@ -68,9 +96,31 @@ class SecAggConfig:
             ``[2, n - 1]``; if odd, the number of clients ``n`` must be even.
             Must be ``None`` in complete mode.
         session_id: Public session id, 16 to 64 bytes; fresh from the OS
-            CSPRNG by default.  It binds every key derivation, ciphertext and
-            message to this round, and seeds the Harary permutation.
+            CSPRNG by default.  It is hashed into :attr:`digest` (and so binds
+            every key derivation, ciphertext and message to this round); it no
+            longer seeds the Harary permutation, which the server could grind
+            through its choice of session id (the seed comes from the roster).
         round_index: Public round counter, an int in ``[0, 2**32 - 1]``.
+        mode: :class:`SecurityMode` (or its value); semi-honest by default.
+        corrupted: ``n_C``, the number of corrupted clients the deployment
+            assumes may collude with the server: in the complete graph among
+            all clients, in SecAgg+ within any one neighbourhood (the bound
+            the SecAgg+ parameter finder works with).  An int in
+            ``[0, s - 2]``.  In active mode the config is refused unless
+            ``2 * threshold > s + corrupted`` (``s``: neighbourhood size);
+            in semi-honest mode it is recorded (and hashed) only.
+        noise_layers: ``L``, the number of noise-layer seeds each client
+            Shamir-shares for distributed DP with dropout-excess removal
+            (Dordis XNoise, arXiv:2209.12528); 0 (default) for none.  Complete
+            graph only, and ``L <= n - threshold``.
+        identities: The :class:`~privfed.secagg.IdentityRegistry` of client
+            identity keys (the PKI); required in active mode and must enrol
+            every client id, ``None`` in semi-honest mode.
+
+    Everything that fixes the computation is hashed into :attr:`digest`, and
+    the digest into :attr:`bound_session_id`, which every message, key
+    derivation, associated data and signature carries: parties whose configs
+    differ in anything cannot complete a round together.
 
     Raises:
         ParameterError: A value is outside its domain.
@@ -85,9 +135,19 @@ class SecAggConfig:
     degree: int | None = None
     session_id: bytes = dataclasses.field(default_factory=new_session_id)
     round_index: int = 0
+    mode: SecurityMode = SecurityMode.SEMI_HONEST
+    corrupted: int = 0
+    noise_layers: int = 0
+    identities: IdentityRegistry | None = dataclasses.field(default=None, repr=False)
     _neighbours: Mapping[int, frozenset[int]] = dataclasses.field(
         init=False, repr=False, compare=False
     )
+    _digest: bytes = dataclasses.field(init=False, repr=False, compare=False)
+    _bound_session: bytes = dataclasses.field(init=False, repr=False, compare=False)
+    _graph_cache: dict[bytes, Mapping[int, frozenset[int]]] = dataclasses.field(
+        init=False, repr=False, compare=False
+    )
+    _id_set: frozenset[int] = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         ids = self.client_ids
@@ -137,20 +197,162 @@ class SecAggConfig:
                 "session_id", f"bytes of length {low} to {high}", f"{len(sid)} bytes"
             )
 
+        mode = self.mode
+        if isinstance(mode, str):
+            try:
+                mode = SecurityMode(mode)
+            except ValueError:
+                raise ParameterError("mode", "'semi-honest' or 'active'", self.mode) from None
+        if not isinstance(mode, SecurityMode):
+            raise ParameterTypeError("mode", "a SecurityMode", mode)
+        corrupted = check_int("corrupted", self.corrupted, minimum=0)
+        if corrupted > neighbourhood_size - 2:
+            raise ParameterError("corrupted", f"an int in [0, {neighbourhood_size - 2}]", corrupted)
+        layers = check_int("noise_layers", self.noise_layers, minimum=0)
+        if layers and graph is not GraphMode.COMPLETE:
+            raise ParameterError(
+                "noise_layers",
+                "0 with a SecAgg+ graph (the reveal rule needs the global survivor count)",
+                layers,
+            )
+        if layers > n - self.threshold:
+            raise ParameterError(
+                "noise_layers", f"an int in [0, n - t] = [0, {n - self.threshold}]", layers
+            )
+        registry = self.identities
         ordered = tuple(sorted(checked))
+        if mode is SecurityMode.ACTIVE:
+            if not isinstance(registry, IdentityRegistry):
+                raise ParameterTypeError(
+                    "identities", "an IdentityRegistry (required in active mode)", registry
+                )
+            missing = set(ordered) - set(registry.client_ids)
+            if missing:
+                raise ParameterError(
+                    "identities",
+                    "a registry enrolling every client id",
+                    f"missing {sorted(missing)[:5]}",
+                )
+            if corrupted < registry.assumed_corrupted:
+                raise ParameterError(
+                    "corrupted",
+                    f"at least the registry's assumed_corrupted ({registry.assumed_corrupted})",
+                    corrupted,
+                )
+            if 2 * self.threshold <= neighbourhood_size + corrupted:
+                raise ParameterError(
+                    "threshold",
+                    f"more than (s + n_C) / 2 = ({neighbourhood_size} + {corrupted}) / 2 in active "
+                    "mode (Bonawitz et al.: two honest groups shown different survivor sets "
+                    "would each need t - n_C signatures)",
+                    self.threshold,
+                )
+        elif registry is not None:
+            raise ParameterError("identities", "None in semi-honest mode", "a registry")
+
         object.__setattr__(self, "client_ids", ordered)
         object.__setattr__(self, "graph", graph)
+        object.__setattr__(self, "mode", mode)
+        # The complete graph is fixed by the ids; a Harary graph is seeded after
+        # the roster is known (see :meth:`neighbourhoods`).
         object.__setattr__(
             self,
             "_neighbours",
-            build_neighbourhoods(
-                ordered,
-                mode=graph,
-                degree=self.degree,
-                session_id=sid,
-                round_index=self.round_index,
-            ),
+            build_neighbourhoods(ordered, mode=graph, degree=None, session_id=sid, round_index=0)
+            if graph is GraphMode.COMPLETE
+            else {},
         )
+        object.__setattr__(self, "_graph_cache", {})
+        object.__setattr__(self, "_id_set", frozenset(ordered))
+        digest = self._canonical_digest()
+        object.__setattr__(self, "_digest", digest)
+        object.__setattr__(
+            self, "_bound_session", hashlib.sha256(_BOUND_SESSION_DOMAIN + digest).digest()
+        )
+
+    def _canonical_digest(self) -> bytes:
+        u32 = 4
+        ids = self.client_ids
+        registry = self.identities
+        parts = [
+            _DIGEST_DOMAIN,
+            bytes((CONFIG_DIGEST_VERSION, len(self.session_id))),
+            self.session_id,
+            self.round_index.to_bytes(u32, "big"),
+            len(ids).to_bytes(u32, "big"),
+            *(i.to_bytes(u32, "big") for i in ids),
+            self.threshold.to_bytes(u32, "big"),
+            self.vector_length.to_bytes(u32, "big"),
+            bytes((self.ring_bits,)),
+            bytes((0 if self.graph is GraphMode.COMPLETE else 1,)),
+            (self.degree or 0).to_bytes(u32, "big"),
+            bytes((0 if self.mode is SecurityMode.SEMI_HONEST else 1,)),
+            self.corrupted.to_bytes(u32, "big"),
+            self.noise_layers.to_bytes(u32, "big"),
+            b"\x00" if registry is None else b"\x01" + registry.digest,
+        ]
+        return hashlib.sha256(b"".join(parts)).digest()
+
+    @property
+    def digest(self) -> bytes:
+        """SHA-256 of the canonical encoding of everything that fixes the computation.
+
+        Covers (version-tagged, fixed-width or length-prefixed): the session
+        id, round, sorted client ids, threshold, vector length, ring width,
+        graph kind and degree, security mode, ``corrupted``, ``noise_layers``
+        and, in active mode, the identity registry's digest.
+        """
+        return self._digest
+
+    @property
+    def bound_session_id(self) -> bytes:
+        """The 32-byte session id every message, HKDF context, AEAD and signature carries.
+
+        ``SHA-256(domain || digest)``: a party holding a different config sees
+        another session and refuses the messages, keys and ciphertexts of its
+        peers.
+        """
+        return self._bound_session
+
+    @property
+    def active(self) -> bool:
+        """Whether the round runs in :attr:`SecurityMode.ACTIVE`."""
+        return self.mode is SecurityMode.ACTIVE
+
+    def neighbourhoods(self, graph_seed: bytes | None = None) -> Mapping[int, frozenset[int]]:
+        """Neighbours of every client.
+
+        Args:
+            graph_seed: Required for the Harary graph: the seed derived from
+                the roster (:func:`~privfed.secagg.protocol.graph.graph_seed`),
+                which no single party chooses.  Ignored for the complete graph.
+
+        Raises:
+            ParameterError: A Harary config without a 32-byte seed.
+        """
+        if self.graph is GraphMode.COMPLETE:
+            return self._neighbours
+        if not isinstance(graph_seed, bytes) or len(graph_seed) != 32:
+            raise ParameterError(
+                "graph_seed", "the 32-byte seed derived from the roster (Harary graph)", graph_seed
+            )
+        cached = self._graph_cache.get(graph_seed)
+        if cached is None:
+            cached = build_neighbourhoods(
+                self.client_ids,
+                mode=self.graph,
+                degree=self.degree,
+                session_id=graph_seed,
+                round_index=self.round_index,
+            )
+            self._graph_cache.clear()
+            self._graph_cache[graph_seed] = cached
+        return cached
+
+    @property
+    def client_id_set(self) -> frozenset[int]:
+        """:attr:`client_ids` as a frozenset (for membership tests)."""
+        return self._id_set
 
     @property
     def num_clients(self) -> int:
@@ -178,17 +380,24 @@ class SecAggConfig:
         """The ring modulus ``2**ring_bits``."""
         return 1 << self.ring_bits
 
-    def neighbours(self, client_id: int) -> frozenset[int]:
+    def neighbours(self, client_id: int, graph_seed: bytes | None = None) -> frozenset[int]:
         """The neighbours of ``client_id`` (never the client itself).
 
+        Args:
+            client_id: One of :attr:`client_ids`.
+            graph_seed: The roster-derived seed (Harary graph only; see
+                :meth:`neighbourhoods`).
+
         Raises:
-            ParameterError: ``client_id`` is not in :attr:`client_ids`.
+            ParameterError: ``client_id`` is not in :attr:`client_ids`, or a
+                Harary config without a seed.
         """
+        hood = self.neighbourhoods(graph_seed)
         try:
-            return self._neighbours[client_id]
+            return hood[client_id]
         except (KeyError, TypeError):
             raise ParameterError("client_id", "one of the config's client ids", client_id) from None
 
-    def neighbourhood(self, client_id: int) -> frozenset[int]:
+    def neighbourhood(self, client_id: int, graph_seed: bytes | None = None) -> frozenset[int]:
         """The neighbours of ``client_id`` plus the client itself."""
-        return self.neighbours(client_id) | {client_id}
+        return self.neighbours(client_id, graph_seed) | {client_id}

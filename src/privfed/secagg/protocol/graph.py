@@ -10,10 +10,15 @@ Two modes:
   client masks with, and shares with, only its ``k`` neighbours, so costs grow
   with ``k = O(log n)`` instead of ``n``.
 
-The permutation is derived deterministically from public session values (the
-session id and round index) with SHAKE-256, so every party computes the same
-graph without another message.  Its security rests on the permutation being
-unpredictable to the parties that chose the session id; see SECURITY.md.
+The permutation is derived deterministically with SHAKE-256 from a *graph
+seed*, so every party computes the same graph without another message.  The
+seed is :func:`graph_seed`: a hash over every roster member's fresh
+advertisement (its id and round public keys), bound to the session and the
+configuration digest -- not a value the server picks.  Before the roster
+exists nobody can predict the graph, so a server cannot grind session ids
+offline until a target's neighbourhood is all colluders; what remains to it is
+choosing *which* advertisers make the roster (and, with colluding clients,
+their re-drawn keys) -- measured and stated in SECURITY.md.
 """
 
 from __future__ import annotations
@@ -22,9 +27,69 @@ import enum
 import hashlib
 from collections.abc import Mapping, Sequence
 
-__all__ = ["GraphMode", "build_neighbourhoods", "harary_neighbourhoods"]
+__all__ = [
+    "GraphMode",
+    "advertisement_hash",
+    "build_neighbourhoods",
+    "graph_seed",
+    "graph_seed_of_section",
+    "graph_session",
+    "harary_neighbourhoods",
+]
 
 _PERMUTATION_DOMAIN = b"privfed/secagg/harary-permutation/v1"
+_ADVERTISEMENT_DOMAIN = b"privfed/secagg/advertisement-hash/v1"
+_SEED_DOMAIN = b"privfed/secagg/graph-seed/v1"
+_GRAPH_SESSION_DOMAIN = b"privfed/secagg/graph-session/v1"
+
+
+def graph_session(session: bytes, seed: bytes | None) -> bytes:
+    """The session that pairwise keys, share AEADs and survivor-set signatures are bound to.
+
+    The bound session id itself for the complete graph (``seed`` is ``None``);
+    for SecAgg+ ``SHA-256(domain || session || graph seed)``, so two clients
+    that were shown different rosters (hence different graphs) cannot exchange
+    shares, cancel masks or count each other's signatures.
+    """
+    if seed is None:
+        return session
+    return hashlib.sha256(_GRAPH_SESSION_DOMAIN + bytes((len(session),)) + session + seed).digest()
+
+
+def advertisement_hash(
+    session: bytes, client_id: int, encryption_public_key: bytes, mask_public_key: bytes
+) -> bytes:
+    """SHA-256 of one roster member's advertisement (its id and both round public keys)."""
+    return hashlib.sha256(
+        _ADVERTISEMENT_DOMAIN
+        + bytes((len(session),))
+        + session
+        + client_id.to_bytes(4, "big")
+        + encryption_public_key
+        + mask_public_key
+    ).digest()
+
+
+def graph_seed(session: bytes, members: Sequence[tuple[int, bytes]]) -> bytes:
+    """The 32-byte Harary graph seed of a roster.
+
+    Args:
+        session: The bound session id (it carries the configuration digest).
+        members: ``(client_id, advertisement_hash)`` of every roster member,
+            ids strictly increasing.
+
+    Returns:
+        ``SHA-256(domain || session || count || (id || hash)...)``.
+    """
+    section = len(members).to_bytes(4, "big") + b"".join(
+        cid.to_bytes(4, "big") + digest for cid, digest in members
+    )
+    return graph_seed_of_section(session, section)
+
+
+def graph_seed_of_section(session: bytes, section: bytes) -> bytes:
+    """:func:`graph_seed` of a member list already encoded (``count u32 | (id u32 | hash)...``)."""
+    return hashlib.sha256(_SEED_DOMAIN + bytes((len(session),)) + session + section).digest()
 
 
 class GraphMode(enum.Enum):

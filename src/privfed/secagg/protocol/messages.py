@@ -6,7 +6,8 @@ Every message is a frozen, validated value with :meth:`Message.to_bytes` and
 Wire format (all integers big-endian unless stated otherwise)::
 
     magic     4 bytes   b"PFSA"
-    version   1 byte    WIRE_VERSION (1)
+    version   1 byte    WIRE_VERSION (2; version 2 added the optional sections
+                        of the active mode and the noise layers)
     type      1 byte    MessageType
     sid_len   1 byte    16..64
     session   sid_len bytes
@@ -48,18 +49,23 @@ __all__ = [
     "MAX_CIPHERTEXT_SIZE",
     "MAX_SHARE_SIZE",
     "PUBLIC_KEY_SIZE",
+    "SIGNATURE_SIZE",
     "WIRE_MAGIC",
     "WIRE_VERSION",
     "AdvertiseKeys",
+    "ConsistencyRequest",
+    "ConsistencySignature",
     "EncryptedShares",
     "EncryptedSharesBundle",
     "MaskedInput",
     "Message",
     "MessageType",
+    "RevealedNoiseShare",
     "RevealedShare",
     "Roster",
     "RosterEntry",
     "RoutedShares",
+    "SurvivorSignature",
     "UnmaskRequest",
     "UnmaskResponse",
     "decode_message",
@@ -68,7 +74,7 @@ __all__ = [
 #: First four bytes of every message.
 WIRE_MAGIC: Final = b"PFSA"
 #: Wire-format version written and accepted.
-WIRE_VERSION: Final = 1
+WIRE_VERSION: Final = 2
 #: Size of an X25519 public key.
 PUBLIC_KEY_SIZE: Final = 32
 #: Size of a self-mask commitment (SHA-256).
@@ -77,8 +83,13 @@ COMMITMENT_SIZE: Final = 32
 MAX_CIPHERTEXT_SIZE: Final = 4096
 #: Largest accepted serialized share in :class:`UnmaskResponse`.
 MAX_SHARE_SIZE: Final = 1024
+#: Size of an Ed25519 signature (active mode).
+SIGNATURE_SIZE: Final = 64
+#: Largest number of noise layers a message may name.
+MAX_NOISE_LAYERS: Final = 2**16 - 1
 
 _U32 = struct.Struct(">I")
+_MEMBER_DTYPE = np.dtype([("id", ">u4"), ("hash", "V32")])
 _ID_U32 = struct.Struct(">II")
 _ID_U16 = struct.Struct(">IH")
 _MAX_U32 = 2**32 - 1
@@ -95,6 +106,8 @@ class MessageType(enum.IntEnum):
     UNMASK_REQUEST = 6
     UNMASK_RESPONSE = 7
     ENCRYPTED_SHARES_BUNDLE = 8
+    CONSISTENCY_REQUEST = 9
+    CONSISTENCY_SIGNATURE = 10
 
 
 # -- validation helpers ------------------------------------------------------------
@@ -228,8 +241,39 @@ class _Reader:
             raise MessageFormatError(f"{self._end - self._pos} trailing bytes")
 
 
+def _check_signature(name: str, value: object) -> None:
+    _check_bytes(name, value, size=SIGNATURE_SIZE)
+
+
+def _flags(reader: _Reader, allowed: int) -> int:
+    """The flags byte that says which optional sections follow (only ``allowed`` bits).
+
+    An absent section is announced by a clear bit, never by an empty one, so
+    every message has exactly one encoding and no truncation parses.
+    """
+    flags = reader.u8()
+    if flags & ~allowed:
+        raise MessageFormatError(f"invalid section flags {flags:#04x}")
+    return flags
+
+
 def _ids(ids: Sequence[int]) -> bytes:
     return _U32.pack(len(ids)) + b"".join(_U32.pack(i) for i in ids)
+
+
+_LAST_IDS: list[Any] = [None, b""]
+
+
+def _ids_shared(ids: tuple[int, ...]) -> bytes:
+    """:func:`_ids` of a tuple that many messages share (the global survivor set).
+
+    The server sends one survivor tuple object to every client; its encoding is
+    kept for as long as the same (immutable) object comes back.
+    """
+    if _LAST_IDS[0] is not ids:
+        _LAST_IDS[:] = [ids, _ids(ids)]
+    encoded: bytes = _LAST_IDS[1]
+    return encoded
 
 
 _T = TypeVar("_T")
@@ -375,7 +419,9 @@ class AdvertiseKeys(Message):
     """Stage ADVERTISE_KEYS, client to server: the client's public keys.
 
     Body: ``sender u32 | encryption_public_key 32 | mask_public_key 32 |
-    self_mask_commitment 32``.
+    self_mask_commitment 32 | flags u8``, then the sections the flags announce
+    (bit 0: ``signature 64``; bit 1:
+    ``count u16 | count x commitment 32``), in that order.
 
     Attributes:
         sender: The client's id.
@@ -385,6 +431,12 @@ class AdvertiseKeys(Message):
         self_mask_commitment: SHA-256 commitment to the client's self-mask seed;
             the server checks a reconstructed seed against it.  It is a hash of
             a 32-byte uniform secret and reveals nothing about it.
+        signature: Active mode: the client's Ed25519 signature, by its
+            registered identity key, over (bound session, config digest,
+            client id, both public keys); ``None`` in semi-honest mode.
+        noise_commitments: One SHA-256 commitment per noise-layer seed (layer
+            1 first; empty without noise layers), checked by the server
+            against a rebuilt seed.
     """
 
     MESSAGE_TYPE: ClassVar[MessageType] = MessageType.ADVERTISE_KEYS
@@ -393,6 +445,8 @@ class AdvertiseKeys(Message):
     encryption_public_key: bytes
     mask_public_key: bytes
     self_mask_commitment: bytes
+    signature: bytes | None = dataclasses.field(default=None, repr=False)
+    noise_commitments: tuple[bytes, ...] = dataclasses.field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -400,23 +454,57 @@ class AdvertiseKeys(Message):
         _check_bytes("encryption_public_key", self.encryption_public_key, size=PUBLIC_KEY_SIZE)
         _check_bytes("mask_public_key", self.mask_public_key, size=PUBLIC_KEY_SIZE)
         _check_bytes("self_mask_commitment", self.self_mask_commitment, size=COMMITMENT_SIZE)
+        if self.signature is not None:
+            _check_signature("signature", self.signature)
+        if not isinstance(self.noise_commitments, tuple):
+            raise ParameterTypeError(
+                "noise_commitments", "a tuple of bytes", self.noise_commitments
+            )
+        if len(self.noise_commitments) > MAX_NOISE_LAYERS:
+            raise ParameterError(
+                "noise_commitments", f"at most {MAX_NOISE_LAYERS}", len(self.noise_commitments)
+            )
+        for item in self.noise_commitments:
+            _check_bytes("noise_commitments", item, size=COMMITMENT_SIZE)
 
     def _body(self) -> bytes:
-        return (
+        body = (
             _U32.pack(self.sender)
             + self.encryption_public_key
             + self.mask_public_key
             + self.self_mask_commitment
         )
+        flags = (self.signature is not None) | (bool(self.noise_commitments) << 1)
+        body += bytes((flags,))
+        if self.signature is not None:
+            body += self.signature
+        if self.noise_commitments:
+            body += len(self.noise_commitments).to_bytes(2, "big")
+            body += b"".join(self.noise_commitments)
+        return body
 
     @classmethod
     def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> AdvertiseKeys:
+        sender = reader.client_id()
+        encryption = reader.take(PUBLIC_KEY_SIZE)
+        mask = reader.take(PUBLIC_KEY_SIZE)
+        commitment = reader.take(COMMITMENT_SIZE)
+        flags = _flags(reader, 0b11)
+        signature = reader.take(SIGNATURE_SIZE) if flags & 1 else None
+        noise: tuple[bytes, ...] = ()
+        if flags & 2:
+            count = reader.u16()
+            if not count:
+                raise MessageFormatError("an empty noise-commitment list must be left out")
+            noise = tuple(reader.take(COMMITMENT_SIZE) for _ in range(count))
         return cls(
             **header,
-            sender=reader.client_id(),
-            encryption_public_key=reader.take(PUBLIC_KEY_SIZE),
-            mask_public_key=reader.take(PUBLIC_KEY_SIZE),
-            self_mask_commitment=reader.take(COMMITMENT_SIZE),
+            sender=sender,
+            encryption_public_key=encryption,
+            mask_public_key=mask,
+            self_mask_commitment=commitment,
+            signature=signature,
+            noise_commitments=noise,
         )
 
 
@@ -431,16 +519,21 @@ class RosterEntry:
         client_id: The client's id.
         encryption_public_key: X25519 public key for share encryption.
         mask_public_key: X25519 public key for pairwise masks.
+        signature: Active mode: the client's signature over its advertised
+            keys (see :class:`AdvertiseKeys`); ``None`` in semi-honest mode.
     """
 
     client_id: int
     encryption_public_key: bytes
     mask_public_key: bytes
+    signature: bytes | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         _check_id("client_id", self.client_id)
         _check_bytes("encryption_public_key", self.encryption_public_key, size=PUBLIC_KEY_SIZE)
         _check_bytes("mask_public_key", self.mask_public_key, size=PUBLIC_KEY_SIZE)
+        if self.signature is not None:
+            _check_signature("signature", self.signature)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -448,16 +541,25 @@ class Roster(Message):
     """End of stage ADVERTISE_KEYS, server to every client: who advertised keys.
 
     Body: ``count u32 | count x (client_id u32 | encryption_public_key 32 |
-    mask_public_key 32)`` with strictly increasing ids.
+    mask_public_key 32)`` with strictly increasing ids, ``flags u8``, then the
+    sections the flags announce (bit 0: ``count x
+    signature 64``, one per entry in order; bit 1: ``m u32 | m x (client_id
+    u32 | advertisement hash 32)``, ids strictly increasing), in that order.
 
     Attributes:
         entries: One :class:`RosterEntry` per client that advertised keys,
-            strictly increasing by id.
+            strictly increasing by id (in SecAgg+, a client's part holds its
+            neighbourhood only).  Either every entry is signed or none is.
+        members: SecAgg+ parts only: ``(client_id, advertisement hash)`` of
+            *every* roster member, from which the recipient computes the graph
+            seed (:func:`~privfed.secagg.protocol.graph.graph_seed`); empty
+            when ``entries`` is the whole roster.
     """
 
     MESSAGE_TYPE: ClassVar[MessageType] = MessageType.ROSTER
 
     entries: tuple[RosterEntry, ...]
+    members: tuple[tuple[int, bytes], ...] = dataclasses.field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -466,6 +568,15 @@ class Roster(Message):
         ):
             raise ParameterTypeError("entries", "a tuple of RosterEntry", self.entries)
         _check_increasing_ids("entries", tuple(e.client_id for e in self.entries))
+        if len({e.signature is None for e in self.entries}) > 1:
+            raise ParameterError("entries", "all signed or none signed", "a mix")
+        if not isinstance(self.members, tuple) or not all(
+            isinstance(m, tuple) and len(m) == 2 for m in self.members
+        ):
+            raise ParameterTypeError("members", "a tuple of (id, hash) pairs", self.members)
+        _check_increasing_ids("members", tuple(m[0] for m in self.members))
+        for _, digest in self.members:
+            _check_bytes("members", digest, size=COMMITMENT_SIZE)
 
     @property
     def client_ids(self) -> tuple[int, ...]:
@@ -476,7 +587,29 @@ class Roster(Message):
         parts = [_U32.pack(len(self.entries))]
         for e in self.entries:
             parts += [_U32.pack(e.client_id), e.encryption_public_key, e.mask_public_key]
+        signed = bool(self.entries) and self.entries[0].signature is not None
+        flags = signed | (bool(self.members) << 1)
+        parts.append(bytes((flags,)))
+        if signed:
+            parts += [e.signature or b"" for e in self.entries]
+        if self.members:
+            parts.append(self.members_section())
         return b"".join(parts)
+
+    def members_section(self) -> bytes:
+        """The member list as on the wire: ``m u32 | m x (client_id u32 | hash 32)``.
+
+        Computed once per object (a server sends one member list in every
+        client's part) and hashed as is into the graph seed.
+        """
+        cached = self.__dict__.get("_members_wire")
+        if cached is None:
+            pack = _U32.pack
+            cached = pack(len(self.members)) + b"".join(
+                pack(cid) + digest for cid, digest in self.members
+            )
+            self.__dict__["_members_wire"] = cached
+        return cached
 
     @classmethod
     def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> Roster:
@@ -505,7 +638,33 @@ class Roster(Message):
                     },
                 )
             )
-        return cls._trusted(**header, entries=tuple(entries))
+        flags = _flags(reader, 0b11)
+        if flags & 1:
+            if not entries:
+                raise MessageFormatError("signatures of an empty roster")
+            for entry in entries:
+                entry.__dict__["signature"] = reader.take(SIGNATURE_SIZE)
+        members: tuple[tuple[int, bytes], ...] = ()
+        section = b""
+        if flags & 2:
+            item = 4 + COMMITMENT_SIZE
+            count = reader.count(item)
+            if not count:
+                raise MessageFormatError("an empty member list must be left out")
+            raw = reader.take(count * item)
+            table = np.frombuffer(raw, dtype=_MEMBER_DTYPE)
+            ids = table["id"].astype(np.int64)
+            if ids[0] == 0:
+                raise MessageFormatError("client id 0 is not allowed")
+            if count > 1 and not bool(np.all(ids[1:] > ids[:-1])):
+                raise MessageFormatError("client ids are not strictly increasing")
+            # Fixed-size fields: ``tolist`` of the void column yields the 32-byte hashes.
+            members = tuple(zip(ids.tolist(), table["hash"].tolist(), strict=True))
+            section = _U32.pack(count) + raw
+        roster = cls._trusted(**header, entries=tuple(entries), members=members)
+        if section:
+            roster.__dict__["_members_wire"] = section
+        return roster
 
 
 # -- EncryptedShares / RoutedShares -----------------------------------------------
@@ -857,13 +1016,21 @@ class UnmaskRequest(Message):
     only ever for one such view.  Otherwise it aborts.
 
     Body: ``recipient u32 | n u32 | n x survivor u32 | m u32 | m x dropped
-    u32``, both lists strictly increasing.
+    u32``, both lists strictly increasing, ``flags u8``, then the sections the
+    flags announce (bit 0: ``k u32 | k x (signer u32 |
+    signature 64)``, signers strictly increasing; bit 1: ``j u16 | j x layer
+    u16``, strictly increasing), in that order.
 
     Attributes:
         recipient: The client asked.
         survivors: Clients that delivered masked input (strictly increasing).
         dropped: Clients that shared keys but did not deliver masked input
             (strictly increasing).
+        signatures: Active mode: the ConsistencyCheck signatures the server
+            forwards, each over the survivor set the recipient signed (at
+            least ``threshold`` for the recipient to answer).
+        noise_layers: The noise layers ``j`` whose seed shares the server asks
+            for (the recipient checks them against the reveal rule).
     """
 
     MESSAGE_TYPE: ClassVar[MessageType] = MessageType.UNMASK_REQUEST
@@ -871,22 +1038,91 @@ class UnmaskRequest(Message):
     recipient: int
     survivors: tuple[int, ...]
     dropped: tuple[int, ...]
+    signatures: tuple[SurvivorSignature, ...] = dataclasses.field(default=(), repr=False)
+    noise_layers: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _check_id("recipient", self.recipient)
         _check_increasing_ids("survivors", self.survivors)
         _check_increasing_ids("dropped", self.dropped)
+        if not isinstance(self.signatures, tuple) or not all(
+            isinstance(v, SurvivorSignature) for v in self.signatures
+        ):
+            raise ParameterTypeError("signatures", "a tuple of SurvivorSignature", self.signatures)
+        _check_increasing_ids("signatures", tuple(v.signer for v in self.signatures))
+        _check_layers("noise_layers", self.noise_layers)
 
     def _body(self) -> bytes:
-        return _U32.pack(self.recipient) + _ids(self.survivors) + _ids(self.dropped)
+        body = _U32.pack(self.recipient) + _ids(self.survivors) + _ids(self.dropped)
+        flags = bool(self.signatures) | (bool(self.noise_layers) << 1)
+        parts = [body, bytes((flags,))]
+        if self.signatures:
+            parts.append(_U32.pack(len(self.signatures)))
+            parts += [_U32.pack(v.signer) + v.signature for v in self.signatures]
+        if self.noise_layers:
+            parts.append(len(self.noise_layers).to_bytes(2, "big"))
+            parts += [j.to_bytes(2, "big") for j in self.noise_layers]
+        return b"".join(parts)
 
     @classmethod
     def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> UnmaskRequest:
         recipient = reader.client_id()
         survivors = reader.increasing_ids()
         dropped = reader.increasing_ids()
-        return cls(**header, recipient=recipient, survivors=survivors, dropped=dropped)
+        flags = _flags(reader, 0b11)
+        signatures: list[SurvivorSignature] = []
+        if flags & 1:
+            count = reader.count(4 + SIGNATURE_SIZE)
+            if not count:
+                raise MessageFormatError("an empty signature list must be left out")
+            for _ in range(count):
+                signer = reader.client_id()
+                signatures.append(SurvivorSignature(signer, reader.take(SIGNATURE_SIZE)))
+        layers: tuple[int, ...] = ()
+        if flags & 2:
+            count = reader.u16()
+            if not count:
+                raise MessageFormatError("an empty layer list must be left out")
+            layers = tuple(reader.u16() for _ in range(count))
+        return cls(
+            **header,
+            recipient=recipient,
+            survivors=survivors,
+            dropped=dropped,
+            signatures=tuple(signatures),
+            noise_layers=layers,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class SurvivorSignature:
+    """One client's ConsistencyCheck signature, as the server forwards it.
+
+    Attributes:
+        signer: The signing client.
+        signature: Its Ed25519 signature over (bound session, config digest,
+            survivor set).
+    """
+
+    signer: int
+    signature: bytes = dataclasses.field(repr=False)
+
+    def __post_init__(self) -> None:
+        _check_id("signer", self.signer)
+        _check_signature("signature", self.signature)
+
+
+def _check_layers(name: str, values: object) -> tuple[int, ...]:
+    if not isinstance(values, tuple):
+        raise ParameterTypeError(name, "a tuple of layer numbers", values)
+    layers = tuple(
+        check_int(name, v, minimum=1, maximum=MAX_NOISE_LAYERS, domain="a layer in [1, 65535]")
+        for v in values
+    )
+    if any(a >= b for a, b in itertools.pairwise(layers)):
+        raise ParameterError(name, "strictly increasing layers", "an unsorted tuple")
+    return layers
 
 
 @dataclasses.dataclass(frozen=True)
@@ -928,6 +1164,26 @@ def _parse_revealed(reader: _Reader) -> tuple[RevealedShare, ...]:
 
 
 @dataclasses.dataclass(frozen=True)
+class RevealedNoiseShare:
+    """One share of a survivor's noise-layer seed revealed to the server at unmasking.
+
+    Attributes:
+        owner: The client whose seed the share belongs to.
+        layer: The noise layer ``j`` (1-based).
+        share: The serialized Shamir share (left out of repr).
+    """
+
+    owner: int
+    layer: int
+    share: bytes = dataclasses.field(repr=False)
+
+    def __post_init__(self) -> None:
+        _check_id("owner", self.owner)
+        check_int("layer", self.layer, minimum=1, maximum=MAX_NOISE_LAYERS)
+        _check_bytes("share", self.share, max_size=MAX_SHARE_SIZE)
+
+
+@dataclasses.dataclass(frozen=True)
 class UnmaskResponse(Message):
     """Stage UNMASKING, client to server: the shares the request called for.
 
@@ -936,12 +1192,16 @@ class UnmaskResponse(Message):
     mask private key.  Never both for one client.
 
     Body: ``sender u32 | n u32 | n x (owner u32 | length u16 | share) | m u32 |
-    m x (owner u32 | length u16 | share)``, owners strictly increasing.
+    m x (owner u32 | length u16 | share) | j u32 | j x (owner u32 | layer u16 |
+    length u16 | share)``, owners strictly increasing, the noise shares
+    strictly increasing by (owner, layer).
 
     Attributes:
         sender: The responding client.
         self_mask_shares: Shares of survivors' self-mask seeds (left out of repr).
         key_shares: Shares of dropped clients' mask private keys (left out of repr).
+        noise_shares: Shares of survivors' noise-layer seeds, for the layers
+            the reveal rule allows (left out of repr; empty without layers).
     """
 
     MESSAGE_TYPE: ClassVar[MessageType] = MessageType.UNMASK_RESPONSE
@@ -949,6 +1209,7 @@ class UnmaskResponse(Message):
     sender: int
     self_mask_shares: tuple[RevealedShare, ...] = dataclasses.field(repr=False)
     key_shares: tuple[RevealedShare, ...] = dataclasses.field(repr=False)
+    noise_shares: tuple[RevealedNoiseShare, ...] = dataclasses.field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -960,13 +1221,30 @@ class UnmaskResponse(Message):
             raise ParameterError(
                 "key_shares", "owners disjoint from self_mask_shares", sorted(both)
             )
+        noise = self.noise_shares
+        if not isinstance(noise, tuple) or not all(
+            isinstance(v, RevealedNoiseShare) for v in noise
+        ):
+            raise ParameterTypeError("noise_shares", "a tuple of RevealedNoiseShare", noise)
+        order = [(v.owner, v.layer) for v in noise]
+        if any(a >= b for a, b in itertools.pairwise(order)):
+            raise ParameterError("noise_shares", "strictly increasing (owner, layer)", "unsorted")
 
     def _body(self) -> bytes:
-        return (
+        body = (
             _U32.pack(self.sender)
             + _encode_revealed(self.self_mask_shares)
             + _encode_revealed(self.key_shares)
         )
+        parts = [body, _U32.pack(len(self.noise_shares))]
+        for v in self.noise_shares:
+            parts += [
+                _U32.pack(v.owner),
+                v.layer.to_bytes(2, "big"),
+                len(v.share).to_bytes(2, "big"),
+                v.share,
+            ]
+        return b"".join(parts)
 
     @classmethod
     def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> UnmaskResponse:
@@ -975,7 +1253,95 @@ class UnmaskResponse(Message):
         key = _parse_revealed(reader)
         if {v.owner for v in self_mask} & {v.owner for v in key}:
             raise MessageFormatError("a client has both a self-mask share and a key share")
-        return cls._trusted(**header, sender=sender, self_mask_shares=self_mask, key_shares=key)
+        noise: list[RevealedNoiseShare] = []
+        count = reader.count(9)
+        if count:
+            previous = (0, 0)
+            for _ in range(count):
+                owner = reader.client_id()
+                layer = reader.u16()
+                size = reader.u16()
+                if not 1 <= size <= MAX_SHARE_SIZE:
+                    raise MessageFormatError(f"item length {size} outside [1, {MAX_SHARE_SIZE}]")
+                if (owner, layer) <= previous:
+                    raise MessageFormatError("noise shares are not strictly increasing")
+                previous = (owner, layer)
+                noise.append(RevealedNoiseShare(owner, layer, reader.take(size)))
+        return cls._trusted(
+            **header,
+            sender=sender,
+            self_mask_shares=self_mask,
+            key_shares=key,
+            noise_shares=tuple(noise),
+        )
+
+
+# -- ConsistencyCheck (active mode) --------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ConsistencyRequest(Message):
+    """Stage CONSISTENCY_CHECK, server to one client: the survivor set to sign.
+
+    Active mode only (Bonawitz et al., arXiv:1611.04482, ConsistencyCheck
+    round).  The set is global: every client whose masked input the server
+    accepted.
+
+    Body: ``recipient u32 | n u32 | n x survivor u32`` (strictly increasing).
+
+    Attributes:
+        recipient: The client asked.
+        survivors: The survivor set ``U3`` (strictly increasing).
+    """
+
+    MESSAGE_TYPE: ClassVar[MessageType] = MessageType.CONSISTENCY_REQUEST
+
+    recipient: int
+    survivors: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_id("recipient", self.recipient)
+        _check_increasing_ids("survivors", self.survivors)
+
+    def _body(self) -> bytes:
+        return _U32.pack(self.recipient) + _ids_shared(self.survivors)
+
+    @classmethod
+    def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> ConsistencyRequest:
+        recipient = reader.client_id()
+        return cls(**header, recipient=recipient, survivors=reader.increasing_ids())
+
+
+@dataclasses.dataclass(frozen=True)
+class ConsistencySignature(Message):
+    """Stage CONSISTENCY_CHECK, client to server: its signature on the survivor set.
+
+    Body: ``sender u32 | signature 64``.
+
+    Attributes:
+        sender: The signing client.
+        signature: Ed25519 signature over (bound session, config digest,
+            survivor set) by the client's identity key.
+    """
+
+    MESSAGE_TYPE: ClassVar[MessageType] = MessageType.CONSISTENCY_SIGNATURE
+
+    sender: int
+    signature: bytes = dataclasses.field(repr=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_id("sender", self.sender)
+        _check_signature("signature", self.signature)
+
+    def _body(self) -> bytes:
+        return _U32.pack(self.sender) + self.signature
+
+    @classmethod
+    def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> ConsistencySignature:
+        sender = reader.client_id()
+        return cls(**header, sender=sender, signature=reader.take(SIGNATURE_SIZE))
 
 
 _CLASSES: dict[MessageType, type[Message]] = {
@@ -987,4 +1353,6 @@ _CLASSES: dict[MessageType, type[Message]] = {
     MessageType.MASKED_INPUT: MaskedInput,
     MessageType.UNMASK_REQUEST: UnmaskRequest,
     MessageType.UNMASK_RESPONSE: UnmaskResponse,
+    MessageType.CONSISTENCY_REQUEST: ConsistencyRequest,
+    MessageType.CONSISTENCY_SIGNATURE: ConsistencySignature,
 }

@@ -9,7 +9,11 @@ publishes what the clients need next:
    (a client's ciphertexts together, taken whole or not at all) ... then
    :meth:`~SecAggServer.routed_shares`
 3. MASKED_INPUT: ``receive(MaskedInput)`` ... then
-   :meth:`~SecAggServer.unmask_requests`
+   :meth:`~SecAggServer.unmask_requests` (semi-honest) or
+   :meth:`~SecAggServer.consistency_requests` (active mode)
+3b. CONSISTENCY_CHECK (active mode): ``receive(ConsistencySignature)`` ...
+   then :meth:`~SecAggServer.unmask_requests`, which forwards to each signer
+   ``threshold`` signatures on the survivor set
 4. UNMASKING: ``receive(UnmaskResponse)`` ... then :meth:`~SecAggServer.finalize`,
    which returns the ring sum of exactly the clients whose masked input was
    accepted.
@@ -25,9 +29,12 @@ aborted for good (:attr:`SecAggServer.aborted`).  Reconstructed secrets are
 verified before use; a failure raises
 :class:`~privfed.errors.ReconstructionError` without changing the state.
 
-Threat model (see SECURITY.md): the server is honest-but-curious.  It learns the
-sum of the surviving clients' inputs and who dropped out, nothing else, as long
-as fewer than ``threshold`` clients of any neighbourhood collude with it.
+Threat model (see SECURITY.md): in semi-honest mode the server is
+honest-but-curious.  It learns the sum of the surviving clients' inputs and
+who dropped out, nothing else, as long as fewer than ``threshold`` clients of
+any neighbourhood collude with it.  In active mode the clients' checks, not
+this class, carry the security: the server verifies signatures only so that
+it never forwards junk.
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ import hmac
 import numpy as np
 import numpy.typing as npt
 
-from privfed._checks import check_bool
+from privfed._checks import check_bool, check_int
 from privfed.errors import (
     MessageFormatError,
     ParameterError,
@@ -48,31 +55,57 @@ from privfed.errors import (
 )
 from privfed.secagg.primitives import keys, prg, shamir
 from privfed.secagg.protocol._party import Party
-from privfed.secagg.protocol.commitment import self_mask_commitment
-from privfed.secagg.protocol.config import SecAggConfig
-from privfed.secagg.protocol.graph import GraphMode
+from privfed.secagg.protocol.client import noise_layers_to_reveal
+from privfed.secagg.protocol.commitment import noise_seed_commitment, self_mask_commitment
+from privfed.secagg.protocol.config import MAX_CLIENT_ID, SecAggConfig
+from privfed.secagg.protocol.graph import (
+    GraphMode,
+    advertisement_hash,
+    graph_seed_of_section,
+    graph_session,
+)
+from privfed.secagg.protocol.identity import advertisement_payload, survivor_set_payload
 from privfed.secagg.protocol.messages import (
     AdvertiseKeys,
+    ConsistencyRequest,
+    ConsistencySignature,
     EncryptedShares,
     EncryptedSharesBundle,
     MaskedInput,
     Message,
+    RevealedNoiseShare,
     RevealedShare,
     Roster,
     RosterEntry,
     RoutedShares,
+    SurvivorSignature,
     UnmaskRequest,
     UnmaskResponse,
+    _unchecked,
 )
 from privfed.secagg.protocol.stages import Stage
 
 __all__ = ["SecAggServer"]
 
 
+_CLIENT_MESSAGES = (
+    AdvertiseKeys,
+    EncryptedShares,
+    EncryptedSharesBundle,
+    MaskedInput,
+    ConsistencySignature,
+    UnmaskResponse,
+)
+
+
+_SECRET_NAMES = {0: "self-mask seed", 1: "mask key"}
+
+
 class _Phase(enum.Enum):
     ADVERTISE = Stage.ADVERTISE_KEYS
     SHARE = Stage.SHARE_KEYS
     MASK = Stage.MASKED_INPUT
+    CONSIST = Stage.CONSISTENCY_CHECK
     UNMASK = Stage.UNMASKING
     DONE = "done"
     ABORTED = "aborted"
@@ -119,7 +152,17 @@ class SecAggServer(Party):
         self._key_shares: dict[int, list[tuple[int, int]]] = {}
         self._roster: Roster | None = None
         self._roster_index: dict[int, RosterEntry] = {}
+        self._members: tuple[tuple[int, bytes], ...] = ()
+        self._members_wire = b""
+        self._graph_seed: bytes | None = None
+        self._round_session = config.bound_session_id
         self._result: npt.NDArray[np.uint64] | None = None
+        # Active mode: the survivor set sent for signing and the valid signatures.
+        self._survivor_set: tuple[int, ...] = ()
+        self._signatures: dict[int, bytes] = {}
+        # Noise layers: owner -> layer -> [(holder, share value)], and the result.
+        self._noise_shares: dict[int, dict[int, list[tuple[int, int]]]] = {}
+        self._noise_seeds: dict[int, dict[int, bytes]] = {}
 
     def __repr__(self) -> str:
         return (
@@ -170,6 +213,36 @@ class SecAggServer(Party):
         """Clients whose unmasking response was accepted."""
         return frozenset(self._responses)
 
+    @property
+    def graph_seed(self) -> bytes | None:
+        """SecAgg+: the graph seed the roster fixed (``None`` before; always for complete)."""
+        return self._graph_seed
+
+    @property
+    def signers(self) -> frozenset[int]:
+        """Active mode: clients whose ConsistencyCheck signature was accepted."""
+        return frozenset(self._signatures)
+
+    @property
+    def revealed_noise_seeds(self) -> dict[int, dict[int, bytes]]:
+        """After :meth:`finalize`: ``{survivor: {layer j: seed}}`` rebuilt under the reveal rule.
+
+        Empty without noise layers (or before finalize).  The DP layer removes
+        the noise these seeds generate from the sum.
+        """
+        return {owner: dict(layers) for owner, layers in self._noise_seeds.items()}
+
+    def neighbours(self, client_id: int) -> frozenset[int]:
+        """The neighbours of ``client_id`` in this round's graph (SecAgg+: once the roster is out).
+
+        Raises:
+            ParameterError: Unknown client, or a SecAgg+ graph not fixed yet.
+        """
+        return self._config.neighbours(client_id, self._graph_seed)
+
+    def _hood(self, client_id: int) -> frozenset[int]:
+        return self._config.neighbours(client_id, self._graph_seed)
+
     # -- helpers -----------------------------------------------------------------
 
     def _refuse(self, reason: str, stage: Stage | None) -> ProtocolAbort:
@@ -181,6 +254,7 @@ class SecAggServer(Party):
         self._seed_shares = {}
         self._key_shares = {}
         self._responses = {}
+        self._noise_shares = {}
         self._total = None
         return ProtocolAbort(reason, stage=stage.name)
 
@@ -197,24 +271,44 @@ class SecAggServer(Party):
 
     # -- receiving ---------------------------------------------------------------
 
-    def receive(self, message: Message) -> None:
+    def receive(self, message: Message, *, sender: int) -> None:
         """Accept one client message of the current stage.
 
         Args:
             message: An :class:`AdvertiseKeys`, :class:`EncryptedShares`,
                 :class:`EncryptedSharesBundle` (taken whole or not at all),
-                :class:`MaskedInput` or :class:`UnmaskResponse` (parse bytes
-                with ``from_bytes`` or :func:`decode_message` first).
+                :class:`MaskedInput`, :class:`ConsistencySignature` (active
+                mode) or :class:`UnmaskResponse` (parse bytes with
+                ``from_bytes`` or :func:`decode_message` first).  In active
+                mode an advertisement or survivor-set signature that does not
+                verify against the registry is refused.
+            sender: The authenticated identity of whoever delivered the
+                message: the transport's word (e.g. the Flower node mapped to
+                a client id), never a field of the message itself.  A message
+                whose ``sender`` field names another client is refused, so no
+                client can speak in another's name (e.g. forge a masked input
+                for a peer that dropped).
 
         Raises:
-            ParameterTypeError: ``message`` is not a client-to-server message.
-            ProtocolAbort: The message is refused (state unchanged): the round
+            ParameterTypeError: ``message`` is not a client-to-server message,
+                or ``sender`` is not an int.
+            ParameterError: ``sender`` is not a client id (``[1, 2**32 - 1]``).
+            ProtocolAbort: The message is refused (state unchanged): it names
+                another sender than ``sender``, the round
                 is aborted or finished, another session or round, another
                 stage (late or early), an unknown or duplicate sender, or
                 content that does not fit the round (listed per type below).
             MessageFormatError: An :class:`UnmaskResponse` carries a share that
                 is not a valid serialized Shamir share.
         """
+        if not isinstance(message, _CLIENT_MESSAGES):
+            raise ParameterTypeError("message", "a client-to-server protocol message", message)
+        check_int("sender", sender, minimum=1, maximum=MAX_CLIENT_ID)
+        if message.sender != sender:
+            stage = self.stage
+            raise self._refuse(
+                f"it names client {message.sender} but was delivered by client {sender}", stage
+            )
         if isinstance(message, AdvertiseKeys):
             self._receive_keys(message)
         elif isinstance(message, EncryptedShares):
@@ -223,6 +317,8 @@ class SecAggServer(Party):
             self._receive_bundle(message)
         elif isinstance(message, MaskedInput):
             self._receive_masked(message)
+        elif isinstance(message, ConsistencySignature):
+            self._receive_signature(message)
         elif isinstance(message, UnmaskResponse):
             self._receive_unmask(message)
         else:
@@ -233,8 +329,8 @@ class SecAggServer(Party):
         if not isinstance(stage, Stage):  # pragma: no cover -- internal use only
             raise TypeError(expected)
         cfg = self._config
-        if message.session_id != cfg.session_id or message.round_index != cfg.round_index:
-            raise self._refuse("it belongs to another session or round", stage)
+        if message.session_id != cfg.bound_session_id or message.round_index != cfg.round_index:
+            raise self._refuse("it belongs to another session, round or configuration", stage)
         if self._phase is _Phase.ABORTED:
             raise self._refuse("the round has been aborted", stage)
         if self._phase is not expected:
@@ -259,6 +355,30 @@ class SecAggServer(Party):
             raise self._refuse(f"client {sender} reuses a public key", stage)
         if any(keys.is_low_order(public) for public in pair):
             raise self._refuse(f"client {sender} sent a low-order public key", stage)
+        cfg = self._config
+        if len(message.noise_commitments) != cfg.noise_layers:
+            raise self._refuse(
+                f"client {sender} committed to {len(message.noise_commitments)} noise seeds, "
+                f"not {cfg.noise_layers}",
+                stage,
+            )
+        if cfg.active:
+            registry = cfg.identities
+            payload = advertisement_payload(
+                session=cfg.bound_session_id,
+                config_digest=cfg.digest,
+                client_id=sender,
+                encryption_public_key=message.encryption_public_key,
+                mask_public_key=message.mask_public_key,
+            )
+            if (
+                registry is None
+                or message.signature is None
+                or not registry.verify(sender, payload, message.signature)
+            ):
+                raise self._refuse(f"client {sender}'s keys carry no valid signature", stage)
+        elif message.signature is not None:
+            raise self._refuse("a signature in a semi-honest round", stage)
         self._advertised[sender] = message
         self._public_keys |= pair
 
@@ -278,7 +398,7 @@ class SecAggServer(Party):
     def _check_recipients(self, sender: int, recipients: tuple[int, ...], stage: Stage) -> None:
         if sender not in self._advertised:
             raise self._refuse(f"client {sender} is not on the roster", stage)
-        allowed = self._config.neighbours(sender)
+        allowed = self._hood(sender)
         box = self._ciphertexts.get(sender, {})
         for recipient in recipients:
             if recipient not in self._advertised or recipient not in allowed:
@@ -304,6 +424,22 @@ class SecAggServer(Party):
             np.add(self._total, message.values, out=self._total)
         self._masked.add(sender)
 
+    def _receive_signature(self, message: ConsistencySignature) -> None:
+        stage = self._precheck(message, _Phase.CONSIST)
+        sender = message.sender
+        if sender not in self._masked:
+            raise self._refuse(f"client {sender} is not a survivor", stage)
+        if sender in self._signatures:
+            raise self._refuse(f"duplicate signature from client {sender}", stage)
+        cfg = self._config
+        registry = cfg.identities
+        payload = survivor_set_payload(
+            session=self._round_session, config_digest=cfg.digest, survivors=self._survivor_set
+        )
+        if registry is None or not registry.verify(sender, payload, message.signature):
+            raise self._refuse(f"client {sender}'s signature on the survivor set is invalid", stage)
+        self._signatures[sender] = message.signature
+
     def _receive_unmask(self, message: UnmaskResponse) -> None:
         stage = self._precheck(message, _Phase.UNMASK)
         sender = message.sender
@@ -316,13 +452,23 @@ class SecAggServer(Party):
         key_owners = tuple(s.owner for s in message.key_shares)
         if seed_owners != request.survivors or key_owners != request.dropped:
             raise self._refuse("the shares do not match the request", stage)
+        noise_wanted = tuple((v, j) for v in request.survivors for j in request.noise_layers)
+        if tuple((s.owner, s.layer) for s in message.noise_shares) != noise_wanted:
+            raise self._refuse("the noise-layer shares do not match the request", stage)
         # Shares are checked here (canonical encoding, evaluated at the sender's
         # id) but only turned into Share objects for the ones finalize uses.
         index_bytes = sender.to_bytes(shamir.FIELD_BYTES, "big")
-        parsed: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])
-        for target, revealed in zip(
-            parsed, (message.self_mask_shares, message.key_shares), strict=True
-        ):
+        parsed: tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]]] = (
+            [],
+            [],
+            [],
+        )
+        groups: tuple[tuple[RevealedShare | RevealedNoiseShare, ...], ...] = (
+            message.self_mask_shares,
+            message.key_shares,
+            message.noise_shares,
+        )
+        for target, revealed in zip(parsed, groups, strict=True):
             for item in revealed:
                 raw = item.share
                 value = int.from_bytes(raw[shamir.FIELD_BYTES :], "big")
@@ -338,8 +484,13 @@ class SecAggServer(Party):
             self._seed_shares.setdefault(owner, []).append((sender, value))
         for owner, value in parsed[1]:
             self._key_shares.setdefault(owner, []).append((sender, value))
+        for item, (owner, value) in zip(message.noise_shares, parsed[2], strict=True):
+            layers = self._noise_shares.setdefault(owner, {})
+            layers.setdefault(item.layer, []).append((sender, value))
 
-    def _check_share_encoding(self, item: RevealedShare, sender: int, stage: Stage) -> None:
+    def _check_share_encoding(
+        self, item: RevealedShare | RevealedNoiseShare, sender: int, stage: Stage
+    ) -> None:
         """Raise the right error for a revealed share that failed the fast checks."""
         try:
             share = shamir.Share.from_bytes(item.share)
@@ -374,7 +525,10 @@ class SecAggServer(Party):
                 ``threshold`` clients advertised keys.
         """
         cfg = self._config
-        hood = None if client_id is None else cfg.neighbourhood(client_id)
+        if client_id is not None and (
+            isinstance(client_id, bool) or client_id not in cfg.client_ids
+        ):
+            raise ParameterError("client_id", "one of the config's client ids", client_id)
         if self._roster is None:
             stage = self._require(_Phase.ADVERTISE)
             self._require_quorum(len(self._advertised), "clients advertised keys", stage)
@@ -383,26 +537,46 @@ class SecAggServer(Party):
                     client_id=cid,
                     encryption_public_key=msg.encryption_public_key,
                     mask_public_key=msg.mask_public_key,
+                    signature=msg.signature,
                 )
                 for cid, msg in sorted(self._advertised.items())
             )
-            self._roster = Roster(
-                session_id=cfg.session_id, round_index=cfg.round_index, entries=entries
-            )
+            session = cfg.bound_session_id
+            self._roster = Roster(session_id=session, round_index=cfg.round_index, entries=entries)
+            if cfg.graph is GraphMode.HARARY:
+                self._members = tuple(
+                    (e.client_id, advertisement_hash(session, e.client_id, *e_keys))
+                    for e in entries
+                    for e_keys in ((e.encryption_public_key, e.mask_public_key),)
+                )
+                self._members_wire = Roster._trusted(
+                    session_id=session,
+                    round_index=cfg.round_index,
+                    entries=(),
+                    members=self._members,
+                ).members_section()
+                self._graph_seed = graph_seed_of_section(session, self._members_wire)
+                self._round_session = graph_session(session, self._graph_seed)
             self._phase = _Phase.SHARE
         elif self._phase is _Phase.ABORTED:
             raise ProtocolAbort("the round has been aborted", stage=Stage.ADVERTISE_KEYS.name)
-        if hood is None or cfg.graph is GraphMode.COMPLETE:
+        if client_id is None or cfg.graph is GraphMode.COMPLETE:
             return self._roster
+        hood = cfg.neighbourhood(client_id, self._graph_seed)
         by_id = self._roster_index
         if not by_id:
             by_id.update((e.client_id, e) for e in self._roster.entries)
-        # A sorted subset of the validated full roster: valid by construction.
-        return Roster._trusted(
+        # A sorted subset of the validated full roster, with the member list
+        # the recipient needs to recompute the graph seed: valid by construction.
+        part = Roster._trusted(
             session_id=self._roster.session_id,
             round_index=self._roster.round_index,
             entries=tuple(by_id[c] for c in sorted(hood) if c in by_id),
+            members=self._members,
         )
+        # Every part carries the same member list: encode it once per round.
+        part.__dict__["_members_wire"] = self._members_wire
+        return part
 
     def routed_shares(self) -> dict[int, RoutedShares]:
         """Close SHARE_KEYS and route every ciphertext to its recipient.
@@ -425,20 +599,20 @@ class SecAggServer(Party):
         complete = frozenset(
             sender
             for sender, box in self._ciphertexts.items()
-            if set(box) == cfg.neighbours(sender) & roster
+            if set(box) == self._hood(sender) & roster
         )
         self._require_quorum(len(complete), "clients shared keys", stage)
         routed: dict[int, RoutedShares] = {}
         for recipient in sorted(complete):
             items = tuple(
                 self._ciphertexts[sender][recipient]
-                for sender in sorted(cfg.neighbours(recipient) & complete)
+                for sender in sorted(self._hood(recipient) & complete)
             )
             # Every item was validated on receipt (session, round, ids, sender
             # and recipient on the roster and neighbours), and senders are
             # taken in increasing order: the RoutedShares checks would repeat that.
             routed[recipient] = RoutedShares._trusted(
-                session_id=cfg.session_id,
+                session_id=cfg.bound_session_id,
                 round_index=cfg.round_index,
                 recipient=recipient,
                 shares=items,
@@ -448,36 +622,90 @@ class SecAggServer(Party):
         self._phase = _Phase.MASK
         return routed
 
-    def unmask_requests(self) -> dict[int, UnmaskRequest]:
-        """Close MASKED_INPUT and ask every survivor for its shares.
-
-        From now on masked inputs are refused (late).  Each request lists, within
-        the recipient's neighbourhood, the clients whose masked input was
-        accepted and those that shared keys but sent no masked input.
+    def consistency_requests(self) -> dict[int, ConsistencyRequest]:
+        """Active mode: close MASKED_INPUT and ask every survivor to sign the survivor set.
 
         Returns:
-            ``{client_id: UnmaskRequest}`` for every survivor.
+            ``{client_id: ConsistencyRequest}`` for every survivor, all with the
+            one global survivor set.
+
+        Raises:
+            ProtocolAbort: Semi-honest mode or out of order, or (aborting) fewer
+                than ``threshold`` masked inputs arrived.
+        """
+        if not self._config.active:
+            raise ProtocolAbort(
+                "no ConsistencyCheck round in semi-honest mode", stage=Stage.MASKED_INPUT.name
+            )
+        stage = self._require(_Phase.MASK)
+        cfg = self._config
+        survivors = tuple(sorted(self._masked))
+        self._require_quorum(len(survivors), "masked inputs arrived", stage)
+        self._survivor_set = survivors
+        self._phase = _Phase.CONSIST
+        return {
+            client: ConsistencyRequest._trusted(
+                session_id=cfg.bound_session_id,
+                round_index=cfg.round_index,
+                recipient=client,
+                survivors=survivors,
+            )
+            for client in survivors
+        }
+
+    def unmask_requests(self) -> dict[int, UnmaskRequest]:
+        """Close MASKED_INPUT (semi-honest) or CONSISTENCY_CHECK (active) and ask for shares.
+
+        From now on masked inputs (and signatures) are refused (late).  Each
+        request lists, within the recipient's neighbourhood, the clients whose
+        masked input was accepted and those that shared keys but sent no
+        masked input, and the noise layers the reveal rule allows.  In active
+        mode only clients that signed are asked, each with ``threshold``
+        signatures (the lowest signer ids) of survivors of its neighbourhood;
+        a signer for whose neighbourhood fewer arrived is not asked.
+
+        Returns:
+            ``{client_id: UnmaskRequest}`` for every survivor (active mode:
+            every signer with enough co-signers).
 
         Raises:
             ProtocolAbort: Out of order, or (aborting) fewer than ``threshold``
-                masked inputs arrived.
+                masked inputs arrived (or, active mode, fewer than
+                ``threshold`` clients can be asked).
         """
-        stage = self._require(_Phase.MASK)
         cfg = self._config
+        stage = self._require(_Phase.CONSIST if cfg.active else _Phase.MASK)
         survivors = frozenset(self._masked)
         self._require_quorum(len(survivors), "masked inputs arrived", stage)
         dropped = self._shared - survivors
+        layers = noise_layers_to_reveal(cfg, len(survivors)) if cfg.noise_layers else ()
+        t = cfg.threshold
         requests: dict[int, UnmaskRequest] = {}
-        for client in sorted(survivors):
-            hood = cfg.neighbourhood(client)
+        asked = sorted(self._signatures) if cfg.active else sorted(survivors)
+        signed = self._signatures
+        for client in asked:
+            hood = self._hood(client) | {client}
+            signatures: tuple[SurvivorSignature, ...] = ()
+            if cfg.active:
+                cosigners = sorted(hood.intersection(signed))[:t]
+                if len(cosigners) < t:
+                    continue
+                # Each signature was verified on receipt: the checks hold by construction.
+                signatures = tuple(
+                    _unchecked(SurvivorSignature, {"signer": c, "signature": signed[c]})
+                    for c in cosigners
+                )
             # Ids of the config, sorted: the UnmaskRequest checks hold by construction.
             requests[client] = UnmaskRequest._trusted(
-                session_id=cfg.session_id,
+                session_id=cfg.bound_session_id,
                 round_index=cfg.round_index,
                 recipient=client,
                 survivors=tuple(sorted(survivors & hood)),
                 dropped=tuple(sorted(dropped & hood)),
+                signatures=signatures,
+                noise_layers=layers,
             )
+        self._require_quorum(len(requests), "clients can be asked to unmask", stage)
         self._requests = requests
         self._phase = _Phase.UNMASK
         return dict(requests)
@@ -508,16 +736,19 @@ class SecAggServer(Party):
         stage = self._require(_Phase.UNMASK)
         cfg = self._config
         t = cfg.threshold
-        self._require_quorum(
-            len(self._responses), "clients answered the unmasking request", stage
-        )
+        self._require_quorum(len(self._responses), "clients answered the unmasking request", stage)
+        session = cfg.bound_session_id
         survivors = sorted(self._masked)
         dropped = sorted(self._shared - self._masked)
+        layers = noise_layers_to_reveal(cfg, len(survivors)) if cfg.noise_layers else ()
 
         def gather(owner: int, kind: int) -> list[shamir.Share]:
-            index = self._seed_shares if kind == 0 else self._key_shares
-            found = sorted(index.get(owner, []))
-            what = "self-mask seed" if kind == 0 else "mask key"
+            if kind >= 2:
+                found = sorted(self._noise_shares.get(owner, {}).get(kind - 1, []))
+            else:
+                index = self._seed_shares if kind == 0 else self._key_shares
+                found = sorted(index.get(owner, []))
+            what = _SECRET_NAMES.get(kind, f"noise-layer-{kind - 1} seed")
             self._require_quorum(len(found), f"shares of the {what} of client {owner}", stage)
             used = found if self._check_all else found[:t]
             return [shamir.Share(holder, value) for holder, value in used]
@@ -530,7 +761,7 @@ class SecAggServer(Party):
             try:
                 return shamir.combine_many(groups, threshold=t)
             except ReconstructionError:
-                what = "self-mask seed" if kind == 0 else "mask key"
+                what = _SECRET_NAMES.get(kind, f"noise-layer-{kind - 1} seed")
                 for owner, group in zip(owners, groups, strict=True):
                     try:
                         shamir.combine(group, threshold=t)
@@ -544,7 +775,7 @@ class SecAggServer(Party):
         for owner, seed in zip(survivors, rebuild(survivors, 0), strict=True):
             expected = self._advertised[owner].self_mask_commitment
             actual = self_mask_commitment(
-                seed, session_id=cfg.session_id, round_index=cfg.round_index, client_id=owner
+                seed, session_id=session, round_index=cfg.round_index, client_id=owner
             )
             if not hmac.compare_digest(expected, actual):
                 raise ReconstructionError(
@@ -552,12 +783,25 @@ class SecAggServer(Party):
                 )
             self_seeds.append(
                 keys.derive_self_mask_seed(
-                    seed, session_id=cfg.session_id, round_index=cfg.round_index, client_id=owner
+                    seed, session_id=session, round_index=cfg.round_index, client_id=owner
                 )
             )
+        noise_seeds: dict[int, dict[int, bytes]] = {owner: {} for owner in survivors}
+        for layer in layers:
+            for owner, seed in zip(survivors, rebuild(survivors, layer + 1), strict=True):
+                expected = self._advertised[owner].noise_commitments[layer - 1]
+                actual = noise_seed_commitment(
+                    seed, session_id=session, client_id=owner, layer=layer
+                )
+                if not hmac.compare_digest(expected, actual):
+                    raise ReconstructionError(
+                        f"the rebuilt layer-{layer} noise seed of client {owner} does not "
+                        "match its commitment"
+                    )
+                noise_seeds[owner][layer] = seed
         pair_seeds: list[tuple[bytes, bool]] = []
         alive = set(survivors)
-        partners_of = {owner: sorted(cfg.neighbours(owner) & alive) for owner in dropped}
+        partners_of = {owner: sorted(self._hood(owner) & alive) for owner in dropped}
         # A dropped client without a surviving neighbour left no mask in the sum.
         needed = [owner for owner in dropped if partners_of[owner]]
         for owner, private in zip(needed, rebuild(needed, 1), strict=True):
@@ -570,7 +814,7 @@ class SecAggServer(Party):
             seeds = pair.pairwise_keys(
                 {partner: self._advertised[partner].mask_public_key for partner in partners},
                 purpose=keys.Purpose.MASK,
-                session_id=cfg.session_id,
+                session_id=self._round_session,
                 round_index=cfg.round_index,
                 client_id=owner,
             )
@@ -588,6 +832,8 @@ class SecAggServer(Party):
         self._result.flags.writeable = False
         self._seed_shares = {}
         self._key_shares = {}
+        self._noise_shares = {}
+        self._noise_seeds = noise_seeds if layers else {}
         self._total = None
         self._phase = _Phase.DONE
         return result.copy()

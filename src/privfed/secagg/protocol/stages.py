@@ -1,9 +1,9 @@
 """The stages of a secure-aggregation round.
 
-The numbering leaves room for an active-security stage: Bonawitz et al.
-(arXiv:1611.04482, §4, "ConsistencyCheck") insert a signature round between
-masked-input collection and unmasking.  Its value (3) is reserved, so stages keep
-their order when it is added.
+Bonawitz et al. (arXiv:1611.04482, §4, "ConsistencyCheck") insert a signature
+round between masked-input collection and unmasking in their actively secure
+protocol; it is :attr:`Stage.CONSISTENCY_CHECK` (value 3), played in the active
+security mode only.
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ class Stage(enum.IntEnum):
             self-mask seed among its neighbours, encrypted to each of them.
         MASKED_INPUT: Each client sends its input plus a self mask plus pairwise
             masks with every neighbour that shared keys.
+        CONSISTENCY_CHECK: Active mode only: each survivor signs the survivor
+            set; the server forwards at least ``threshold`` signatures on one
+            set to every client before it unmasks.
         UNMASKING: Each surviving client reveals, per neighbour, either a
             self-mask share (neighbour survived) or a key share (neighbour
             dropped) -- never both.
@@ -33,5 +36,5 @@ class Stage(enum.IntEnum):
     ADVERTISE_KEYS = 0
     SHARE_KEYS = 1
     MASKED_INPUT = 2
-    # 3 is reserved for CONSISTENCY_CHECK (active security).
+    CONSISTENCY_CHECK = 3
     UNMASKING = 4

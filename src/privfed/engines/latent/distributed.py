@@ -1,0 +1,807 @@
+"""Distributed DP for the latent engine: clients noise their ring vectors before masking.
+
+In the *central* model (the default) the server unmasks the exact integer
+totals and adds the noise once (:mod:`privfed.engines.latent.release`).
+Whoever holds the server then holds totals without any DP.  In the
+*distributed* models each client adds integer noise (exact discrete Gaussian or
+Skellam, :mod:`privfed.dp.distributed`) to its exact fixed-point ring vector
+before masking, so what secure aggregation reveals is already private, and the
+server only decodes and post-processes (numpy only; no torch here).
+
+Trust and calibration.  Only clients whose masked input is summed add noise,
+and up to ``corrupted`` (n_C) of them may collude with the server and know
+their own.  Secure aggregation releases a total only over at least ``t``
+(threshold) clients, so every accepted total holds the noise of at least
+``n_min = t − n_C`` honest clients; the noise is calibrated for ``n_min``
+(:func:`privfed.dp.min_honest_contributors`; ``t − n_C < 1`` is refused).
+
+The blocks.  The ring vector holds per class ``[sums (d), packed second
+moments (d(d+1)/2), count]`` in grid units ``2**-f`` / ``2**-2f`` / 1.  The
+budget is split exactly as the central plan splits it (its noise stds, in
+grid units, are the *shape*; the joint replace-one bound of
+:func:`privfed.dp.joint_mu_squared` is the sensitivity; the off-diagonal
+packed entries get ``1/√2`` of the diagonal's std, which is the Frobenius
+sensitivity of the symmetric matrix), then scaled by one factor κ until the
+distributed RDP accounting meets (ε, δ)
+(:func:`privfed.dp.distributed_blocks.calibrate_block_noise`).  Counts are
+noised only when the plan noises them (add/remove); under replace-one with
+public labels they are exact, as in the central model.  The per-record
+quantization of the statistics (every quantized record lies in the clip ball,
+all totals are integers) is what makes the integer sensitivities valid.
+
+The grid.  The exact samplers take σ <= 2**15 (discrete Gaussian) and
+λ <= 2**30 (Poisson) grid units, and a noisy total must not wrap
+``Z_{2**64}``.  :func:`plan_distributed_noise` therefore picks the finest grid
+``2**-f`` (from public quantities only) whose per-client noise is within the
+samplers' domains -- preferring grids whose noise fits small sampler tables
+(σ in [2, 2**11] grid units), which are cheap to build on every client -- and
+whose wrap-around probability, union-bounded over all coordinates with the
+noise of every one of the ``n`` clients and the largest possible exact
+totals, is at most ``2**-40``; no grid: refused.
+
+Dropouts.  With independent noise, ``u`` survivors deliver ``u/n_min`` times
+the calibrated variance (:func:`privfed.dp.distributed_blocks.dropout_inflation`).
+With ``layers`` (Skellam only; Dordis, arXiv:2209.12528) each client's noise
+is layer 0 plus ``L = n − t`` layers from secret-shared seeds; after the round
+the server subtracts the revealed excess layers and the total carries the
+calibrated noise for every accepted survivor set (see
+:mod:`privfed.dp.distributed_blocks`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import math
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from privfed._checks import check_bool, check_enum, check_float, check_int
+from privfed.dp import (
+    EXACT_DISCRETE_GAUSSIAN_SAMPLER,
+    SKELLAM_SAMPLER,
+    Adjacency,
+    LatentReleasePlan,
+    PartitionKey,
+    PrivacyLedger,
+    gdp_delta,
+    joint_mu_squared,
+    min_honest_contributors,
+    plan_latent_release,
+)
+from privfed.dp.distributed import (
+    MAX_EXACT_DISCRETE_GAUSSIAN_SCALE,
+    MAX_POISSON_MEAN,
+    MIN_POISSON_MEAN,
+    WRAP_PROBABILITY_LIMIT,
+)
+from privfed.dp.distributed_blocks import (
+    LAYER_SEED_BYTES,
+    BlockNoise,
+    calibrate_block_noise,
+    check_layered_mechanism,
+    excess_layer_noise,
+    layer_poisson_means,
+    layered_noise,
+    ring_wrap_bound,
+    sample_block_noise,
+)
+from privfed.dp.releases.distributed_blocks import DistributedBlockRelease
+from privfed.engines.latent.accounting import LATENT_SCHEME
+from privfed.engines.latent.release import NoisePlacement, NoisyLatentStatistics
+from privfed.engines.latent.statistics import (
+    DEFAULT_MAX_RECORDS,
+    LatentStatistics,
+    LatentStatisticsConfig,
+    packed_size,
+    unpack_symmetric,
+)
+from privfed.errors import ParameterError, ParameterTypeError, RingOverflowError
+from privfed.secagg import Stage, run_protocol
+
+__all__ = [
+    "DistributedAggregation",
+    "DistributedNoisePlan",
+    "NoiseModel",
+    "add_client_noise",
+    "aggregate_distributed",
+    "decode_noisy_total",
+    "layers_supported",
+    "plan_distributed_noise",
+    "record_distributed_release",
+]
+
+_RING_BITS = 64
+_MAX_FRACTIONAL_BITS = 24
+_FAST_SCALE = 2.0**11
+
+
+class NoiseModel(enum.StrEnum):
+    """Who adds the DP noise: the server once (central) or every client (distributed)."""
+
+    CENTRAL = "central"
+    DISTRIBUTED_GAUSSIAN = "distributed-gaussian"
+    DISTRIBUTED_SKELLAM = "distributed-skellam"
+
+    @property
+    def mechanism(self) -> str | None:
+        """``"discrete-gaussian"``, ``"skellam"``, or ``None`` for central."""
+        return {
+            NoiseModel.CENTRAL: None,
+            NoiseModel.DISTRIBUTED_GAUSSIAN: "discrete-gaussian",
+            NoiseModel.DISTRIBUTED_SKELLAM: "skellam",
+        }[self]
+
+
+def layers_supported() -> bool:
+    """Whether secure aggregation can share and reveal noise-layer seeds (interface I3)."""
+    from privfed.secagg import SecAggConfig, SecAggServer
+
+    return "noise_layers" in {f.name for f in dataclasses.fields(SecAggConfig)} and hasattr(
+        SecAggServer, "revealed_noise_seeds"
+    )
+
+
+def _trust(model: NoiseModel, corrupted: int, threshold: int, layers: int) -> str:
+    if model is NoiseModel.CENTRAL:
+        return (
+            "trusted server: it sees the exact unmasked totals and adds the noise; "
+            "no DP against whoever holds the server"
+        )
+    text = (
+        f"server not trusted with the data: every client adds noise before masking; "
+        f"calibrated for n_min = t - n_C = {threshold} - {corrupted} = "
+        f"{threshold - corrupted} honest contributors (at most {corrupted} clients collude "
+        "with the server); the server never holds a noiseless total. Secure aggregation "
+        "runs in semi-honest mode: the server is assumed to follow the protocol (one view "
+        "per round); a server that shows different clients different dropout views can "
+        "unmask one client's input, which carries that client's noise only"
+    )
+    if layers:
+        text += (
+            f"; {layers} secret-shared noise layers remove the dropout excess, which "
+            "also assumes a server that reports one survivor set to every client (the "
+            "ConsistencyCheck of the active mode enforces it)"
+        )
+    return text
+
+
+@dataclass(frozen=True, eq=False)
+class DistributedNoisePlan:
+    """The public plan of a distributed release (every client and the server share it).
+
+    Attributes:
+        model: The noise model (distributed only).
+        spec: The statistics' configuration, with the grid chosen for the noise.
+        central: The central plan whose budget split is the shape.
+        noise: The calibrated block noise (per-client parameters for
+            ``num_contributors`` honest clients, per class).
+        num_clients: n, clients of the round.
+        threshold: t of secure aggregation.
+        corrupted: n_C, clients assumed to collude with the server.
+        layers: L, secret-shared noise layers (0: independent noise).
+        layer_means: ``layer_means[b][j]``: per-client λ of layer j in block b
+            (empty when ``layers == 0``).
+        wrap_probability: Bound on the probability that a noisy total wraps.
+        block_names: Name of each block.
+        positions: Per block, the ring-vector indices it noises (all classes).
+    """
+
+    model: NoiseModel
+    spec: LatentStatisticsConfig
+    central: LatentReleasePlan
+    noise: BlockNoise
+    num_clients: int
+    threshold: int
+    corrupted: int
+    layers: int
+    layer_means: tuple[tuple[float, ...], ...]
+    wrap_probability: float
+    block_names: tuple[str, ...]
+    positions: tuple[npt.NDArray[np.int64], ...] = field(repr=False)
+
+    @property
+    def mechanism(self) -> str:
+        """``"discrete-gaussian"`` or ``"skellam"``."""
+        return str(self.noise.mechanism)
+
+    @property
+    def min_honest(self) -> int:
+        """n_min = t − n_C."""
+        return self.noise.num_contributors
+
+    @property
+    def sampler(self) -> str:
+        """The exact sampler's name (for the ledger)."""
+        return (
+            EXACT_DISCRETE_GAUSSIAN_SAMPLER
+            if self.mechanism == "discrete-gaussian"
+            else SKELLAM_SAMPLER
+        )
+
+    @property
+    def trust(self) -> str:
+        """What the guarantee assumes, in words."""
+        return _trust(self.model, self.corrupted, self.threshold, self.layers)
+
+    @property
+    def vector_dimensions(self) -> tuple[int, ...]:
+        """Coordinates per block over all classes."""
+        return tuple(int(p.size) for p in self.positions)
+
+    def _client_variance(self, block: int, survivors: int) -> float:
+        """Per-client variance parameter in block b that stays in a total of u survivors."""
+        if self.layers:
+            keep = self.num_clients - survivors
+            return 2.0 * float(sum(self.layer_means[block][: keep + 1]))
+        value = self.noise.noise[block]
+        return value * value if self.mechanism == "discrete-gaussian" else 2.0 * value
+
+    def delivered_variances(self, survivors: int) -> tuple[float, ...]:
+        """Noise variance (parameter) per coordinate of each block in a total of u survivors."""
+        u = check_int("survivors", survivors, minimum=self.threshold, maximum=self.num_clients)
+        return tuple(u * self._client_variance(b, u) for b in range(len(self.block_names)))
+
+    def claimed_stds(self) -> tuple[float, float, float]:
+        """The honest total noise stds (sum, second moment, count) in latent units."""
+        f = self.spec.bits
+        variances = self.noise.total_variances
+        std = dict(zip(self.block_names, (math.sqrt(v) for v in variances), strict=True))
+        return (
+            math.ldexp(std["sum"], -f),
+            math.ldexp(std["diagonal"], -2 * f),
+            std.get("count", 0.0),
+        )
+
+    def delivered_stds(self, survivors: int) -> tuple[float, float, float]:
+        """Total noise stds (sum, second moment, count) in a total of u survivors, latent units."""
+        f = self.spec.bits
+        variances = self.delivered_variances(survivors)
+        std = dict(zip(self.block_names, (math.sqrt(v) for v in variances), strict=True))
+        return (
+            math.ldexp(std["sum"], -f),
+            math.ldexp(std["diagonal"], -2 * f),
+            std.get("count", 0.0),
+        )
+
+    def claimed_plan(self) -> LatentReleasePlan:
+        """The central-form plan with the claimed honest noise stds (for the canary audit).
+
+        Its ``mu`` is the Gaussian μ of those stds under the joint bound; the
+        distributed accounting is RDP, so ``epsilon`` is the calibrated target.
+        """
+        s, m, c = self.claimed_stds()
+        noised = self.central.noise_std_count > 0.0
+        mu = math.sqrt(
+            joint_mu_squared(
+                self.spec.clip_norm,
+                s,
+                m,
+                self.central.adjacency,
+                noise_std_count=c if noised else None,
+                private_labels=self.central.private_labels,
+            )
+        )
+        return dataclasses.replace(
+            self.central,
+            noise_std_sum=s,
+            noise_std_second_moment=m,
+            noise_std_count=c if noised else 0.0,
+            mu=mu,
+            delta=max(self.central.delta, float(gdp_delta(mu, self.central.epsilon))),
+        )
+
+    def describe(self) -> dict[str, object]:
+        """JSON-friendly public facts of the plan (for the release document)."""
+        return {
+            "noise_model": self.model.value,
+            "mechanism": self.mechanism,
+            "sampler": self.sampler,
+            "trust": self.trust,
+            "threshold": self.threshold,
+            "assumed_corrupted": self.corrupted,
+            "min_honest_contributors": self.min_honest,
+            "noise_layers": self.layers,
+            "fractional_bits": self.spec.bits,
+            "per_client_noise": dict(zip(self.block_names, self.noise.noise, strict=True)),
+            "honest_total_variance": dict(
+                zip(self.block_names, self.noise.total_variances, strict=True)
+            ),
+            "wrap_probability_bound": self.wrap_probability,
+            "noise_vs_central_std": math.sqrt(self.noise.scale),
+        }
+
+
+def _layout(spec: LatentStatisticsConfig, counts: bool) -> dict[str, npt.NDArray[np.int64]]:
+    k, d = spec.num_classes, spec.dim
+    per = spec.values_per_class
+    rows, cols = np.triu_indices(d)
+    base = (np.arange(k, dtype=np.int64) * per)[:, None]
+    out = {
+        "sum": (base + np.arange(d)[None, :]).reshape(-1),
+        "diagonal": (base + d + np.flatnonzero(rows == cols)[None, :]).reshape(-1),
+    }
+    off = np.flatnonzero(rows != cols)
+    if off.size:
+        out["off-diagonal"] = (base + d + off[None, :]).reshape(-1)
+    if counts:
+        out["count"] = (base + d + packed_size(d)).reshape(-1)
+    return out
+
+
+def _total_bounds(spec: LatentStatisticsConfig, names: Sequence[str]) -> tuple[int, ...]:
+    big_l = spec.norm_bound_squared
+    coordinate = math.isqrt(big_l)  # |q_i| <= sqrt(L) for every quantized record
+    per_record = {"sum": coordinate, "diagonal": big_l, "off-diagonal": big_l // 2, "count": 1}
+    return tuple(spec.max_records * per_record[name] for name in names)
+
+
+def _in_domain(mechanism: str, noise: Sequence[float], fast: bool) -> bool:
+    """Within the exact samplers' domain; with ``fast``, also within small tables.
+
+    The samplers build a table of about 8σ (discrete Gaussian) or 16√λ (Poisson)
+    entries per noise scale, once per client process.  A grid whose largest
+    per-client σ is at most 2**11 grid units keeps that to a few milliseconds,
+    and its smallest σ of at least 2 keeps every block well inside the
+    distributed discrete Gaussian's domain (σ >= 0.5): the grid is then still
+    far finer than the noise.
+    """
+    if mechanism == "discrete-gaussian":
+        top, low = (_FAST_SCALE, 2.0) if fast else (MAX_EXACT_DISCRETE_GAUSSIAN_SCALE, 0.0)
+        return all(low <= s <= top for s in noise)
+    top, low = (0.5 * _FAST_SCALE**2, 2.0) if fast else (MAX_POISSON_MEAN, MIN_POISSON_MEAN)
+    return all(low <= lam <= top for lam in noise)
+
+
+def plan_distributed_noise(
+    model: NoiseModel | str,
+    epsilon: float,
+    delta: float,
+    *,
+    clip_norm: float,
+    dim: int,
+    num_classes: int,
+    adjacency: Adjacency,
+    num_clients: int,
+    threshold: int,
+    corrupted: int = 0,
+    layers: bool = False,
+    max_records: int = DEFAULT_MAX_RECORDS,
+) -> DistributedNoisePlan:
+    """Calibrate the clients' noise and choose the grid (public inputs only).
+
+    Args:
+        model: A distributed :class:`NoiseModel`.
+        epsilon: Target ε, finite, > 0.
+        delta: Target δ in (0, 1).
+        clip_norm: R of the statistics.
+        dim: d.
+        num_classes: K.
+        adjacency: Neighbouring relation (public labels).
+        num_clients: n, clients of the round.
+        threshold: t of secure aggregation.
+        corrupted: n_C >= 0 with ``t − n_C >= 1``.
+        layers: Secret-shared noise layers (``L = n − t``) to remove the
+            dropout excess; Skellam only.
+        max_records: Public bound on the records of the aggregate.
+
+    Returns:
+        The :class:`DistributedNoisePlan`.
+
+    Raises:
+        ParameterError: A value outside its domain, the central model, no
+            honest contributor guaranteed, or layers with the discrete Gaussian.
+        RingOverflowError: No grid keeps the wrap probability <= 2**-40 with
+            the noise inside the exact samplers' domains.
+    """
+    kind = check_enum("model", model, NoiseModel)
+    if kind is NoiseModel.CENTRAL:
+        raise ParameterError("model", "a distributed noise model", kind.value)
+    mechanism = str(kind.mechanism)
+    n = check_int("num_clients", num_clients, minimum=2, numpy=True)
+    t = check_int("threshold", threshold, minimum=1, maximum=n, numpy=True)
+    n_min = min_honest_contributors(t, corrupted, num_clients=n)
+    c = t - n_min
+    check_bool("layers", layers)
+    big_l = 0
+    if layers:
+        check_layered_mechanism(mechanism)
+        big_l = n - t
+    central = plan_latent_release(epsilon, delta, clip_norm=clip_norm, dim=dim, adjacency=adjacency)
+    counts = central.noise_std_count > 0.0
+    last_error: Exception | None = None
+    # The finest grid whose noise fits small sampler tables, else the finest that fits at all.
+    candidates = [(fast, f) for fast in (True, False) for f in range(_MAX_FRACTIONAL_BITS, 0, -1)]
+    for fast, f in candidates:
+        try:
+            spec = LatentStatisticsConfig(
+                dim=dim,
+                num_classes=num_classes,
+                clip_norm=clip_norm,
+                max_records=max_records,
+                fractional_bits=f,
+            )
+        except (ParameterError, RingOverflowError) as exc:
+            last_error = exc
+            continue
+        layout = _layout(spec, counts)
+        names = tuple(layout)
+        shape = {
+            "sum": math.ldexp(central.noise_std_sum, f) ** 2,
+            "diagonal": math.ldexp(central.noise_std_second_moment, 2 * f) ** 2,
+            "off-diagonal": math.ldexp(central.noise_std_second_moment, 2 * f) ** 2 / 2.0,
+            "count": central.noise_std_count**2,
+        }
+        per_class = {
+            "sum": dim,
+            "diagonal": dim,
+            "off-diagonal": dim * (dim - 1) // 2,
+            "count": 1,
+        }
+        try:
+            noise = calibrate_block_noise(
+                mechanism,  # type: ignore[arg-type]
+                epsilon,
+                delta,
+                num_contributors=n_min,
+                base_variances=[shape[b] for b in names],
+                dimensions=[per_class[b] for b in names],
+                base_mu_squared=central.mu**2,
+            )
+        except ParameterError as exc:
+            last_error = exc
+            continue
+        if not _in_domain(mechanism, noise.noise, fast):
+            last_error = RingOverflowError(
+                "fractional_bits", "a grid on which the noise fits the exact samplers", f
+            )
+            continue
+        means: tuple[tuple[float, ...], ...] = ()
+        wrap_noise = noise.noise
+        if big_l:
+            try:
+                # From the ACCOUNTED parameter (n_min contributors of the rounded λ_b),
+                # not from V_b: every accepted survivor set then keeps honest Skellam
+                # noise of total mean >= n_min·λ_b exactly (what the ledger claims).
+                means = tuple(
+                    layer_poisson_means(2.0 * n_min * lam, num_clients=n, corrupted=c, layers=big_l)
+                    for lam in noise.noise
+                )
+            except ParameterError as exc:
+                last_error = exc
+                continue
+            wrap_noise = tuple(float(sum(m)) for m in means)
+        p = ring_wrap_bound(
+            ring_bits=_RING_BITS,
+            mechanism=mechanism,  # type: ignore[arg-type]
+            noise=wrap_noise,
+            dimensions=[int(layout[b].size) for b in names],
+            total_bounds=_total_bounds(spec, names),
+            num_summands=n,
+        )
+        if p > WRAP_PROBABILITY_LIMIT:
+            last_error = RingOverflowError(
+                "fractional_bits", "a grid whose noisy totals wrap with probability <= 2**-40", f
+            )
+            continue
+        return DistributedNoisePlan(
+            model=kind,
+            spec=spec,
+            central=central,
+            noise=noise,
+            num_clients=n,
+            threshold=t,
+            corrupted=c,
+            layers=big_l,
+            layer_means=means,
+            wrap_probability=p,
+            block_names=names,
+            positions=tuple(layout[b] for b in names),
+        )
+    raise RingOverflowError(
+        "(epsilon, clip_norm, max_records)",
+        "a configuration with a grid on which the distributed noise fits the exact samplers "
+        "and the noisy totals wrap with probability <= 2**-40",
+        (epsilon, clip_norm, max_records),
+        detail=str(last_error) if last_error is not None else None,
+    )
+
+
+def record_distributed_release(
+    ledger: PrivacyLedger, plan: DistributedNoisePlan, *, seeded: bool
+) -> tuple[DistributedBlockRelease, ...]:
+    """Record one :class:`~privfed.dp.DistributedBlockRelease` per class, atomically.
+
+    Recorded when the plan is fixed, before any client draws noise; a
+    budget overflow therefore releases nothing.
+    """
+    if not isinstance(ledger, PrivacyLedger):
+        raise ParameterTypeError("ledger", "a privfed.dp.PrivacyLedger", ledger)
+    releases = tuple(
+        DistributedBlockRelease(
+            name="latent-statistics",
+            partition=PartitionKey(LATENT_SCHEME, c),
+            mechanism=plan.noise.mechanism,
+            num_contributors=plan.min_honest,
+            noise=plan.noise.noise,
+            dimensions=plan.noise.dimensions,
+            unit_mu_squared=plan.noise.unit_mu_squared,
+            adjacency=plan.central.adjacency,
+            sampler=plan.sampler,
+            seeded=seeded,
+        )
+        for c in range(plan.spec.num_classes)
+    )
+    ledger.record_all(releases)
+    return releases
+
+
+def _scatter(plan: DistributedNoisePlan, blocks: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
+    out = np.zeros(plan.spec.num_values, dtype=np.int64)
+    start = 0
+    for pos in plan.positions:
+        out[pos] = blocks[start : start + pos.size]
+        start += pos.size
+    return out.view(np.uint64)
+
+
+def add_client_noise(
+    vector: npt.NDArray[np.uint64],
+    plan: DistributedNoisePlan,
+    *,
+    seed: int | bytes | None = None,
+    layer_seeds: Sequence[bytes] = (),
+    noise_scale: float = 1.0,
+) -> npt.NDArray[np.uint64]:
+    """A client's ring vector plus its noise (mod ``2**64``): what it masks and sends.
+
+    Threat model: runs on the client, before masking; the noise never leaves
+    the client except inside the masked sum.  ``layer_seeds`` are the seeds the
+    client also Shamir-shares (layers 1..L), so the server can remove exactly
+    the excess layers of survivors after the round, and nothing else.
+
+    Args:
+        vector: The exact statistics' ring vector (``uint64``, length
+            ``plan.spec.num_values``).
+        plan: The shared plan.
+        seed: Seed of the client's own noise (layer 0 with layers): ``None``
+            (default) for the OS CSPRNG; an int or bytes for experiments.
+        layer_seeds: Exactly ``plan.layers`` 32-byte seeds (layers 1..L).
+        noise_scale: Test hook for the auditor: scales the noise's std (1.0
+            runs the plan; 0.5 is the deliberately broken half-noise release).
+
+    Returns:
+        A fresh ``uint64`` vector.
+    """
+    arr = np.asarray(vector)
+    if arr.dtype != np.uint64 or arr.shape != (plan.spec.num_values,):
+        raise ParameterError(
+            "vector", f"a uint64 array of shape ({plan.spec.num_values},)", arr.shape
+        )
+    if len(layer_seeds) != plan.layers:
+        raise ParameterError("layer_seeds", f"exactly {plan.layers} seeds", len(layer_seeds))
+    check_float("noise_scale", noise_scale, low=0, open_low=True)
+    dims = plan.vector_dimensions
+    if plan.layers:
+        first = tuple(_scaled(plan.mechanism, m[0], noise_scale) for m in plan.layer_means)
+        noise = sample_block_noise("skellam", first, dims, seed=seed)
+        for j, key in enumerate(layer_seeds, start=1):
+            noise += layered_noise(
+                [_scaled(plan.mechanism, m[j], noise_scale) for m in plan.layer_means], dims, key
+            )
+    else:
+        params = tuple(_scaled(plan.mechanism, v, noise_scale) for v in plan.noise.noise)
+        noise = sample_block_noise(plan.mechanism, params, dims, seed=seed)  # type: ignore[arg-type]
+    return arr + _scatter(plan, noise)
+
+
+def _scaled(mechanism: str, value: float, scale: float) -> float:
+    if scale == 1.0:
+        return value
+    return value * scale if mechanism == "discrete-gaussian" else value * scale * scale
+
+
+def decode_noisy_total(
+    total: npt.NDArray[np.uint64],
+    plan: DistributedNoisePlan,
+    *,
+    survivors: Sequence[int],
+    revealed: Mapping[int, Mapping[int, bytes]] | None = None,
+    seeded: bool = False,
+) -> NoisyLatentStatistics:
+    """The server's side: remove the revealed excess layers, decode, return the release.
+
+    The total is already differentially private (the clients' noise is in
+    it); this is post-processing.  With layers, ``revealed`` must be exactly
+    the layer seeds the reveal rule releases for ``survivors``
+    (``SecAggServer.revealed_noise_seeds``).
+
+    Args:
+        total: The unmasked ring sum (``uint64``).
+        plan: The shared plan.
+        survivors: Ids of the clients whose input is in the sum.
+        revealed: Survivor id -> {layer -> seed}; required iff ``plan.layers``.
+        seeded: Whether the clients' noise was seeded (recorded in the release).
+
+    Returns:
+        The :class:`~privfed.engines.latent.release.NoisyLatentStatistics`, its
+        noise stds those of the delivered total for this survivor count.
+    """
+    spec = plan.spec
+    arr = np.array(total, dtype=np.uint64, copy=True)
+    if arr.shape != (spec.num_values,):
+        raise ParameterError("total", f"a uint64 array of shape ({spec.num_values},)", arr.shape)
+    u = len(survivors)
+    if plan.layers:
+        if revealed is None:
+            raise ParameterError("revealed", "the revealed layer seeds of a layered plan", None)
+        excess = excess_layer_noise(
+            revealed,
+            plan.layer_means,
+            plan.vector_dimensions,
+            num_clients=plan.num_clients,
+            survivors=survivors,
+        )
+        arr -= _scatter(plan, excess.view(np.int64))
+    signed = arr.view(np.int64).reshape(spec.num_classes, spec.values_per_class)
+    d, f = spec.dim, spec.bits
+    sums = np.ldexp(signed[:, :d].astype(np.float64), -f)
+    packed = np.ldexp(signed[:, d : d + packed_size(d)].astype(np.float64), -2 * f)
+    counts = signed[:, -1].astype(np.float64)
+    s, m, c = plan.delivered_stds(u)
+    return NoisyLatentStatistics(
+        sums=sums,
+        second_moments=unpack_symmetric(packed, d),
+        counts=counts,
+        noise_std_sum=s,
+        noise_std_second_moment=m,
+        noise_std_count=c,
+        grid_variance=0.0,
+        clip_norm=spec.clip_norm,
+        placement=NoisePlacement.GRID,
+        seeded=seeded,
+    )
+
+
+def exact_ring_vector(stats: LatentStatistics) -> npt.NDArray[np.uint64]:
+    """The exact ring vector of ``stats`` (what a client noises), as ``uint64``."""
+    return np.asarray(stats.to_ring_vector(), dtype=np.uint64)
+
+
+def _client_seed(seed: int | None, index: int) -> bytes | None:
+    if seed is None:
+        return None
+    return hashlib.sha256(
+        b"privfed.engines.latent.distributed/client/v1/"
+        + int(seed).to_bytes(16, "big", signed=True)
+        + index.to_bytes(8, "big")
+    ).digest()
+
+
+def _layer_seeds(seed: int | None, index: int, layers: int) -> list[bytes]:
+    if seed is None:
+        return [os.urandom(LAYER_SEED_BYTES) for _ in range(layers)]
+    base = _client_seed(seed, index) or b""
+    return [hashlib.sha256(b"layer/" + j.to_bytes(4, "big") + base).digest() for j in range(layers)]
+
+
+@dataclass(frozen=True, eq=False)
+class DistributedAggregation:
+    """What a distributed round delivered to the server, and what it cost the clients.
+
+    Attributes:
+        noisy: The decoded noisy release (the server's only view of the data).
+        survivors: 0-based indices of the clients whose input is in the total.
+        server_total: The ring total the server unmasked (noisy; for tests).
+        bytes_per_client: Mean bytes sent by a client that finished the round.
+        noise_seconds: Per client, seconds spent drawing and adding its noise.
+        secagg_client_seconds: Mean protocol seconds of a client that finished.
+    """
+
+    noisy: NoisyLatentStatistics = field(repr=False)
+    survivors: tuple[int, ...]
+    server_total: npt.NDArray[np.uint64] = field(repr=False)
+    bytes_per_client: float
+    noise_seconds: tuple[float, ...]
+    secagg_client_seconds: float
+
+
+def aggregate_distributed(
+    client_stats: Sequence[LatentStatistics],
+    plan: DistributedNoisePlan,
+    *,
+    dropouts: Mapping[Stage, Sequence[int]],
+    noise_seed: int | None = None,
+    noise_scale: float = 1.0,
+) -> DistributedAggregation:
+    """Play a distributed round in process: every client noises, masks and sends its vector.
+
+    Each client adds its noise to its exact ring vector (:func:`add_client_noise`)
+    before the vector enters secure aggregation (a real double-masking round
+    over serialized messages, :func:`privfed.secagg.run_protocol`); the server
+    unmasks the noisy total and decodes it (:func:`decode_noisy_total`).
+
+    Args:
+        client_stats: Each client's exact statistics (``plan.spec``).
+        plan: The shared plan.
+        dropouts: Scripted dropouts (0-based indices per stage).
+        noise_seed: ``None`` (default): OS-CSPRNG noise; an int makes every
+            client's noise reproducible (experiments and tests).
+        noise_scale: Test hook of the auditor (see :func:`add_client_noise`).
+
+    Raises:
+        ProtocolAbort: Fewer than ``threshold`` clients remained.
+    """
+    if len(client_stats) != plan.num_clients:
+        raise ParameterError("client_stats", f"{plan.num_clients} clients", len(client_stats))
+    if plan.layers and not layers_supported():
+        raise ParameterError(
+            "plan",
+            "a plan without noise layers (secure aggregation cannot share them)",
+            plan.layers,
+        )
+    vectors = []
+    seconds = []
+    seeds = []
+    for i, stats in enumerate(client_stats):
+        if stats.config != plan.spec:
+            raise ParameterError("client_stats", "statistics with the plan's spec", i)
+        layer_seeds = _layer_seeds(noise_seed, i, plan.layers)
+        seeds.append(layer_seeds)
+        start = time.perf_counter()
+        vectors.append(
+            add_client_noise(
+                exact_ring_vector(stats),
+                plan,
+                seed=_client_seed(noise_seed, i),
+                layer_seeds=layer_seeds,
+                noise_scale=noise_scale,
+            )
+        )
+        seconds.append(time.perf_counter() - start)
+    plain = {stage: list(ids) for stage, ids in dropouts.items()}
+    revealed: Mapping[int, Mapping[int, bytes]] | None = None
+    if plan.layers:
+        report, revealed = _run_layered(vectors, seeds, plan, plain)
+    else:
+        report = run_protocol(vectors, threshold=plan.threshold, dropouts=plain)
+    noisy = decode_noisy_total(
+        report.total,
+        plan,
+        survivors=report.survivors,
+        revealed=revealed,
+        seeded=noise_seed is not None,
+    )
+    full = [c for c in report.clients if Stage.UNMASKING in c.bytes_sent]
+    return DistributedAggregation(
+        noisy=noisy,
+        survivors=tuple(i - 1 for i in report.survivors),
+        server_total=np.asarray(report.total, dtype=np.uint64),
+        bytes_per_client=float(np.mean([c.total_bytes for c in full])) if full else 0.0,
+        noise_seconds=tuple(seconds),
+        secagg_client_seconds=report.mean_client_seconds,
+    )
+
+
+def _run_layered(
+    vectors: Sequence[npt.NDArray[np.uint64]],
+    seeds: Sequence[Sequence[bytes]],
+    plan: DistributedNoisePlan,
+    dropouts: Mapping[Stage, list[int]],
+) -> tuple[Any, Mapping[int, Mapping[int, bytes]]]:
+    """The round with secret-shared layer seeds (interface I3 of secure aggregation)."""
+    report = run_protocol(
+        list(vectors),
+        threshold=plan.threshold,
+        dropouts=dropouts,
+        noise_layers=plan.layers,
+        noise_seeds=[list(s) for s in seeds],
+    )
+    return report, report.revealed_noise_seeds

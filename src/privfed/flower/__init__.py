@@ -1,0 +1,56 @@
+"""privfed on Flower: secure aggregation and the one-shot jobs as Flower apps.
+
+Flower (``flwr``, extra ``privfed[flower]``) is privfed's distributed engine:
+the same protocol state machines and job stages, with real clients in
+separate processes or machines, over Flower's Message API.
+
+* Client: :func:`add_secagg_handlers` puts ``SecAggClient`` behind query
+  handlers of a ``ClientApp`` (message types ``query.privfed_secagg_*``), with
+  its state in ``Context.state`` through the versioned state codec and a
+  durable reveal journal against rollback.
+* Server: :class:`SecAggWorkflow` drives ``SecAggServer`` from a
+  ``ServerApp`` with ``Grid.send_and_receive`` and stage timeouts; the sender
+  of each reply is the Flower node that sent it.
+* Apps: :mod:`privfed.flower.secagg_app` (a secure sum),
+  :mod:`privfed.flower.latent_app` (the latent-statistic job),
+  :mod:`privfed.flower.factory_app` (the factory job).
+* Running: ``flwr run examples/flower_app`` (simulation engine),
+  :func:`run_simulation` from Python, ``scripts/flower_deploy.py`` for
+  SuperLink + SuperNodes (deployment engine).
+
+Nothing else in privfed imports this package; it imports the cores and engines.
+"""
+
+from __future__ import annotations
+
+from privfed._deps import require
+
+require("flwr", feature="privfed.flower")
+
+from privfed.flower.client import (  # noqa: E402
+    JOURNAL_NODE_CONFIG_KEY,
+    STATE_KEY,
+    add_secagg_handlers,
+    default_journal,
+)
+from privfed.flower.server import (  # noqa: E402
+    HELLO_TYPE,
+    SecAggRoundResult,
+    SecAggWorkflow,
+    hello,
+    wait_for_nodes,
+)
+from privfed.flower.simulation import run_simulation  # noqa: E402
+
+__all__ = [
+    "HELLO_TYPE",
+    "JOURNAL_NODE_CONFIG_KEY",
+    "STATE_KEY",
+    "SecAggRoundResult",
+    "SecAggWorkflow",
+    "add_secagg_handlers",
+    "default_journal",
+    "hello",
+    "run_simulation",
+    "wait_for_nodes",
+]

@@ -1,0 +1,137 @@
+"""How privfed's protocol messages travel inside Flower messages.
+
+Message types are privfed's own (``query.privfed_secagg_<stage>``), so nothing
+collides with Flower's ``secaggplus_mod`` (which acts on ``train`` messages).
+Keys, ciphertexts and shares travel as bytes in a ``ConfigRecord``; the masked
+input vector travels as a Flower array in an ``ArrayRecord`` (chunked on the
+wire by Flower).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
+
+from privfed.errors import MessageFormatError
+from privfed.secagg import MaskedInput, Stage
+
+#: The record every privfed message keeps its fields in.
+RECORD: Final = "privfed"
+#: The array record of a masked input.
+ARRAYS: Final = "privfed_values"
+
+#: Flower action (``query.<action>``) of each stage.
+ACTIONS: Final = {
+    Stage.ADVERTISE_KEYS: "privfed_secagg_advertise",
+    Stage.SHARE_KEYS: "privfed_secagg_share",
+    Stage.MASKED_INPUT: "privfed_secagg_mask",
+    Stage.UNMASKING: "privfed_secagg_unmask",
+}
+#: Flower action of the hello round.
+HELLO_ACTION: Final = "privfed_hello"
+#: The full Flower message type of each stage.
+MESSAGE_TYPES: Final = {stage: f"query.{action}" for stage, action in ACTIONS.items()}
+#: The stage of each Flower message type.
+STAGE_OF_TYPE: Final = {kind: stage for stage, kind in MESSAGE_TYPES.items()}
+
+
+def config_record(content: RecordDict) -> ConfigRecord:
+    """The privfed record of ``content``.
+
+    Raises:
+        MessageFormatError: ``content`` has no privfed record.
+    """
+    try:
+        return content.config_records[RECORD]
+    except KeyError:
+        raise MessageFormatError("the Flower message carries no privfed record") from None
+
+
+def get_bytes(record: ConfigRecord, key: str) -> bytes:
+    """A bytes field of ``record``.
+
+    Raises:
+        MessageFormatError: Missing, or not bytes.
+    """
+    value = record.get(key)
+    if not isinstance(value, bytes):
+        raise MessageFormatError(f"the privfed record lacks the bytes field {key!r}")
+    return value
+
+
+def get_int(record: ConfigRecord, key: str) -> int:
+    """An int field of ``record``.
+
+    Raises:
+        MessageFormatError: Missing, or not an int.
+    """
+    value = record.get(key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise MessageFormatError(f"the privfed record lacks the int field {key!r}")
+    return value
+
+
+def bytes_content(data: bytes, **extra: int | str | bytes) -> RecordDict:
+    """A RecordDict holding one protocol message's bytes (plus small public fields)."""
+    return RecordDict({RECORD: ConfigRecord({"message": data, **extra})})
+
+
+def masked_input_content(message: MaskedInput) -> RecordDict:
+    """A masked input: header fields as config, the vector as a Flower array."""
+    header = ConfigRecord(
+        {
+            "session": message.session_id,
+            "round": message.round_index,
+            "sender": message.sender,
+            "ring-bits": message.ring_bits,
+        }
+    )
+    values = np.ascontiguousarray(message.values, dtype=np.uint64)
+    return RecordDict({RECORD: header, ARRAYS: ArrayRecord({"values": Array(values)})})
+
+
+def parse_masked_input(content: RecordDict) -> MaskedInput:
+    """Rebuild a :class:`MaskedInput` from :func:`masked_input_content` (validated).
+
+    Raises:
+        MessageFormatError: A field is missing or malformed.
+    """
+    header = config_record(content)
+    try:
+        array = content.array_records[ARRAYS]["values"]
+        values: npt.NDArray[np.uint64] = array.numpy()
+    except (KeyError, TypeError, ValueError):
+        raise MessageFormatError("the masked input carries no value array") from None
+    if values.dtype != np.uint64 or values.ndim != 1:
+        raise MessageFormatError("the masked input's values are not a 1-D uint64 array")
+    try:
+        return MaskedInput(
+            session_id=get_bytes(header, "session"),
+            round_index=get_int(header, "round"),
+            sender=get_int(header, "sender"),
+            ring_bits=get_int(header, "ring-bits"),
+            values=values,
+        )
+    except (ValueError, TypeError) as exc:
+        raise MessageFormatError(f"malformed masked input: {exc}") from None
+
+
+def content_bytes(content: RecordDict) -> int:
+    """Bytes of payload in ``content`` (bytes fields and array buffers), for cost reports."""
+    total = 0
+    for record in content.config_records.values():
+        for value in record.values():
+            for item in value if isinstance(value, list) else [value]:
+                if isinstance(item, bytes):
+                    total += len(item)
+                elif isinstance(item, str):
+                    total += len(item.encode())
+                else:
+                    total += 8
+    for arrays in content.array_records.values():
+        for array in arrays.values():
+            total += len(array.data)
+    return total

@@ -1,0 +1,250 @@
+"""The client side: ``SecAggClient`` inside a Flower ``ClientApp``.
+
+:func:`add_secagg_handlers` registers one query handler per protocol stage on
+a :class:`flwr.clientapp.ClientApp` (message types ``query.privfed_secagg_*``).
+Between messages the client lives only as bytes in the node's
+``Context.state`` (the versioned codec of
+:mod:`privfed.secagg.protocol.state`): each handler restores it, checks it
+against the node's durable reveal journal, runs one step, journals the answer
+*before* it leaves, and stores the new state.  A state older than the
+journal (a rollback) refuses to answer.
+
+The node's input vector is asked for only at the masked-input stage, through
+the ``values`` callback, so a node can run the key stages while it is still
+computing its update and its input never sits in the stored state.
+
+Threat model: the node trusts the server for nothing but relaying; every check
+of :class:`~privfed.secagg.SecAggClient` applies.  The stored state holds the
+node's secrets: ``Context.state`` stays on the SuperNode, but whoever can read
+the SuperNode's state store can read them.  The journal must live on storage
+that is never restored together with the state (see SECURITY.md).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+from flwr.app import ConfigRecord, Context, Message, RecordDict
+from flwr.clientapp import ClientApp
+
+from privfed.errors import AuthenticationError, MessageFormatError, ProtocolAbort
+from privfed.flower import _wire
+from privfed.secagg import (
+    EncryptedSharesBundle,
+    Roster,
+    RoutedShares,
+    SecAggClient,
+    SecAggConfig,
+    Stage,
+    UnmaskRequest,
+)
+from privfed.secagg.protocol.state import (
+    FileRevealJournal,
+    RevealJournal,
+    decode_config,
+    export_client_state,
+    record_answer,
+    restore_client_state,
+)
+
+__all__ = [
+    "JOURNAL_NODE_CONFIG_KEY",
+    "STATE_KEY",
+    "JournalFn",
+    "JournalIn",
+    "ValuesFn",
+    "add_secagg_handlers",
+    "default_journal",
+]
+
+#: Where the node keeps its protocol state in ``Context.state``.
+STATE_KEY: Final = "privfed_secagg"
+#: Node-config key naming the node's journal file (``--node-config
+#: 'privfed-journal=/var/lib/privfed/journal.jsonl'``).
+JOURNAL_NODE_CONFIG_KEY: Final = "privfed-journal"
+
+#: ``values(context, config) -> ring vector`` of this node for this round.
+ValuesFn = Callable[[Context, SecAggConfig], npt.NDArray[np.integer]]
+#: ``journal(context) -> RevealJournal`` of this node.
+JournalFn = Callable[[Context], RevealJournal]
+
+
+def default_journal(context: Context) -> RevealJournal:
+    """The node's file journal.
+
+    Path, first found: the node config's ``privfed-journal`` (a file); the run
+    config's ``journal-dir`` (a folder; one file per node); else
+    ``$XDG_STATE_HOME/privfed/journal/node-<node id>.jsonl`` (default
+    ``~/.local/state``).  Deployments should set the node config key to
+    durable storage that backups of the node's state do not cover.
+    """
+    explicit = context.node_config.get(JOURNAL_NODE_CONFIG_KEY)
+    if isinstance(explicit, str) and explicit:
+        return FileRevealJournal(explicit)
+    folder = context.run_config.get("journal-dir")
+    if not (isinstance(folder, str) and folder):
+        base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+        folder = str(Path(base) / "privfed" / "journal")
+    return FileRevealJournal(Path(folder) / f"node-{context.node_id}.jsonl")
+
+
+def _wire_session(config: SecAggConfig) -> bytes:
+    """The session id the round's messages carry (bound to the config's digest)."""
+    bound = getattr(config, "bound_session_id", None)
+    return bound if isinstance(bound, bytes) else config.session_id
+
+
+class JournalIn:
+    """A picklable :data:`JournalFn`: one file journal per node in ``folder``.
+
+    Args:
+        folder: Directory of the journals (``node-<node id>.jsonl``).
+    """
+
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        self.folder = Path(folder)
+
+    def __call__(self, context: Context) -> RevealJournal:
+        return FileRevealJournal(self.folder / f"node-{context.node_id}.jsonl")
+
+
+class _Handlers:
+    def __init__(self, values: ValuesFn, journal: JournalFn) -> None:
+        self._values = values
+        self._journal = journal
+
+    # -- state -----------------------------------------------------------------------
+
+    def _restore(self, context: Context, session_id: bytes) -> tuple[SecAggClient, RevealJournal]:
+        journal = self._journal(context)
+        record = context.state.config_records.get(STATE_KEY)
+        if record is None or record.get("session") != session_id:
+            raise ProtocolAbort("this node holds no protocol state for that session")
+        blob = record.get("state")
+        if not isinstance(blob, bytes):
+            raise MessageFormatError("the node's stored protocol state is not bytes")
+        return restore_client_state(blob, journal=journal), journal
+
+    @staticmethod
+    def _commit(
+        context: Context, journal: RevealJournal, client: SecAggClient, answer: object
+    ) -> None:
+        # Journal first: if it refuses, nothing leaves and the state is not replaced.
+        record_answer(journal, client, answer)
+        context.state[STATE_KEY] = ConfigRecord(
+            {"state": export_client_state(client), "session": _wire_session(client.config)}
+        )
+
+    @staticmethod
+    def _journal_abort(journal: RevealJournal, client: SecAggClient) -> None:
+        # The abort is permanent: journal it so that no older state answers again.
+        if client.aborted:
+            record_answer(journal, client, None)
+
+    def _step(
+        self,
+        context: Context,
+        session_id: bytes,
+        act: Callable[[SecAggClient], object],
+    ) -> object:
+        client, journal = self._restore(context, session_id)
+        try:
+            answer = act(client)
+        except (ProtocolAbort, AuthenticationError):
+            self._journal_abort(journal, client)
+            raise
+        self._commit(context, journal, client, answer)
+        return answer
+
+    # -- the stages ------------------------------------------------------------------
+
+    def advertise(self, message: Message, context: Context) -> Message:
+        record = _wire.config_record(message.content)
+        config = decode_config(_wire.get_bytes(record, "config"))
+        client = SecAggClient(config, _wire.get_int(record, "client-id"))
+        journal = self._journal(context)
+        if journal.latest_step(config.session_id, config.round_index, client.client_id) is not None:
+            # Fresh keys for a session this node already answered would let the
+            # server pick between two key sets: one session, one client.
+            raise ProtocolAbort("this node already took part in that session")
+        answer = client.advertise_keys()
+        self._commit(context, journal, client, answer)
+        return Message(_wire.bytes_content(answer.to_bytes()), reply_to=message)
+
+    def share(self, message: Message, context: Context) -> Message:
+        roster = Roster.from_bytes(_wire.get_bytes(_wire.config_record(message.content), "message"))
+        out = self._step(context, roster.session_id, lambda c: c.share_keys(roster))
+        assert isinstance(out, dict)  # noqa: S101 -- share_keys returns a dict
+        bundle = EncryptedSharesBundle.from_shares([out[r] for r in sorted(out)])
+        return Message(_wire.bytes_content(bundle.to_bytes()), reply_to=message)
+
+    def mask(self, message: Message, context: Context) -> Message:
+        routed = RoutedShares.from_bytes(
+            _wire.get_bytes(_wire.config_record(message.content), "message")
+        )
+
+        def act(client: SecAggClient) -> object:
+            return client.masked_input(routed, self._values(context, client.config))
+
+        answer = self._step(context, routed.session_id, act)
+        return Message(_wire.masked_input_content(answer), reply_to=message)  # type: ignore[arg-type]
+
+    def unmask(self, message: Message, context: Context) -> Message:
+        request = UnmaskRequest.from_bytes(
+            _wire.get_bytes(_wire.config_record(message.content), "message")
+        )
+        answer = self._step(context, request.session_id, lambda c: c.unmask(request))
+        return Message(_wire.bytes_content(answer.to_bytes()), reply_to=message)  # type: ignore[attr-defined]
+
+
+def add_secagg_handlers(
+    app: ClientApp,
+    values: ValuesFn,
+    *,
+    journal: JournalFn | None = None,
+) -> ClientApp:
+    """Register privfed's secure-aggregation handlers on a Flower ``ClientApp``.
+
+    Args:
+        app: The ClientApp (its own mods wrap these handlers too).
+        values: ``values(context, config)`` returns this node's input for the
+            round: a 1-D integer numpy array of ``config.vector_length`` ring
+            elements.  Called once per round, at the masked-input stage.
+        journal: ``journal(context)`` returns the node's durable
+            :class:`~privfed.secagg.protocol.state.RevealJournal`; default
+            :func:`default_journal`.
+
+    Returns:
+        ``app``, with handlers for ``query.privfed_secagg_advertise``,
+        ``..._share``, ``..._mask`` and ``..._unmask``, and
+        ``query.privfed_hello`` (the node's public partition id).
+
+    Raises:
+        ValueError: ``app`` already has a handler of one of these names
+            (Flower's own check).
+    """
+    handlers = _Handlers(values, default_journal if journal is None else journal)
+    table = {
+        Stage.ADVERTISE_KEYS: handlers.advertise,
+        Stage.SHARE_KEYS: handlers.share,
+        Stage.MASKED_INPUT: handlers.mask,
+        Stage.UNMASKING: handlers.unmask,
+    }
+    for stage, handler in table.items():
+        app.query(_wire.ACTIONS[stage])(handler)
+    app.query(_wire.HELLO_ACTION)(_hello)
+    return app
+
+
+def _hello(message: Message, context: Context) -> Message:
+    """Report the node's public ``partition-id`` (node config; -1 if unset)."""
+    raw = context.node_config.get("partition-id", -1)
+    pid = int(raw) if isinstance(raw, (int, float, str)) else -1
+    return Message(
+        RecordDict({_wire.RECORD: ConfigRecord({"partition-id": pid})}), reply_to=message
+    )

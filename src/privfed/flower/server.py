@@ -1,0 +1,433 @@
+"""The server side: a workflow that drives ``SecAggServer`` over a Flower ``Grid``.
+
+:class:`SecAggWorkflow` runs one secure-aggregation round inside a
+``ServerApp``'s ``main(grid, context)``: per stage it sends each node its
+privfed message (``query.privfed_secagg_<stage>``) with
+``grid.send_and_receive(..., timeout=...)`` and feeds the replies to
+:class:`~privfed.secagg.SecAggServer`.
+
+* A node whose reply is an error, arrives after the timeout or never arrives
+  is a dropout of that stage; so is a node whose reply the server refuses.
+* The sender handed to :meth:`SecAggServer.receive` is the client id mapped
+  from the Flower node that delivered the reply (``msg.metadata.src_node_id``),
+  never the id claimed inside the payload: a message in another client's name
+  is refused.  A reply from a node that was not asked is ignored.
+* Fewer than ``threshold`` clients left at a stage abort the round cleanly:
+  :class:`~privfed.errors.ProtocolAbort` from :meth:`SecAggWorkflow.run`, and
+  no survivor is asked to reveal anything.
+
+Threat model: Flower authenticates nodes (with ``--enable-supernode-auth``)
+and TLS protects the channel; this workflow relies on both in a deployment
+(see SECURITY.md).  The node-to-client map is the identity binding: give it
+from your registry, or let :meth:`SecAggWorkflow.run` number the nodes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
+
+import numpy as np
+import numpy.typing as npt
+from flwr.app import ConfigRecord, Message, RecordDict
+from flwr.serverapp import Grid
+
+from privfed._checks import check_float, check_int
+from privfed.errors import (
+    MessageFormatError,
+    ParameterError,
+    ParameterTypeError,
+    ProtocolAbort,
+)
+from privfed.flower import _wire
+from privfed.progress import ProgressEvent, ProgressFn
+from privfed.secagg import (
+    GraphMode,
+    SecAggConfig,
+    SecAggServer,
+    Stage,
+    decode_message,
+    new_session_id,
+)
+from privfed.secagg import (
+    Message as ProtocolMessage,
+)
+from privfed.secagg.protocol.state import encode_config
+
+__all__ = ["HELLO_TYPE", "SecAggRoundResult", "SecAggWorkflow", "hello", "wait_for_nodes"]
+
+#: Message type of the hello round (each node reports its public partition id).
+HELLO_TYPE = "query." + _wire.HELLO_ACTION
+
+_LOG = logging.getLogger("privfed.flower")
+# What a refused reply raises: the reply is dropped, the round goes on.
+_REFUSALS = (ProtocolAbort, MessageFormatError, ParameterError, ParameterTypeError)
+_STAGES = (Stage.ADVERTISE_KEYS, Stage.SHARE_KEYS, Stage.MASKED_INPUT, Stage.UNMASKING)
+
+
+@dataclasses.dataclass(frozen=True)
+class SecAggRoundResult:
+    """One round over Flower: the sum and what happened to whom.
+
+    Attributes:
+        total: The ring sum (1-D ``uint64``) of exactly the clients in ``survivors``.
+        config: The round's config (client ids are the mapped ids).
+        clients: Flower node id -> client id of the round.
+        survivors: Client ids whose masked input is in the sum.
+        dropped: Per stage, client ids that were asked and gave no accepted
+            reply (error, timeout, or refused).
+        refused: Client id -> why its reply was refused (forged sender,
+            wrong session, malformed ...); those clients are in ``dropped`` too.
+        errors: Client id -> the reason of its error reply (its ClientApp
+            raised, e.g. a node refusing a rolled-back state); in ``dropped`` too.
+        seconds: Wall seconds per stage (send, wait, receive, close).
+        server_seconds: Seconds per stage spent in the server's own work
+            (parsing, :class:`SecAggServer`, building replies), without waiting.
+        bytes_received: Payload bytes received per client over the round.
+        bytes_sent: Payload bytes sent to each client over the round.
+    """
+
+    total: npt.NDArray[np.uint64] = dataclasses.field(repr=False)
+    config: SecAggConfig
+    clients: Mapping[int, int]
+    survivors: tuple[int, ...]
+    dropped: Mapping[Stage, tuple[int, ...]]
+    refused: Mapping[int, str]
+    errors: Mapping[int, str]
+    seconds: Mapping[Stage, float]
+    server_seconds: Mapping[Stage, float]
+    bytes_received: Mapping[int, int]
+    bytes_sent: Mapping[int, int]
+
+    @property
+    def node_of(self) -> dict[int, int]:
+        """Client id -> Flower node id."""
+        return {cid: node for node, cid in self.clients.items()}
+
+
+def wait_for_nodes(grid: Grid, count: int, *, timeout: float = 120.0) -> list[int]:
+    """Wait until ``count`` nodes are connected; their ids, sorted.
+
+    Raises:
+        ProtocolAbort: Fewer than ``count`` nodes connected within ``timeout`` s.
+    """
+    check_int("count", count, minimum=1)
+    deadline = time.monotonic() + timeout
+    while True:
+        nodes = sorted(int(n) for n in grid.get_node_ids())
+        if len(nodes) >= count:
+            return nodes
+        if time.monotonic() > deadline:
+            raise ProtocolAbort(f"only {len(nodes)} of {count} Flower nodes connected in time")
+        time.sleep(0.1)
+
+
+def hello(grid: Grid, nodes: Iterable[int], *, timeout: float = 60.0) -> dict[int, int]:
+    """Ask each node for its ``partition-id`` (node config); ``{node_id: partition_id}``.
+
+    Nodes that fail or do not answer in time are left out.  The partition id
+    is the node operator's declaration (public); two nodes declaring the same
+    one are both left out.
+
+    Raises:
+        ProtocolAbort: No node answered.
+    """
+    asked = [int(n) for n in nodes]
+    messages = [
+        Message(RecordDict(), dst_node_id=node, message_type=HELLO_TYPE, group_id="hello")
+        for node in asked
+    ]
+    found: dict[int, int] = {}
+    for reply in grid.send_and_receive(messages, timeout=timeout):
+        node = int(reply.metadata.src_node_id)
+        if node not in asked or reply.has_error():
+            continue
+        try:
+            found[node] = _wire.get_int(_wire.config_record(reply.content), "partition-id")
+        except MessageFormatError:
+            continue
+    counts: dict[int, int] = {}
+    for pid in found.values():
+        counts[pid] = counts.get(pid, 0) + 1
+    result = {node: pid for node, pid in found.items() if counts[pid] == 1 and pid >= 0}
+    if not result:
+        raise ProtocolAbort("no Flower node answered the hello round")
+    return result
+
+
+class SecAggWorkflow:
+    """Drive one privfed secure-aggregation round per :meth:`run` over a Flower grid.
+
+    Args:
+        threshold: Shamir threshold ``t`` (see :class:`~privfed.secagg.SecAggConfig`).
+        vector_length: Values per client.
+        ring_bits: Ring width in bits (default 64).
+        graph: ``"complete"`` or ``"harary"`` (SecAgg+).
+        degree: Neighbours per client in Harary mode.
+        timeout: Seconds each stage waits for replies; a node that has not
+            answered by then is a dropout of that stage.  ``> 0``.
+        config_fields: Further :class:`~privfed.secagg.SecAggConfig` fields
+            (e.g. a security mode the protocol layer offers).
+        progress: Optional callback; a
+            :class:`~privfed.progress.ProgressEvent` (stage name in lower
+            case) when each stage closes.
+
+    Raises:
+        ParameterError, ParameterTypeError: An argument outside its domain
+            (the config's own checks run when a round starts).
+    """
+
+    def __init__(
+        self,
+        *,
+        threshold: int,
+        vector_length: int,
+        ring_bits: int = 64,
+        graph: GraphMode | str = GraphMode.COMPLETE,
+        degree: int | None = None,
+        timeout: float = 60.0,
+        config_fields: Mapping[str, object] | None = None,
+        progress: ProgressFn | None = None,
+    ) -> None:
+        check_int("threshold", threshold, minimum=2)
+        check_int("vector_length", vector_length, minimum=1)
+        check_float("timeout", timeout, low=0.0, open_low=True, numpy=False)
+        if config_fields is not None and not isinstance(config_fields, Mapping):
+            raise ParameterTypeError("config_fields", "a mapping or None", config_fields)
+        self.threshold = threshold
+        self.vector_length = vector_length
+        self.ring_bits = ring_bits
+        self.graph = graph
+        self.degree = degree
+        self.timeout = float(timeout)
+        self.config_fields = dict(config_fields or {})
+        self.progress = progress
+
+    def make_config(
+        self, client_ids: Iterable[int], *, session_id: bytes | None = None, round_index: int = 0
+    ) -> SecAggConfig:
+        """The round's :class:`~privfed.secagg.SecAggConfig` for these client ids."""
+        return SecAggConfig(
+            client_ids=tuple(client_ids),
+            threshold=self.threshold,
+            vector_length=self.vector_length,
+            ring_bits=self.ring_bits,
+            graph=self.graph,  # type: ignore[arg-type]
+            degree=self.degree,
+            session_id=new_session_id() if session_id is None else session_id,
+            round_index=round_index,
+            **self.config_fields,  # type: ignore[arg-type]
+        )
+
+    def run(
+        self,
+        grid: Grid,
+        clients: Mapping[int, int] | Iterable[int],
+        *,
+        round_index: int = 0,
+        session_id: bytes | None = None,
+        group_id: str | None = None,
+        extra: Mapping[str, int | str | bytes] | None = None,
+    ) -> SecAggRoundResult:
+        """Run one round over ``grid``.
+
+        Args:
+            grid: The ServerApp's grid.
+            clients: ``{node_id: client_id}`` (client ids ``>= 1``, distinct),
+                or node ids, numbered ``1..n`` in sorted order.
+            round_index: The round's public index.
+            session_id: Public session id; fresh from the OS CSPRNG by default.
+            group_id: Flower group id of the messages (default: the round index).
+            extra: Small public fields added to every node's ADVERTISE_KEYS
+                message (e.g. job parameters), in the privfed record.
+
+        Returns:
+            A :class:`SecAggRoundResult`.
+
+        Raises:
+            ParameterError: Bad ``clients`` map.
+            ProtocolAbort: Fewer than ``threshold`` clients (or shares of a
+                needed secret) remained at some stage; the round is over.
+            ReconstructionError: Revealed shares are inconsistent.
+        """
+        mapping = _client_map(clients)
+        config = self.make_config(
+            sorted(mapping.values()), session_id=session_id, round_index=round_index
+        )
+        server = SecAggServer(config)
+        node_of = {cid: node for node, cid in mapping.items()}
+        group = str(round_index) if group_id is None else group_id
+        state = _RoundState(config, mapping)
+
+        def exchange(
+            stage: Stage,
+            payloads: Mapping[int, RecordDict],
+            accept: Callable[[int, RecordDict], None],
+        ) -> None:
+            start = time.perf_counter()
+            messages = []
+            for cid, content in payloads.items():
+                state.sent[cid] = state.sent.get(cid, 0) + _wire.content_bytes(content)
+                messages.append(
+                    Message(
+                        content,
+                        dst_node_id=node_of[cid],
+                        message_type=_wire.MESSAGE_TYPES[stage],
+                        group_id=group,
+                    )
+                )
+            state.server[stage] += time.perf_counter() - start
+            replies = list(grid.send_and_receive(messages, timeout=self.timeout))
+            start = time.perf_counter()
+            answered: set[int] = set()
+            for reply in replies:
+                found = mapping.get(int(reply.metadata.src_node_id))
+                if found is None or found not in payloads or found in answered:
+                    _LOG.warning("ignoring a reply from node %s", reply.metadata.src_node_id)
+                    continue
+                cid = found
+                answered.add(cid)
+                if reply.has_error():
+                    state.errors[cid] = str(reply.error.reason)
+                    _LOG.info("client %d failed at %s: %s", cid, stage.name, reply.error.reason)
+                    continue
+                content = reply.content
+                state.received[cid] = state.received.get(cid, 0) + _wire.content_bytes(content)
+                try:
+                    accept(cid, content)
+                except _REFUSALS as exc:
+                    state.refused[cid] = str(exc)
+                    _LOG.warning("refused client %d's %s reply: %s", cid, stage.name, exc)
+            state.server[stage] += time.perf_counter() - start
+
+        def receive_bytes(cid: int, content: RecordDict) -> None:
+            data = _wire.get_bytes(_wire.config_record(content), "message")
+            message: ProtocolMessage = decode_message(data)
+            server.receive(message, sender=cid)
+
+        def receive_masked(cid: int, content: RecordDict) -> None:
+            server.receive(_wire.parse_masked_input(content), sender=cid)
+
+        def close(
+            stage: Stage, asked: Iterable[int], accepted: Iterable[int], fn: Callable[[], object]
+        ) -> object:
+            asked_set, accepted_set = set(asked), set(accepted)
+            state.dropped[stage] = tuple(sorted(asked_set - accepted_set))
+            start = time.perf_counter()
+            try:
+                return fn()
+            finally:
+                state.server[stage] += time.perf_counter() - start
+                state.seconds[stage] = time.perf_counter() - state.stage_start
+                state.stage_start = time.perf_counter()
+                if self.progress is not None:
+                    self.progress(ProgressEvent(stage.name.lower(), 1, 1))
+
+        # ADVERTISE_KEYS
+        state.stage_start = time.perf_counter()
+        start = time.perf_counter()
+        config_bytes = encode_config(config)
+        fields = dict(extra or {})
+        advertise = {
+            cid: RecordDict(
+                {_wire.RECORD: ConfigRecord({**fields, "config": config_bytes, "client-id": cid})}
+            )
+            for cid in config.client_ids
+        }
+        state.server[Stage.ADVERTISE_KEYS] += time.perf_counter() - start
+        exchange(Stage.ADVERTISE_KEYS, advertise, receive_bytes)
+        rosters = close(
+            Stage.ADVERTISE_KEYS,
+            config.client_ids,
+            server.advertised,
+            lambda: _per_client(server, sorted(server.advertised)),
+        )
+
+        # SHARE_KEYS
+        assert isinstance(rosters, dict)  # noqa: S101
+        exchange(Stage.SHARE_KEYS, rosters, receive_bytes)
+        routed = close(
+            Stage.SHARE_KEYS,
+            rosters,
+            _complete_senders(server),
+            lambda: {
+                cid: _wire.bytes_content(m.to_bytes()) for cid, m in server.routed_shares().items()
+            },
+        )
+        state.dropped[Stage.SHARE_KEYS] = tuple(sorted(set(rosters) - server.shared))
+
+        # MASKED_INPUT
+        assert isinstance(routed, dict)  # noqa: S101
+        exchange(Stage.MASKED_INPUT, routed, receive_masked)
+        requests = close(
+            Stage.MASKED_INPUT,
+            routed,
+            server.survivors,
+            lambda: {
+                cid: _wire.bytes_content(m.to_bytes())
+                for cid, m in server.unmask_requests().items()
+            },
+        )
+
+        # UNMASKING
+        assert isinstance(requests, dict)  # noqa: S101
+        exchange(Stage.UNMASKING, requests, receive_bytes)
+        total = close(Stage.UNMASKING, requests, server.responders, server.finalize)
+        assert isinstance(total, np.ndarray)  # noqa: S101
+        return SecAggRoundResult(
+            total=total,
+            config=config,
+            clients=MappingProxyType(dict(mapping)),
+            survivors=tuple(sorted(server.survivors)),
+            dropped=MappingProxyType(dict(state.dropped)),
+            refused=MappingProxyType(dict(state.refused)),
+            errors=MappingProxyType(dict(state.errors)),
+            seconds=MappingProxyType(dict(state.seconds)),
+            server_seconds=MappingProxyType(dict(state.server)),
+            bytes_received=MappingProxyType(dict(state.received)),
+            bytes_sent=MappingProxyType(dict(state.sent)),
+        )
+
+
+class _RoundState:
+    def __init__(self, config: SecAggConfig, mapping: Mapping[int, int]) -> None:
+        self.config = config
+        self.mapping = mapping
+        self.sent: dict[int, int] = {}
+        self.received: dict[int, int] = {}
+        self.refused: dict[int, str] = {}
+        self.errors: dict[int, str] = {}
+        self.dropped: dict[Stage, tuple[int, ...]] = {}
+        self.seconds: dict[Stage, float] = {}
+        self.server: dict[Stage, float] = dict.fromkeys(_STAGES, 0.0)
+        self.stage_start = 0.0
+
+
+def _per_client(server: SecAggServer, clients: list[int]) -> dict[int, RecordDict]:
+    """Each client's roster (one serialization when the graph is complete)."""
+    if server.config.graph is GraphMode.COMPLETE:
+        data = server.roster().to_bytes()
+        return {cid: _wire.bytes_content(data) for cid in clients}
+    return {cid: _wire.bytes_content(server.roster(cid).to_bytes()) for cid in clients}
+
+
+def _complete_senders(server: SecAggServer) -> frozenset[int]:
+    # Accepted bundles; the server decides completeness when it routes.
+    return server.advertised
+
+
+def _client_map(clients: Mapping[int, int] | Iterable[int]) -> dict[int, int]:
+    if isinstance(clients, Mapping):
+        mapping = {int(node): int(cid) for node, cid in clients.items()}
+    elif isinstance(clients, Iterable) and not isinstance(clients, (str, bytes)):
+        mapping = {int(node): i for i, node in enumerate(sorted(int(n) for n in clients), 1)}
+    else:
+        raise ParameterTypeError("clients", "a mapping node id -> client id, or node ids", clients)
+    if len(set(mapping.values())) != len(mapping):
+        raise ParameterError("clients", "distinct client ids", "duplicates")
+    if len(mapping) < 2:
+        raise ParameterError("clients", "at least two nodes", len(mapping))
+    return mapping

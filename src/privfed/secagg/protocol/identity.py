@@ -1,0 +1,376 @@
+"""Long-term client identities for the active security mode: Ed25519 keys and their registry.
+
+In the active mode (:attr:`~privfed.secagg.SecurityMode.ACTIVE`) every client
+holds a long-term Ed25519 signing key (RFC 8032, from ``cryptography``).  The
+*integrator* -- whoever enrols the clients of a federation, not the
+aggregation server -- publishes the registry of their public keys: this is the
+PKI of Bonawitz et al. (arXiv:1611.04482, §4, active protocol).  Clients sign
+
+* their advertised round keys, over (bound session, config digest, client id,
+  both X25519 public keys), so a server cannot substitute a key and read the
+  shares sent to it;
+* the survivor set of the ConsistencyCheck round, over (bound session, config
+  digest, survivor set), so a server cannot show two honest clients two
+  different views.
+
+Every signed payload starts with its own domain string, so a signature of one
+kind can never be replayed as another.
+
+Registry file (JSON, UTF-8)::
+
+    {
+      "format": "privfed-secagg-identities",
+      "version": 1,
+      "algorithm": "ed25519",
+      "encoding": "hex",            # or "base64" (standard alphabet, padded)
+      "assumed_corrupted": 0,       # n_C, the integrator's bound (see below)
+      "clients": [{"id": 1, "public_key": "<32 bytes, encoded>"}, ...]
+    }
+
+``assumed_corrupted`` is the integrator's policy, not the server's: the number
+of corrupted clients the federation must withstand (in SecAgg+, within any one
+neighbourhood).  An active-mode :class:`~privfed.secagg.SecAggConfig` must
+assume at least that many, so a server cannot hand a client a configuration
+with a weaker threshold rule than the integrator fixed.
+
+Ids are the clients' secure-aggregation ids; a transport (e.g. Flower node
+ids) maps its own identities onto them.  Unknown keys, duplicate ids or keys,
+and malformed encodings are refused.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import hashlib
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+    Ed25519PrivateKey,
+    Ed25519PublicKey,
+)
+
+from privfed._checks import check_int
+from privfed.errors import ParameterError, ParameterTypeError
+
+__all__ = [
+    "IDENTITY_PUBLIC_KEY_SIZE",
+    "REGISTRY_FORMAT",
+    "REGISTRY_VERSION",
+    "SIGNATURE_SIZE",
+    "IdentityKey",
+    "IdentityRegistry",
+    "advertisement_payload",
+    "survivor_set_payload",
+]
+
+#: Size of an Ed25519 public key.
+IDENTITY_PUBLIC_KEY_SIZE: Final = 32
+#: Size of an Ed25519 signature.
+SIGNATURE_SIZE: Final = 64
+#: The ``format`` field of a registry file.
+REGISTRY_FORMAT: Final = "privfed-secagg-identities"
+#: The registry file version written and accepted.
+REGISTRY_VERSION: Final = 1
+
+_MAX_ID: Final = 2**32 - 1
+_ADVERTISEMENT_DOMAIN: Final = b"privfed/secagg/signed-advertisement/v1"
+_SURVIVORS_DOMAIN: Final = b"privfed/secagg/signed-survivor-set/v1"
+_REGISTRY_DOMAIN: Final = b"privfed/secagg/identity-registry/v1"
+
+
+class IdentityKey:
+    """A client's long-term Ed25519 signing key (secret; never shown in ``repr``).
+
+    Args:
+        private_key: The 32-byte Ed25519 private key (seed).
+
+    Raises:
+        ParameterTypeError: ``private_key`` is not bytes.
+        ParameterError: ``private_key`` is not 32 bytes long.
+    """
+
+    __slots__ = ("_key", "_private", "_public")
+
+    def __init__(self, private_key: bytes) -> None:
+        if not isinstance(private_key, bytes):
+            raise ParameterTypeError("private_key", "bytes", private_key)
+        if len(private_key) != 32:
+            raise ParameterError("private_key", "bytes of length 32", None, secret=True)
+        self._private = private_key
+        self._key = Ed25519PrivateKey.from_private_bytes(private_key)
+        self._public = self._key.public_key().public_bytes_raw()
+
+    @classmethod
+    def generate(cls) -> IdentityKey:
+        """A fresh key from the OS CSPRNG."""
+        return cls(Ed25519PrivateKey.generate().private_bytes_raw())
+
+    @property
+    def public_key(self) -> bytes:
+        """The 32-byte Ed25519 public key (goes into the registry)."""
+        return self._public
+
+    def private_bytes(self) -> bytes:
+        """The 32-byte private key, for storing it (as confidentially as the key itself)."""
+        return self._private
+
+    def sign(self, payload: bytes) -> bytes:
+        """The 64-byte Ed25519 signature of ``payload`` (deterministic, RFC 8032)."""
+        if not isinstance(payload, bytes):
+            raise ParameterTypeError("payload", "bytes", payload)
+        return self._key.sign(payload)
+
+    def __repr__(self) -> str:
+        return f"IdentityKey(public_key={self._public.hex()[:16]}...)"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, IdentityKey):
+            return NotImplemented
+        return self._public == other._public
+
+    def __hash__(self) -> int:
+        return hash(self._public)
+
+
+def _decode_key(text: object, encoding: str, client_id: int) -> bytes:
+    if not isinstance(text, str):
+        raise ParameterTypeError(f"public_key of client {client_id}", "a string", text)
+    try:
+        raw = (
+            bytes.fromhex(text)
+            if encoding == "hex"
+            else base64.b64decode(text.encode("ascii"), validate=True)
+        )
+    except (ValueError, binascii.Error, UnicodeEncodeError):
+        raise ParameterError(
+            f"public_key of client {client_id}", f"a {encoding}-encoded Ed25519 key", text
+        ) from None
+    return raw
+
+
+@dataclasses.dataclass(frozen=True)
+class IdentityRegistry:
+    """The integrator's registry of client identity public keys (public data).
+
+    Args:
+        public_keys: ``{client_id: 32-byte Ed25519 public key}``; ids in
+            ``[1, 2**32 - 1]``, keys distinct.
+        assumed_corrupted: The integrator's ``n_C``: every active-mode config
+            over this registry must set ``corrupted`` at least this high (so
+            the clients refuse ``2t <= s + n_C``); an int >= 0.
+
+    Raises:
+        ParameterTypeError: Not a mapping of ints to bytes.
+        ParameterError: An id out of range, a key of the wrong size or not a
+            valid Ed25519 point, or two clients with one key.
+    """
+
+    public_keys: Mapping[int, bytes]
+    assumed_corrupted: int = 0
+    _verifiers: Mapping[int, Ed25519PublicKey] = dataclasses.field(
+        init=False, repr=False, compare=False
+    )
+    _digest: bytes = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        keys = self.public_keys
+        if not isinstance(keys, Mapping):
+            raise ParameterTypeError("public_keys", "a mapping from client id to bytes", keys)
+        checked: dict[int, bytes] = {}
+        verifiers: dict[int, Ed25519PublicKey] = {}
+        for cid, key in sorted(keys.items()):
+            check_int("public_keys", cid, minimum=1, maximum=_MAX_ID)
+            if not isinstance(key, bytes):
+                raise ParameterTypeError(f"public_keys[{cid}]", "bytes", key)
+            if len(key) != IDENTITY_PUBLIC_KEY_SIZE:
+                raise ParameterError(
+                    f"public_keys[{cid}]", "a 32-byte Ed25519 public key", f"{len(key)} bytes"
+                )
+            try:
+                verifiers[cid] = Ed25519PublicKey.from_public_bytes(key)
+            except ValueError:
+                raise ParameterError(
+                    f"public_keys[{cid}]", "a valid Ed25519 public key", key.hex()
+                ) from None
+            checked[cid] = key
+        if len(set(checked.values())) != len(checked):
+            raise ParameterError("public_keys", "one distinct key per client", "a repeated key")
+        check_int("assumed_corrupted", self.assumed_corrupted, minimum=0, maximum=_MAX_ID)
+        object.__setattr__(self, "public_keys", dict(checked))
+        object.__setattr__(self, "_verifiers", verifiers)
+        parts = [
+            _REGISTRY_DOMAIN,
+            self.assumed_corrupted.to_bytes(4, "big"),
+            len(checked).to_bytes(4, "big"),
+        ]
+        parts += [cid.to_bytes(4, "big") + key for cid, key in checked.items()]
+        object.__setattr__(self, "_digest", hashlib.sha256(b"".join(parts)).digest())
+
+    def __hash__(self) -> int:
+        return hash(self._digest)
+
+    @property
+    def client_ids(self) -> tuple[int, ...]:
+        """The enrolled ids, increasing."""
+        return tuple(self.public_keys)
+
+    @property
+    def digest(self) -> bytes:
+        """SHA-256 of the canonical encoding (ids increasing, raw keys); in the config digest."""
+        return self._digest
+
+    def public_key(self, client_id: int) -> bytes:
+        """The public key of ``client_id``.
+
+        Raises:
+            ParameterError: ``client_id`` is not enrolled.
+        """
+        try:
+            return self.public_keys[client_id]
+        except (KeyError, TypeError):
+            raise ParameterError("client_id", "an enrolled client id", client_id) from None
+
+    def verify(self, client_id: int, payload: bytes, signature: bytes) -> bool:
+        """Whether ``signature`` is ``client_id``'s valid Ed25519 signature of ``payload``.
+
+        Never raises for a bad signature or an unknown id (returns ``False``),
+        so callers decide how to fail.
+        """
+        verifier = self._verifiers.get(client_id)
+        if verifier is None or not isinstance(signature, bytes) or len(signature) != 64:
+            return False
+        try:
+            verifier.verify(signature, payload)
+        except InvalidSignature:
+            return False
+        return True
+
+    # -- file format -------------------------------------------------------------
+
+    def to_json(self, *, encoding: str = "hex") -> str:
+        """The registry file's text (see the module docstring).
+
+        Args:
+            encoding: ``"hex"`` or ``"base64"``.
+        """
+        if encoding not in ("hex", "base64"):
+            raise ParameterError("encoding", "'hex' or 'base64'", encoding)
+
+        def enc(key: bytes) -> str:
+            return key.hex() if encoding == "hex" else base64.b64encode(key).decode("ascii")
+
+        document = {
+            "format": REGISTRY_FORMAT,
+            "version": REGISTRY_VERSION,
+            "algorithm": "ed25519",
+            "encoding": encoding,
+            "assumed_corrupted": self.assumed_corrupted,
+            "clients": [{"id": cid, "public_key": enc(k)} for cid, k in self.public_keys.items()],
+        }
+        return json.dumps(document, indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> IdentityRegistry:
+        """Parse a registry file's text, strictly.
+
+        Raises:
+            ParameterTypeError: ``text`` is not a string, or a field has the
+                wrong JSON type.
+            ParameterError: Not a version-1 ed25519 registry, an unknown or
+                missing field, a duplicate id, or a malformed key.
+        """
+        if not isinstance(text, str):
+            raise ParameterTypeError("text", "a JSON string", text)
+        try:
+            document: Any = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ParameterError("text", "a JSON document", f"invalid JSON ({exc.msg})") from None
+        if not isinstance(document, dict):
+            raise ParameterTypeError("text", "a JSON object", document)
+        expected = {"format", "version", "algorithm", "encoding", "assumed_corrupted", "clients"}
+        if set(document) != expected:
+            raise ParameterError("text", f"exactly the fields {sorted(expected)}", sorted(document))
+        if document["format"] != REGISTRY_FORMAT:
+            raise ParameterError("format", repr(REGISTRY_FORMAT), document["format"])
+        if document["version"] != REGISTRY_VERSION or isinstance(document["version"], bool):
+            raise ParameterError("version", str(REGISTRY_VERSION), document["version"])
+        if document["algorithm"] != "ed25519":
+            raise ParameterError("algorithm", "'ed25519'", document["algorithm"])
+        encoding = document["encoding"]
+        if encoding not in ("hex", "base64"):
+            raise ParameterError("encoding", "'hex' or 'base64'", encoding)
+        clients = document["clients"]
+        if not isinstance(clients, list):
+            raise ParameterTypeError("clients", "a JSON list", clients)
+        keys: dict[int, bytes] = {}
+        for item in clients:
+            if not isinstance(item, dict) or set(item) != {"id", "public_key"}:
+                raise ParameterError("clients", "objects with exactly 'id' and 'public_key'", item)
+            cid = check_int("id", item["id"], minimum=1, maximum=_MAX_ID)
+            if cid in keys:
+                raise ParameterError("clients", "distinct ids", f"id {cid} twice")
+            keys[cid] = _decode_key(item["public_key"], encoding, cid)
+        corrupted = check_int("assumed_corrupted", document["assumed_corrupted"], minimum=0)
+        return cls(keys, corrupted)
+
+    def save(self, path: str | os.PathLike[str], *, encoding: str = "hex") -> None:
+        """Write the registry file to ``path``."""
+        Path(path).write_text(self.to_json(encoding=encoding), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> IdentityRegistry:
+        """Read a registry file (see :meth:`from_json` for the errors)."""
+        return cls.from_json(Path(path).read_text(encoding="utf-8"))
+
+    @classmethod
+    def of(
+        cls, identities: Mapping[int, IdentityKey], *, assumed_corrupted: int = 0
+    ) -> IdentityRegistry:
+        """The registry of the public halves of ``{client_id: IdentityKey}`` (for simulations)."""
+        return cls({cid: key.public_key for cid, key in identities.items()}, assumed_corrupted)
+
+
+def advertisement_payload(
+    *,
+    session: bytes,
+    config_digest: bytes,
+    client_id: int,
+    encryption_public_key: bytes,
+    mask_public_key: bytes,
+) -> bytes:
+    """The bytes a client signs over its advertised round keys (fixed-width fields)."""
+    return b"".join(
+        [
+            _ADVERTISEMENT_DOMAIN,
+            len(session).to_bytes(1, "big"),
+            session,
+            config_digest,
+            client_id.to_bytes(4, "big"),
+            encryption_public_key,
+            mask_public_key,
+        ]
+    )
+
+
+def survivor_set_payload(
+    *, session: bytes, config_digest: bytes, survivors: Sequence[int]
+) -> bytes:
+    """The bytes a client signs in the ConsistencyCheck round: the survivor set, ids increasing."""
+    ids = sorted(survivors)
+    return b"".join(
+        [
+            _SURVIVORS_DOMAIN,
+            len(session).to_bytes(1, "big"),
+            session,
+            config_digest,
+            len(ids).to_bytes(4, "big"),
+            *(i.to_bytes(4, "big") for i in ids),
+        ]
+    )
