@@ -245,16 +245,21 @@ def main() -> None:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "ray_cpus": args.cpus,
     }
+    # Other processes on the machine slow every way down (Flower's most, it runs longest).
+    load: dict[str, list[float]] = {"start": list(os.getloadavg())}
+    results["load_average"] = load
     _log("privfed, in process (run_protocol) ...")
     results["privfed_in_process"] = run_in_process(n, t, length, dropped)
     _log(f"  {results['privfed_in_process']}")
     _log("privfed over Flower's simulation engine ...")
     results["privfed_flower"] = run_privfed_flower(n, t, length, dropped, args.cpus)
     _log(f"  {results['privfed_flower']}")
+    load["after_privfed_flower"] = list(os.getloadavg())
     if not args.skip_flower_secaggplus:
         _log("Flower's own SecAgg+ (num_shares=N) in the same engine (minutes) ...")
         results["flower_secaggplus"] = run_flower_secaggplus(n, t, length, dropped, args.cpus)
         _log(f"  {results['flower_secaggplus']}")
+        load["after_flower_secaggplus"] = list(os.getloadavg())
 
     pf, ip = results["privfed_flower"], results["privfed_in_process"]
     ratios: dict[str, float] = {

@@ -26,6 +26,29 @@ def test_load_digits_shapes_and_ranges() -> None:
     assert ds.num_classes == 10 and set(ds.labels.tolist()) == set(range(10))
 
 
+def test_load_digits_reads_the_bundled_file_bit_identically_to_scikit_learn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The direct read of ``digits.csv.gz`` equals scikit-learn's own loader, bit for bit.
+
+    And when the file is not where it is looked for, the loader asks scikit-learn.
+    """
+    from sklearn.datasets import load_digits as sk_load_digits
+
+    from privfed.data import datasets
+
+    bunch = sk_load_digits()
+    expected = (np.asarray(bunch.images, dtype=np.float64) / 16.0).astype(np.float32)[:, None]
+    direct = load_digits()
+    assert datasets._bundled_digits_table() is not None
+    assert np.array_equal(direct.images, expected) and direct.images.flags.c_contiguous
+    assert np.array_equal(direct.labels, bunch.target) and direct.labels.dtype == np.int64
+    monkeypatch.setattr(datasets, "_bundled_digits_table", lambda: None)
+    fallback = load_digits()
+    assert np.array_equal(fallback.images, direct.images)
+    assert np.array_equal(fallback.labels, direct.labels)
+
+
 def test_split_is_disjoint_stratified_and_complete() -> None:
     ds = load_digits()
     split = split_public_private(ds, public_fraction=0.2, test_fraction=0.3, seed=3)

@@ -595,3 +595,41 @@ def test_layer_means_keep_at_least_half_the_target_exactly(
     for k, lam in enumerate(means):
         kept += Fraction(lam)
         assert (n - c - k) * kept >= Fraction(v) / 2
+
+
+def test_excess_removal_refuses_repeated_or_too_many_survivors() -> None:
+    # A repeated id would raise u and with it the number of layers taken out.
+    n, t = 6, 3
+    means = [layer_poisson_means(80.0, num_clients=n, corrupted=0, layers=n - t)]
+    seeds = {v: {j: bytes([v, j]) * 16 for j in (1, 2, 3)} for v in (1, 2, 3, 4, 5, 6)}
+    with pytest.raises(ParameterError, match="survivors"):
+        excess_layer_noise(
+            {1: seeds[1], 2: seeds[2]}, means, [5], num_clients=n, survivors=[1, 2, 2, 2, 2, 2]
+        )
+    with pytest.raises(ParameterError, match="survivors"):
+        excess_layer_noise(seeds, means, [5], num_clients=n, survivors=list(range(1, 8)))
+
+
+def test_sampler_table_cache_changes_no_draw_and_survives_long_cycles() -> None:
+    # A layered client (and the server removing layers) cycles over one table per
+    # (layer, block); the old 64-entry LRU never hit on cycles of more keys.  The cache
+    # must hit on the second pass, stay within its byte bound, and change no draw.
+    from privfed.dp import distributed as dist
+
+    cache = dist._poisson_table
+    cache.cache_clear()
+    lams = [0.5 + 0.25 * i for i in range(100)]
+    fresh = [layered_noise([lam], [16], bytes([i % 256]) * 32) for i, lam in enumerate(lams)]
+    hits_before = cache.cache_info()[0]
+    again = [layered_noise([lam], [16], bytes([i % 256]) * 32) for i, lam in enumerate(lams)]
+    assert cache.cache_info()[0] - hits_before == len(lams)  # every table of the pass hits
+    for a, b in zip(fresh, again, strict=True):
+        np.testing.assert_array_equal(a, b)
+    cache.cache_clear()
+    rebuilt = [layered_noise([lam], [16], bytes([i % 256]) * 32) for i, lam in enumerate(lams)]
+    for a, b in zip(fresh, rebuilt, strict=True):
+        np.testing.assert_array_equal(a, b)
+    small = dist._TableCache(lambda lam, hw: dist._PoissonTable(lam, hw), max_bytes=1)
+    for lam in lams[:5]:
+        small(lam, None)
+    assert small.cache_info()[2] == 1  # over the byte bound: only the newest is kept

@@ -309,6 +309,4 @@ def test_a_large_target_is_refused_before_any_pld_is_built(monkeypatch: pytest.M
 
     monkeypatch.setattr(calibration_module.SubsampledGaussianRelease, "pld", no_pld)
     with pytest.raises(CalibrationError, match=r"below 0\.2"):
-        calibration_module.calibrate_noise_multiplier(
-            1000.0, 1e-5, sampling_rate=0.25, steps=10
-        )
+        calibration_module.calibrate_noise_multiplier(1000.0, 1e-5, sampling_rate=0.25, steps=10)

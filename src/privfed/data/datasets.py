@@ -14,6 +14,7 @@ part is held-out real data used only for evaluation.
 
 from __future__ import annotations
 
+import importlib.util
 import pickle
 import zipfile
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from privfed._checks import (
     check_bool,
@@ -175,17 +177,41 @@ def load_digits() -> ImageDataset:
         1797 images of shape ``(1, 8, 8)``, ``float32`` in ``[0, 1]`` (the original
         4-bit intensities 0..16 divided by 16), ``int64`` labels 0..9.
     """
-    from sklearn.datasets import load_digits as _sk_load_digits
+    table = _bundled_digits_table()
+    if table is None:  # a scikit-learn that keeps the file elsewhere: ask it
+        from sklearn.datasets import load_digits as _sk_load_digits
 
-    bunch = _sk_load_digits()
-    images = (np.asarray(bunch.images, dtype=np.float64) / 16.0).astype(np.float32)
+        bunch = _sk_load_digits()
+        pixels, target = np.asarray(bunch.data), np.asarray(bunch.target)
+    else:
+        pixels, target = table[:, :-1], table[:, -1]
+    images = (np.asarray(pixels, dtype=np.float64) / 16.0).astype(np.float32).reshape(-1, 8, 8)
     return ImageDataset(
         images=np.ascontiguousarray(images[:, None, :, :]),
-        labels=np.asarray(bunch.target, dtype=np.int64),
+        labels=np.asarray(target, dtype=np.int64),
         num_classes=10,
         class_names=tuple(str(i) for i in range(10)),
         name="digits",
     )
+
+
+def _bundled_digits_table() -> npt.NDArray[np.float64] | None:
+    """scikit-learn's ``digits.csv.gz`` (64 pixel columns, then the label), read directly.
+
+    Importing scikit-learn costs seconds (most of a small run's start-up); the digits
+    are one small CSV file inside it, found here without importing the package.
+    ``None`` when scikit-learn is not installed or keeps the file elsewhere.
+    """
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for root in spec.submodule_search_locations:
+        path = Path(root) / "datasets" / "data" / "digits.csv.gz"
+        if path.is_file():
+            table = np.loadtxt(path, delimiter=",", dtype=np.float64)
+            if table.ndim == 2 and table.shape[1] == 65:
+                return table
+    return None
 
 
 def _shown(path: str | Path) -> str:

@@ -636,6 +636,10 @@ def excess_layer_noise(
     n = _clients(num_clients)
     ids = sorted(int(v) for v in survivors)
     u = len(ids)
+    if len(set(ids)) != u:  # a repeated id would inflate u, and with it the layers removed
+        raise ParameterError("survivors", "distinct client ids", ids)
+    if u > n:
+        raise ParameterError("survivors", f"at most num_clients={n} ids", u)
     big_l = len(layer_means[0]) - 1 if layer_means else 0
     if any(len(m) != big_l + 1 for m in layer_means):
         raise ParameterError("layer_means", "the same number of layers in every block", None)
