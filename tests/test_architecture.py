@@ -65,7 +65,7 @@ ENGINES = ("privfed.engines", "privfed.models", "privfed.pipeline")
 ABOVE_CORES = (*ENGINES, "privfed.data", "privfed.cli", "privfed.flower", "privfed.audit")
 #: Forbidden privfed names that need not exist (banned pre-emptively); every other
 #: forbidden ``privfed.*`` name must exist, so a typo cannot make a rule vacuous.
-ABSENT_ON_PURPOSE = ("privfed.flower",)
+ABSENT_ON_PURPOSE: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ that is never restored together with the state (see SECURITY.md).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -57,6 +57,7 @@ __all__ = [
     "STATE_KEY",
     "JournalFn",
     "JournalIn",
+    "NoiseSeedsFn",
     "ValuesFn",
     "add_secagg_handlers",
     "default_journal",
@@ -70,6 +71,12 @@ JOURNAL_NODE_CONFIG_KEY: Final = "privfed-journal"
 
 #: ``values(context, config) -> ring vector`` of this node for this round.
 ValuesFn = Callable[[Context, SecAggConfig], npt.NDArray[np.integer]]
+#: ``noise_seeds(context, config, client_id) -> seeds``: this node's ``config.noise_layers``
+#: secret 32-byte layer seeds (distributed DP with excess removal), asked for at the
+#: advertise stage and Shamir-shared by the client.  Must return the same seeds when
+#: asked again for the same round: the node's values callback derives its noise from them.
+NoiseSeedsFn = Callable[[Context, SecAggConfig, int], Sequence[bytes]]
+
 #: ``journal(context) -> RevealJournal`` of this node.
 JournalFn = Callable[[Context], RevealJournal]
 
@@ -114,9 +121,12 @@ class JournalIn:
 
 
 class _Handlers:
-    def __init__(self, values: ValuesFn, journal: JournalFn) -> None:
+    def __init__(
+        self, values: ValuesFn, journal: JournalFn, noise_seeds: NoiseSeedsFn | None = None
+    ) -> None:
         self._values = values
         self._journal = journal
+        self._noise_seeds = noise_seeds
 
     # -- state -----------------------------------------------------------------------
 
@@ -166,7 +176,13 @@ class _Handlers:
     def advertise(self, message: Message, context: Context) -> Message:
         record = _wire.config_record(message.content)
         config = decode_config(_wire.get_bytes(record, "config"))
-        client = SecAggClient(config, _wire.get_int(record, "client-id"))
+        client_id = _wire.get_int(record, "client-id")
+        seeds: Sequence[bytes] = ()
+        if config.noise_layers:
+            if self._noise_seeds is None:
+                raise ProtocolAbort("this node has no noise layers to share (noise_layers > 0)")
+            seeds = self._noise_seeds(context, config, client_id)
+        client = SecAggClient(config, client_id, noise_seeds=seeds)
         journal = self._journal(context)
         if journal.latest_step(config.session_id, config.round_index, client.client_id) is not None:
             # Fresh keys for a session this node already answered would let the
@@ -207,6 +223,7 @@ def add_secagg_handlers(
     values: ValuesFn,
     *,
     journal: JournalFn | None = None,
+    noise_seeds: NoiseSeedsFn | None = None,
 ) -> ClientApp:
     """Register privfed's secure-aggregation handlers on a Flower ``ClientApp``.
 
@@ -218,6 +235,9 @@ def add_secagg_handlers(
         journal: ``journal(context)`` returns the node's durable
             :class:`~privfed.secagg.protocol.state.RevealJournal`; default
             :func:`default_journal`.
+        noise_seeds: ``noise_seeds(context, config, client_id)`` returns the
+            node's secret layer seeds for a round with ``config.noise_layers
+            > 0`` (see :data:`NoiseSeedsFn`); without it such a round is refused.
 
     Returns:
         ``app``, with handlers for ``query.privfed_secagg_advertise``,
@@ -228,7 +248,7 @@ def add_secagg_handlers(
         ValueError: ``app`` already has a handler of one of these names
             (Flower's own check).
     """
-    handlers = _Handlers(values, default_journal if journal is None else journal)
+    handlers = _Handlers(values, default_journal if journal is None else journal, noise_seeds)
     table = {
         Stage.ADVERTISE_KEYS: handlers.advertise,
         Stage.SHARE_KEYS: handlers.share,

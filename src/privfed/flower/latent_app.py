@@ -9,6 +9,21 @@ server runs :func:`privfed.engines.latent.job.run_pipeline` with that
 aggregation in place of the in-process one -- the same release (plan, noise,
 ledger), synthesis, training, evaluation and artefacts as ``privfed run``.
 
+Distributed noise (``noise = "distributed-gaussian"`` or
+``"distributed-skellam"``): the noise plan is a function of public quantities
+only (the run config and the codec fitted on the public split), so the
+server and every node compute it from the run config; a node checks that the
+round's secure-aggregation config (threshold, clients, length, noise layers)
+is the one its plan is calibrated for, adds its own noise share to its exact
+ring vector before masking (for layered Skellam, from layer seeds it also
+Shamir-shares), and the server decodes the noisy total with
+:func:`~privfed.engines.latent.distributed.decode_noisy_total` after
+subtracting the layers the reveal rule released.  No node learns another's
+noise or statistics; the server never holds a noiseless total.  With
+``noise-seed`` >= 0 every node derives its noise from that public seed (the
+in-process job's derivation: the same run gives the same noisy total, and the
+ledger records the release as seeded); leave it -1 in a deployment.
+
 Run config (``[tool.flwr.app.config]`` or ``flwr run ... --run-config``):
 the keys of :func:`pipeline_config` (``epsilon``, ``delta``, ``codec``,
 ``num-clients``, ``noise-seed`` ...), plus ``threshold`` (0: the job's
@@ -29,21 +44,23 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from flwr.app import Context
+from flwr.app import ConfigRecord, Context
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from privfed.errors import ParameterError, ProtocolAbort
-from privfed.flower.client import add_secagg_handlers
+from privfed.flower.client import JournalFn, add_secagg_handlers
 from privfed.flower.server import SecAggRoundResult, SecAggWorkflow, hello, wait_for_nodes
-from privfed.secagg import SecAggConfig, Stage
+from privfed.secagg import GraphMode, SecAggConfig, Stage
 
 __all__ = [
     "FLOWER_EVALUATION_FILE",
+    "check_round_config",
     "client_app",
     "latent_client_app",
     "latent_main",
     "latent_server_app",
+    "node_inputs",
     "node_ring_vector",
     "pipeline_config",
     "server_app",
@@ -101,15 +118,31 @@ _NOT_FROM_RUN_CONFIG = frozenset({"device", "num-threads"})
 
 # -- the node ------------------------------------------------------------------------------
 
-_CACHE: dict[tuple[str, int], npt.NDArray[np.uint64]] = {}
+_CACHE: dict[tuple[str, int], tuple[npt.NDArray[np.uint64], Any]] = {}
+# The run's (spec, plan): public, the same for every node of a process (simulations).
+_PLANS: dict[str, tuple[Any, Any]] = {}
 
 
 def node_ring_vector(config: Any, partition_id: int) -> npt.NDArray[np.uint64]:
     """One node's exact statistics as a ring vector (the job's own client stages).
 
+    With distributed noise, on the plan's grid (:func:`node_inputs`); still exact.
+
     Args:
         config: The run's PipelineConfig.
         partition_id: The node's partition, in ``[0, config.num_clients)``.
+
+    Raises:
+        ParameterError: ``partition_id`` outside the partitions.
+    """
+    return node_inputs(config, partition_id)[0]
+
+
+def node_inputs(config: Any, partition_id: int) -> tuple[npt.NDArray[np.uint64], Any]:
+    """One node's exact ring vector and the run's distributed noise plan (``None``: central).
+
+    The plan comes from :func:`privfed.engines.latent.job.run_spec`: public
+    quantities only, the same on the server and on every node.
 
     Raises:
         ParameterError: ``partition_id`` outside the partitions.
@@ -121,9 +154,8 @@ def node_ring_vector(config: Any, partition_id: int) -> npt.NDArray[np.uint64]:
         encode,
         fit_codec,
         load_data,
-        release_spec,
+        run_spec,
     )
-    from privfed.engines.latent.statistics import DEFAULT_MAX_RECORDS
 
     key = (json.dumps(config.to_dict(), sort_keys=True), partition_id)
     cached = _CACHE.get(key)
@@ -135,16 +167,17 @@ def node_ring_vector(config: Any, partition_id: int) -> npt.NDArray[np.uint64]:
     data = load_data(config)
     split = data.split
     codec = fit_codec(config, split.public)
-    spec = release_spec(
-        config, codec, num_classes=data.num_classes, max_records=DEFAULT_MAX_RECORDS
-    )
+    if key[0] not in _PLANS:
+        _PLANS.clear()
+        _PLANS[key[0]] = run_spec(config, codec, num_classes=data.num_classes)
+    spec, plan = _PLANS[key[0]]
     idx = data.clients[partition_id]
     latents = encode(codec, split.private.images[idx], device)
     stats = client_statistics(latents, split.private.labels[idx], spec, device)
     vector = np.ascontiguousarray(stats.to_ring_vector(), dtype=np.uint64)
     _CACHE.clear()  # one job per process at a time
-    _CACHE[key] = vector
-    return vector
+    _CACHE[key] = (vector, plan)
+    return vector, plan
 
 
 class _RunConfig:
@@ -174,21 +207,107 @@ class _ScriptedDropouts(_RunConfig):
         return call_next(message, context)
 
 
-class _Values(_RunConfig):
-    def __call__(self, context: Context, config: SecAggConfig) -> npt.NDArray[np.uint64]:
+#: Where a node keeps its fresh layer seeds between the advertise and masked-input stages.
+_LAYER_SEEDS_KEY = "privfed_noise_layers"
+
+
+class _LayerSeeds(_RunConfig):
+    """The node's layer seeds (a :data:`~privfed.flower.client.NoiseSeedsFn`).
+
+    Seeded runs derive them from the public ``noise-seed`` exactly as the
+    in-process job does; otherwise they are fresh from the OS CSPRNG and kept
+    in the node's ``Context.state`` (next to its protocol state, which holds
+    them too) for the masked-input stage of the same session.
+    """
+
+    def __call__(self, context: Context, config: SecAggConfig, client_id: int) -> list[bytes]:
+        from privfed.engines.latent.distributed import client_noise_seeds
+
+        run = pipeline_config(self.of(context))
         pid = int(context.node_config["partition-id"])
-        return node_ring_vector(pipeline_config(self.of(context)), pid)
+        if run.noise_seed is not None:
+            return client_noise_seeds(run.noise_seed, pid, config.noise_layers)[1]
+        record = context.state.config_records.get(_LAYER_SEEDS_KEY)
+        if record is not None and record.get("session") == config.session_id:
+            stored = record.get("seeds")
+            if isinstance(stored, list) and len(stored) == config.noise_layers:
+                return [s for s in stored if isinstance(s, bytes)]
+        seeds = client_noise_seeds(None, pid, config.noise_layers)[1]
+        context.state[_LAYER_SEEDS_KEY] = ConfigRecord(
+            {"session": config.session_id, "seeds": list(seeds)}
+        )
+        return seeds
 
 
-def latent_client_app(run_config: Mapping[str, Any] | None = None) -> ClientApp:
+def check_round_config(config: SecAggConfig, plan: Any) -> None:
+    """A node's check that the round is the one its noise plan is calibrated for.
+
+    The calibration assumes ``n`` clients, threshold ``t`` over the complete
+    graph and ``L`` layers; a server asking for anything else (a lower
+    threshold would lower the honest contributors n_min) is refused before
+    the node's input leaves.
+
+    Raises:
+        ProtocolAbort: The round's config does not match the plan.
+    """
+    wanted = {
+        "clients": plan.num_clients,
+        "threshold": plan.threshold,
+        "vector_length": plan.spec.num_values,
+        "noise_layers": plan.layers,
+        "graph": GraphMode.COMPLETE,
+    }
+    got = {
+        "clients": len(config.client_ids),
+        "threshold": config.threshold,
+        "vector_length": config.vector_length,
+        "noise_layers": config.noise_layers,
+        "graph": config.graph,
+    }
+    wrong = sorted(k for k in wanted if wanted[k] != got[k])
+    if wrong:
+        raise ProtocolAbort(
+            "the round's secure-aggregation config does not match this node's noise plan: "
+            + ", ".join(f"{k} {got[k]} (plan: {wanted[k]})" for k in wrong)
+        )
+
+
+class _Values(_RunConfig):
+    def __init__(self, overrides: Mapping[str, Any] | None, seeds: _LayerSeeds) -> None:
+        super().__init__(overrides)
+        self.seeds = seeds
+
+    def __call__(self, context: Context, config: SecAggConfig) -> npt.NDArray[np.uint64]:
+        from privfed.engines.latent.distributed import add_client_noise, client_noise_seeds
+
+        pid = int(context.node_config["partition-id"])
+        run = pipeline_config(self.of(context))
+        vector, plan = node_inputs(run, pid)
+        if plan is None:
+            return vector
+        check_round_config(config, plan)
+        own, _ = client_noise_seeds(run.noise_seed, pid, 0)
+        layers = self.seeds(context, config, pid + 1) if plan.layers else []
+        # The node's noise share, added to its exact vector before masking.
+        return add_client_noise(vector, plan, seed=own, layer_seeds=layers)
+
+
+def latent_client_app(
+    run_config: Mapping[str, Any] | None = None, *, journal: JournalFn | None = None
+) -> ClientApp:
     """The job's ClientApp (secure-aggregation handlers fed by the node's statistics).
 
     Args:
         run_config: Overrides of Flower's run config (for :func:`privfed.flower.run_simulation`,
             whose nodes get no run config of their own).
+        journal: The nodes' reveal journals (default:
+            :func:`privfed.flower.client.default_journal`).
     """
     mods: list[Any] = [_ScriptedDropouts(run_config)]
-    return add_secagg_handlers(ClientApp(mods=mods), _Values(run_config))
+    seeds = _LayerSeeds(run_config)
+    return add_secagg_handlers(
+        ClientApp(mods=mods), _Values(run_config, seeds), journal=journal, noise_seeds=seeds
+    )
 
 
 # -- the server ------------------------------------------------------------------------------
@@ -198,9 +317,16 @@ class _FlowerAggregator:
     """The job's ``secagg`` stage over Flower (a :data:`~privfed.engines.latent.job.Aggregator`)."""
 
     def __init__(
-        self, grid: Grid, partitions: Mapping[int, int], *, threshold: int, timeout: float
+        self,
+        grid: Grid,
+        partitions: Mapping[int, int],
+        *,
+        threshold: int,
+        timeout: float,
+        seeded: bool = False,
     ) -> None:
         self.grid = grid
+        self.seeded = seeded
         self.partitions = dict(partitions)  # node id -> partition id
         self.threshold = threshold
         self.timeout = timeout
@@ -211,29 +337,80 @@ class _FlowerAggregator:
         from privfed.engines.latent.statistics import LatentStatistics
 
         t = self.threshold or threshold
-        workflow = SecAggWorkflow(threshold=t, vector_length=spec.num_values, timeout=self.timeout)
+        result = self._round(t, spec.num_values, 0)
+        return Aggregation(
+            aggregate=LatentStatistics.from_ring_vector(result.total, spec),
+            survivors=tuple(cid - 1 for cid in result.survivors),
+            dropouts=self._observed(result, len(data.clients)),
+            threshold=t,
+            bytes_per_client=self._bytes(result),
+        )
+
+    def noisy(self, data: Any, plan: Any, dropouts: Any) -> Any:
+        """The distributed round (a :data:`~privfed.engines.latent.job.NoisyAggregator`).
+
+        The nodes add their noise before masking; the server unmasks the noisy
+        total, subtracts the revealed excess layers and decodes it
+        (:func:`~privfed.engines.latent.distributed.decode_noisy_total`).
+        """
+        from privfed.engines.latent.distributed import DistributedAggregation, decode_noisy_total
+        from privfed.engines.latent.job import NoisyRound
+
+        if self.threshold not in (0, plan.threshold):
+            raise ParameterError(
+                "threshold", f"0 or {plan.threshold} (the noise is calibrated for it)",
+                self.threshold,
+            )  # fmt: skip
+        result = self._round(plan.threshold, plan.spec.num_values, plan.layers)
+        noisy = decode_noisy_total(
+            result.total,
+            plan,
+            survivors=result.survivors,
+            revealed=result.revealed_noise_seeds if plan.layers else None,
+            seeded=self.seeded,
+        )
+        dist = DistributedAggregation(
+            noisy=noisy,
+            survivors=tuple(cid - 1 for cid in result.survivors),
+            server_total=result.total,
+            bytes_per_client=self._bytes(result),
+            noise_seconds=(),  # measured on the nodes, not reported to the server
+            secagg_client_seconds=0.0,
+        )
+        return NoisyRound(distributed=dist, dropouts=self._observed(result, len(data.clients)))
+
+    def _round(self, threshold: int, length: int, layers: int) -> SecAggRoundResult:
+        workflow = SecAggWorkflow(
+            threshold=threshold,
+            vector_length=length,
+            timeout=self.timeout,
+            config_fields={"noise_layers": layers} if layers else None,
+        )
         mapping = {node: pid + 1 for node, pid in self.partitions.items()}
         result = workflow.run(self.grid, mapping)
         self.round = result
+        return result
+
+    def _observed(
+        self, result: SecAggRoundResult, num_clients: int
+    ) -> dict[Stage, tuple[int, ...]]:
         observed = {
             stage: tuple(sorted(cid - 1 for cid in ids))
             for stage, ids in result.dropped.items()
             if ids
         }
         # Clients that never reached the round (no hello) dropped before it.
-        missing = sorted(set(range(len(data.clients))) - set(self.partitions.values()))
+        missing = sorted(set(range(num_clients)) - set(self.partitions.values()))
         if missing:
             before = observed.get(Stage.ADVERTISE_KEYS, ())
             observed[Stage.ADVERTISE_KEYS] = tuple(sorted({*before, *missing}))
+        return observed
+
+    @staticmethod
+    def _bytes(result: SecAggRoundResult) -> float:
         received = result.bytes_received
         finished = [received[c] for c in result.survivors if c in received]
-        return Aggregation(
-            aggregate=LatentStatistics.from_ring_vector(result.total, spec),
-            survivors=tuple(cid - 1 for cid in result.survivors),
-            dropouts=observed,
-            threshold=t,
-            bytes_per_client=float(np.mean(finished)) if finished else 0.0,
-        )
+        return float(np.mean(finished)) if finished else 0.0
 
 
 def _write_flower_evaluation(out: Path, agg: _FlowerAggregator, result: Any) -> None:
@@ -241,8 +418,12 @@ def _write_flower_evaluation(out: Path, agg: _FlowerAggregator, result: Any) -> 
     if rnd is None:  # pragma: no cover -- the aggregator ran
         return
     total = np.ascontiguousarray(rnd.total, dtype="<u8")
+    central = result.report.distributed is None
     doc = {
-        "kind": "evaluation: computed from private data without noise; not part of the release",
+        "kind": "evaluation: computed from private data without noise; not part of the release"
+        if central
+        else "evaluation: the round's transport facts; the unmasked total already carries "
+        "the clients' noise",
         "transport": "flower",
         "nodes": len(rnd.clients),
         "survivors": [c - 1 for c in rnd.survivors],
@@ -269,14 +450,19 @@ def latent_main(
         ProtocolAbort: Too few nodes, or secure aggregation could not complete.
     """
     from privfed.engines.job import check_output_dir
-    from privfed.engines.latent.job import run_pipeline
+    from privfed.engines.latent.distributed import NoiseModel
+    from privfed.engines.latent.job import run_pipeline, threshold_for
 
     config = pipeline_config(run)
-    noise = getattr(config, "noise", "central")
-    if getattr(noise, "value", noise) != "central":
-        # The nodes would have to add their noise shares before masking; this app
-        # does not (yet), and the job refuses an aggregator then: fail before waiting.
-        raise ParameterError("noise", "'central' in the Flower app", config.noise)
+    distributed = config.noise is not NoiseModel.CENTRAL
+    threshold = int(run.get("threshold", 0))
+    if distributed and threshold not in (0, threshold_for(config.num_clients)):
+        # The clients' noise is calibrated for the job's threshold: fail before waiting.
+        raise ParameterError(
+            "threshold",
+            f"0 or {threshold_for(config.num_clients)} with distributed noise",
+            threshold,
+        )
     output = str(run.get("output-dir", "runs/flower-latent"))
     overwrite = bool(run.get("overwrite", False))
     release_only = bool(run.get("release-only", False))
@@ -289,10 +475,14 @@ def latent_main(
     aggregator = _FlowerAggregator(
         grid,
         partitions,
-        threshold=int(run.get("threshold", 0)),
+        threshold=threshold,
         timeout=float(run.get("timeout", 120.0)),
+        seeded=config.noise_seed is not None,
     )
-    result = run_pipeline(config, aggregator=aggregator)
+    if distributed:
+        result = run_pipeline(config, noisy_aggregator=aggregator.noisy)
+    else:
+        result = run_pipeline(config, aggregator=aggregator)
     result.write(output, overwrite=overwrite, release_only=release_only)
     if not release_only:
         _write_flower_evaluation(Path(output), aggregator, result)

@@ -88,6 +88,10 @@ class SecAggRoundResult:
             (parsing, :class:`SecAggServer`, building replies), without waiting.
         bytes_received: Payload bytes received per client over the round.
         bytes_sent: Payload bytes sent to each client over the round.
+        revealed_noise_seeds: With noise layers (``config.noise_layers``):
+            survivor -> {layer -> seed} the server rebuilt under the reveal
+            rule (:attr:`~privfed.secagg.SecAggServer.revealed_noise_seeds`);
+            the DP layer subtracts their noise from ``total``.  Empty otherwise.
     """
 
     total: npt.NDArray[np.uint64] = dataclasses.field(repr=False)
@@ -101,6 +105,9 @@ class SecAggRoundResult:
     server_seconds: Mapping[Stage, float]
     bytes_received: Mapping[int, int]
     bytes_sent: Mapping[int, int]
+    revealed_noise_seeds: Mapping[int, Mapping[int, bytes]] = dataclasses.field(
+        default_factory=dict, repr=False
+    )
 
     @property
     def node_of(self) -> dict[int, int]:
@@ -389,6 +396,7 @@ class SecAggWorkflow:
             server_seconds=MappingProxyType(dict(state.server)),
             bytes_received=MappingProxyType(dict(state.received)),
             bytes_sent=MappingProxyType(dict(state.sent)),
+            revealed_noise_seeds=MappingProxyType(server.revealed_noise_seeds),
         )
 
 

@@ -112,6 +112,7 @@ __all__ = [
     "NoiseModel",
     "add_client_noise",
     "aggregate_distributed",
+    "client_noise_seeds",
     "decode_noisy_total",
     "layers_supported",
     "plan_distributed_noise",
@@ -690,6 +691,22 @@ def _layer_seeds(seed: int | None, index: int, layers: int) -> list[bytes]:
         return [os.urandom(LAYER_SEED_BYTES) for _ in range(layers)]
     base = _client_seed(seed, index) or b""
     return [hashlib.sha256(b"layer/" + j.to_bytes(4, "big") + base).digest() for j in range(layers)]
+
+
+def client_noise_seeds(
+    noise_seed: int | None, index: int, layers: int
+) -> tuple[bytes | None, list[bytes]]:
+    """Client ``index``'s (0-based) noise seeds: its own (layer 0) and its ``layers`` layer seeds.
+
+    With ``noise_seed`` ``None`` the own seed is ``None`` (OS CSPRNG) and the
+    layer seeds are fresh from the OS CSPRNG; an int derives both from it
+    (experiments: whoever knows the run's seed knows every client's noise,
+    which the ledger records as ``seeded``).  The in-process round and the
+    Flower nodes derive them the same way.
+    """
+    check_int("index", index, minimum=0)
+    check_int("layers", layers, minimum=0)
+    return _client_seed(noise_seed, index), _layer_seeds(noise_seed, index, layers)
 
 
 @dataclass(frozen=True, eq=False)

@@ -42,7 +42,7 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,6 +123,8 @@ __all__ = [
     "Aggregator",
     "LatentData",
     "LatentRelease",
+    "NoisyAggregator",
+    "NoisyRound",
     "PipelineConfig",
     "PipelineReport",
     "PipelineResult",
@@ -131,6 +133,7 @@ __all__ = [
     "aggregate",
     "audit",
     "client_statistics",
+    "distributed_plan",
     "dropout_plan",
     "encode",
     "fit_codec",
@@ -138,6 +141,7 @@ __all__ = [
     "release",
     "release_spec",
     "run_pipeline",
+    "run_spec",
     "synthesize",
     "train_evaluate",
 ]
@@ -756,6 +760,45 @@ def distributed_plan(config: PipelineConfig, spec: LatentStatisticsConfig) -> Di
     )
 
 
+def run_spec(
+    config: PipelineConfig, codec: Codec, *, num_classes: int
+) -> tuple[LatentStatisticsConfig, DistributedNoisePlan | None]:
+    """The statistics' spec of a run and, with distributed noise, the clients' noise plan.
+
+    Computed from public quantities only (the configuration, the codec fitted
+    on the public split, the declared record bound); the server and every
+    node of a Flower run compute the same pair.
+    """
+    # The ring bound must be public: the library's declared bound, never the private count
+    # (the grid it selects is published).
+    spec = release_spec(config, codec, num_classes=num_classes, max_records=DEFAULT_MAX_RECORDS)
+    if config.noise is NoiseModel.CENTRAL:
+        return spec, None
+    # Distributed noise: the grid is chosen for the clients' noise.
+    dplan = distributed_plan(config, spec)
+    return dplan.spec, dplan
+
+
+def _evaluation_aggregation(
+    client_stats: Sequence[LatentStatistics],
+    dist: DistributedAggregation,
+    dropouts: Mapping[Stage, Sequence[int]],
+    threshold: int,
+    spec: LatentStatisticsConfig,
+) -> Aggregation:
+    """The harness's exact sum of the survivors' plaintext statistics (evaluation only)."""
+    expected = LatentStatistics.zeros(spec)
+    for i in dist.survivors:
+        expected = expected + client_stats[i]
+    return Aggregation(
+        aggregate=expected,
+        survivors=dist.survivors,
+        dropouts={stage: tuple(ids) for stage, ids in dropouts.items()},
+        threshold=threshold,
+        bytes_per_client=dist.bytes_per_client,
+    )
+
+
 def aggregate_with_noise(
     client_stats: list[LatentStatistics],
     plan: DistributedNoisePlan,
@@ -769,17 +812,7 @@ def aggregate_with_noise(
     noiseless baseline, the record count); the server never computes it.
     """
     dist = aggregate_distributed(client_stats, plan, dropouts=dropouts, noise_seed=noise_seed)
-    expected = LatentStatistics.zeros(plan.spec)
-    for i in dist.survivors:
-        expected = expected + client_stats[i]
-    agg = Aggregation(
-        aggregate=expected,
-        survivors=dist.survivors,
-        dropouts={stage: tuple(ids) for stage, ids in dropouts.items()},
-        threshold=plan.threshold,
-        bytes_per_client=dist.bytes_per_client,
-    )
-    return agg, dist
+    return _evaluation_aggregation(client_stats, dist, dropouts, plan.threshold, plan.spec), dist
 
 
 def distributed_facts(plan: DistributedNoisePlan, dist: DistributedAggregation) -> dict[str, Any]:
@@ -940,11 +973,34 @@ Aggregator = Callable[
 ]
 
 
+@dataclass(frozen=True, eq=False)
+class NoisyRound:
+    """What a :data:`NoisyAggregator` delivered: the decoded noisy release and the dropouts.
+
+    Attributes:
+        distributed: The round's :class:`DistributedAggregation` (decoded by
+            :func:`~privfed.engines.latent.distributed.decode_noisy_total`).
+        dropouts: Observed dropouts per stage (0-based client indices).
+    """
+
+    distributed: DistributedAggregation
+    dropouts: Mapping[Stage, tuple[int, ...]]
+
+
+#: The distributed-noise round as a replaceable stage: ``(data, plan, dropouts) ->
+#: NoisyRound``.  The Flower app passes one whose nodes add their noise before masking;
+#: the server only decodes the noisy total.
+NoisyAggregator = Callable[
+    [LatentData, DistributedNoisePlan, Mapping[Stage, list[int]]], NoisyRound
+]
+
+
 def run_pipeline(
     config: PipelineConfig,
     *,
     progress: ProgressFn | None = None,
     aggregator: Aggregator | None = None,
+    noisy_aggregator: NoisyAggregator | None = None,
 ) -> PipelineResult:
     """Run the latent-statistic job once; see the module docstring for the stages.
 
@@ -954,7 +1010,12 @@ def run_pipeline(
             :class:`~privfed.progress.ProgressEvent` when each stage starts
             and finishes.
         aggregator: Replaces the in-process ``clients`` and ``secagg`` stages
-            (see :data:`Aggregator`); ``None`` runs them here.
+            (see :data:`Aggregator`); ``None`` runs them here.  Central noise only.
+        noisy_aggregator: Replaces the distributed round (see
+            :data:`NoisyAggregator`); distributed noise models only.  The job
+            still computes the exact statistics in its own process for the
+            evaluation (noiseless baseline, record count), as it does in
+            process; the release never touches them.
 
     Returns:
         The result: a JSON-able :class:`PipelineReport` plus artefacts.
@@ -969,12 +1030,15 @@ def run_pipeline(
         config.device,
         _idle_cores() if config.num_threads is None else config.num_threads,
         progress,
-        lambda clock: _run(config, clock, aggregator),
+        lambda clock: _run(config, clock, aggregator, noisy_aggregator),
     )
 
 
 def _run(
-    config: PipelineConfig, clock: StageClock, aggregator: Aggregator | None = None
+    config: PipelineConfig,
+    clock: StageClock,
+    aggregator: Aggregator | None = None,
+    noisy_aggregator: NoisyAggregator | None = None,
 ) -> PipelineResult:
     device = torch.device(config.device)
 
@@ -989,22 +1053,21 @@ def _run(
 
     clock.start("codec", f"fitting {config.codec!r} on the public split")
     codec = fit_codec(config, split.public)
-    # The ring bound must be public: the library's declared bound, never the private count
-    # (the grid it selects is published).
-    spec = release_spec(
-        config, codec, num_classes=data.num_classes, max_records=DEFAULT_MAX_RECORDS
-    )
-    dplan: DistributedNoisePlan | None = None
-    if config.noise is not NoiseModel.CENTRAL:
-        # Distributed noise: the grid is chosen for the clients' noise (public inputs only).
-        dplan = distributed_plan(config, spec)
-        spec = dplan.spec
+    spec, dplan = run_spec(config, codec, num_classes=data.num_classes)
+    if dplan is None and noisy_aggregator is not None:
+        raise ParameterError(
+            "noisy_aggregator", "None with central noise", type(noisy_aggregator).__name__
+        )
     clock.finish("codec", f"d={spec.dim}, R={spec.clip_norm:.4g}, f={spec.bits} bits")
 
     latents: torch.Tensor | None = None
     client_stats: list[LatentStatistics] = []
     if aggregator is None:
-        clock.start("clients", "encoding and computing exact statistics")
+        clock.start(
+            "clients",
+            "encoding and computing exact statistics"
+            + ("" if noisy_aggregator is None else " (evaluation only; the nodes send theirs)"),
+        )
         latents = encode(codec, split.private.images, device)
         client_stats = [
             client_statistics(latents[idx], split.private.labels[idx], spec, device)
@@ -1025,7 +1088,14 @@ def _run(
         # Recorded before any client draws noise: a budget overflow releases nothing.
         ledger = PrivacyLedger(budget_epsilon=config.epsilon, budget_delta=config.delta)
         record_distributed_release(ledger, dplan, seeded=config.noise_seed is not None)
-        agg, dist = aggregate_with_noise(client_stats, dplan, dropouts, config.noise_seed)
+        if noisy_aggregator is None:
+            agg, dist = aggregate_with_noise(client_stats, dplan, dropouts, config.noise_seed)
+        else:
+            delivered = noisy_aggregator(data, dplan, dropouts)
+            dist = delivered.distributed
+            agg = _evaluation_aggregation(
+                client_stats, dist, delivered.dropouts, dplan.threshold, spec
+            )
     elif aggregator is None:
         agg = aggregate(client_stats, spec, threshold=threshold, dropouts=dropouts)
     else:
@@ -1121,7 +1191,11 @@ def _run(
         records_aggregated=agg.aggregate.total_records,
         records_test=len(split.test),
         seconds=dict(clock.seconds)
-        | ({} if dist is None else {"client_noise_mean": float(np.mean(dist.noise_seconds))}),
+        | (
+            {"client_noise_mean": float(np.mean(dist.noise_seconds))}
+            if dist is not None and dist.noise_seconds
+            else {}
+        ),
         ledger=json.loads(rel.ledger.to_json()),
         audit=summary,
         secagg_threshold=agg.threshold,
