@@ -140,7 +140,7 @@ def test_flower_round_delivers_the_in_process_noisy_total(
     assert differs >= 0.99 * noised.size
 
 
-def test_a_node_refuses_a_round_its_plan_is_not_calibrated_for(loopback: Any) -> None:
+def test_a_node_refuses_a_round_its_plan_is_not_calibrated_for() -> None:
     config = pipeline_config({**RUN, "noise": "distributed-gaussian"})
     data = load_data(config)
     codec = fit_codec(config, data.split.public)
@@ -195,6 +195,7 @@ def test_a_node_without_layer_seeds_refuses_a_layered_round(loopback: Any) -> No
     assert info.value.stage == "ADVERTISE_KEYS"
 
 
+@pytest.mark.slow
 @needs_layers
 def test_the_app_writes_the_in_process_jobs_release(loopback: Any, tmp_path: Path) -> None:
     """The whole job over the grid double: same release, ledger and DP facts as ``privfed run``."""
@@ -215,7 +216,41 @@ def test_the_app_writes_the_in_process_jobs_release(loopback: Any, tmp_path: Pat
     assert flower.ledger.to_json() == local.ledger.to_json()
     assert flower.report.distributed == local.report.distributed
     assert flower.report.dropped_clients == local.report.dropped_clients
-    mine, theirs = (json.loads((tmp_path / d / "release.json").read_text()) for d in ("flower", "local"))
+    mine, theirs = (
+        json.loads((tmp_path / d / "release.json").read_text()) for d in ("flower", "local")
+    )
     assert mine["dp"] == theirs["dp"]
     evaluation = json.loads((tmp_path / "flower" / "flower_evaluation.json").read_text())
     assert "already carries the clients' noise" in evaluation["kind"]
+
+
+@needs_layers
+def test_fresh_layer_seeds_are_the_ones_shared_and_revealed(loopback: Any, tmp_path: Path) -> None:
+    """Without a noise seed each node draws fresh layer seeds once per session.
+
+    The node noises with the seeds it kept in its Context.state; the server
+    rebuilds, from the Shamir shares, exactly those seeds for the layers the
+    reveal rule releases (so it subtracts the noise the node added).
+    """
+    from privfed.flower.latent_app import _LAYER_SEEDS_KEY
+
+    run = {**RUN, "noise": "distributed-skellam", "noise-seed": -1}
+    config = pipeline_config(run)
+    data = load_data(config)
+    _, plan = run_spec(config, fit_codec(config, data.split.public), num_classes=data.num_classes)
+    assert plan is not None and plan.layers == 2
+    grid = loopback(latent_client_app(journal=JournalIn(tmp_path)), 6, run_config=run)
+    agg = _FlowerAggregator(grid, {1001 + i: i for i in range(6)}, threshold=0, timeout=1.0)
+    delivered = agg.noisy(data, plan, dropout_plan(config))
+    assert agg.round is not None
+    revealed = agg.round.revealed_noise_seeds
+    # 5 survivors of 6: the reveal rule releases layer 2 of each survivor (j > n - u = 1).
+    assert set(revealed) == {c + 1 for c in delivered.distributed.survivors}
+    stored = {}
+    for node, context in grid.contexts.items():
+        record = context.state.config_records[_LAYER_SEEDS_KEY]
+        stored[node - 1000] = list(record["seeds"])
+    assert len({s for seeds in stored.values() for s in seeds}) == 12  # all fresh, distinct
+    for cid, layers in revealed.items():
+        assert set(layers) == {2}
+        assert layers[2] == stored[cid][1]
