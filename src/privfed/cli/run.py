@@ -49,6 +49,7 @@ def _defaults() -> tuple[dict[str, tuple[str, Any]], dict[str, tuple[str, Any]],
         "noise_seed": ("--noise-seed", latent["noise_seed"]),
         "noise": ("--noise", latent["noise"].value),
         "assumed_corrupted": ("--assumed-corrupted", latent["assumed_corrupted"]),
+        "secagg_mode": ("--secagg-mode", latent["secagg_mode"]),
     }
     factory_only = {
         "factory": ("--factory", factory["factory"]),
@@ -244,6 +245,14 @@ def register(subparsers: Any) -> None:
         "noise is calibrated for threshold minus this many honest clients (default {default})",
     )
     add(
+        "--secagg-mode",
+        choices=("semi-honest", "active"),
+        default=None,
+        help="latent: security mode of secure aggregation: semi-honest (the server follows "
+        "the protocol) or active (signed keys and a ConsistencyCheck; needs 2t > clients + "
+        "--assumed-corrupted) (default {default})",
+    )
+    add(
         "--output-dir",
         default="privfed-run",
         help="run directory (default privfed-run); must be new or empty unless --overwrite",
@@ -373,6 +382,7 @@ _OPTION_OF: dict[str, str] = {
     "noise_seed": "--noise-seed",
     "noise": "--noise",
     "assumed_corrupted": "--assumed-corrupted",
+    "secagg_mode": "--secagg-mode",
     "output_dir": "--output-dir",
     "model_card_config": "--model-card-config",
 }
@@ -465,6 +475,7 @@ def _run_latent(args: argparse.Namespace) -> int:
         noise_seed=args.noise_seed,
         noise=args.noise,
         assumed_corrupted=args.assumed_corrupted,
+        secagg_mode=args.secagg_mode,
     )
     result = run_pipeline(config, progress=_printer(args))
     paths = result.write(

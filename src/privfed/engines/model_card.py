@@ -555,12 +555,23 @@ def _federation_section(reader: _Reader) -> CardSection:
             reader.engine_fact(
                 "aggregation",
                 "Aggregation",
-                "secure aggregation (the double masking of Bonawitz et al., complete graph); "
-                "semi-honest model: the server and colluding clients below the threshold follow "
-                "the protocol and learn only the survivors' total",
+                (
+                    "secure aggregation (the double masking of Bonawitz et al., complete graph); "
+                    "active model: signed keys against an identity registry and the "
+                    "ConsistencyCheck round, so a server that deviates from the protocol and "
+                    "colludes with at most assumed_corrupted clients learns only the total of "
+                    "one signed survivor set"
+                    if reader.release_value("public.secagg_mode") == "active"
+                    else "secure aggregation (the double masking of Bonawitz et al., complete "
+                    "graph); semi-honest model: the server and colluding clients below the "
+                    "threshold follow the protocol and learn only the survivors' total"
+                ),
             ),
             reader.release_field(
                 "secagg_threshold", "Secure-aggregation threshold", "public.secagg_threshold"
+            ),
+            reader.release_field(
+                "secagg_mode", "Secure-aggregation mode", "public.secagg_mode", "semi-honest"
             ),
             reader.release_field(
                 "scripted_dropouts",

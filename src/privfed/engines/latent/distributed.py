@@ -104,7 +104,7 @@ from privfed.engines.latent.statistics import (
     unpack_symmetric,
 )
 from privfed.errors import ParameterError, ParameterTypeError, RingOverflowError
-from privfed.secagg import Stage, run_protocol
+from privfed.secagg import IdentityKey, SecurityMode, Stage, run_protocol
 
 __all__ = [
     "DistributedAggregation",
@@ -117,6 +117,7 @@ __all__ = [
     "layers_supported",
     "plan_distributed_noise",
     "record_distributed_release",
+    "secagg_options",
 ]
 
 _RING_BITS = 64
@@ -150,7 +151,9 @@ def layers_supported() -> bool:
     )
 
 
-def _trust(model: NoiseModel, corrupted: int, threshold: int, layers: int) -> str:
+def _trust(
+    model: NoiseModel, corrupted: int, threshold: int, layers: int, secagg_mode: str = "semi-honest"
+) -> str:
     if model is NoiseModel.CENTRAL:
         return (
             "trusted server: it sees the exact unmasked totals and adds the noise; "
@@ -160,7 +163,21 @@ def _trust(model: NoiseModel, corrupted: int, threshold: int, layers: int) -> st
         f"server not trusted with the data: every client adds noise before masking; "
         f"calibrated for n_min = t - n_C = {threshold} - {corrupted} = "
         f"{threshold - corrupted} honest contributors (at most {corrupted} clients collude "
-        "with the server); the server never holds a noiseless total. Secure aggregation "
+        "with the server); the server never holds a noiseless total. "
+    )
+    if secagg_mode == "active":
+        text += (
+            "Secure aggregation runs in active mode: the server is not trusted to follow "
+            "the protocol either (signed keys against the integrator's identity registry, "
+            f"ConsistencyCheck, 2t > n + n_C with n_C = {corrupted}); a deviating server can "
+            "make the round abort but cannot unmask an honest client's input while at most "
+            f"{corrupted} clients collude with it"
+        )
+        if layers:
+            text += f"; {layers} secret-shared noise layers remove the dropout excess"
+        return text
+    text += (
+        "Secure aggregation "
         "runs in semi-honest mode: the server is assumed to follow the protocol (one view "
         "per round); a server that shows different clients different dropout views can "
         "unmask one client's input, which carries that client's noise only"
@@ -193,6 +210,9 @@ class DistributedNoisePlan:
         wrap_probability: Bound on the probability that a noisy total wraps.
         block_names: Name of each block.
         positions: Per block, the ring-vector indices it noises (all classes).
+        secagg_mode: Security mode of the secure-aggregation round,
+            ``"semi-honest"`` (default) or ``"active"`` (the trust text and
+            :func:`aggregate_distributed` follow it).
     """
 
     model: NoiseModel
@@ -207,6 +227,7 @@ class DistributedNoisePlan:
     wrap_probability: float
     block_names: tuple[str, ...]
     positions: tuple[npt.NDArray[np.int64], ...] = field(repr=False)
+    secagg_mode: str = "semi-honest"
 
     @property
     def mechanism(self) -> str:
@@ -230,7 +251,7 @@ class DistributedNoisePlan:
     @property
     def trust(self) -> str:
         """What the guarantee assumes, in words."""
-        return _trust(self.model, self.corrupted, self.threshold, self.layers)
+        return _trust(self.model, self.corrupted, self.threshold, self.layers, self.secagg_mode)
 
     @property
     def vector_dimensions(self) -> tuple[int, ...]:
@@ -306,6 +327,7 @@ class DistributedNoisePlan:
             "mechanism": self.mechanism,
             "sampler": self.sampler,
             "trust": self.trust,
+            "secagg_mode": self.secagg_mode,
             "threshold": self.threshold,
             "assumed_corrupted": self.corrupted,
             "min_honest_contributors": self.min_honest,
@@ -730,6 +752,26 @@ class DistributedAggregation:
     secagg_client_seconds: float
 
 
+def secagg_options(mode: str, corrupted: int, num_clients: int) -> dict[str, Any]:
+    """Keyword arguments of :func:`privfed.secagg.run_protocol` for a simulated round's mode.
+
+    Semi-honest: none.  Active: ``mode``, ``corrupted = n_C`` (the clients then
+    refuse ``2t <= n + n_C``) and one fresh Ed25519 identity key per simulated
+    client; :func:`~privfed.secagg.run_protocol` builds the registry from their
+    public keys with ``assumed_corrupted = n_C`` pinned.
+
+    Threat model: in a simulation the harness plays the integrator, so it
+    holds every key; a deployment gives each client its own key and publishes
+    only the registry.
+    """
+    if mode == "semi-honest":
+        return {}
+    if mode != "active":
+        raise ParameterError("secagg_mode", "'semi-honest' or 'active'", mode)
+    keys = {cid: IdentityKey.generate() for cid in range(1, num_clients + 1)}
+    return {"mode": SecurityMode.ACTIVE, "corrupted": corrupted, "identity_keys": keys}
+
+
 def aggregate_distributed(
     client_stats: Sequence[LatentStatistics],
     plan: DistributedNoisePlan,
@@ -788,7 +830,12 @@ def aggregate_distributed(
     if plan.layers:
         report, revealed = _run_layered(vectors, seeds, plan, plain)
     else:
-        report = run_protocol(vectors, threshold=plan.threshold, dropouts=plain)
+        report = run_protocol(
+            vectors,
+            threshold=plan.threshold,
+            dropouts=plain,
+            **secagg_options(plan.secagg_mode, plan.corrupted, plan.num_clients),
+        )
     noisy = decode_noisy_total(
         report.total,
         plan,
@@ -820,5 +867,6 @@ def _run_layered(
         dropouts=dropouts,
         noise_layers=plan.layers,
         noise_seeds=[list(s) for s in seeds],
+        **secagg_options(plan.secagg_mode, plan.corrupted, plan.num_clients),
     )
     return report, report.revealed_noise_seeds

@@ -101,6 +101,7 @@ from privfed.engines.latent.distributed import (
     layers_supported,
     plan_distributed_noise,
     record_distributed_release,
+    secagg_options,
 )
 from privfed.engines.latent.gaussians import ClassGaussians, fit_class_gaussians
 from privfed.engines.latent.release import (
@@ -241,6 +242,13 @@ class PipelineConfig:
         noise_layers: Distributed Skellam only: remove the dropout excess with
             secret-shared noise layers (``None``: when secure aggregation
             supports them).  Refused for the discrete Gaussian.
+        secagg_mode: Security mode of secure aggregation: ``"semi-honest"``
+            (default; the server is trusted to follow the protocol) or
+            ``"active"`` (one Ed25519 identity key per simulated client, a
+            registry pinning ``assumed_corrupted`` as n_C, signed keys and the
+            ConsistencyCheck round; a server that deviates cannot unmask an
+            honest input while at most n_C clients collude with it).  Active
+            mode needs ``2t > num_clients + assumed_corrupted``.
     """
 
     dataset: str = "digits"
@@ -273,6 +281,7 @@ class PipelineConfig:
     noise: NoiseModel | str = NoiseModel.CENTRAL
     assumed_corrupted: int = 0
     noise_layers: bool | None = None
+    secagg_mode: str = "semi-honest"
 
     def __post_init__(self) -> None:
         if not isinstance(self.dataset, str) or not self.dataset:
@@ -338,6 +347,16 @@ class PipelineConfig:
         model = check_enum("noise", self.noise, NoiseModel)
         object.__setattr__(self, "noise", model)
         corrupted = check_int("assumed_corrupted", self.assumed_corrupted, minimum=0)
+        check_choice("secagg_mode", self.secagg_mode, ("semi-honest", "active"))
+        t = threshold_for(self.num_clients)
+        if self.secagg_mode == "active" and 2 * t <= self.num_clients + corrupted:
+            raise ParameterError(
+                "assumed_corrupted",
+                f"an int < 2t - n = {2 * t - self.num_clients} with secagg_mode='active' "
+                f"(t = {t}, n = {self.num_clients})",
+                corrupted,
+                detail="the active protocol needs 2t > n + n_C",
+            )
         if model is not NoiseModel.CENTRAL:
             min_honest_contributors(
                 threshold_for(self.num_clients), corrupted, num_clients=self.num_clients
@@ -487,6 +506,7 @@ class PipelineReport:
                 "payload_bytes_per_client": self.payload_bytes_per_client,
                 "num_clients": self.num_clients,
                 "secagg_threshold": self.secagg_threshold,
+                "secagg_mode": self.config.get("secagg_mode", "semi-honest"),
                 "dropped_clients": self.dropped_clients,
             },
             dp=dp,
@@ -714,8 +734,14 @@ def aggregate(
     *,
     threshold: int,
     dropouts: Mapping[Stage, list[int]],
+    mode: str = "semi-honest",
+    corrupted: int = 0,
 ) -> Aggregation:
     """Sum the clients' statistics by secure aggregation (in process, through bytes).
+
+    ``mode="active"`` plays the actively secure round with one fresh identity
+    key per client and ``corrupted`` (n_C) pinned in the registry
+    (:func:`~privfed.engines.latent.distributed.secagg_options`).
 
     The delivered total is checked against the exact sum of the survivors'
     statistics; a mismatch raises ``RuntimeError`` (it would be a bug).
@@ -724,7 +750,12 @@ def aggregate(
         ProtocolAbort: Fewer than ``threshold`` clients remained at some stage.
     """
     vectors = [s.to_ring_vector() for s in client_stats]
-    report = run_protocol(vectors, threshold=threshold, dropouts=dropouts)
+    report = run_protocol(
+        vectors,
+        threshold=threshold,
+        dropouts=dropouts,
+        **secagg_options(mode, corrupted, len(vectors)),
+    )
     survivors = tuple(i - 1 for i in report.survivors)
     total = LatentStatistics.from_ring_vector(report.total, spec)
     expected = LatentStatistics.zeros(spec)
@@ -744,7 +775,7 @@ def aggregate(
 
 def distributed_plan(config: PipelineConfig, spec: LatentStatisticsConfig) -> DistributedNoisePlan:
     """The clients' noise plan of a distributed run (grid, calibration, layers)."""
-    return plan_distributed_noise(
+    plan = plan_distributed_noise(
         config.noise,
         config.epsilon,
         config.delta,
@@ -758,6 +789,9 @@ def distributed_plan(config: PipelineConfig, spec: LatentStatisticsConfig) -> Di
         layers=config.uses_noise_layers,
         max_records=spec.max_records,
     )
+    if config.secagg_mode == "semi-honest":
+        return plan
+    return dataclasses.replace(plan, secagg_mode=config.secagg_mode)
 
 
 def run_spec(
@@ -1041,6 +1075,17 @@ def _run(
     noisy_aggregator: NoisyAggregator | None = None,
 ) -> PipelineResult:
     device = torch.device(config.device)
+    if config.secagg_mode != "semi-honest" and (
+        aggregator is not None or noisy_aggregator is not None
+    ):
+        # An external aggregator plays its own round; the release must not claim a
+        # mode that was not run.
+        raise ParameterError(
+            "secagg_mode",
+            "'semi-honest' with an external aggregator (only the in-process round "
+            "plays the active mode)",
+            config.secagg_mode,
+        )
 
     clock.start("data", f"loading {config.dataset!r}")
     data = load_data(config)
@@ -1097,7 +1142,14 @@ def _run(
                 client_stats, dist, delivered.dropouts, dplan.threshold, spec
             )
     elif aggregator is None:
-        agg = aggregate(client_stats, spec, threshold=threshold, dropouts=dropouts)
+        agg = aggregate(
+            client_stats,
+            spec,
+            threshold=threshold,
+            dropouts=dropouts,
+            mode=config.secagg_mode,
+            corrupted=config.assumed_corrupted,
+        )
     else:
         agg = aggregator(data, spec, threshold, dropouts)
     clock.finish(
