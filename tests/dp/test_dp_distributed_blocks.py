@@ -281,34 +281,24 @@ def test_calibration_is_never_under_the_claim(
     assert smaller.scale < noise.scale
 
 
-def test_calibration_refuses_bad_input() -> None:
+@pytest.mark.parametrize(
+    ("mechanism", "num_contributors", "base_variances"),
+    [
+        ("laplace", 3, [1.0]),  # an unknown mechanism
+        ("skellam", 0, [1.0]),  # no honest contributor
+        ("skellam", 3, [1.0, 2.0]),  # two variances for a single block
+    ],
+)
+def test_calibration_refuses_bad_input(
+    mechanism: str, num_contributors: int, base_variances: list[float]
+) -> None:
     with pytest.raises(ParameterError):
         calibrate_block_noise(
-            "laplace",  # type: ignore[arg-type]
+            mechanism,  # type: ignore[arg-type]
             1.0,
             1e-5,
-            num_contributors=3,
-            base_variances=[1.0],
-            dimensions=[1],
-            base_mu_squared=1.0,
-        )
-    with pytest.raises(ParameterError):
-        calibrate_block_noise(
-            "skellam",
-            1.0,
-            1e-5,
-            num_contributors=0,
-            base_variances=[1.0],
-            dimensions=[1],
-            base_mu_squared=1.0,
-        )
-    with pytest.raises(ParameterError):
-        calibrate_block_noise(
-            "skellam",
-            1.0,
-            1e-5,
-            num_contributors=3,
-            base_variances=[1.0, 2.0],
+            num_contributors=num_contributors,
+            base_variances=base_variances,
             dimensions=[1],
             base_mu_squared=1.0,
         )

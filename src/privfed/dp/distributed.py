@@ -1553,7 +1553,7 @@ def check_ring(
         RingOverflowError: The bound exceeds ``limit``: use more ring bits, a
             coarser grid (smaller B and σ in grid units) or less noise.
     """
-    cap = check_float("limit", limit, low=0.0, high=1.0, open_low=True, open_high=True)
+    cap = _check_wrap_limit(limit)
     p = wrap_probability(
         ring_bits=ring_bits,
         mechanism=mechanism,
@@ -1562,10 +1562,24 @@ def check_ring(
         total_bound=total_bound,
         dimension=dimension,
     )
-    if p > cap:
+    return _refuse_wrap(ring_bits, p, cap)
+
+
+def _check_wrap_limit(limit: object) -> float:
+    """``limit``: the largest acceptable wrap probability, a float in (0, 1)."""
+    return check_float("limit", limit, low=0.0, high=1.0, open_low=True, open_high=True)
+
+
+def _refuse_wrap(ring_bits: int, p: float, limit: float) -> float:
+    """Return the wrap bound ``p``; refuse the ring when it exceeds ``limit``.
+
+    Raises:
+        RingOverflowError: ``p > limit``.
+    """
+    if p > limit:
         raise RingOverflowError(
             "ring_bits",
-            f"enough bits for a wrap probability <= {cap:.3g}",
+            f"enough bits for a wrap probability <= {limit:.3g}",
             ring_bits,
             detail=f"the noisy total wraps with probability up to {p:.3g}",
         )

@@ -105,9 +105,12 @@ from privfed.dp.distributed import (
     MAX_POISSON_MEAN,
     MIN_POISSON_MEAN,
     RDP_ORDERS,
+    WRAP_PROBABILITY_LIMIT,
     DistributedMechanism,
     _calibrate,
+    _check_wrap_limit,
     _min_over_contributors,
+    _refuse_wrap,
     _round_up,
     _tau_increments,
     check_orders,
@@ -116,7 +119,7 @@ from privfed.dp.distributed import (
     skellam_noise,
     wrap_probability,
 )
-from privfed.errors import CalibrationError, ParameterError, ParameterTypeError, RingOverflowError
+from privfed.errors import CalibrationError, ParameterError, ParameterTypeError
 
 __all__ = [
     "LAYER_SEED_BYTES",
@@ -713,13 +716,15 @@ def check_ring_blocks(
     dimensions: Sequence[int],
     total_bounds: Sequence[int],
     num_summands: int,
-    limit: float = 2.0**-40,
+    limit: float = WRAP_PROBABILITY_LIMIT,
 ) -> float:
     """:func:`ring_wrap_bound`, refused above ``limit`` (default ``2**-40``).
 
     Raises:
+        ParameterError: ``limit`` is not a float in (0, 1).
         RingOverflowError: The bound exceeds ``limit``.
     """
+    cap = _check_wrap_limit(limit)
     p = ring_wrap_bound(
         ring_bits=ring_bits,
         mechanism=mechanism,
@@ -728,11 +733,4 @@ def check_ring_blocks(
         total_bounds=total_bounds,
         num_summands=num_summands,
     )
-    if p > limit:
-        raise RingOverflowError(
-            "ring_bits",
-            f"enough bits for a wrap probability <= {limit:.3g}",
-            ring_bits,
-            detail=f"the noisy total wraps with probability up to {p:.3g}",
-        )
-    return p
+    return _refuse_wrap(ring_bits, p, cap)

@@ -180,8 +180,8 @@ def factory_main(grid: Grid, run: Mapping[str, Any]) -> dict[str, Any]:
     import numpy as np
     import torch
 
-    from privfed.engines.classifier import evaluate_classifier, train_classifier
-    from privfed.engines.factory.job import load_partitions, public_codec
+    from privfed.engines.classifier import evaluate_classifier
+    from privfed.engines.factory.job import load_partitions, public_codec, train_downstream
     from privfed.engines.factory.matrix import FactoryMatrix
 
     config = factory_config(run)
@@ -225,14 +225,7 @@ def factory_main(grid: Grid, run: Mapping[str, Any]) -> dict[str, Any]:
 
     def train_and_test(tag: str) -> float:
         synthetic = matrix.synthesize(config.synthetic_per_class, seed=config.seed)
-        model = train_classifier(
-            synthetic.images,
-            synthetic.labels,
-            num_classes=k_classes,
-            epochs=config.classifier_epochs,
-            seed=config.seed,
-            device=config.device,
-        )
+        model = train_downstream(config, synthetic.images, synthetic.labels, k_classes)
         matrix.record_consumer(tag, synthetic)
         return float(evaluate_classifier(model, test_x, test_y, device=config.device))
 

@@ -9,7 +9,7 @@ accounted in Rényi DP only, export ``ZCDpEvent(rho, xi)`` and refuse PLD.
 from __future__ import annotations
 
 import abc
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any, ClassVar
 
 from privfed._checks import check_count, check_finite_nonnegative
@@ -19,7 +19,13 @@ from privfed.dp.noise import DISCRETE_GAUSSIAN_SAMPLER, GAUSSIAN_SAMPLER, ROUNDE
 from privfed.dp.sensitivity import Adjacency
 from privfed.errors import LedgerError, ParameterError
 
-__all__ = ["NOISE_SAMPLERS", "DistributedRelease", "ExampleRow", "check_contributors"]
+__all__ = [
+    "NOISE_SAMPLERS",
+    "DistributedRelease",
+    "ExampleRow",
+    "check_contributors",
+    "zcdp_dp_event",
+]
 
 #: One example release: name, partition, n, noise parameter, Δ₂, Δ₁, d, adjacency, seeded.
 ExampleRow = tuple[str, events.Partition, int, float, float, float, int, Adjacency, bool]
@@ -38,6 +44,40 @@ def check_contributors(value: object) -> int:
     if count > MAX_CONTRIBUTORS:
         raise ParameterError("num_contributors", f"an int in [1, {MAX_CONTRIBUTORS}]", value)
     return count
+
+
+def zcdp_dp_event(
+    label: str,
+    name: str,
+    accountant: events.Accountant | None,
+    zcdp: Callable[[], tuple[float, float]],
+) -> Any:
+    """The dp-accounting export of a release accounted by a zCDP line (shared by the kinds).
+
+    Args:
+        label: The kind in words, for the refusal (e.g. ``"distributed Skellam"``).
+        name: The release's name.
+        accountant: The accountant the export is for; ``"pld"`` is refused.
+        zcdp: Returns the release's ``(rho, xi)``; called only when not refused.
+
+    Returns:
+        ``ZCDpEvent(rho, xi)``, or ``NoOpDpEvent`` when both are 0.
+
+    Raises:
+        LedgerError: ``accountant="pld"``: the release has no PLD accounting.
+    """
+    import dp_accounting
+
+    if accountant == "pld":
+        raise LedgerError(
+            f"{label} release {name!r} has no PLD accounting "
+            "(dp-accounting's PLD accountant cannot take a ZCDpEvent); export with "
+            "accountant='rdp'"
+        )
+    rho, xi = zcdp()
+    if rho == 0.0 and xi == 0.0:
+        return dp_accounting.NoOpDpEvent()
+    return dp_accounting.ZCDpEvent(rho=rho, xi=xi)
 
 
 class DistributedRelease(events.ReleaseEvent):
@@ -134,18 +174,7 @@ class DistributedRelease(events.ReleaseEvent):
         Raises:
             LedgerError: ``accountant="pld"``: this release has no PLD.
         """
-        import dp_accounting
-
-        if accountant == "pld":
-            raise LedgerError(
-                f"{self._label} release {self.name!r} has no PLD accounting "
-                "(dp-accounting's PLD accountant cannot take a ZCDpEvent); export with "
-                "accountant='rdp'"
-            )
-        rho, xi = self.zcdp()
-        if rho == 0.0 and xi == 0.0:
-            return dp_accounting.NoOpDpEvent()
-        return dp_accounting.ZCDpEvent(rho=rho, xi=xi)
+        return zcdp_dp_event(self._label, self.name, accountant, self.zcdp)
 
     @property
     def accountant_relation(self) -> events.AccountantRelation:

@@ -19,7 +19,7 @@ from privfed.dp.distributed import (
 )
 from privfed.dp.distributed_blocks import block_rdp, block_zcdp
 from privfed.dp.events import Partition, PartitionKey, register_release
-from privfed.dp.releases._distributed import NOISE_SAMPLERS, check_contributors
+from privfed.dp.releases._distributed import NOISE_SAMPLERS, check_contributors, zcdp_dp_event
 from privfed.dp.sensitivity import Adjacency
 from privfed.errors import LedgerError, ParameterError, ParameterTypeError
 
@@ -153,18 +153,7 @@ class DistributedBlockRelease(events.ReleaseEvent):
         ρ and ξ already carry this release's adjacency, and dp-accounting's RDP
         accountant composes a ZCDpEvent the same way under both relations.
         """
-        import dp_accounting
-
-        if accountant == "pld":
-            raise LedgerError(
-                f"distributed block release {self.name!r} has no PLD accounting "
-                "(dp-accounting's PLD accountant cannot take a ZCDpEvent); export with "
-                "accountant='rdp'"
-            )
-        rho, xi = self.zcdp()
-        if rho == 0.0 and xi == 0.0:
-            return dp_accounting.NoOpDpEvent()
-        return dp_accounting.ZCDpEvent(rho=rho, xi=xi)
+        return zcdp_dp_event("distributed block", self.name, accountant, self.zcdp)
 
     @property
     def rdp_export_exact(self) -> bool:

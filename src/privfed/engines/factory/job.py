@@ -67,7 +67,7 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
@@ -103,6 +103,9 @@ from privfed.engines.latent.audit import AuditInputs
 from privfed.errors import ParameterError, ParameterTypeError
 from privfed.progress import ProgressFn
 
+if TYPE_CHECKING:
+    from privfed.engines.classifier import ProgressCallback
+
 __all__ = [
     "FactoryKind",
     "FactoryPipelineConfig",
@@ -114,6 +117,7 @@ __all__ = [
     "make_factory",
     "public_codec",
     "run_factory_pipeline",
+    "train_downstream",
 ]
 
 #: Client data layout.
@@ -772,8 +776,44 @@ def load_partitions(config: FactoryPipelineConfig) -> tuple[int, Any, list[np.nd
     return data.num_classes, split, list(parts)
 
 
+def train_downstream(
+    config: FactoryPipelineConfig,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    num_classes: int,
+    *,
+    progress: ProgressCallback | None = None,
+) -> torch.nn.Module:
+    """Train a downstream classifier with the run's epochs, seed and device.
+
+    The one place the in-process job and the Flower server map a pipeline
+    configuration onto :func:`privfed.engines.classifier.train_classifier`.
+
+    Args:
+        config: The pipeline configuration.
+        images: Training images ``(n, ...)``.
+        labels: Their classes ``(n,)``.
+        num_classes: The dataset's classes.
+        progress: Optional ``(epoch, total, loss)`` callback, as for ``train_classifier``.
+
+    Returns:
+        The trained classifier.
+    """
+    from privfed.engines.classifier import train_classifier
+
+    return train_classifier(
+        images,
+        labels,
+        num_classes=num_classes,
+        epochs=config.classifier_epochs,
+        seed=config.seed,
+        device=config.device,
+        progress=progress,
+    )
+
+
 def _run(config: FactoryPipelineConfig, clock: StageClock, ledger: Any) -> FactoryPipelineReport:
-    from privfed.engines.classifier import evaluate_classifier, train_classifier
+    from privfed.engines.classifier import evaluate_classifier
 
     uses_dp = config.uses_dp
     if uses_dp and ledger is None:
@@ -858,13 +898,11 @@ def _run(config: FactoryPipelineConfig, clock: StageClock, ledger: Any) -> Facto
     synthesis_seconds = time.perf_counter() - start
     report("synthesis", 1, 1)
     clock.start("classifier")
-    clf = train_classifier(
+    clf = train_downstream(
+        config,
         synthetic.images,
         synthetic.labels,
-        num_classes=k_classes,
-        epochs=config.classifier_epochs,
-        seed=config.seed,
-        device=config.device,
+        k_classes,
         progress=lambda e, t, _loss: report("classifier", e, t),
     )
     matrix.record_consumer("downstream-classifier", synthetic)
@@ -885,13 +923,11 @@ def _run(config: FactoryPipelineConfig, clock: StageClock, ledger: Any) -> Facto
     central_acc = None
     if config.centralized:
         clock.start("centralized")
-        central = train_classifier(
+        central = train_downstream(
+            config,
             images,
             labels,
-            num_classes=k_classes,
-            epochs=config.classifier_epochs,
-            seed=config.seed,
-            device=config.device,
+            k_classes,
             progress=lambda e, t, _loss: report("centralized", e, t),
         )
         central_acc = evaluate_classifier(central, test_x, test_y, device=config.device)

@@ -169,12 +169,16 @@ def _trust(
         text += (
             "Secure aggregation runs in active mode: the server is not trusted to follow "
             "the protocol either (signed keys against the integrator's identity registry, "
-            f"ConsistencyCheck, 2t > n + n_C with n_C = {corrupted}); a deviating server can "
-            "make the round abort but cannot unmask an honest client's input while at most "
-            f"{corrupted} clients collude with it"
+            f"ConsistencyCheck, 2t > n + n_C with n_C = {corrupted}); while at most "
+            f"{corrupted} clients collude with it, a deviating server can make the round "
+            "abort but cannot unmask any single honest input, only the total of one survivor "
+            "set signed by at least t clients"
         )
         if layers:
-            text += f"; {layers} secret-shared noise layers remove the dropout excess"
+            text += (
+                f"; {layers} secret-shared noise layers remove the dropout excess for that "
+                "one signed survivor set"
+            )
         return text
     text += (
         "Secure aggregation "

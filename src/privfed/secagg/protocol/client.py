@@ -893,8 +893,13 @@ class SecAggClient(Party):
             self._check_signed_view(request, stage)
         elif request.signatures:
             raise self._abort("signatures in a semi-honest round", stage)
+        # Count only survivors this client masked with: a signed set padded with
+        # roster members outside its view (no masks, no noise in the sum) must
+        # not unlock more layers.
         count = (
-            len(self._signed_survivors) if self._signed_survivors is not None else len(survivors)
+            len(set(self._signed_survivors) & view)
+            if self._signed_survivors is not None
+            else len(survivors)
         )
         layers = noise_layers_to_reveal(cfg, count) if cfg.noise_layers else ()
         if request.noise_layers != layers:

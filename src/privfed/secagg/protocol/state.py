@@ -46,6 +46,7 @@ import abc
 import contextlib
 import dataclasses
 import enum
+import hashlib
 import json
 import os
 import struct
@@ -539,6 +540,8 @@ class JournalEntry:
         step: The client's step counter after the answer.
         reveals: For an unmasking answer, ``{peer: kind}`` for every peer a
             share was revealed for; empty otherwise.
+        answer: SHA-256 (hex) of the answer's canonical encoding; two entries
+            at one step must carry the same one (empty: not known).
     """
 
     session_id: bytes
@@ -546,6 +549,7 @@ class JournalEntry:
     client_id: int
     step: int
     reveals: Mapping[int, RevealKind] = dataclasses.field(default_factory=dict)
+    answer: str = ""
 
     def to_json(self) -> str:
         """One line of JSON (the file journal's record)."""
@@ -556,6 +560,7 @@ class JournalEntry:
                 "client": self.client_id,
                 "step": self.step,
                 "reveals": {str(p): k.value for p, k in sorted(self.reveals.items())},
+                "answer": self.answer,
             },
             sort_keys=True,
         )
@@ -575,6 +580,7 @@ class JournalEntry:
                 client_id=int(raw["client"]),
                 step=int(raw["step"]),
                 reveals={int(p): RevealKind(k) for p, k in raw["reveals"].items()},
+                answer=str(raw.get("answer", "")),
             )
         except (ValueError, KeyError, TypeError, AttributeError):
             raise MessageFormatError("malformed reveal-journal record") from None
@@ -586,7 +592,8 @@ class RevealJournal(abc.ABC):
     Implementations must make :meth:`_persist` durable before it returns (the
     answer is sent right after) and must survive whatever can roll the client
     state back.  The checks live here, in :meth:`record`: an entry that goes
-    back in steps, or reveals for some peer a different kind of share than an
+    back in steps, gives at a step an answer other than the one already
+    journaled there, or reveals for some peer a different kind of share than an
     earlier entry of the same session, round and client, is refused.
     """
 
@@ -594,6 +601,8 @@ class RevealJournal(abc.ABC):
         self._lock = threading.Lock()
         self._latest: dict[tuple[bytes, int, int], int] = {}
         self._kinds: dict[tuple[bytes, int, int], dict[int, RevealKind]] = {}
+        # The answer digest journaled at each (session, round, client, step).
+        self._answers: dict[tuple[bytes, int, int, int], str] = {}
 
     def latest_step(self, session_id: bytes, round_index: int, client_id: int) -> int | None:
         """The latest step journaled for this client of this round, ``None`` if none."""
@@ -618,6 +627,14 @@ class RevealJournal(abc.ABC):
                 raise ProtocolAbort(
                     f"rolled-back state: step {entry.step} is older than step {latest}"
                 )
+            previous = self._answers.get((*key, entry.step))
+            if previous is not None and previous != entry.answer:
+                # Two copies of one state (restored before either answer was
+                # journaled) answering differently: e.g. signing two survivor sets.
+                raise ProtocolAbort(
+                    f"rolled-back state: a second answer at step {entry.step} that differs "
+                    "from the one already given"
+                )
             known = self._kinds.get(key, {})
             for peer, kind in entry.reveals.items():
                 if known.get(peer, kind) is not kind:
@@ -632,6 +649,7 @@ class RevealJournal(abc.ABC):
         key = (entry.session_id, entry.round_index, entry.client_id)
         self._latest[key] = max(entry.step, self._latest.get(key, entry.step))
         self._kinds.setdefault(key, {}).update(entry.reveals)
+        self._answers.setdefault((*key, entry.step), entry.answer)
 
     @contextlib.contextmanager
     def _exclusive(self) -> Iterator[None]:
@@ -743,6 +761,13 @@ def record_answer(journal: RevealJournal, client: SecAggClient, answer: object) 
         raise ParameterTypeError("journal", "a RevealJournal", journal)
     if not isinstance(client, SecAggClient):
         raise ParameterTypeError("client", "a SecAggClient", client)
+    if isinstance(answer, dict):
+        # A share_keys answer: canonical in the recipients' order.
+        answer = tuple(sorted(answer.items()))
+    try:
+        digest = hashlib.sha256(_encoded(answer, 0)).hexdigest()
+    except _UnsupportedError:
+        raise ParameterTypeError("answer", "a client method's answer", answer) from None
     reveals: dict[int, RevealKind] = {}
     if isinstance(answer, UnmaskResponse):
         reveals.update((s.owner, RevealKind.SELF_MASK_SEED) for s in answer.self_mask_shares)
@@ -755,6 +780,7 @@ def record_answer(journal: RevealJournal, client: SecAggClient, answer: object) 
             client_id=client.client_id,
             step=client_step(client),
             reveals=reveals,
+            answer=digest,
         )
     )
 
