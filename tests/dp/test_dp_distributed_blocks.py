@@ -490,6 +490,10 @@ def test_ring_bound_is_a_union_over_blocks_and_refuses_small_rings() -> None:
         check_ring_blocks(ring_bits=52, **tight)  # type: ignore[arg-type]
     # A bound below the exact totals' range: certain wrap.
     assert ring_wrap_bound(ring_bits=40, **kwargs) == 1.0  # type: ignore[arg-type]
+    # The limit is a probability in (0, 1), as for check_ring: 1.5 would accept any ring.
+    for limit in (0.0, 1.5, float("nan")):
+        with pytest.raises(ParameterError, match="limit"):
+            check_ring_blocks(ring_bits=40, limit=limit, **kwargs)  # type: ignore[arg-type]
 
 
 def test_only_the_skellam_block_kind_has_a_looser_rdp_export() -> None:

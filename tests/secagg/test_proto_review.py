@@ -7,7 +7,9 @@ and checks that nothing beyond the protocol's allowance is revealed.
 from __future__ import annotations
 
 import dataclasses
+import json
 import secrets
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,30 +22,35 @@ from privfed.secagg import (
     SecAggClient,
     SecAggConfig,
     SecAggServer,
-)
-from privfed.secagg.protocol.state import (
-    MemoryRevealJournal,
-    export_client_state,
-    record_answer,
-    restore_client_state,
+    SecurityMode,
 )
 from privfed.secagg.protocol.messages import (
     EncryptedSharesBundle,
     SurvivorSignature,
     UnmaskRequest,
 )
-
+from privfed.secagg.protocol.state import (
+    FileRevealJournal,
+    JournalEntry,
+    MemoryRevealJournal,
+    RevealJournal,
+    export_client_state,
+    record_answer,
+    restore_client_state,
+)
 
 L = 8
 
 
-def _active(n: int, t: int, corrupted: int, layers: int = 0):
+def _active(
+    n: int, t: int, corrupted: int, layers: int = 0
+) -> tuple[SecAggConfig, dict[int, SecAggClient], SecAggServer]:
     ids = {c: IdentityKey.generate() for c in range(1, n + 1)}
     cfg = SecAggConfig(
         client_ids=tuple(ids),
         threshold=t,
         vector_length=L,
-        mode="active",
+        mode=SecurityMode.ACTIVE,
         corrupted=corrupted,
         identities=IdentityRegistry.of(ids, assumed_corrupted=corrupted),
         noise_layers=layers,
@@ -108,7 +115,8 @@ def test_signed_set_padded_with_clients_outside_the_view_reveals_no_extra_noise_
     assert 1 not in revealed_layers
 
 
-def test_two_restores_of_one_state_cannot_sign_two_survivor_sets() -> None:
+@pytest.mark.parametrize("kind", ["memory", "file"])
+def test_two_restores_of_one_state_cannot_sign_two_survivor_sets(kind: str, tmp_path: Path) -> None:
     """A transport that restores one exported state twice must not answer twice differently.
 
     The journal refuses an older step, but two copies restored before either
@@ -117,13 +125,15 @@ def test_two_restores_of_one_state_cannot_sign_two_survivor_sets() -> None:
     ConsistencyCheck's ``2t > s + n_C`` argument rules out.
     """
     n, t = 7, 5
-    cfg, clients, server = _active(n, t, corrupted=2)
-    journal = MemoryRevealJournal()
+    _, clients, server = _active(n, t, corrupted=2)
+    journal: RevealJournal = (
+        MemoryRevealJournal() if kind == "memory" else FileRevealJournal(tmp_path / "j.jsonl")
+    )
     for c in clients.values():
-        answer = c.advertise_keys()
+        advert = c.advertise_keys()
         if c.client_id == 1:
-            record_answer(journal, c, answer)
-        deliver(server, answer)
+            record_answer(journal, c, advert)
+        deliver(server, advert)
     roster = server.roster()
     for c in clients.values():
         shares = c.share_keys(roster)
@@ -132,10 +142,10 @@ def test_two_restores_of_one_state_cannot_sign_two_survivor_sets() -> None:
         deliver(server, EncryptedSharesBundle.from_shares(shares))
     routed = server.routed_shares()
     for cid, c in clients.items():
-        answer = c.masked_input(routed[cid])
+        masked = c.masked_input(routed[cid])
         if cid == 1:
-            record_answer(journal, c, answer)
-        deliver(server, answer)
+            record_answer(journal, c, masked)
+        deliver(server, masked)
     request = server.consistency_requests()[1]
     assert request.survivors == tuple(range(1, n + 1))
     state = export_client_state(clients[1])
@@ -151,3 +161,46 @@ def test_two_restores_of_one_state_cannot_sign_two_survivor_sets() -> None:
     # ... and the old state can no longer be restored at all.
     with pytest.raises(ProtocolAbort, match="rolled-back"):
         restore_client_state(state, journal=journal)
+    if kind == "file":  # a second process reading the file enforces the same
+        reopened = FileRevealJournal(tmp_path / "j.jsonl")
+        with pytest.raises(ProtocolAbort, match="differ"):
+            record_answer(reopened, second, answer)
+        record_answer(reopened, first, first.consistency_check(request))
+
+
+def test_a_journal_line_without_an_answer_digest_still_parses() -> None:
+    entry = JournalEntry(b"s" * 32, 0, 1, 2)
+    record = json.loads(entry.to_json())
+    del record["answer"]  # a line written before answers were journaled
+    assert JournalEntry.from_json(json.dumps(record)) == entry
+
+
+def test_two_restores_cannot_send_two_masked_inputs_over_different_views() -> None:
+    """Two copies of one MASKED_INPUT-stage state, each routed a different view.
+
+    Both masked inputs carry the same self mask; the second one's pairwise
+    masks are with the colluders and the clients the server will declare
+    dropped in the main round, whose mask keys it gets there.  So the second
+    masked input, once sent, is the victim's input in the clear to the server:
+    the journal must stop it.
+    """
+    n, t = 7, 5
+    _, clients, server = _active(n, t, corrupted=2)
+    journal = MemoryRevealJournal()
+    for c in clients.values():
+        deliver(server, c.advertise_keys())
+    roster = server.roster()
+    for c in clients.values():
+        shares = c.share_keys(roster)
+        if c.client_id == 1:
+            record_answer(journal, c, shares)
+        deliver(server, EncryptedSharesBundle.from_shares(shares))
+    routed = server.routed_shares()[1]
+    state = export_client_state(clients[1])
+    first = restore_client_state(state, journal=journal)
+    second = restore_client_state(state, journal=journal)
+    record_answer(journal, first, first.masked_input(routed))
+    narrow = dataclasses.replace(routed, shares=tuple(s for s in routed.shares if s.sender != 7))
+    masked = second.masked_input(narrow)
+    with pytest.raises(ProtocolAbort, match="differ"):
+        record_answer(journal, second, masked)

@@ -846,7 +846,10 @@ class SecAggClient(Party):
         ``u`` survivors of ``n`` clients, the client also reveals, for each
         survivor ``v``, its shares of ``v``'s layer seeds ``j`` with
         ``n - u < j <= L`` -- never of a dropped client, never another layer.
-        The request must name exactly those layers.
+        ``u`` counts only survivors this client masked with (in active mode,
+        the signed set within its view), so a set padded with roster members
+        that never masked with it unlocks no extra layer.  The request must
+        name exactly those layers.
 
         Threat model: this is the step a lying server would exploit -- listing a
         survivor as dropped would hand it both the self-mask seed and the mask
