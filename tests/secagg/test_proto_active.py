@@ -155,6 +155,14 @@ def test_registry_refuses_duplicates_and_binds_its_policy() -> None:
     assert IdentityRegistry.of(keys).digest != IdentityRegistry.of(keys, assumed_corrupted=1).digest
 
 
+def test_registry_with_a_non_integer_id_gets_a_typed_error_naming_it() -> None:
+    """Mixed id types do not sort: the ids are checked first, with the parameter named."""
+    keys = _keys(2)
+    mixed: dict[object, bytes] = {1: keys[1].public_key, "2": keys[2].public_key}
+    with pytest.raises(ParameterTypeError, match="public_keys"):
+        IdentityRegistry(mixed)  # type: ignore[arg-type]
+
+
 # -- the configuration digest -------------------------------------------------------------
 
 

@@ -185,8 +185,9 @@ class IdentityRegistry:
             raise ParameterTypeError("public_keys", "a mapping from client id to bytes", keys)
         checked: dict[int, bytes] = {}
         verifiers: dict[int, Ed25519PublicKey] = {}
-        for cid, key in sorted(keys.items()):
+        for cid in keys:  # every id checked before sorting (mixed types do not sort)
             check_int("public_keys", cid, minimum=1, maximum=_MAX_ID)
+        for cid, key in sorted(keys.items()):
             if not isinstance(key, bytes):
                 raise ParameterTypeError(f"public_keys[{cid}]", "bytes", key)
             if len(key) != IDENTITY_PUBLIC_KEY_SIZE:
