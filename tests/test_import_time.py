@@ -13,26 +13,28 @@ the test session has already imported hides a cost:
 * **How long it takes, relative to numpy** (a timed budget): one interpreter
   imports numpy (timed), then ``privfed.secagg`` and ``privfed.dp`` with numpy
   already loaded (timed), and the ratio of the two must stay at or below
-  :data:`MAX_CORE_TO_NUMPY_RATIO`.  Measured on a 2-core machine, single runs
-  of the light cores gave ratios of 0.7-1.4 when it was quiet and up to 2.0
-  under a parallel test run (medians of three at most 1.6); the previous
-  version, which imported scipy.special and scipy.optimize with the modules,
-  gave 3.9-7.9 in both conditions.  The budget of 2.5 sits between the two (near
-  their geometric mean), so the old version fails it and the light one passes
-  with a margin of 1.5x at worst.
+  :data:`MAX_CORE_TO_NUMPY_RATIO`.  Measured on a 2-core machine with the cores as
+  they are now (the active secure-aggregation mode, the client-state codec and the
+  distributed-DP accounting made them larger): 1.9-2.2 when it was quiet and 3.4
+  (median of three) inside a clean-clone CI run with two pytest workers; the same
+  process also importing scipy.special, scipy.optimize, scipy.stats and
+  dp_accounting -- what the cores imported before those moved into the functions
+  that use them -- gave 9-16 when quiet.  The budget of 5.0 sits near the geometric
+  mean of the worst light figure and the best heavy one, so a return of those
+  imports fails it and the light cores pass with a margin of about 1.5x at worst.
 
 False-failure reasoning for the timed check: both times come from the same
 process a few milliseconds apart, so whatever slows the whole machine (CPU
 contention from parallel tests, a slow disk, a slower CPU) stretches numerator
-and denominator alike and largely cancels in the ratio (it moved from ~1.0 to at
-most 1.6 when the machine went from idle to a load average of 4.5 on 2 cores).
+and denominator alike and largely cancels in the ratio (it moved from about 2 to
+3.4 between a quiet machine and a full two-worker test run on 2 cores).
 What does not cancel is a stall that hits only the second interval (the process
 descheduled for a few hundred milliseconds, or bytecode being recompiled after
 an edit): the uncounted warm-up run writes the bytecode caches and warms the
 file cache, and the check takes the median of three runs, so a false failure
-needs such a stall, pushing that run's privfed part up by half again, in two
-runs out of three.  In about 60 runs under load we saw no single run above 2.0;
-we put the false-failure rate below 1e-3.  A machine whose numpy imports much
+needs such a stall, pushing that run's privfed part up by half again (over the
+worst loaded median seen, 3.4) in two runs out of three; we put the false-failure
+rate below 1e-3.  A machine whose numpy imports much
 faster relative to the rest of Python would shift the ratio; raise the budget
 there rather than dropping the check.
 """
@@ -48,7 +50,7 @@ from typing import Any
 import pytest
 
 #: Largest allowed (privfed.secagg + privfed.dp import time) / (numpy import time).
-MAX_CORE_TO_NUMPY_RATIO = 2.5
+MAX_CORE_TO_NUMPY_RATIO = 5.0
 
 CORES = ("privfed.secagg", "privfed.dp", "privfed.testing")
 CORE_FORBIDDEN = (
