@@ -8,7 +8,7 @@ STAMP := $(VENV)/.privfed-installed
 # pytest workers; CI machines have 2 cores.
 WORKERS ?= 2
 
-.PHONY: setup run test lint typecheck unit bench clean
+.PHONY: setup bytecode run test lint typecheck unit bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +18,13 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-run: $(STAMP)
+# Byte-compile the editable sources: with PYTHONDONTWRITEBYTECODE set (as on these
+# machines) Python would otherwise recompile every privfed module on every start,
+# about 0.3 s of the core imports alone.  Up-to-date files are skipped.
+bytecode: $(STAMP)
+	$(PY) -m compileall -q src >/dev/null
+
+run: bytecode
 	$(VENV)/bin/privfed run --overwrite
 
 lint: $(STAMP)
@@ -27,7 +33,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-unit: $(STAMP)
+unit: bytecode
 	$(VENV)/bin/pytest -n $(WORKERS)
 
 test: lint typecheck unit

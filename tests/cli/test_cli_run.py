@@ -207,7 +207,7 @@ def test_ctrl_c_prints_one_line_and_leaves_no_directory(
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize(("module", "extra"), [("torch", "engines"), ("matplotlib", "plots")])
+@pytest.mark.parametrize(("module", "extra"), [("torch", "engines")])
 def test_a_missing_extra_is_named(module: str, extra: str, tmp_path: Path) -> None:
     code = (
         f"import sys; sys.modules[{module!r}] = None\n"
@@ -220,6 +220,25 @@ def test_a_missing_extra_is_named(module: str, extra: str, tmp_path: Path) -> No
     assert proc.returncode == 2, proc.stderr
     line = _one_line_error(proc.stderr)
     assert f"pip install 'privfed[{extra}]'" in line and repr(module) in line
+
+
+def test_run_needs_no_matplotlib(tmp_path: Path) -> None:
+    """samples.png is written by privfed's own PNG encoder (matplotlib once cost ~1.5 s per run).
+
+    (``privfed audit``'s roc.png still needs matplotlib: tests/cli/test_cli_audit.py checks
+    that its absence is named before any work.)
+    """
+    code = (
+        "import sys; sys.modules['matplotlib'] = None\n"
+        "from privfed.cli import main\n"
+        f"sys.exit(main({[*TINY_CLI, '--output-dir', str(tmp_path / 'run')]!r}))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    png = (tmp_path / "run" / "samples.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and b"IEND" in png[-12:]
 
 
 def _npz(path: Path, labels: np.ndarray) -> Path:

@@ -396,7 +396,6 @@ def _run(args: argparse.Namespace) -> int:
     try:
         # Before any work: what the run needs installed, and where the results go.
         require("torch", feature="privfed run")
-        require("matplotlib", feature="privfed run (samples.png)")
         resolved = _resolve(args)
         check_output_dir(resolved.output_dir, overwrite=resolved.overwrite)
         resolved.declarations = _declarations(resolved.model_card_config)

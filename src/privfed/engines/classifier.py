@@ -29,7 +29,7 @@ from torch import nn
 
 from privfed._checks import check_choice, check_float, check_int
 from privfed.engines._rng import seeded_global_rng
-from privfed.engines._training import train_epochs
+from privfed.engines._training import Adam, train_epochs
 from privfed.errors import NonFiniteInputError, ParameterError, ParameterTypeError
 
 __all__ = [
@@ -255,7 +255,7 @@ def train_classifier(
         n -= held
     with seeded_global_rng(seed, dev):
         model = _build(arch, x, num_classes).to(dev)
-        optimiser = torch.optim.Adam(model.parameters(), lr=learning_rate)
+        optimiser = Adam(model.parameters(), lr=learning_rate)
         loss_fn = nn.CrossEntropyLoss()
         stopper = None
         if held_x is not None and held_y is not None and patience is not None:
