@@ -8,6 +8,7 @@ on first attribute access, so importing the package itself stays cheap.
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -15,23 +16,40 @@ __all__ = ["lazy_exports"]
 
 
 def lazy_exports(
-    package: str, table: Mapping[str, str]
+    package: str, table: Mapping[str, str], *, submodules: bool = False
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """Return ``(__getattr__, __dir__)`` for ``package`` re-exporting ``table``.
 
     Args:
         package: The re-exporting package's ``__name__`` (for error messages).
         table: Public name -> fully qualified module that defines it.
+        submodules: Also resolve ``package.<submodule>`` by importing it, as an
+            eager ``__init__`` that imported its submodules allowed (plain
+            attribute access after ``import package``), and list the package's
+            own globals in ``dir()`` beside the lazy names.
+
+    Raises:
+        AttributeError: From ``__getattr__``, for a name neither in ``table``
+            nor (with ``submodules``) a submodule of ``package``.
     """
     names = dict(table)
 
     def getattr_(name: str) -> Any:
         module = names.get(name)
-        if module is None:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        return getattr(importlib.import_module(module), name)
+        if module is not None:
+            return getattr(importlib.import_module(module), name)
+        if submodules and name.isidentifier() and not name.startswith("__"):
+            qualified = f"{package}.{name}"
+            try:
+                return importlib.import_module(qualified)
+            except ModuleNotFoundError as exc:
+                if exc.name != qualified:
+                    raise
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
 
     def dir_() -> list[str]:
-        return sorted(names)
+        if not submodules:
+            return sorted(names)
+        return sorted(set(names).union(vars(sys.modules[package])))
 
     return getattr_, dir_

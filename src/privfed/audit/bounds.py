@@ -45,6 +45,7 @@ from privfed._checks import (
     check_vector,
 )
 from privfed._records import field_dict
+from privfed.audit._distributions import beta_isf, normal_isf, normal_ppf
 from privfed.errors import AuditError, ParameterError, ParameterTypeError
 
 __all__ = [
@@ -168,10 +169,8 @@ def _eps_from_rates(
 
 
 def _mu_from_rates(fpr: NDArray[np.float64], fnr: NDArray[np.float64]) -> NDArray[np.float64]:
-    from scipy import stats  # imported here: loading scipy.stats costs ~1 s
-
     # Rates come from Clopper–Pearson upper bounds, which are > 0, so μ is finite.
-    mu = np.asarray(stats.norm.isf(fpr) - stats.norm.ppf(fnr), dtype=np.float64)
+    mu = np.asarray(normal_isf(fpr) - normal_ppf(fnr), dtype=np.float64)
     return np.maximum(np.nan_to_num(mu, nan=0.0, neginf=0.0), 0.0)
 
 
@@ -210,12 +209,10 @@ def mu_lower_bound_from_rates(fpr_upper: float, fnr_upper: float) -> float:
 
 def _cp_upper(k: NDArray[np.int64], n: int, alpha: float) -> NDArray[np.float64]:
     """Vectorised one-sided Clopper–Pearson upper bound at level 1 − alpha."""
-    from scipy import stats  # imported here: loading scipy.stats costs ~1 s
-
     k = np.asarray(k)
     out = np.ones(k.shape, dtype=np.float64)
     inner = k < n
-    out[inner] = stats.beta.isf(alpha, k[inner] + 1, n - k[inner])
+    out[inner] = beta_isf(alpha, k[inner] + 1, n - k[inner])
     return out
 
 

@@ -1,4 +1,4 @@
-"""Membership-inference metrics with confidence intervals (pure: numpy + scipy).
+"""Membership-inference metrics with confidence intervals (pure: numpy + scipy.special).
 
 Every function here takes two 1-D arrays of attack scores: ``member_scores``
 (records that were in the training set / the release) and ``nonmember_scores``
@@ -39,6 +39,7 @@ from privfed._checks import (
     check_vector,
 )
 from privfed._records import field_dict
+from privfed.audit._distributions import beta_isf, beta_ppf, midranks, normal_isf
 from privfed.errors import ParameterError
 
 __all__ = [
@@ -144,12 +145,10 @@ def clopper_pearson(
     level = check_probability("confidence", confidence, open_low=True, open_high=True)
     if sided not in ("two-sided", "upper", "lower"):
         raise ParameterError("sided", "'two-sided', 'upper' or 'lower'", sided)
-    from scipy import stats  # imported here: loading scipy.stats costs ~1 s
-
     alpha = 1.0 - level
     tail = alpha / 2.0 if sided == "two-sided" else alpha
-    lower = 0.0 if k == 0 or sided == "upper" else float(stats.beta.ppf(tail, k, n - k + 1))
-    upper = 1.0 if k == n or sided == "lower" else float(stats.beta.isf(tail, k + 1, n - k))
+    lower = 0.0 if k == 0 or sided == "upper" else float(beta_ppf(tail, k, n - k + 1))
+    upper = 1.0 if k == n or sided == "lower" else float(beta_isf(tail, k + 1, n - k))
     estimate = k / n
     return ConfidenceInterval(
         estimate=estimate,
@@ -240,12 +239,10 @@ def _placements(
     members: NDArray[np.float64], nonmembers: NDArray[np.float64]
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """DeLong placement values (ties count one half), via mid-ranks."""
-    from scipy import stats  # imported here: loading scipy.stats costs ~1 s
-
     n1, n0 = members.size, nonmembers.size
-    combined = stats.rankdata(np.concatenate([members, nonmembers]))
-    within_members = stats.rankdata(members)
-    within_nonmembers = stats.rankdata(nonmembers)
+    combined = midranks(np.concatenate([members, nonmembers]))
+    within_members = midranks(members)
+    within_nonmembers = midranks(nonmembers)
     v10 = (combined[:n1] - within_members) / n0
     v01 = 1.0 - (combined[n1:] - within_nonmembers) / n1
     return v10, v01
@@ -268,10 +265,8 @@ def auc_score(member_scores: ArrayLike, nonmember_scores: ArrayLike) -> float:
 
 
 def _auc_fast(members: NDArray[np.float64], nonmembers: NDArray[np.float64]) -> float:
-    from scipy import stats  # imported here: loading scipy.stats costs ~1 s
-
     n1, n0 = members.size, nonmembers.size
-    ranks = stats.rankdata(np.concatenate([members, nonmembers]))
+    ranks = midranks(np.concatenate([members, nonmembers]))
     return float((ranks[:n1].sum() - n1 * (n1 + 1) / 2.0) / (n1 * n0))
 
 
@@ -310,10 +305,8 @@ def auc_with_interval(
     v10, v01 = _placements(members, nonmembers)
     estimate = float(np.mean(v10))
     if method is AucIntervalMethod.DELONG:
-        from scipy import stats  # imported here: loading scipy.stats costs ~1 s
-
         variance = float(np.var(v10, ddof=1) / members.size + np.var(v01, ddof=1) / nonmembers.size)
-        half = float(stats.norm.isf((1.0 - level) / 2.0)) * math.sqrt(max(variance, 0.0))
+        half = float(normal_isf((1.0 - level) / 2.0)) * math.sqrt(max(variance, 0.0))
         lower, upper = max(0.0, estimate - half), min(1.0, estimate + half)
     else:
         rng = np.random.default_rng(rng_seed)

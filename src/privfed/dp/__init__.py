@@ -1,7 +1,8 @@
 """Differential privacy for privfed: calibration, sensitivities, plans, noise, ledger.
 
-Pure numpy + scipy (dp-accounting is imported lazily, only by the functions that
-export to it or use its PLD accountant).  Never imports torch.
+Pure numpy + scipy; scipy.special, scipy.optimize and dp-accounting are imported
+only by the functions that use them (the Gaussian calibration, the noise-split
+optimiser, the PLD/RDP accountants).  Never imports torch.
 
 * :mod:`privfed.dp.calibration` -- exact analytic Gaussian calibration and μ-GDP.
 * :mod:`privfed.dp.sensitivity` -- adjacency relations and exact sensitivities,
@@ -18,91 +19,89 @@ export to it or use its PLD accountant).  Never imports torch.
   discrete Gaussian and Skellam client noise, its RDP accounting and calibration.
 * :mod:`privfed.dp.distributed_blocks` -- the same for vectors whose blocks carry
   different noise scales, and dropout-resilient secret-shared noise layers.
+
+Names load on first use (PEP 562): ``import privfed.dp`` runs none of these
+modules, and ``from privfed.dp import gdp_mu`` imports only
+:mod:`privfed.dp.calibration` (and what it needs).  :data:`_EXPORTS` maps each
+public name to the module that defines it; ``tests/test_public_api.py`` checks
+it against :data:`__all__`, the ``TYPE_CHECKING`` imports below and the
+submodules' own ``__all__``.
 """
 
 from __future__ import annotations
 
-from privfed.dp.calibration import (
-    calibrate_analytic_gaussian,
-    compose_gdp,
-    gaussian_delta,
-    gaussian_epsilon,
-    gdp_delta,
-    gdp_epsilon,
-    gdp_mu,
-    mu_for_epsilon_delta,
-)
-from privfed.dp.distributed import (
-    EXACT_DISCRETE_GAUSSIAN_SAMPLER,
-    SKELLAM_SAMPLER,
-    calibrate_distributed_discrete_gaussian,
-    calibrate_distributed_skellam,
-    check_ring,
-    ddg_rdp,
-    ddg_zcdp,
-    exact_discrete_gaussian,
-    exact_poisson,
-    min_honest_contributors,
-    rdp_delta,
-    rdp_epsilon,
-    skellam_noise,
-    skellam_rdp,
-    skellam_zcdp,
-    wrap_probability,
-)
-from privfed.dp.distributed_blocks import (
-    block_rdp,
-    block_zcdp,
-    calibrate_block_noise,
-    dropout_inflation,
-)
-from privfed.dp.dpsgd_calibration import calibrate_noise_multiplier
-from privfed.dp.events import (
-    DEFAULT_SCHEME,
-    Accountant,
-    Accounting,
-    PartitionKey,
-    ReleaseEvent,
-    in_scheme,
-    partition_key,
-    register_release,
-    release_from_dict,
-    release_kinds,
-)
-from privfed.dp.ledger import (
-    AccountantRelation,
-    GaussianRelease,
-    LedgerGuarantee,
-    Partition,
-    PrivacyLedger,
-    Release,
-    SubsampledGaussianRelease,
-)
-from privfed.dp.noise import (
-    DISCRETE_GAUSSIAN_SAMPLER,
-    GAUSSIAN_SAMPLER,
-    ROUNDED_GAUSSIAN_SAMPLER,
-    discrete_gaussian,
-    gaussian_noise,
-    rounded_gaussian,
-)
-from privfed.dp.planning import (
-    LatentReleasePlan,
-    SplitName,
-    paper_baseline_noise_stds,
-    plan_latent_release,
-    release_error_objective,
-)
-from privfed.dp.releases.distributed_blocks import DistributedBlockRelease
-from privfed.dp.releases.distributed_gaussian import DistributedDiscreteGaussianRelease
-from privfed.dp.releases.distributed_skellam import DistributedSkellamRelease
-from privfed.dp.sensitivity import (
-    Adjacency,
-    count_sensitivity,
-    joint_mu_squared,
-    second_moment_sensitivity,
-    sum_sensitivity,
-)
+from typing import TYPE_CHECKING
+
+from privfed._lazy import lazy_exports
+
+#: Public name -> the module that defines it.
+_EXPORTS: dict[str, str] = {
+    "calibrate_analytic_gaussian": "privfed.dp.calibration",
+    "compose_gdp": "privfed.dp.calibration",
+    "gaussian_delta": "privfed.dp.calibration",
+    "gaussian_epsilon": "privfed.dp.calibration",
+    "gdp_delta": "privfed.dp.calibration",
+    "gdp_epsilon": "privfed.dp.calibration",
+    "gdp_mu": "privfed.dp.calibration",
+    "mu_for_epsilon_delta": "privfed.dp.calibration",
+    "EXACT_DISCRETE_GAUSSIAN_SAMPLER": "privfed.dp.distributed",
+    "SKELLAM_SAMPLER": "privfed.dp.distributed",
+    "calibrate_distributed_discrete_gaussian": "privfed.dp.distributed",
+    "calibrate_distributed_skellam": "privfed.dp.distributed",
+    "check_ring": "privfed.dp.distributed",
+    "ddg_rdp": "privfed.dp.distributed",
+    "ddg_zcdp": "privfed.dp.distributed",
+    "exact_discrete_gaussian": "privfed.dp.distributed",
+    "exact_poisson": "privfed.dp.distributed",
+    "min_honest_contributors": "privfed.dp.distributed",
+    "rdp_delta": "privfed.dp.distributed",
+    "rdp_epsilon": "privfed.dp.distributed",
+    "skellam_noise": "privfed.dp.distributed",
+    "skellam_rdp": "privfed.dp.distributed",
+    "skellam_zcdp": "privfed.dp.distributed",
+    "wrap_probability": "privfed.dp.distributed",
+    "block_rdp": "privfed.dp.distributed_blocks",
+    "block_zcdp": "privfed.dp.distributed_blocks",
+    "calibrate_block_noise": "privfed.dp.distributed_blocks",
+    "dropout_inflation": "privfed.dp.distributed_blocks",
+    "calibrate_noise_multiplier": "privfed.dp.dpsgd_calibration",
+    "DEFAULT_SCHEME": "privfed.dp.events",
+    "Accountant": "privfed.dp.events",
+    "AccountantRelation": "privfed.dp.events",
+    "Accounting": "privfed.dp.events",
+    "Partition": "privfed.dp.events",
+    "PartitionKey": "privfed.dp.events",
+    "ReleaseEvent": "privfed.dp.events",
+    "in_scheme": "privfed.dp.events",
+    "partition_key": "privfed.dp.events",
+    "register_release": "privfed.dp.events",
+    "release_from_dict": "privfed.dp.events",
+    "release_kinds": "privfed.dp.events",
+    "LedgerGuarantee": "privfed.dp.ledger",
+    "PrivacyLedger": "privfed.dp.ledger",
+    "Release": "privfed.dp.ledger",
+    "DISCRETE_GAUSSIAN_SAMPLER": "privfed.dp.noise",
+    "GAUSSIAN_SAMPLER": "privfed.dp.noise",
+    "ROUNDED_GAUSSIAN_SAMPLER": "privfed.dp.noise",
+    "discrete_gaussian": "privfed.dp.noise",
+    "gaussian_noise": "privfed.dp.noise",
+    "rounded_gaussian": "privfed.dp.noise",
+    "LatentReleasePlan": "privfed.dp.planning",
+    "SplitName": "privfed.dp.planning",
+    "paper_baseline_noise_stds": "privfed.dp.planning",
+    "plan_latent_release": "privfed.dp.planning",
+    "release_error_objective": "privfed.dp.planning",
+    "DistributedBlockRelease": "privfed.dp.releases.distributed_blocks",
+    "DistributedDiscreteGaussianRelease": "privfed.dp.releases.distributed_gaussian",
+    "DistributedSkellamRelease": "privfed.dp.releases.distributed_skellam",
+    "GaussianRelease": "privfed.dp.releases.gaussian",
+    "SubsampledGaussianRelease": "privfed.dp.releases.subsampled_gaussian",
+    "Adjacency": "privfed.dp.sensitivity",
+    "count_sensitivity": "privfed.dp.sensitivity",
+    "joint_mu_squared": "privfed.dp.sensitivity",
+    "second_moment_sensitivity": "privfed.dp.sensitivity",
+    "sum_sensitivity": "privfed.dp.sensitivity",
+}
 
 __all__ = [
     "DEFAULT_SCHEME",
@@ -171,3 +170,87 @@ __all__ = [
     "sum_sensitivity",
     "wrap_probability",
 ]
+
+if not TYPE_CHECKING:
+    # Hidden from type checkers, so that a name missing from the imports below is
+    # an error for them rather than an ``Any`` from a module ``__getattr__``.
+    __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=True)
+
+if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
+    from privfed.dp.calibration import (
+        calibrate_analytic_gaussian,
+        compose_gdp,
+        gaussian_delta,
+        gaussian_epsilon,
+        gdp_delta,
+        gdp_epsilon,
+        gdp_mu,
+        mu_for_epsilon_delta,
+    )
+    from privfed.dp.distributed import (
+        EXACT_DISCRETE_GAUSSIAN_SAMPLER,
+        SKELLAM_SAMPLER,
+        calibrate_distributed_discrete_gaussian,
+        calibrate_distributed_skellam,
+        check_ring,
+        ddg_rdp,
+        ddg_zcdp,
+        exact_discrete_gaussian,
+        exact_poisson,
+        min_honest_contributors,
+        rdp_delta,
+        rdp_epsilon,
+        skellam_noise,
+        skellam_rdp,
+        skellam_zcdp,
+        wrap_probability,
+    )
+    from privfed.dp.distributed_blocks import (
+        block_rdp,
+        block_zcdp,
+        calibrate_block_noise,
+        dropout_inflation,
+    )
+    from privfed.dp.dpsgd_calibration import calibrate_noise_multiplier
+    from privfed.dp.events import (
+        DEFAULT_SCHEME,
+        Accountant,
+        AccountantRelation,
+        Accounting,
+        Partition,
+        PartitionKey,
+        ReleaseEvent,
+        in_scheme,
+        partition_key,
+        register_release,
+        release_from_dict,
+        release_kinds,
+    )
+    from privfed.dp.ledger import LedgerGuarantee, PrivacyLedger, Release
+    from privfed.dp.noise import (
+        DISCRETE_GAUSSIAN_SAMPLER,
+        GAUSSIAN_SAMPLER,
+        ROUNDED_GAUSSIAN_SAMPLER,
+        discrete_gaussian,
+        gaussian_noise,
+        rounded_gaussian,
+    )
+    from privfed.dp.planning import (
+        LatentReleasePlan,
+        SplitName,
+        paper_baseline_noise_stds,
+        plan_latent_release,
+        release_error_objective,
+    )
+    from privfed.dp.releases.distributed_blocks import DistributedBlockRelease
+    from privfed.dp.releases.distributed_gaussian import DistributedDiscreteGaussianRelease
+    from privfed.dp.releases.distributed_skellam import DistributedSkellamRelease
+    from privfed.dp.releases.gaussian import GaussianRelease
+    from privfed.dp.releases.subsampled_gaussian import SubsampledGaussianRelease
+    from privfed.dp.sensitivity import (
+        Adjacency,
+        count_sensitivity,
+        joint_mu_squared,
+        second_moment_sensitivity,
+        sum_sensitivity,
+    )

@@ -225,6 +225,35 @@ def _constraint(x: float, y: float, v: float, adjacency: Adjacency, private_labe
     return max(same, 2.0 * x + 2.0 * y + 2.0 * v)
 
 
+def _public_counts_direction(alpha: float, beta: float) -> float:
+    """The y minimising (α + β/y)·μ²(1, y) under REPLACE_ONE with public counts.
+
+    For y >= 1/2 the constraint is 2 + 2y + 1/(2y) and the derivative of the
+    product is g(y)/y³ with g(y) = 2αy³ − (α/2 + 2β)y − β.  g is convex on
+    y > 0 with g(0) = −β < 0 and g(1/2) = −2β < 0, so it has exactly one
+    positive root y*, above 1/2, and the product falls before y* and rises
+    after it.  Below 1/2 the constraint is the constant 4 and the product falls
+    towards y = 1/2, so y* is the global minimiser.  Bisection on g finds it to
+    the last bit (Nelder–Mead, used before, stopped within ~2e-8 of it).
+    """
+
+    def g(y: float) -> float:
+        return (2.0 * alpha * y * y - (alpha / 2.0 + 2.0 * beta)) * y - beta
+
+    lo, hi = 0.5, 1.0
+    while g(hi) <= 0.0:
+        lo, hi = hi, 2.0 * hi
+    while True:
+        mid = 0.5 * (lo + hi)
+        if not lo < mid < hi:
+            break
+        if g(mid) > 0.0:
+            hi = mid
+        else:
+            lo = mid
+    return lo if abs(g(lo)) <= abs(g(hi)) else hi
+
+
 def _optimal_direction(
     dim: int, adjacency: Adjacency, private_labels: bool
 ) -> tuple[float, float, float]:
@@ -232,29 +261,24 @@ def _optimal_direction(
     alpha = 3.0 * dim + 2.0
     beta = dim * (dim + 1) / 2.0
     gamma = 2.0
-    noised = _counts_noised(adjacency, private_labels)
     if adjacency is Adjacency.ADD_REMOVE:
         # Lagrange: minimise Σ w_i / x_i subject to Σ x_i = const gives x_i ∝ sqrt(w_i).
         return math.sqrt(alpha), math.sqrt(beta), math.sqrt(gamma)
+    if not _counts_noised(adjacency, private_labels):
+        # One free ratio and a closed-form stationarity condition: no search needed.
+        return 1.0, _public_counts_direction(alpha, beta), 0.0
 
     def score(params: np.ndarray) -> float:
-        p = float(np.clip(params[0], -60.0, 60.0))
-        y = math.exp(p)
-        if noised:
-            v = math.exp(float(np.clip(params[1], -60.0, 60.0)))
-            return (alpha + beta / y + gamma / v) * _constraint(
-                1.0, y, v, adjacency, private_labels
-            )
-        return (alpha + beta / y) * _constraint(1.0, y, 0.0, adjacency, private_labels)
+        y = math.exp(float(np.clip(params[0], -60.0, 60.0)))
+        v = math.exp(float(np.clip(params[1], -60.0, 60.0)))
+        return (alpha + beta / y + gamma / v) * _constraint(1.0, y, v, adjacency, private_labels)
 
     # A coarse grid finds the basin; Nelder–Mead (deterministic) refines it.
     grid = np.linspace(-20.0, 20.0, 161)
-    if noised:
-        candidates = [np.array([p, q]) for p in grid[::4] for q in grid[::4]]
-    else:
-        candidates = [np.array([p]) for p in grid]
+    candidates = [np.array([p, q]) for p in grid[::4] for q in grid[::4]]
     start = min(candidates, key=score)
-    # Imported here, not with the module: scipy.optimize takes ~0.4 s to import.
+    # Imported here, not with the module: scipy.optimize takes ~0.4 s to import,
+    # and only private labels (noised counts) under REPLACE_ONE get this far.
     from scipy.optimize import minimize
 
     result = minimize(
@@ -264,9 +288,7 @@ def _optimal_direction(
         options={"xatol": 1e-10, "fatol": 1e-14, "maxiter": 20_000, "maxfev": 40_000},
     )
     best = result.x if score(result.x) <= score(start) else start
-    y = math.exp(float(best[0]))
-    v = math.exp(float(best[1])) if noised else 0.0
-    return 1.0, y, v
+    return 1.0, math.exp(float(best[0])), math.exp(float(best[1]))
 
 
 def plan_latent_release(
@@ -305,9 +327,12 @@ def plan_latent_release(
               would give).  When counts are noised, ``σ_c = σ_s/R``.  Under
               REPLACE_ONE, ``w = 2/3`` equals ``"balanced"``.
             * ``"optimal"`` (default): minimises
-              :func:`release_error_objective` subject to the exact joint μ,
-              by a grid search followed by deterministic Nelder–Mead; the same
-              inputs always give the same plan.
+              :func:`release_error_objective` subject to the exact joint μ:
+              in closed form under ADD_REMOVE, by bisection on the
+              stationarity condition under REPLACE_ONE with public counts,
+              and by a grid search followed by deterministic Nelder–Mead
+              when labels are private; the same inputs always give the same
+              plan.
 
         private_labels: Under REPLACE_ONE, whether a replaced record may change
             class (counts are then noised).  Ignored under ADD_REMOVE.

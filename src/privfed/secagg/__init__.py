@@ -35,53 +35,34 @@ key derivation, ciphertext and signature, and the SecAgg+ graph is seeded by
 the roster's advertisements rather than a server-chosen value.  The threat
 model of each mode is in SECURITY.md.  This package is pure: it
 imports numpy and cryptography, never torch.
+
+Names load on first use (PEP 562): ``import privfed.secagg`` runs none of the
+modules above, and ``from privfed.secagg import SecAggConfig`` imports only the
+modules that name needs.  The table of lazy names is the protocol layer's
+(:data:`privfed.secagg.protocol._EXPORTS`) plus the parameter finder and the
+runner; ``tests/test_public_api.py`` checks it against :data:`__all__`, the
+``TYPE_CHECKING`` imports below and the submodules' own ``__all__``.
 """
 
 from __future__ import annotations
 
-from privfed.secagg.parameters import (
-    SecAggPlusBounds,
-    SecAggPlusParameters,
-    find_secagg_plus_parameters,
-    secagg_plus_bounds,
-)
-from privfed.secagg.protocol import (
-    AdvertiseKeys,
-    ConsistencyRequest,
-    ConsistencySignature,
-    EncryptedShares,
-    EncryptedSharesBundle,
-    FileRevealJournal,
-    GraphMode,
-    IdentityKey,
-    IdentityRegistry,
-    MaskedInput,
-    MemoryRevealJournal,
-    Message,
-    MessageType,
-    RevealedNoiseShare,
-    RevealedShare,
-    RevealJournal,
-    Roster,
-    RosterEntry,
-    RoutedShares,
-    SecAggClient,
-    SecAggConfig,
-    SecAggServer,
-    SecurityMode,
-    Stage,
-    SurvivorSignature,
-    UnmaskRequest,
-    UnmaskResponse,
-    decode_message,
-    export_client_state,
-    harary_neighbourhoods,
-    new_session_id,
-    noise_layers_to_reveal,
-    restore_client_state,
-    self_mask_commitment,
-)
-from privfed.secagg.runner import ClientRecord, RunReport, run_in_memory, run_protocol
+from typing import TYPE_CHECKING
+
+from privfed._lazy import lazy_exports
+from privfed.secagg.protocol import _EXPORTS as _PROTOCOL_EXPORTS
+
+#: Public name -> the module that defines it.
+_EXPORTS: dict[str, str] = {
+    **_PROTOCOL_EXPORTS,
+    "SecAggPlusBounds": "privfed.secagg.parameters",
+    "SecAggPlusParameters": "privfed.secagg.parameters",
+    "find_secagg_plus_parameters": "privfed.secagg.parameters",
+    "secagg_plus_bounds": "privfed.secagg.parameters",
+    "ClientRecord": "privfed.secagg.runner",
+    "RunReport": "privfed.secagg.runner",
+    "run_in_memory": "privfed.secagg.runner",
+    "run_protocol": "privfed.secagg.runner",
+}
 
 __all__ = [
     "AdvertiseKeys",
@@ -127,3 +108,50 @@ __all__ = [
     "secagg_plus_bounds",
     "self_mask_commitment",
 ]
+
+if not TYPE_CHECKING:
+    # Hidden from type checkers, so that a name missing from the imports below is
+    # an error for them rather than an ``Any`` from a module ``__getattr__``.
+    __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=True)
+
+if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
+    from privfed.secagg.parameters import (
+        SecAggPlusBounds,
+        SecAggPlusParameters,
+        find_secagg_plus_parameters,
+        secagg_plus_bounds,
+    )
+    from privfed.secagg.protocol.client import SecAggClient, noise_layers_to_reveal
+    from privfed.secagg.protocol.commitment import self_mask_commitment
+    from privfed.secagg.protocol.config import SecAggConfig, SecurityMode, new_session_id
+    from privfed.secagg.protocol.graph import GraphMode, harary_neighbourhoods
+    from privfed.secagg.protocol.identity import IdentityKey, IdentityRegistry
+    from privfed.secagg.protocol.messages import (
+        AdvertiseKeys,
+        ConsistencyRequest,
+        ConsistencySignature,
+        EncryptedShares,
+        EncryptedSharesBundle,
+        MaskedInput,
+        Message,
+        MessageType,
+        RevealedNoiseShare,
+        RevealedShare,
+        Roster,
+        RosterEntry,
+        RoutedShares,
+        SurvivorSignature,
+        UnmaskRequest,
+        UnmaskResponse,
+        decode_message,
+    )
+    from privfed.secagg.protocol.server import SecAggServer
+    from privfed.secagg.protocol.stages import Stage
+    from privfed.secagg.protocol.state import (
+        FileRevealJournal,
+        MemoryRevealJournal,
+        RevealJournal,
+        export_client_state,
+        restore_client_state,
+    )
+    from privfed.secagg.runner import ClientRecord, RunReport, run_in_memory, run_protocol

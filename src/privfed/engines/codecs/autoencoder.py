@@ -10,7 +10,7 @@ from torch import nn
 
 from privfed._checks import check_int
 from privfed.engines._rng import seeded_global_rng
-from privfed.engines._training import train_epochs
+from privfed.engines._training import Adam, train_epochs
 from privfed.engines.codecs.base import check_images, check_latents
 from privfed.errors import ParameterError
 
@@ -117,7 +117,7 @@ class ConvAutoencoderCodec:
             raise ParameterError("public_images", "at least 2 images", images.shape[0])
         with seeded_global_rng(seed):
             net = _Net(shape[0], shape[1], shape[2], latent_dim)
-            optimiser = torch.optim.Adam(net.parameters(), lr=learning_rate)
+            optimiser = Adam(net.parameters(), lr=learning_rate)
 
             def reconstruction_loss(idx: torch.Tensor) -> torch.Tensor:
                 x = images[idx]

@@ -51,6 +51,7 @@ __all__ = [
     "SHARE_SIZE",
     "Share",
     "combine",
+    "combine_batches",
     "combine_many",
     "split",
 ]
@@ -381,6 +382,110 @@ def combine_many(groups: Sequence[Sequence[Share]], *, threshold: int) -> list[b
         except ReconstructionError as exc:
             raise ReconstructionError(f"groups[{i}]: {exc}") from None
     return secrets_out
+
+
+# Lagrange weights at 0, per tuple of x-coordinates (public values only).  Bounded:
+# a SecAgg+ server at N = 1,000 needs about one tuple per client and round.
+_ZERO_WEIGHTS: dict[tuple[int, ...], tuple[int, ...]] = {}
+_ZERO_WEIGHTS_LIMIT: Final[int] = 1 << 14
+
+
+def _zero_weights(distinct: list[tuple[int, ...]], threshold: int) -> list[tuple[int, ...]]:
+    """``w_i = prod_{m != i} x_m / (x_m - x_i)`` for each tuple: ``f(0) = sum_i w_i f(x_i)``."""
+    missing = [xs for xs in distinct if xs not in _ZERO_WEIGHTS]
+    if missing:
+        plans = [(xs, max(xs).bit_length() * threshold > PRIME.bit_length()) for xs in missing]
+        denominators = [_denominators(xs, reduce) for xs, reduce in plans]
+        flat = _batch_inverse([d for ds in denominators for d in ds])
+        if len(_ZERO_WEIGHTS) + len(missing) > _ZERO_WEIGHTS_LIMIT:
+            _ZERO_WEIGHTS.clear()
+        offset = 0
+        for (xs, reduce), ds in zip(plans, denominators, strict=True):
+            basis = _leave_one_out_products([-x for x in xs], reduce=reduce)
+            inverses = flat[offset : offset + len(ds)]
+            offset += len(ds)
+            _ZERO_WEIGHTS[xs] = tuple(b * v % PRIME for b, v in zip(basis, inverses, strict=True))
+    return [_ZERO_WEIGHTS[xs] for xs in distinct]
+
+
+def combine_batches(
+    batches: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]], *, threshold: int
+) -> list[list[bytes]]:
+    """Reconstruct many secrets from exactly ``threshold`` shares each, grouped by share indices.
+
+    Each batch is ``(xs, rows)``: ``threshold`` distinct share indices and,
+    per secret, the share values at those indices (``rows[j][i]`` is the value
+    of the share with index ``xs[i]``).  The result is exactly
+    ``[[combine([Share(x, y) for x, y in zip(xs, row)], threshold=threshold)
+    for row in rows] for xs, rows in batches]`` -- the same secrets and the
+    same checks (with exactly ``threshold`` shares only the 32-byte range can
+    be checked, see :func:`combine`) -- but the Lagrange weights at 0 depend on
+    ``xs`` alone: they are computed once per distinct ``xs`` (their field
+    inversions batched across all batches) and every secret is then one dot
+    product.  A server rebuilding the secrets of many clients from the shares
+    of the same responders uses this.
+
+    Args:
+        batches: ``(xs, rows)`` pairs as above; ``xs`` ints in
+            ``[1, PRIME)``, distinct, exactly ``threshold`` of them; each row
+            exactly ``threshold`` ints in ``[0, PRIME)``.
+        threshold: The threshold every secret was split with, ``>= 2``.
+
+    Returns:
+        Per batch, the secrets of its rows, in order.
+
+    Raises:
+        ParameterTypeError: An argument or item has the wrong type.
+        ParameterError: An ``xs`` or row of the wrong length, a duplicate or
+            out-of-range index, or a value outside ``[0, PRIME)`` (the message
+            names the batch, never a value).
+        ReconstructionError: A rebuilt value does not fit in
+            :data:`SECRET_SIZE` bytes; the message starts with the batch and row.
+    """
+    threshold = _check_threshold(threshold)
+    if isinstance(batches, str | bytes) or not isinstance(batches, Sequence):
+        raise ParameterTypeError("batches", "a sequence of (xs, rows) pairs", batches)
+    keys: list[tuple[int, ...]] = []
+    for i, batch in enumerate(batches):
+        if not isinstance(batch, tuple) or len(batch) != 2:
+            raise ParameterTypeError(f"batches[{i}]", "an (xs, rows) pair", batch)
+        xs, rows = batch
+        name = f"batches[{i}]"
+        if isinstance(xs, str | bytes) or not isinstance(xs, Sequence):
+            raise ParameterTypeError(name, "a sequence of share indices", xs)
+        if len(xs) != threshold:
+            raise ParameterError(name, f"exactly threshold={threshold} share indices", len(xs))
+        key = tuple(check_int(name, x, minimum=1, maximum=PRIME - 1) for x in xs)
+        if len(set(key)) != threshold:
+            raise ParameterError(name, "distinct share indices", _first_duplicate(key))
+        if isinstance(rows, str | bytes) or not isinstance(rows, Sequence):
+            raise ParameterTypeError(name, "a sequence of rows of share values", rows)
+        for row in rows:
+            if isinstance(row, str | bytes) or not isinstance(row, Sequence):
+                raise ParameterTypeError(name, "a sequence of rows of share values", row)
+            if len(row) != threshold:
+                raise ParameterError(name, f"rows of threshold={threshold} values", len(row))
+            for y in row:
+                if type(y) is not int:
+                    raise ParameterTypeError(name, "share values of type int", y)
+                if not 0 <= y < PRIME:
+                    raise ParameterError(name, "share values in [0, PRIME)", None, secret=True)
+        keys.append(key)
+    weights = dict(zip(keys, _zero_weights(list(dict.fromkeys(keys)), threshold), strict=True))
+    out: list[list[bytes]] = []
+    for i, (key, (_, rows)) in enumerate(zip(keys, batches, strict=True)):
+        w = weights[key]
+        secrets_out = []
+        for j, row in enumerate(rows):
+            value = sum(y * c for y, c in zip(row, w, strict=True)) % PRIME
+            if value >= _SECRET_LIMIT:
+                raise ReconstructionError(
+                    f"batches[{i}] row {j}: reconstructed value does not fit in {SECRET_SIZE} "
+                    "bytes: wrong threshold, shares from different secrets, or altered shares"
+                )
+            secrets_out.append(value.to_bytes(SECRET_SIZE, "big"))
+        out.append(secrets_out)
+    return out
 
 
 def _plan(shares: object, threshold: int, name: str) -> tuple[tuple[int, ...], bool]:

@@ -7,12 +7,14 @@ import enum
 import hashlib
 import secrets
 from collections.abc import Mapping, Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from privfed._checks import check_int
 from privfed.errors import ParameterError, ParameterTypeError
 from privfed.secagg.protocol.graph import GraphMode, build_neighbourhoods
-from privfed.secagg.protocol.identity import IdentityRegistry
+
+if TYPE_CHECKING:  # pragma: no cover - imported where active mode checks a registry
+    from privfed.secagg.protocol.identity import IdentityRegistry
 
 __all__ = [
     "CONFIG_DIGEST_VERSION",
@@ -222,6 +224,9 @@ class SecAggConfig:
         registry = self.identities
         ordered = tuple(sorted(checked))
         if mode is SecurityMode.ACTIVE:
+            # Only active mode needs the registry type (and the Ed25519 code behind it).
+            from privfed.secagg.protocol.identity import IdentityRegistry
+
             if not isinstance(registry, IdentityRegistry):
                 raise ParameterTypeError(
                     "identities", "an IdentityRegistry (required in active mode)", registry

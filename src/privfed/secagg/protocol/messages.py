@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import itertools
 import struct
 from collections.abc import Iterable, Mapping, Sequence
@@ -232,6 +233,31 @@ class _Reader:
         self._pos = pos
         return out
 
+    def uniform_id_blobs(self, n: int, *, wide: bool, max_size: int) -> PackedBlobs | None:
+        """:meth:`id_blobs` for ``n >= 1`` items that all have one length, without a loop.
+
+        Returns the ids and a view of the blobs (no copy), or ``None`` -- and
+        consumes nothing -- if the items are not all of the first item's
+        length or break any rule of :meth:`id_blobs`; the caller then runs
+        :meth:`id_blobs`, which raises the precise error.  A server parses the
+        thousands of equal-sized ciphertexts and shares of a round this way.
+        """
+        head = _ID_U32 if wide else _ID_U16
+        pos = self._pos
+        if n < 1 or pos + head.size > self._end:
+            return None
+        size = int(head.unpack_from(self._data, pos)[1])
+        if not 1 <= size <= max_size or pos + n * (head.size + size) > self._end:
+            return None
+        records = np.frombuffer(self._data, dtype=_blob_dtype(wide, size), count=n, offset=pos)
+        if not (records["size"] == size).all():
+            return None
+        ids = records["id"].astype(np.int64)
+        if ids[0] == 0 or not (ids[1:] > ids[:-1]).all():
+            return None
+        self._pos = pos + n * (head.size + size)
+        return PackedBlobs(ids, records["blob"])
+
     @property
     def remaining(self) -> int:
         return self._end - self._pos
@@ -239,6 +265,42 @@ class _Reader:
     def finish(self) -> None:
         if self._pos != self._end:
             raise MessageFormatError(f"{self._end - self._pos} trailing bytes")
+
+
+@functools.lru_cache(maxsize=64)
+def _blob_dtype(wide: bool, size: int) -> np.dtype[Any]:
+    """``id u32 | length (u32 if wide else u16) | size bytes``, packed, big-endian."""
+    return np.dtype(
+        [("id", ">u4"), ("size", ">u4" if wide else ">u2"), ("blob", np.uint8, (size,))]
+    )
+
+
+class PackedBlobs:
+    """Parsed ``id | length | blob`` items of one length, kept in the message bytes.
+
+    Internal to the protocol package: a parser hands these to the server so
+    that it can check and route thousands of items with array operations
+    instead of one Python object per item.  ``ids`` are the (validated,
+    strictly increasing, non-zero) ids; ``blobs`` a read-only ``(n, size)``
+    ``uint8`` view of the items' bytes.
+    """
+
+    __slots__ = ("blobs", "ids")
+
+    def __init__(self, ids: npt.NDArray[np.int64], blobs: npt.NDArray[np.uint8]) -> None:
+        self.ids = ids
+        self.blobs = blobs
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    def items(self) -> list[tuple[int, bytes]]:
+        """``(id, blob bytes)`` per item, as :meth:`_Reader.id_blobs` returns them."""
+        width = self.blobs.shape[1]
+        flat = self.blobs.tobytes()
+        return [
+            (ident, flat[i * width : (i + 1) * width]) for i, ident in enumerate(self.ids.tolist())
+        ]
 
 
 def _check_signature(name: str, value: object) -> None:
@@ -262,6 +324,8 @@ def _ids(ids: Sequence[int]) -> bytes:
 
 
 _LAST_IDS: list[Any] = [None, b""]
+# Key, in a parsed message's __dict__, of the item lists it keeps packed.
+_PACKED: Final = "_packed"
 
 
 def _ids_shared(ids: tuple[int, ...]) -> bytes:
@@ -1156,11 +1220,28 @@ def _encode_revealed(values: tuple[RevealedShare, ...]) -> bytes:
     return b"".join(parts)
 
 
-def _parse_revealed(reader: _Reader) -> tuple[RevealedShare, ...]:
-    items = reader.id_blobs(reader.count(7), wide=False, max_size=MAX_SHARE_SIZE)
+def _revealed_of(items: Iterable[tuple[int, bytes]]) -> tuple[RevealedShare, ...]:
     # Owners non-zero and strictly increasing, shares of 1 to MAX_SHARE_SIZE
     # bytes: exactly the checks of RevealedShare and _check_revealed.
     return tuple(_unchecked(RevealedShare, {"owner": o, "share": b}) for o, b in items)
+
+
+def _parse_revealed(reader: _Reader) -> tuple[RevealedShare, ...] | PackedBlobs:
+    """The shares of one list: packed when all have one length (the usual case)."""
+    n = reader.count(7)
+    if n == 0:
+        return PackedBlobs(np.empty(0, dtype=np.int64), np.empty((0, 0), dtype=np.uint8))
+    packed = reader.uniform_id_blobs(n, wide=False, max_size=MAX_SHARE_SIZE)
+    if packed is not None:
+        return packed
+    return _revealed_of(reader.id_blobs(n, wide=False, max_size=MAX_SHARE_SIZE))
+
+
+def _owners(values: tuple[RevealedShare, ...] | PackedBlobs) -> list[int]:
+    if isinstance(values, PackedBlobs):
+        owners: list[int] = values.ids.tolist()
+        return owners
+    return [v.owner for v in values]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1251,7 +1332,7 @@ class UnmaskResponse(Message):
         sender = reader.client_id()
         self_mask = _parse_revealed(reader)
         key = _parse_revealed(reader)
-        if {v.owner for v in self_mask} & {v.owner for v in key}:
+        if not set(_owners(self_mask)).isdisjoint(_owners(key)):
             raise MessageFormatError("a client has both a self-mask share and a key share")
         noise: list[RevealedNoiseShare] = []
         count = reader.count(9)
@@ -1267,13 +1348,36 @@ class UnmaskResponse(Message):
                     raise MessageFormatError("noise shares are not strictly increasing")
                 previous = (owner, layer)
                 noise.append(RevealedNoiseShare(owner, layer, reader.take(size)))
-        return cls._trusted(
-            **header,
-            sender=sender,
-            self_mask_shares=self_mask,
-            key_shares=key,
-            noise_shares=tuple(noise),
-        )
+        fields: dict[str, Any] = {**header, "sender": sender, "noise_shares": tuple(noise)}
+        packed: dict[str, PackedBlobs] = {}
+        for name, values in (("self_mask_shares", self_mask), ("key_shares", key)):
+            if isinstance(values, PackedBlobs):
+                packed[name] = values
+            else:
+                fields[name] = values
+        response = cls._trusted(**fields)
+        if packed:
+            # Materialized on first access (see __getattr__); the server reads
+            # the packed form directly.
+            response.__dict__[_PACKED] = packed
+        return response
+
+    def __getattr__(self, name: str) -> tuple[RevealedShare, ...]:
+        # Only called for attributes not found normally: a share list that a
+        # parser left packed.  Built once, then stored like any field.
+        packed: dict[str, PackedBlobs] | None = self.__dict__.get(_PACKED)
+        if packed is None or name not in packed:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        value = _revealed_of(packed[name].items())
+        object.__setattr__(self, name, value)
+        return value
+
+    def _packed_shares(self) -> tuple[PackedBlobs, PackedBlobs] | None:
+        """The self-mask and key shares as parsed, if both lists were left packed."""
+        packed: dict[str, PackedBlobs] | None = self.__dict__.get(_PACKED)
+        if packed is None or len(packed) != 2:
+            return None
+        return packed["self_mask_shares"], packed["key_shares"]
 
 
 # -- ConsistencyCheck (active mode) --------------------------------------------------

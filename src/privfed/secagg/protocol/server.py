@@ -100,6 +100,32 @@ _CLIENT_MESSAGES = (
 
 _SECRET_NAMES = {0: "self-mask seed", 1: "mask key"}
 
+# One response's revealed shares of one kind: (holder, owners, values), see __init__.
+_Revealed = tuple[int, npt.NDArray[np.int64], npt.NDArray[np.uint8]]
+
+_PRIME_ROW = np.frombuffer(shamir.PRIME.to_bytes(shamir.FIELD_BYTES, "big"), dtype=np.uint8)
+
+
+def _canonical_shares(blobs: npt.NDArray[np.uint8], index: npt.NDArray[np.uint8]) -> bool:
+    """Whether every row is a serialized share ``index | value`` with ``value < PRIME``.
+
+    The vectorised form of the per-share checks of ``_receive_unmask``: the
+    length, the index bytes equal to the sender's, and the value (big-endian)
+    below the field prime, compared lexicographically with ``PRIME``'s bytes.
+    """
+    if blobs.shape[0] == 0:
+        return True
+    if blobs.shape[1] != shamir.SHARE_SIZE:
+        return False
+    width = shamir.FIELD_BYTES
+    if not (blobs[:, :width] == index).all():
+        return False
+    values = blobs[:, width:]
+    differs = values != _PRIME_ROW
+    first = differs.argmax(axis=1)
+    above = values[np.arange(values.shape[0]), first] > _PRIME_ROW[first]
+    return bool((differs.any(axis=1) & ~above).all())
+
 
 class _Phase(enum.Enum):
     ADVERTISE = Stage.ADVERTISE_KEYS
@@ -146,10 +172,10 @@ class SecAggServer(Party):
         self._masked: set[int] = set()
         self._requests: dict[int, UnmaskRequest] = {}
         self._responses: dict[int, UnmaskResponse] = {}
-        # Revealed shares indexed by owner: (responder id, share), per kind.
-        # owner -> [(holder id, share value)]; the holder id is the x-coordinate.
-        self._seed_shares: dict[int, list[tuple[int, int]]] = {}
-        self._key_shares: dict[int, list[tuple[int, int]]] = {}
+        # Revealed shares per kind (0: self-mask seeds, 1: mask keys), one record
+        # per response: (holder id = x-coordinate, owner ids, share values as an
+        # (n, FIELD_BYTES) big-endian byte array, usually a view of the message).
+        self._revealed: tuple[list[_Revealed], list[_Revealed]] = ([], [])
         self._roster: Roster | None = None
         self._roster_index: dict[int, RosterEntry] = {}
         self._members: tuple[tuple[int, bytes], ...] = ()
@@ -251,8 +277,7 @@ class SecAggServer(Party):
     def _abort(self, reason: str, stage: Stage) -> ProtocolAbort:
         self._phase = _Phase.ABORTED
         self._ciphertexts = {}
-        self._seed_shares = {}
-        self._key_shares = {}
+        self._revealed = ([], [])
         self._responses = {}
         self._noise_shares = {}
         self._total = None
@@ -448,45 +473,62 @@ class SecAggServer(Party):
             raise self._refuse(f"client {sender} was not asked to unmask", stage)
         if sender in self._responses:
             raise self._refuse(f"duplicate response from client {sender}", stage)
-        seed_owners = tuple(s.owner for s in message.self_mask_shares)
-        key_owners = tuple(s.owner for s in message.key_shares)
+        packed = message._packed_shares()
+        if packed is not None:
+            seed_owners = tuple(packed[0].ids.tolist())
+            key_owners = tuple(packed[1].ids.tolist())
+        else:
+            seed_owners = tuple(s.owner for s in message.self_mask_shares)
+            key_owners = tuple(s.owner for s in message.key_shares)
         if seed_owners != request.survivors or key_owners != request.dropped:
             raise self._refuse("the shares do not match the request", stage)
         noise_wanted = tuple((v, j) for v in request.survivors for j in request.noise_layers)
         if tuple((s.owner, s.layer) for s in message.noise_shares) != noise_wanted:
             raise self._refuse("the noise-layer shares do not match the request", stage)
         # Shares are checked here (canonical encoding, evaluated at the sender's
-        # id) but only turned into Share objects for the ones finalize uses.
+        # id) but only turned into field elements for the ones finalize uses.
         index_bytes = sender.to_bytes(shamir.FIELD_BYTES, "big")
-        parsed: tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]]] = (
-            [],
-            [],
-            [],
-        )
-        groups: tuple[tuple[RevealedShare | RevealedNoiseShare, ...], ...] = (
-            message.self_mask_shares,
-            message.key_shares,
-            message.noise_shares,
-        )
-        for target, revealed in zip(parsed, groups, strict=True):
-            for item in revealed:
-                raw = item.share
-                value = int.from_bytes(raw[shamir.FIELD_BYTES :], "big")
-                if (
-                    len(raw) != shamir.SHARE_SIZE
-                    or raw[: shamir.FIELD_BYTES] != index_bytes
-                    or value >= shamir.PRIME
-                ):
-                    self._check_share_encoding(item, sender, stage)
-                target.append((item.owner, value))
+        width = shamir.FIELD_BYTES
+        records: list[_Revealed] = []
+        if packed is not None and all(
+            _canonical_shares(group.blobs, np.frombuffer(index_bytes, dtype=np.uint8))
+            for group in packed
+        ):
+            records = [(sender, group.ids, group.blobs[:, width:]) for group in packed]
+        else:
+            for group in (message.self_mask_shares, message.key_shares):
+                for item in group:
+                    self._check_share(item, sender, index_bytes, stage)
+                values = b"".join(item.share[width:] for item in group)
+                records.append(
+                    (
+                        sender,
+                        np.array([item.owner for item in group], dtype=np.int64),
+                        np.frombuffer(values, dtype=np.uint8).reshape(len(group), width),
+                    )
+                )
+        noise: list[tuple[RevealedNoiseShare, int]] = []
+        for item in message.noise_shares:
+            self._check_share(item, sender, index_bytes, stage)
+            noise.append((item, int.from_bytes(item.share[width:], "big")))
         self._responses[sender] = message
-        for owner, value in parsed[0]:
-            self._seed_shares.setdefault(owner, []).append((sender, value))
-        for owner, value in parsed[1]:
-            self._key_shares.setdefault(owner, []).append((sender, value))
-        for item, (owner, value) in zip(message.noise_shares, parsed[2], strict=True):
-            layers = self._noise_shares.setdefault(owner, {})
+        for kind, record in enumerate(records):
+            if record[1].shape[0]:
+                self._revealed[kind].append(record)
+        for item, value in noise:
+            layers = self._noise_shares.setdefault(item.owner, {})
             layers.setdefault(item.layer, []).append((sender, value))
+
+    def _check_share(
+        self, item: RevealedShare | RevealedNoiseShare, sender: int, index: bytes, stage: Stage
+    ) -> None:
+        raw = item.share
+        if (
+            len(raw) != shamir.SHARE_SIZE
+            or raw[: shamir.FIELD_BYTES] != index
+            or int.from_bytes(raw[shamir.FIELD_BYTES :], "big") >= shamir.PRIME
+        ):
+            self._check_share_encoding(item, sender, stage)
 
     def _check_share_encoding(
         self, item: RevealedShare | RevealedNoiseShare, sender: int, stage: Stage
@@ -501,6 +543,65 @@ class SecAggServer(Party):
         if share.index != sender:
             raise self._refuse("a share is not evaluated at the sender's id", stage)
         raise AssertionError("unreachable: the fast checks accept this share")  # pragma: no cover
+
+    def _picked_shares(
+        self, owners: list[int], kind: int, stage: Stage
+    ) -> list[list[tuple[int, int]]]:
+        """Per owner (kind 0: self-mask seed, 1: mask key), the shares to interpolate.
+
+        Each is ``(holder, value)`` by increasing holder id: the ``threshold``
+        lowest responders holding a share of that owner (all of them with
+        ``check_all_shares``).  Raises (aborting) for the first owner with
+        fewer than ``threshold`` shares.  Values become field elements here,
+        only for the responses that are used.
+        """
+        if not owners:
+            return []
+        t = self._config.threshold
+        records = sorted(self._revealed[kind], key=lambda r: r[0])
+        sizes = [r[1].shape[0] for r in records]
+        if records:
+            ids = np.concatenate([r[1] for r in records])
+            which = np.repeat(np.arange(len(records)), sizes)
+            rows = np.concatenate([np.arange(n) for n in sizes])
+        else:
+            ids = which = rows = np.empty(0, dtype=np.int64)
+        # Stable: within one owner, entries keep the increasing holder order.
+        order = np.argsort(ids, kind="stable")
+        ids = ids[order]
+        wanted = np.asarray(owners, dtype=np.int64)
+        starts = np.searchsorted(ids, wanted, "left")
+        counts = np.searchsorted(ids, wanted, "right") - starts
+        what = _SECRET_NAMES[kind]
+        for owner, count in zip(owners, counts.tolist(), strict=True):
+            self._require_quorum(count, f"shares of the {what} of client {owner}", stage)
+        which_sorted: list[int] = which[order].tolist()
+        rows_sorted: list[int] = rows[order].tolist()
+        width = shamir.FIELD_BYTES
+        values: dict[int, list[int]] = {}
+
+        def values_of(record: int) -> list[int]:
+            found = values.get(record)
+            if found is None:
+                flat = records[record][2].tobytes()
+                found = [
+                    int.from_bytes(flat[i : i + width], "big") for i in range(0, len(flat), width)
+                ]
+                values[record] = found
+            return found
+
+        picked = []
+        for start, count in zip(starts.tolist(), counts.tolist(), strict=True):
+            stop = start + (count if self._check_all else t)
+            picked.append(
+                [
+                    (records[r][0], values_of(r)[row])
+                    for r, row in zip(
+                        which_sorted[start:stop], rows_sorted[start:stop], strict=True
+                    )
+                ]
+            )
+        return picked
 
     # -- closing stages ------------------------------------------------------------
 
@@ -743,21 +844,16 @@ class SecAggServer(Party):
         layers = noise_layers_to_reveal(cfg, len(survivors)) if cfg.noise_layers else ()
 
         def gather(owner: int, kind: int) -> list[shamir.Share]:
-            if kind >= 2:
-                found = sorted(self._noise_shares.get(owner, {}).get(kind - 1, []))
-            else:
-                index = self._seed_shares if kind == 0 else self._key_shares
-                found = sorted(index.get(owner, []))
-            what = _SECRET_NAMES.get(kind, f"noise-layer-{kind - 1} seed")
+            # Noise-layer seeds (kind >= 2): the shares are few, kept per owner.
+            found = sorted(self._noise_shares.get(owner, {}).get(kind - 1, []))
+            what = f"noise-layer-{kind - 1} seed"
             self._require_quorum(len(found), f"shares of the {what} of client {owner}", stage)
             used = found if self._check_all else found[:t]
             return [shamir.Share(holder, value) for holder, value in used]
 
-        # Rebuild and verify every secret first: nothing is mutated until all pass.
-        def rebuild(owners: list[int], kind: int) -> list[bytes]:
+        def combine(owners: list[int], groups: list[list[shamir.Share]], kind: int) -> list[bytes]:
             # One batched interpolation for all owners (one field inversion in
             # total); on failure, find the owner whose shares are at fault.
-            groups = [gather(owner, kind) for owner in owners]
             try:
                 return shamir.combine_many(groups, threshold=t)
             except ReconstructionError:
@@ -770,6 +866,35 @@ class SecAggServer(Party):
                             f"the shares of the {what} of client {owner}: {exc}"
                         ) from None
                 raise  # pragma: no cover -- combine_many and combine agree
+
+        # Rebuild and verify every secret first: nothing is mutated until all pass.
+        def rebuild(owners: list[int], kind: int) -> list[bytes]:
+            if kind >= 2:
+                return combine(owners, [gather(owner, kind) for owner in owners], kind)
+            picked = self._picked_shares(owners, kind, stage)
+            if self._check_all:
+                groups = [[shamir.Share(h, v) for h, v in group] for group in picked]
+                return combine(owners, groups, kind)
+            # Exactly t shares each: the owners whose shares come from the same
+            # responders share one set of Lagrange weights (in the complete
+            # graph, all of them).
+            by_holders: dict[tuple[int, ...], list[int]] = {}
+            for position, group in enumerate(picked):
+                by_holders.setdefault(tuple(h for h, _ in group), []).append(position)
+            plan = [
+                (holders, [[v for _, v in picked[p]] for p in positions])
+                for holders, positions in by_holders.items()
+            ]
+            try:
+                results = shamir.combine_batches(plan, threshold=t)
+            except ReconstructionError:
+                groups = [[shamir.Share(h, v) for h, v in group] for group in picked]
+                return combine(owners, groups, kind)  # names the owner at fault
+            out = [b""] * len(owners)
+            for positions, secrets_of in zip(by_holders.values(), results, strict=True):
+                for p, secret in zip(positions, secrets_of, strict=True):
+                    out[p] = secret
+            return out
 
         self_seeds: list[bytes] = []
         for owner, seed in zip(survivors, rebuild(survivors, 0), strict=True):
@@ -830,8 +955,7 @@ class SecAggServer(Party):
             np.bitwise_and(result, np.uint64(cfg.modulus - 1), out=result)
         self._result = result
         self._result.flags.writeable = False
-        self._seed_shares = {}
-        self._key_shares = {}
+        self._revealed = ([], [])
         self._noise_shares = {}
         self._noise_seeds = noise_seeds if layers else {}
         self._total = None
