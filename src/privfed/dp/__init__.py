@@ -171,11 +171,6 @@ __all__ = [
     "wrap_probability",
 ]
 
-if not TYPE_CHECKING:
-    # Hidden from type checkers, so that a name missing from the imports below is
-    # an error for them rather than an ``Any`` from a module ``__getattr__``.
-    __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=True)
-
 if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
     from privfed.dp.calibration import (
         calibrate_analytic_gaussian,
@@ -254,3 +249,7 @@ if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
         second_moment_sensitivity,
         sum_sensitivity,
     )
+else:
+    # Hidden from type checkers, so that a name missing from the imports above is
+    # an error for them rather than an ``Any`` from a module ``__getattr__``.
+    __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=True)

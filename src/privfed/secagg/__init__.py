@@ -109,11 +109,6 @@ __all__ = [
     "self_mask_commitment",
 ]
 
-if not TYPE_CHECKING:
-    # Hidden from type checkers, so that a name missing from the imports below is
-    # an error for them rather than an ``Any`` from a module ``__getattr__``.
-    __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=True)
-
 if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
     from privfed.secagg.parameters import (
         SecAggPlusBounds,
@@ -155,3 +150,7 @@ if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
         restore_client_state,
     )
     from privfed.secagg.runner import ClientRecord, RunReport, run_in_memory, run_protocol
+else:
+    # Hidden from type checkers, so that a name missing from the imports above is
+    # an error for them rather than an ``Any`` from a module ``__getattr__``.
+    __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=True)

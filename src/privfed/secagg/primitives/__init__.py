@@ -101,11 +101,6 @@ __all__ = [
     "unseal",
 ]
 
-if not TYPE_CHECKING:
-    # Hidden from type checkers, so that a name missing from the imports below is
-    # an error for them rather than an ``Any`` from a module ``__getattr__``.
-    __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=True)
-
 if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
     from privfed.secagg.primitives.aead import (
         KEY_SIZE,
@@ -142,3 +137,7 @@ if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
         combine,
         split,
     )
+else:
+    # Hidden from type checkers, so that a name missing from the imports above is
+    # an error for them rather than an ``Any`` from a module ``__getattr__``.
+    __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=True)

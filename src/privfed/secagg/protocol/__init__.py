@@ -92,11 +92,6 @@ __all__ = [
     "self_mask_commitment",
 ]
 
-if not TYPE_CHECKING:
-    # Hidden from type checkers, so that a name missing from the imports below is
-    # an error for them rather than an ``Any`` from a module ``__getattr__``.
-    __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=True)
-
 if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
     from privfed.secagg.protocol.client import SecAggClient, noise_layers_to_reveal
     from privfed.secagg.protocol.commitment import self_mask_commitment
@@ -131,3 +126,7 @@ if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
         export_client_state,
         restore_client_state,
     )
+else:
+    # Hidden from type checkers, so that a name missing from the imports above is
+    # an error for them rather than an ``Any`` from a module ``__getattr__``.
+    __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=True)
