@@ -38,6 +38,7 @@ from privfed._checks import (
     check_seed,
     check_vector,
 )
+from privfed.audit._distributions import normal_logpdf
 from privfed.audit._progress import progress_ticker
 from privfed.audit.metrics import DEFAULT_FPRS, MembershipMetrics, membership_metrics
 from privfed.errors import AuditError, ParameterError, ParameterTypeError
@@ -166,14 +167,14 @@ def lira_scores(
             var = resid2.sum(axis=0) / np.maximum(count - 1, 1)
         return mean, np.sqrt(np.maximum(var, 1e-12))
 
-    from scipy import special, stats  # imported here: loading scipy.stats costs ~1 s
+    from scipy import special  # imported here: loading scipy.special costs ~0.3 s
 
     mu_out, sd_out = moments(~mask, out_count)
     if not online:
         return np.asarray(special.log_ndtr((target - mu_out) / sd_out), dtype=np.float64)
     mu_in, sd_in = moments(mask, in_count)
     return np.asarray(
-        stats.norm.logpdf(target, mu_in, sd_in) - stats.norm.logpdf(target, mu_out, sd_out),
+        normal_logpdf(target, mu_in, sd_in) - normal_logpdf(target, mu_out, sd_out),
         dtype=np.float64,
     )
 
