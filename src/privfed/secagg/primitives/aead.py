@@ -86,14 +86,30 @@ def share_associated_data(
         ParameterTypeError: An argument has the wrong type.
         ParameterError: An argument is outside its domain.
     """
+    # Fast path for the common, valid case (exact ``bytes``/``int`` in range; a
+    # client calls this once per peer and stage); anything else takes the full
+    # checks, which accept and refuse exactly as before.
+    if (
+        type(session_id) is bytes
+        and 1 <= len(session_id) <= 64
+        and type(round_index) is int
+        and 0 <= round_index <= _U64
+        and type(sender) is int
+        and 0 <= sender <= _U32
+        and type(recipient) is int
+        and 0 <= recipient <= _U32
+    ):
+        return _ad_prefix(session_id) + _AD_TAIL.pack(round_index, sender, recipient)
     sid = check_bytes("session_id", session_id, min_size=1, max_size=64)
-    rnd = check_int("round_index", round_index, minimum=0, maximum=2**64 - 1)
-    src = check_int("sender", sender, minimum=0, maximum=2**32 - 1)
-    dst = check_int("recipient", recipient, minimum=0, maximum=2**32 - 1)
+    rnd = check_int("round_index", round_index, minimum=0, maximum=_U64)
+    src = check_int("sender", sender, minimum=0, maximum=_U32)
+    dst = check_int("recipient", recipient, minimum=0, maximum=_U32)
     return _ad_prefix(sid) + _AD_TAIL.pack(rnd, src, dst)
 
 
 _AD_TAIL: Final = struct.Struct(">QII")
+_U32: Final[int] = 2**32 - 1
+_U64: Final[int] = 2**64 - 1
 
 
 @functools.lru_cache(maxsize=64)
@@ -129,9 +145,19 @@ def seal(key: bytes, plaintext: bytes, *, associated_data: bytes) -> bytes:
         ParameterError: ``key`` has the wrong length, or an input exceeds
             :data:`MAX_PLAINTEXT_SIZE`.
     """
-    k = check_bytes("key", key, size=KEY_SIZE)
-    pt = check_bytes("plaintext", plaintext, max_size=MAX_PLAINTEXT_SIZE)
-    ad = check_bytes("associated_data", associated_data, max_size=MAX_PLAINTEXT_SIZE)
+    if (
+        type(key) is bytes
+        and len(key) == KEY_SIZE
+        and type(plaintext) is bytes
+        and len(plaintext) <= MAX_PLAINTEXT_SIZE
+        and type(associated_data) is bytes
+        and len(associated_data) <= MAX_PLAINTEXT_SIZE
+    ):
+        k, pt, ad = key, plaintext, associated_data  # already immutable and valid
+    else:
+        k = check_bytes("key", key, size=KEY_SIZE)
+        pt = check_bytes("plaintext", plaintext, max_size=MAX_PLAINTEXT_SIZE)
+        ad = check_bytes("associated_data", associated_data, max_size=MAX_PLAINTEXT_SIZE)
     nonce = os.urandom(NONCE_SIZE)
     return nonce + ChaCha20Poly1305(k).encrypt(nonce, pt, ad)
 

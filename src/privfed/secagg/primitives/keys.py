@@ -222,8 +222,17 @@ class KeyPair:
         prefix, me, size = _pair_prefix(purpose, session_id, round_index, client_id, length)
         jobs: list[tuple[int, bytes, bytes]] = []
         for peer, public in peer_public_keys.items():
-            b = _check_peer(peer, me)
-            key = check_bytes("peer_public_key", public, size=PUBLIC_KEY_SIZE)
+            # Fast path for the common, valid case (an exact int in range and
+            # exact 32 bytes); anything else takes the full checks, which accept
+            # and refuse exactly as before.
+            if type(peer) is int and 0 <= peer <= MAX_CLIENT_ID and peer != me:
+                b = peer
+            else:
+                b = _check_peer(peer, me)
+            if type(public) is bytes and len(public) == PUBLIC_KEY_SIZE:
+                key = public
+            else:
+                key = check_bytes("peer_public_key", public, size=PUBLIC_KEY_SIZE)
             jobs.append((b, key, prefix + _PAIR.pack(min(me, b), max(me, b))))
         out: dict[int, bytes] = {}
         private = self._key
@@ -357,7 +366,11 @@ def _encode_info(
 
 def _hkdf_sha256(ikm: bytes, *, salt: bytes | None, info: bytes, length: int) -> bytes:
     """Plain HKDF-SHA256 (RFC 5869); the known-answer tests exercise this function."""
-    return HKDF(algorithm=hashes.SHA256(), length=length, salt=salt, info=info).derive(ikm)
+    return HKDF(algorithm=_SHA256, length=length, salt=salt, info=info).derive(ikm)
+
+
+# A hash algorithm object is an immutable description; one serves every call.
+_SHA256: Final = hashes.SHA256()
 
 
 def _check_context(session_id: object, round_index: object) -> tuple[bytes, int]:
