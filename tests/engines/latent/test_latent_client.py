@@ -9,7 +9,10 @@ before it could lose bits, and for inputs at the edge of the float64 range.
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,7 +20,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import privfed.engines.latent.statistics as engine_stats
+import privfed.engines.latent.client as client
 from privfed.errors import NonFiniteInputError
 from privfed.models import (
     LatentStatisticsAccumulator,
@@ -94,11 +97,11 @@ def test_matches_integer_reference(seed: int, n: int, d: int, k: int, batch: int
 
 
 def test_several_passes_through_the_buffer_match_reference() -> None:
-    # The reusable buffer holds _WORK_BYTES of rows; 2.5 buffers' worth of
-    # records take three passes through it, the last one partial.
-    d, k = 16, 10
-    per_pass = engine_stats._WORK_BYTES // (8 * (d + 1))
-    n = per_pass * 5 // 2
+    # The reusable buffer holds _BLOCK_BYTES of rows; 4.5 buffers' worth of
+    # records in 4 classes take two passes through it per class.
+    d, k = 16, 4
+    per_pass = client._BLOCK_BYTES // (8 * d)
+    n = per_pass * 9 // 2
     cfg = LatentStatisticsConfig(dim=d, num_classes=k, clip_norm=3.0 * math.sqrt(d))
     rng = np.random.default_rng(7)
     z = rng.normal(size=(n, d)) * rng.choice([1.0, 10.0], size=(n, 1))
@@ -119,7 +122,7 @@ def test_several_passes_through_the_buffer_match_reference() -> None:
 
 def test_d128_in_two_buffer_passes_matches_reference() -> None:
     d, k = 128, 3
-    n = engine_stats._WORK_BYTES // (8 * (d + 1)) + 500
+    n = 3 * (client._BLOCK_BYTES // (8 * d)) + 500  # two blocks per class
     cfg = LatentStatisticsConfig(dim=d, num_classes=k, clip_norm=3.0 * math.sqrt(d))
     rng = np.random.default_rng(8)
     z = rng.normal(size=(n, d)) * rng.choice([1.0, 10.0], size=(n, 1))
@@ -225,3 +228,139 @@ def test_non_finite_in_a_later_block_leaves_accumulator_unchanged() -> None:
     assert acc.result() == before
     acc.update(bad[:9], np.zeros(9, dtype=np.int64))
     assert acc.result().total_records == 14
+
+
+# --- Blocking and threads -----------------------------------------------------
+# update() cuts every class's run of label-sorted records into blocks of nearly
+# equal height and, on the CPU, shares the blocks among torch.get_num_threads()
+# Python threads (each running torch single-threaded).  None of this may change
+# a bit of the result.
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int) -> Iterator[None]:
+    """torch may use ``n`` threads, and inputs of any size are shared among them."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(n)
+    threshold = client._THREADS_MIN_VALUES
+    client._THREADS_MIN_VALUES = 0
+    try:
+        yield
+    finally:
+        client._THREADS_MIN_VALUES = threshold
+        torch.set_num_threads(previous)
+
+
+@settings(max_examples=50)
+@given(
+    per_class=st.lists(st.integers(0, 40), min_size=1, max_size=8),
+    work=st.integers(1, 16),
+    parts=st.integers(1, 5),
+)
+def test_blocks_tile_each_class_and_are_handed_out_in_order(
+    per_class: list[int], work: int, parts: int
+) -> None:
+    blocks = client._plan_blocks(per_class, work)
+    first = 0
+    for c, n_c in enumerate(per_class):
+        mine = [(start, stop) for cls, start, stop in blocks if cls == c]
+        heights = [stop - start for start, stop in mine]
+        # Consecutive, covering exactly the class's run, as few blocks as `work`
+        # allows, of heights that differ by at most one.
+        starts = [first, *(stop for _, stop in mine[:-1])] if mine else []
+        assert [start for start, _ in mine] == starts
+        assert sum(heights) == n_c and len(mine) == -(-n_c // work)
+        assert all(1 <= h <= work for h in heights)
+        assert max(heights, default=0) - min(heights, default=0) <= 1
+        first += n_c
+    # The schedule hands every block out once, in order, to any taker.
+    schedule = client._Schedule(len(blocks))
+    taken = [schedule.take() for _ in range(len(blocks) + parts)]
+    assert taken == [*range(len(blocks)), *([None] * parts)]
+
+
+def test_schedule_stops_after_the_earliest_failure_and_raises_it() -> None:
+    schedule = client._Schedule(10)
+    assert [schedule.take() for _ in range(6)] == [0, 1, 2, 3, 4, 5]
+    schedule.fail(5, ValueError("five"))
+    assert schedule.take() is None  # nothing after a failed block
+    schedule.fail(3, KeyError("three"))  # a slower thread fails earlier
+    with pytest.raises(KeyError, match="three"):
+        schedule.raise_first()
+    client._Schedule(3).raise_first()  # no failure: no error
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_threads_match_reference_and_single_thread(
+    threads: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Imbalanced classes (two empty), d = 37 (no multiple of any band or block
+    # width), records of every scale (fast and exact quantization paths in the
+    # same blocks), and a batch size small enough for dozens of blocks per thread.
+    d, k = 37, 6
+    cfg = LatentStatisticsConfig(dim=d, num_classes=k, clip_norm=2.0 * math.sqrt(d))
+    z = _mixed_records(21, 700, d)
+    y = np.random.default_rng(22).choice([0, 1, 3, 5], size=700, p=[0.7, 0.2, 0.07, 0.03])
+    with _torch_threads(1):
+        single = compute_latent_statistics(
+            z, y, num_classes=k, clip_norm=cfg.clip_norm, batch_size=9
+        )
+    shared = LatentStatisticsAccumulator._accumulate_in_threads
+    calls: list[object] = []
+
+    def spy(self: LatentStatisticsAccumulator, *args: Any) -> Any:
+        calls.append(args[-1])  # the number of threads
+        return shared(self, *args)
+
+    monkeypatch.setattr(LatentStatisticsAccumulator, "_accumulate_in_threads", spy)
+    with _torch_threads(threads):
+        _assert_matches_reference(z, y, cfg, batch_size=9)
+        _assert_matches_reference(z, y, cfg, batch_size=100)
+        threaded = compute_latent_statistics(
+            z, y, num_classes=k, clip_norm=cfg.clip_norm, batch_size=9
+        )
+        assert torch.get_num_threads() == threads  # restored after the worker threads
+    assert threaded == single
+    # Every call above shared its blocks among the threads (where torch's
+    # thread count is per thread, as with its OpenMP backend, the usual one).
+    assert calls == ([threads] * 3 if client._per_thread_settings() else [])
+    assert threaded.counts[2] == threaded.counts[4] == 0
+    assert not threaded.sums[2].any() and not threaded.second_moments[4].any()
+
+
+def test_threads_with_clip_boundary_records_and_one_class() -> None:
+    # All records in one class, most of them exactly at or a few ulps around the
+    # clip norm: every block takes the exact tests, in every thread.
+    d = 20
+    cfg = LatentStatisticsConfig(dim=d, num_classes=1, clip_norm=3.0)
+    rng = np.random.default_rng(23)
+    directions = rng.normal(size=(400, d))
+    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+    scale = 3.0 * (1.0 + rng.choice([0.0, 2.0**-52, -(2.0**-52), 1e-12, -1e-12, 0.5], size=400))
+    z = directions * scale[:, None]
+    with _torch_threads(2):
+        _assert_matches_reference(z, np.zeros(400, dtype=np.int64), cfg, batch_size=16)
+
+
+def test_non_finite_with_threads_raises_the_earliest_block_and_changes_nothing() -> None:
+    cfg = LatentStatisticsConfig(dim=3, num_classes=2, clip_norm=1.0)
+    acc = LatentStatisticsAccumulator(cfg, batch_size=4)
+    acc.update(np.ones((5, 3)), np.array([0, 1, 0, 1, 1]))
+    before = acc.result()
+    bad = np.ones((64, 3))
+    bad[-1, 1] = np.inf  # in the last block
+    twice = bad.copy()
+    twice[9, :2] = np.nan  # two more in the third block of four rows: raised first
+    with _torch_threads(1), pytest.raises(NonFiniteInputError) as single:
+        acc.update(twice, np.zeros(64, dtype=np.int64))
+    with _torch_threads(2):
+        for _ in range(5):  # whatever the timing of the threads
+            with pytest.raises(NonFiniteInputError) as threaded:
+                acc.update(twice, np.zeros(64, dtype=np.int64))
+            assert str(threaded.value) == str(single.value) and "2 non-finite" in str(single.value)
+        with pytest.raises(NonFiniteInputError, match="latents"):
+            acc.update(bad, np.zeros(64, dtype=np.int64))
+        assert torch.get_num_threads() == 2
+        assert acc.result() == before
+        acc.update(bad[:-1], np.zeros(63, dtype=np.int64))
+    assert acc.result().total_records == 68
