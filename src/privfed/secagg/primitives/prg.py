@@ -20,12 +20,15 @@ all-zero 96-bit nonce encrypts under the counter blocks ``0^96 || c`` for
 ``inc32``), which are exactly blocks 2, 3, ... of the CTR stream below; so a
 stream longer than a few KiB takes blocks 0 and 1 (32 bytes) from the CTR mode
 and the rest from a GCM encryptor used as a keystream generator.  ``inc32``
-would wrap only after ``2**32 - 2`` blocks and :data:`MAX_LENGTH` words are
-``2**31`` blocks, so the two computations agree for every accepted length; the
-tests check both against the plain CTR mode and an independent AES.  GCM's
-internal values (its hash key ``AES_k(0)``, ``AES_k(J0)``, the running hash)
-are blocks of this same stream or functions of it; they stay inside the cipher
-context and are dropped with it, and the tag is never finalised or used.
+would wrap only after ``2**32 - 2`` blocks (64 GiB); :data:`MAX_LENGTH` words
+are ``2**31`` blocks, and where :func:`expand_mod`'s rejection sampler reads
+past that point (it may read about twice as many words), a CTR context started
+at block ``2**32`` continues the stream; so the bytes are those of the CTR mode
+for every accepted input; the tests check both against the plain CTR mode and
+an independent AES.  GCM's internal values (its hash key ``AES_k(0)``,
+``AES_k(J0)``, the running hash) are blocks of this same stream or functions of
+it; they stay inside the cipher context and are dropped with it, and the tag is
+never finalised or used.
 
 Nonce/IV: the all-zero 16-byte initial counter block.  A fixed IV is safe here
 because every seed is a fresh pseudorandom value derived (HKDF, see
@@ -72,11 +75,15 @@ _zeros: bytes = bytes(1 << 20)
 
 def _zero_plaintext(nbytes: int) -> bytes | memoryview:
     global _zeros
-    if nbytes > len(_zeros):
+    # One read of the global: another thread may replace it (with a shorter
+    # buffer, if it read the old length) between a check and a second read.
+    zeros = _zeros
+    if nbytes > len(zeros):
         if nbytes > _ZERO_CACHE_LIMIT:
             return bytes(nbytes)
-        _zeros = bytes(min(_ZERO_CACHE_LIMIT, max(nbytes, 2 * len(_zeros))))
-    return memoryview(_zeros)[:nbytes]
+        zeros = bytes(min(_ZERO_CACHE_LIMIT, max(nbytes, 2 * len(zeros))))
+        _zeros = zeros
+    return memoryview(zeros)[:nbytes]
 
 
 # Streams up to this many bytes take the plain CTR mode alone: one cipher
@@ -85,6 +92,12 @@ _GCM_MIN_BYTES: Final[int] = 4096
 _HEAD_BYTES: Final[int] = 32  # CTR blocks 0 and 1, which GCM's counter skips
 _ZERO_HEAD: Final[bytes] = bytes(_HEAD_BYTES)
 _ZERO_NONCE: Final[bytes] = bytes(12)
+# GCM's inc32 counter covers CTR blocks 2 to 2**32 - 1 (it would wrap next, and
+# cryptography refuses to encrypt more): the GCM engine's share of a stream.
+# :func:`expand_mod` can read past it (up to about twice ``8 * MAX_LENGTH``
+# bytes); from there a CTR context started at the next block continues.
+_GCM_STREAM_BYTES: Final[int] = 16 * (2**32 - 2)
+_UNBOUNDED: Final[int] = 1 << 132  # more than the 128-bit CTR counter yields
 # Mode objects are immutable descriptions (IV or nonce, no key, no state), so
 # one of each serves every cipher context.
 _CTR_MODE: Final = modes.CTR(_ZERO_IV)
@@ -98,18 +111,21 @@ class _Keystream:
     bytes written never depend on it, nor on how the reads are chunked.
     """
 
-    __slots__ = ("_encryptor", "_head", "_position")
+    __slots__ = ("_algorithm", "_encryptor", "_head", "_left", "_position")
 
     def __init__(self, seed: bytes, total_bytes: int, *, gcm: bool | None = None) -> None:
         algorithm = algorithms.AES(seed)
+        self._algorithm = algorithm
         if total_bytes > _GCM_MIN_BYTES if gcm is None else gcm:
             self._head = Cipher(algorithm, _CTR_MODE).encryptor().update(_ZERO_HEAD)
             self._encryptor: CipherContext = Cipher(algorithm, _GCM_MODE).encryptor()
             self._position = 0
+            self._left = _GCM_STREAM_BYTES  # what the encryptor may still produce
         else:
             self._head = b""
             self._encryptor = Cipher(algorithm, _CTR_MODE).encryptor()
             self._position = _HEAD_BYTES
+            self._left = _UNBOUNDED
 
     def into(self, buf: bytearray | memoryview, nbytes: int) -> None:
         """Write the next ``nbytes`` of the stream to ``buf[:nbytes]``.
@@ -126,16 +142,33 @@ class _Keystream:
         rest = nbytes - done
         if rest:
             target = memoryview(buf)[done:] if done else buf
+            if rest > self._left:  # the GCM engine's counter ends within this read
+                left = self._left
+                target = self._finish_gcm(target)
+                rest -= left
+            self._left -= rest
             written = self._encryptor.update_into(_zero_plaintext(rest), target)
             if written != rest:  # pragma: no cover -- both are stream modes
                 raise RuntimeError("keystream length mismatch")
+
+    def _finish_gcm(self, target: bytearray | memoryview) -> memoryview:
+        """Write the GCM engine's last bytes; continue the stream on a CTR context."""
+        left = self._left
+        view = memoryview(target)
+        if left and self._encryptor.update_into(_zero_plaintext(left), view) != left:
+            raise RuntimeError("keystream length mismatch")  # pragma: no cover
+        # The GCM engine produced CTR blocks 2 .. 2 + _GCM_STREAM_BYTES / 16 - 1.
+        block = (_HEAD_BYTES + _GCM_STREAM_BYTES) // 16
+        self._encryptor = Cipher(self._algorithm, modes.CTR(block.to_bytes(16, "big"))).encryptor()
+        self._left = _UNBOUNDED
+        return view[left:]
 
     def words(self, count: int) -> npt.NDArray[np.uint64]:
         """The next ``count`` words of the stream, as a fresh read-only array."""
         # Two spare words give the cipher API its block of slack.
         out = np.empty(count + 2, dtype="<u8")
         self.into(out.data.cast("B"), 8 * count)
-        # Read-only down to the buffer, so no view of it can be made writeable.
+        # The base read-only too: a view cannot be made writeable while its base is not.
         out.flags.writeable = False
         return out[:count].astype(np.uint64, copy=False)
 

@@ -201,22 +201,27 @@ def _share_secrets(
         For each secret, one serialized share per holder, in holder order.
     """
     xs = list(holders)
+    # Exact ints only (split refuses bool and numpy integers), in split's domain.
+    plain = (
+        type(threshold) is not int
+        or any(type(x) is not int for x in xs)
+        or not 2 <= threshold <= len(xs)
+        or min(xs) < 1
+        or max(xs) >= shamir.PRIME
+        or len(set(xs)) != len(xs)
+        or any(type(v) is not bytes or len(v) != shamir.SECRET_SIZE for v in values)
+    )
     # A lane holds f(x) <= (PRIME - 1) * threshold * x**(threshold - 1) unreduced
     # (x >= 1), which is below 2**(width - 1).
     width = (
-        shamir.PRIME.bit_length()
-        + (threshold - 1) * max(xs, default=0).bit_length()
+        0
+        if plain
+        else shamir.PRIME.bit_length()
+        + (threshold - 1) * max(xs).bit_length()
         + threshold.bit_length()
         + 1
     )
-    plain = (
-        width > _MAX_LANE_BITS
-        or not 2 <= threshold <= len(xs)
-        or min(xs) < 1
-        or len(set(xs)) != len(xs)
-        or any(len(v) != shamir.SECRET_SIZE for v in values)
-    )
-    if plain:
+    if plain or width > _MAX_LANE_BITS:
         # Also where an argument is off its domain: split raises the typed error.
         return [
             [
