@@ -33,6 +33,10 @@ Suites (``--suite``):
 * ``growth``: the same comparison at N=10,000 (finder's semi-malicious k=62,
   t=44, ``corrupted`` = 24) with vectors of 8,385 values (a tenth of the
   payload, so the run fits in memory and in minutes on a 2-core machine).
+* ``scaling``: issue 15's growth exponent -- SecAgg+ at fixed k = 30, t = 17
+  for N = 100, 300 and 1000 (5 % dropping before masked input, the full
+  payload); prints and stores the least-squares slope of log(server seconds)
+  on log(N), beside the slope of its mask floor and per server stage.
 * ``grinding``: the graph-grinding experiment (see SECURITY.md): how many
   tries a server needs to surround a client with colluders when the graph
   follows the session id (the old construction), and what roster selection
@@ -44,6 +48,7 @@ Usage::
     python benchmarks/secagg.py                   # classic, a few minutes
     python benchmarks/secagg.py --suite active    # N=1000, both modes (minutes)
     python benchmarks/secagg.py --suite growth    # N=10,000, both modes (long)
+    python benchmarks/secagg.py --suite scaling   # N = 100, 300, 1000 at k = 30 (minutes)
     python benchmarks/secagg.py --suite grinding  # seconds to a minute
     python benchmarks/secagg.py --quick           # seconds
 
@@ -138,6 +143,10 @@ def _pair(name: str, n: int, k: int, t: int, length: int, drop: int, nc: int) ->
 
 
 ACTIVE = _pair("secagg+ N=1000 k=52", 1000, 52, 37, PAYLOAD, 50, 20)
+# Server cost against N at fixed k = 30, t = 17 and 5 % dropouts (issue 15's growth exponent).
+SCALING = [
+    Scenario(f"secagg+ N={n} k=30", n, 17, PAYLOAD, n // 20, "harary", 30) for n in (100, 300, 1000)
+]
 GROWTH = _pair("secagg+ N=10000 k=62", 10_000, 62, 44, PAYLOAD // 10, 500, 24)
 QUICK = [
     Scenario("complete N=20 (quick)", 20, 11, PAYLOAD // 10, 2),
@@ -236,11 +245,17 @@ def run_once(s: Scenario, *, seed: int, floor_sample: int) -> dict[str, Any]:
     )
     wall = time.perf_counter() - start
 
+    # The plain sum of the survivors' inputs, which also times the additions
+    # alone: the part of the server's work that the mask floor leaves out.
     expected = np.zeros(s.length, dtype=np.uint64)
     gone = set(dropped)
+    sum_seconds = 0.0
     for i in range(s.clients):
         if i not in gone:
-            expected += inputs[i]
+            row = inputs[i]
+            start = time.perf_counter()
+            np.add(expected, row, out=expected)
+            sum_seconds += time.perf_counter() - start
     exact = bool(np.array_equal(report.total, expected))
 
     per_client_masks, server_masks = mask_counts(report.config, report)
@@ -271,6 +286,7 @@ def run_once(s: Scenario, *, seed: int, floor_sample: int) -> dict[str, Any]:
         "server_masks": server_masks,
         "client_floor_seconds": client_floor,
         "server_floor_seconds": server_floor,
+        "input_sum_seconds": sum_seconds,
     }
 
 
@@ -312,6 +328,17 @@ def summarize(s: Scenario, runs: list[dict[str, Any]]) -> dict[str, Any]:
         "server_floor_seconds": server_floor,
         "client_over_floor": client_s / client_floor,
         "server_over_floor": server_s / server_floor,
+        # Context, not the floor: adding the survivors' vectors (timed in the same
+        # run), which the server must do besides regenerating masks.
+        "input_sum_seconds": median("input_sum_seconds"),
+        "server_over_floor_plus_sum": float(
+            np.median(
+                [
+                    r["server_seconds"] / (r["server_floor_seconds"] + r["input_sum_seconds"])
+                    for r in runs
+                ]
+            )
+        ),
         "client_over_floor_per_run": [
             r["client_seconds_mean"] / r["client_floor_seconds"] for r in runs
         ],
@@ -331,6 +358,8 @@ def summarize(s: Scenario, runs: list[dict[str, Any]]) -> dict[str, Any]:
                     "server_seconds",
                     "client_floor_seconds",
                     "server_floor_seconds",
+                    "input_sum_seconds",
+                    "server_seconds_per_stage",
                     "exact_sum",
                 )
             }
@@ -374,10 +403,63 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         client = ", ".join(f"{x:.2f}" for x in r["client_over_floor_per_run"])
         server = ", ".join(f"{x:.2f}" for x in r["server_over_floor_per_run"])
         print(f"  {r['scenario']['name']:<22} client {client} | server {server}")
+    print("server over (mask floor + adding the survivors' vectors), context only:")
+    for r in rows:
+        print(
+            f"  {r['scenario']['name']:<22} sum of inputs {r['input_sum_seconds']:.3f} s, "
+            f"server / (floor + sum) {r['server_over_floor_plus_sum']:.2f}"
+        )
+    print("server seconds per stage, over the floor:")
+    for r in rows:
+        parts = ", ".join(
+            f"{k} {v / r['server_floor_seconds']:.2f}"
+            for k, v in r["server_seconds_per_stage"].items()
+        )
+        print(f"  {r['scenario']['name']:<22} {parts}")
     print("client seconds per stage:")
     for r in rows:
         parts = ", ".join(f"{k} {v:.4f}" for k, v in r["client_seconds_per_stage"].items())
         print(f"  {r['scenario']['name']:<22} {parts}")
+
+
+def _exponent(ns: list[float], values: list[float]) -> float:
+    """Least-squares slope of ``log(value)`` against ``log(n)``: ``value ~ n**slope``."""
+    slope, _ = np.polyfit(np.log(ns), np.log(values), 1)
+    return float(slope)
+
+
+def print_scaling(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Growth exponents of the server's cost with N (a log-log least-squares fit)."""
+    ns = [float(r["scenario"]["clients"]) for r in rows]
+    fit: dict[str, Any] = {
+        "clients": ns,
+        "fit": "least-squares slope of log(median seconds) on log(N), one point per N",
+        "server_seconds": [r["server_seconds"] for r in rows],
+        "server_floor_seconds": [r["server_floor_seconds"] for r in rows],
+        "server_exponent": _exponent(ns, [r["server_seconds"] for r in rows]),
+        "server_floor_exponent": _exponent(ns, [r["server_floor_seconds"] for r in rows]),
+        "server_over_floor_exponent": _exponent(ns, [r["server_over_floor"] for r in rows]),
+        "server_stage_exponents": {
+            stage: _exponent(ns, [r["server_seconds_per_stage"][stage] for r in rows])
+            for stage in rows[0]["server_seconds_per_stage"]
+        },
+        "client_exponent": _exponent(ns, [r["client_seconds_mean"] for r in rows]),
+    }
+    print(f"\nserver cost against N (k={rows[0]['scenario']['degree']}, fit over N={ns}):")
+    print(
+        f"  server s ~ N^{fit['server_exponent']:.2f}; its mask floor ~ "
+        f"N^{fit['server_floor_exponent']:.2f}; server/floor ~ "
+        f"N^{fit['server_over_floor_exponent']:.2f}; mean client s ~ N^{fit['client_exponent']:.2f}"
+    )
+    parts = ", ".join(f"{k} N^{v:.2f}" for k, v in fit["server_stage_exponents"].items())
+    print(f"  per server stage: {parts}")
+    for r in rows:
+        stages = ", ".join(
+            f"{k} {v / r['server_floor_seconds']:.2f}"
+            for k, v in r["server_seconds_per_stage"].items()
+        )
+        print(f"  N={r['scenario']['clients']:<5} server/floor by stage: {stages}")
+    return fit
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> bool:
@@ -617,7 +699,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--suite",
-        choices=("classic", "active", "growth", "grinding", "quick"),
+        choices=("classic", "active", "growth", "scaling", "grinding", "quick"),
         default="classic",
         help="which scenarios to run (see the module docstring)",
     )
@@ -660,8 +742,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nwrote {args.output}")
         return 0
 
-    scenarios = {"classic": FULL, "active": ACTIVE, "growth": GROWTH, "quick": QUICK}[suite]
-    default_repeats = {"classic": 5, "active": 3}.get(suite, 1)
+    scenarios = {
+        "classic": FULL,
+        "active": ACTIVE,
+        "growth": GROWTH,
+        "scaling": SCALING,
+        "quick": QUICK,
+    }[suite]
+    default_repeats = {"classic": 5, "active": 3, "scaling": 3}.get(suite, 1)
     repeats = args.repeats if args.repeats is not None else default_repeats
     if repeats < 1:
         parser.error("--repeats must be at least 1")
@@ -677,6 +765,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [summarize(s, runs[s.name]) for s in scenarios]
     print_table(rows)
     comparison = print_comparison(rows)
+    scaling = print_scaling(rows) if suite == "scaling" and len(rows) > 1 else None
 
     meta.update(
         {
@@ -697,7 +786,9 @@ def main(argv: list[str] | None = None) -> int:
             ),
         }
     )
-    document = {"meta": meta, "results": rows, "semi_honest_vs_active": comparison}
+    document: dict[str, Any] = {"meta": meta, "results": rows, "semi_honest_vs_active": comparison}
+    if scaling is not None:
+        document["scaling"] = scaling
     args.output.write_text(json.dumps(document, indent=2) + "\n")
     print(f"\nwrote {args.output}")
     png = args.output.with_suffix(".png")

@@ -21,6 +21,12 @@ must be strictly increasing) and trailing bytes all raise
 session, round, sender and content are checked by the party that consumes the
 message.
 
+Parsing keeps the thousands of equal-sized items of a round (ciphertexts in
+bundles and routed shares, revealed shares) packed in the message bytes, after
+checking them exactly as the item-by-item parse would; the fields holding them
+are built on first access and read the same as those of a message built by
+hand.  The server checks and routes the packed form with array operations.
+
 Nothing secret appears in a message's ``repr``: ciphertexts, shares and
 masked values are left out of it.  Note that shares *are* carried in
 :class:`UnmaskResponse` -- that is the point of the unmasking stage -- so the
@@ -34,6 +40,7 @@ import dataclasses
 import enum
 import functools
 import itertools
+import operator
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Final, TypeVar
@@ -233,7 +240,7 @@ class _Reader:
         self._pos = pos
         return out
 
-    def uniform_id_blobs(self, n: int, *, wide: bool, max_size: int) -> PackedBlobs | None:
+    def uniform_id_blobs(self, n: int, *, wide: bool, max_size: int) -> _PackedBlobs | None:
         """:meth:`id_blobs` for ``n >= 1`` items that all have one length, without a loop.
 
         Returns the ids and a view of the blobs (no copy), or ``None`` -- and
@@ -247,16 +254,18 @@ class _Reader:
         if n < 1 or pos + head.size > self._end:
             return None
         size = int(head.unpack_from(self._data, pos)[1])
-        if not 1 <= size <= max_size or pos + n * (head.size + size) > self._end:
+        stop = pos + n * (head.size + size)
+        if not 1 <= size <= max_size or stop > self._end:
             return None
-        records = np.frombuffer(self._data, dtype=_blob_dtype(wide, size), count=n, offset=pos)
-        if not (records["size"] == size).all():
+        # One C-level unpack of every (id, length) pair, skipping the blobs.
+        fields = _uniform_layout(wide, size, n).unpack_from(self._data, pos)
+        ids: tuple[int, ...] = fields[0::2]
+        if fields[1::2].count(size) != n or ids[0] == 0:
             return None
-        ids = records["id"].astype(np.int64)
-        if ids[0] == 0 or not (ids[1:] > ids[:-1]).all():
+        if n > 1 and not all(map(operator.lt, ids, ids[1:])):
             return None
-        self._pos = pos + n * (head.size + size)
-        return PackedBlobs(ids, records["blob"])
+        self._pos = stop
+        return _PackedBlobs(ids, size, data=self._data, offset=pos, wide=wide)
 
     @property
     def remaining(self) -> int:
@@ -275,31 +284,84 @@ def _blob_dtype(wide: bool, size: int) -> np.dtype[Any]:
     )
 
 
-class PackedBlobs:
+@functools.lru_cache(maxsize=256)
+def _uniform_layout(wide: bool, size: int, n: int) -> struct.Struct:
+    """``n`` items ``id | length | size bytes``: the ids and lengths, blobs skipped."""
+    item = ("II" if wide else "IH") + f"{size}x"
+    return struct.Struct(">" + item * n)
+
+
+class _PackedBlobs:
     """Parsed ``id | length | blob`` items of one length, kept in the message bytes.
 
     Internal to the protocol package: a parser hands these to the server so
     that it can check and route thousands of items with array operations
     instead of one Python object per item.  ``ids`` are the (validated,
-    strictly increasing, non-zero) ids; ``blobs`` a read-only ``(n, size)``
-    ``uint8`` view of the items' bytes.
+    strictly increasing, non-zero) ids, ``width`` the length of every blob;
+    :attr:`blobs` and :attr:`records` are read-only array views of the bytes,
+    made on first use.
     """
 
-    __slots__ = ("blobs", "ids")
+    __slots__ = ("_arrays", "_data", "_offset", "_wide", "ids", "width")
 
-    def __init__(self, ids: npt.NDArray[np.int64], blobs: npt.NDArray[np.uint8]) -> None:
+    def __init__(
+        self,
+        ids: tuple[int, ...],
+        width: int,
+        *,
+        data: bytes = b"",
+        offset: int = 0,
+        wide: bool = True,
+        records: npt.NDArray[Any] | None = None,
+    ) -> None:
         self.ids = ids
-        self.blobs = blobs
+        self.width = width
+        self._data = data
+        self._offset = offset
+        self._wide = wide
+        self._arrays: tuple[npt.NDArray[Any], npt.NDArray[np.uint8]] | None = None
+        if records is not None:
+            self._arrays = (records, records.view(_blob_dtype(wide, width))["blob"])
 
     def __len__(self) -> int:
-        return int(self.ids.shape[0])
+        return len(self.ids)
+
+    def _views(self) -> tuple[npt.NDArray[Any], npt.NDArray[np.uint8]]:
+        if self._arrays is None:
+            if not self.ids:
+                empty = np.empty(0, dtype=np.dtype((np.void, 8)))
+                self._arrays = (empty, np.empty((0, self.width), dtype=np.uint8))
+            else:
+                dtype = _blob_dtype(self._wide, self.width)
+                parsed = np.frombuffer(
+                    self._data, dtype=dtype, count=len(self.ids), offset=self._offset
+                )
+                opaque = parsed.view(np.dtype((np.void, dtype.itemsize)))
+                self._arrays = (opaque, parsed["blob"])
+        return self._arrays
+
+    @property
+    def records(self) -> npt.NDArray[Any]:
+        """The items as opaque records of ``id | length | blob`` (one void per item)."""
+        return self._views()[0]
+
+    @property
+    def blobs(self) -> npt.NDArray[np.uint8]:
+        """An ``(n, width)`` ``uint8`` view of the blobs."""
+        return self._views()[1]
 
     def items(self) -> list[tuple[int, bytes]]:
         """``(id, blob bytes)`` per item, as :meth:`_Reader.id_blobs` returns them."""
-        width = self.blobs.shape[1]
-        flat = self.blobs.tobytes()
+        if self._arrays is not None or not self._data:
+            flat = self.blobs.tobytes()
+            width = self.width
+            return [(ident, flat[i * width : (i + 1) * width]) for i, ident in enumerate(self.ids)]
+        step = (8 if self._wide else 6) + self.width
+        first = self._offset + step - self.width
+        data, width = self._data, self.width
         return [
-            (ident, flat[i * width : (i + 1) * width]) for i, ident in enumerate(self.ids.tolist())
+            (ident, data[first + i * step : first + i * step + width])
+            for i, ident in enumerate(self.ids)
         ]
 
 
@@ -319,13 +381,22 @@ def _flags(reader: _Reader, allowed: int) -> int:
     return flags
 
 
+@functools.lru_cache(maxsize=256)
+def _u32_run(count: int) -> struct.Struct:
+    return struct.Struct(f">{count}I")
+
+
 def _ids(ids: Sequence[int]) -> bytes:
-    return _U32.pack(len(ids)) + b"".join(_U32.pack(i) for i in ids)
+    """``count u32 | count x id u32`` in one pack (ids already checked to fit in u32)."""
+    n = len(ids)
+    return _u32_run(n + 1).pack(n, *ids)
 
 
 _LAST_IDS: list[Any] = [None, b""]
 # Key, in a parsed message's __dict__, of the item lists it keeps packed.
 _PACKED: Final = "_packed"
+# Key of a server-built message's encoded body, kept from when it was assembled.
+_WIRE_BODY: Final = "_wire_body"
 
 
 def _ids_shared(ids: tuple[int, ...]) -> bytes:
@@ -417,7 +488,11 @@ class Message:
             + self.session_id
             + _U32.pack(self.round_index)
         )
-        return head + self._body()
+        return b"".join((head, *self._body_parts()))
+
+    def _body_parts(self) -> tuple[bytes | memoryview, ...]:
+        """The body in pieces, joined into the message with one copy (large bodies)."""
+        return (self._body(),)
 
     @classmethod
     def from_bytes(cls: type[_M], data: bytes) -> _M:
@@ -450,7 +525,29 @@ def decode_message(data: bytes | bytearray | memoryview) -> Message:
     """
     if not isinstance(data, bytes | bytearray | memoryview):
         raise ParameterTypeError("data", "bytes", data)
-    reader = _Reader(bytes(data))
+    raw = bytes(data)
+    if len(raw) >= _HEAD.size:
+        # Fast path: the fixed header in one unpack; anything unusual goes
+        # through the field-by-field parse below, which names the error.
+        magic, version, type_byte, sid_len = _HEAD.unpack_from(raw)
+        cls = _BY_TYPE_BYTE.get(type_byte)
+        body = _HEAD.size + sid_len + 4
+        low, high = SESSION_ID_LENGTHS
+        if (
+            cls is not None
+            and magic == WIRE_MAGIC
+            and version == WIRE_VERSION
+            and low <= sid_len <= high
+            and len(raw) >= body
+        ):
+            header = {
+                "session_id": raw[_HEAD.size : body - 4],
+                "round_index": _U32.unpack_from(raw, body - 4)[0],
+            }
+            reader = _Reader(raw)
+            reader._pos = body
+            return _parse_message(cls, header, reader)
+    reader = _Reader(raw)
     if reader.take(4) != WIRE_MAGIC:
         raise MessageFormatError("not a privfed secure-aggregation message (bad magic)")
     version = reader.u8()
@@ -466,13 +563,20 @@ def decode_message(data: bytes | bytearray | memoryview) -> Message:
     if not low <= sid_len <= high:
         raise MessageFormatError(f"session id length {sid_len} outside [{low}, {high}]")
     header = {"session_id": reader.take(sid_len), "round_index": reader.u32()}
-    cls = _CLASSES[message_type]
+    return _parse_message(_CLASSES[message_type], header, reader)
+
+
+def _parse_message(cls: type[Message], header: dict[str, Any], reader: _Reader) -> Message:
     try:
         message = cls._parse_body(header, reader)
     except (ParameterError, ParameterTypeError) as exc:
         raise MessageFormatError(f"invalid {cls.__name__} content: {exc}") from None
     reader.finish()
     return message
+
+
+# magic, version, type, session-id length: the fixed start of every message.
+_HEAD: Final = struct.Struct(">4sBBB")
 
 
 # -- AdvertiseKeys -----------------------------------------------------------------
@@ -561,7 +665,9 @@ class AdvertiseKeys(Message):
             if not count:
                 raise MessageFormatError("an empty noise-commitment list must be left out")
             noise = tuple(reader.take(COMMITMENT_SIZE) for _ in range(count))
-        return cls(
+        # Every field was checked above exactly as __post_init__ would (non-zero
+        # u32 sender, exact sizes, at most MAX_NOISE_LAYERS commitments).
+        return cls._trusted(
             **header,
             sender=sender,
             encryption_public_key=encryption,
@@ -598,6 +704,15 @@ class RosterEntry:
         _check_bytes("mask_public_key", self.mask_public_key, size=PUBLIC_KEY_SIZE)
         if self.signature is not None:
             _check_signature("signature", self.signature)
+
+    def _wire(self) -> bytes:
+        """``client_id u32 | encryption key | mask key``, kept once made (a server
+        puts each entry in up to ``k + 1`` roster parts)."""
+        cached: bytes | None = self.__dict__.get("_wire_keys")
+        if cached is None:
+            cached = _U32.pack(self.client_id) + self.encryption_public_key + self.mask_public_key
+            self.__dict__["_wire_keys"] = cached
+        return cached
 
 
 @dataclasses.dataclass(frozen=True)
@@ -647,10 +762,9 @@ class Roster(Message):
         """Ids of the listed clients, increasing."""
         return tuple(e.client_id for e in self.entries)
 
-    def _body(self) -> bytes:
-        parts = [_U32.pack(len(self.entries))]
-        for e in self.entries:
-            parts += [_U32.pack(e.client_id), e.encryption_public_key, e.mask_public_key]
+    def _body_parts(self) -> tuple[bytes | memoryview, ...]:
+        parts: list[bytes | memoryview] = [_U32.pack(len(self.entries))]
+        parts += [e._wire() for e in self.entries]
         signed = bool(self.entries) and self.entries[0].signature is not None
         flags = signed | (bool(self.members) << 1)
         parts.append(bytes((flags,)))
@@ -658,7 +772,10 @@ class Roster(Message):
             parts += [e.signature or b"" for e in self.entries]
         if self.members:
             parts.append(self.members_section())
-        return b"".join(parts)
+        return tuple(parts)
+
+    def _body(self) -> bytes:
+        return b"".join(self._body_parts())
 
     def members_section(self) -> bytes:
         """The member list as on the wire: ``m u32 | m x (client_id u32 | hash 32)``.
@@ -797,14 +914,71 @@ class _ShareGroup(Message):
     shares: tuple[EncryptedShares, ...]
 
     def _body(self) -> bytes:
+        wire: bytes | None = self.__dict__.get(_WIRE_BODY)
+        if wire is not None:
+            return wire
         return _encode_group(getattr(self, self._FIXED), self.shares, fixed=self._FIXED)
 
     @classmethod
     def _parse_body(cls: type[_G], header: dict[str, Any], reader: _Reader) -> _G:
-        fixed_id, shares = _parse_group(header, reader, fixed=cls._FIXED)
+        fixed_id = reader.client_id()
+        n = reader.count(9)
+        packed = reader.uniform_id_blobs(n, wide=True, max_size=MAX_CIPHERTEXT_SIZE)
+        if packed is not None:
+            # Equal-sized ciphertexts (the usual case): kept packed, checked
+            # as the constructors would, turned into objects only when read.
+            if fixed_id in packed.ids:
+                raise MessageFormatError("a ciphertext between a client and itself")
+            return cls._of_packed(header, fixed_id, packed)
+        shares = _parse_group(header, reader, fixed_id, n, fixed=cls._FIXED)
         if not shares and cls._EMPTY is not None:
             raise MessageFormatError(cls._EMPTY)
         return cls._trusted(**header, **{cls._FIXED: fixed_id}, shares=shares)
+
+    @classmethod
+    def _of_packed(
+        cls: type[_G],
+        header: dict[str, Any],
+        fixed_id: int,
+        packed: _PackedBlobs,
+        body: bytes | None = None,
+    ) -> _G:
+        """A group whose ciphertexts stay packed (ids: the other end), optionally its body.
+
+        Only for validated content: ids strictly increasing, non-zero and not
+        ``fixed_id``, blobs of 1 to ``MAX_CIPHERTEXT_SIZE`` bytes, at least one
+        for a bundle; ``body`` exactly :func:`_encode_group`'s encoding.
+        """
+        group = cls._trusted(**header, **{cls._FIXED: fixed_id})
+        group.__dict__[_PACKED] = packed
+        if body is not None:
+            group.__dict__[_WIRE_BODY] = body
+        return group
+
+    def _packed_shares(self) -> _PackedBlobs | None:
+        """The ciphertexts as parsed or routed, if they were left packed."""
+        packed: _PackedBlobs | None = self.__dict__.get(_PACKED)
+        return packed
+
+    def __getattr__(self, name: str) -> tuple[EncryptedShares, ...]:
+        # Only called for attributes not found normally: ciphertexts left packed.
+        packed: _PackedBlobs | None = self.__dict__.get(_PACKED)
+        if packed is None or name != "shares":
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        fixed_id = getattr(self, self._FIXED)
+        to_fixed = self._FIXED == "recipient"
+        value = tuple(
+            EncryptedShares._trusted(
+                session_id=self.session_id,
+                round_index=self.round_index,
+                sender=other if to_fixed else fixed_id,
+                recipient=fixed_id if to_fixed else other,
+                ciphertext=ciphertext,
+            )
+            for other, ciphertext in packed.items()
+        )
+        object.__setattr__(self, "shares", value)
+        return value
 
 
 _G = TypeVar("_G", bound=_ShareGroup)
@@ -939,11 +1113,10 @@ def _encode_group(fixed_id: int, shares: tuple[EncryptedShares, ...], *, fixed: 
 
 
 def _parse_group(
-    header: dict[str, Any], reader: _Reader, *, fixed: str
-) -> tuple[int, tuple[EncryptedShares, ...]]:
-    """Parse :func:`_encode_group`; every field checked as the constructors would."""
-    fixed_id = reader.client_id()
-    items = reader.id_blobs(reader.count(9), wide=True, max_size=MAX_CIPHERTEXT_SIZE)
+    header: dict[str, Any], reader: _Reader, fixed_id: int, n: int, *, fixed: str
+) -> tuple[EncryptedShares, ...]:
+    """Parse ``n`` items of :func:`_encode_group`, every field checked as the constructors would."""
+    items = reader.id_blobs(n, wide=True, max_size=MAX_CIPHERTEXT_SIZE)
     session_id, round_index = header["session_id"], header["round_index"]
     to_fixed = fixed == "recipient"
     shares = []
@@ -962,7 +1135,7 @@ def _parse_group(
                 ciphertext=ciphertext,
             )
         )
-    return fixed_id, tuple(shares)
+    return tuple(shares)
 
 
 # -- MaskedInput -------------------------------------------------------------------
@@ -1037,19 +1210,18 @@ class MaskedInput(Message):
 
     @staticmethod
     def _wire_dtype(ring_bits: int) -> np.dtype[Any]:
-        width = (ring_bits + 7) // 8
-        size = next(s for s in (1, 2, 4, 8) if width <= s)
-        return np.dtype(f"<u{size}")
+        return _WIRE_DTYPES[ring_bits]
 
     def _body(self) -> bytes:
-        dtype = self._wire_dtype(self.ring_bits)
-        payload = self.values.astype(dtype, copy=False).tobytes()
-        return (
-            _U32.pack(self.sender)
-            + bytes((self.ring_bits,))
-            + _U32.pack(self.values.shape[0])
-            + payload
+        return b"".join(self._body_parts())
+
+    def _body_parts(self) -> tuple[bytes | memoryview, ...]:
+        # The payload goes into the message with a single copy.
+        payload = np.ascontiguousarray(
+            self.values.astype(self._wire_dtype(self.ring_bits), copy=False)
         )
+        fixed = _U32.pack(self.sender) + bytes((self.ring_bits,)) + _U32.pack(self.values.shape[0])
+        return (fixed, payload.data.cast("B"))
 
     @classmethod
     def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> MaskedInput:
@@ -1059,11 +1231,31 @@ class MaskedInput(Message):
             raise MessageFormatError(f"ring_bits {bits} outside [8, 64]")
         dtype = cls._wire_dtype(bits)
         n = reader.count(dtype.itemsize)
+        if not 1 <= n <= MAX_VECTOR_LENGTH:
+            raise ParameterError("values", f"a 1-D array of length 1 to {MAX_VECTOR_LENGTH}", (n,))
         raw = reader.array(dtype, n)
-        # A 64-bit little-endian payload is used in place (read-only, no copy).
+        # A 64-bit little-endian payload is used in place (read-only, no copy);
+        # a narrower one is widened into an array nobody else holds.
         values = raw if raw.dtype == np.uint64 else raw.astype(np.uint64)
         values.flags.writeable = False
-        return cls(**header, sender=sender, ring_bits=bits, values=values)
+        if bits < 64 and int(values.max()) >> bits:
+            raise ParameterError("values", f"ring elements below 2**{bits}", "<redacted>")
+        # The checks of __post_init__ hold: a non-zero u32 sender, ring_bits in
+        # [8, 64], a read-only 1-D uint64 array of 1 to MAX_VECTOR_LENGTH ring
+        # elements that no one can write to.
+        message = object.__new__(cls)
+        message.__dict__.update(header, sender=sender, ring_bits=bits, values=values)
+        return message
+
+
+def _wire_dtype_of(ring_bits: int) -> np.dtype[Any]:
+    width = (ring_bits + 7) // 8
+    size = next(s for s in (1, 2, 4, 8) if width <= s)
+    return np.dtype(f"<u{size}")
+
+
+# MaskedInput's wire dtype per ring width (8 to 64 bits: the widths it accepts).
+_WIRE_DTYPES: Final = {bits: _wire_dtype_of(bits) for bits in range(8, 65)}
 
 
 # -- Unmasking ---------------------------------------------------------------------
@@ -1226,21 +1418,20 @@ def _revealed_of(items: Iterable[tuple[int, bytes]]) -> tuple[RevealedShare, ...
     return tuple(_unchecked(RevealedShare, {"owner": o, "share": b}) for o, b in items)
 
 
-def _parse_revealed(reader: _Reader) -> tuple[RevealedShare, ...] | PackedBlobs:
+def _parse_revealed(reader: _Reader) -> tuple[RevealedShare, ...] | _PackedBlobs:
     """The shares of one list: packed when all have one length (the usual case)."""
     n = reader.count(7)
     if n == 0:
-        return PackedBlobs(np.empty(0, dtype=np.int64), np.empty((0, 0), dtype=np.uint8))
+        return _PackedBlobs((), 0)
     packed = reader.uniform_id_blobs(n, wide=False, max_size=MAX_SHARE_SIZE)
     if packed is not None:
         return packed
     return _revealed_of(reader.id_blobs(n, wide=False, max_size=MAX_SHARE_SIZE))
 
 
-def _owners(values: tuple[RevealedShare, ...] | PackedBlobs) -> list[int]:
-    if isinstance(values, PackedBlobs):
-        owners: list[int] = values.ids.tolist()
-        return owners
+def _owners(values: tuple[RevealedShare, ...] | _PackedBlobs) -> list[int]:
+    if isinstance(values, _PackedBlobs):
+        return list(values.ids)
     return [v.owner for v in values]
 
 
@@ -1349,9 +1540,9 @@ class UnmaskResponse(Message):
                 previous = (owner, layer)
                 noise.append(RevealedNoiseShare(owner, layer, reader.take(size)))
         fields: dict[str, Any] = {**header, "sender": sender, "noise_shares": tuple(noise)}
-        packed: dict[str, PackedBlobs] = {}
+        packed: dict[str, _PackedBlobs] = {}
         for name, values in (("self_mask_shares", self_mask), ("key_shares", key)):
-            if isinstance(values, PackedBlobs):
+            if isinstance(values, _PackedBlobs):
                 packed[name] = values
             else:
                 fields[name] = values
@@ -1365,16 +1556,16 @@ class UnmaskResponse(Message):
     def __getattr__(self, name: str) -> tuple[RevealedShare, ...]:
         # Only called for attributes not found normally: a share list that a
         # parser left packed.  Built once, then stored like any field.
-        packed: dict[str, PackedBlobs] | None = self.__dict__.get(_PACKED)
+        packed: dict[str, _PackedBlobs] | None = self.__dict__.get(_PACKED)
         if packed is None or name not in packed:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         value = _revealed_of(packed[name].items())
         object.__setattr__(self, name, value)
         return value
 
-    def _packed_shares(self) -> tuple[PackedBlobs, PackedBlobs] | None:
+    def _packed_shares(self) -> tuple[_PackedBlobs, _PackedBlobs] | None:
         """The self-mask and key shares as parsed, if both lists were left packed."""
-        packed: dict[str, PackedBlobs] | None = self.__dict__.get(_PACKED)
+        packed: dict[str, _PackedBlobs] | None = self.__dict__.get(_PACKED)
         if packed is None or len(packed) != 2:
             return None
         return packed["self_mask_shares"], packed["key_shares"]
@@ -1460,3 +1651,4 @@ _CLASSES: dict[MessageType, type[Message]] = {
     MessageType.CONSISTENCY_REQUEST: ConsistencyRequest,
     MessageType.CONSISTENCY_SIGNATURE: ConsistencySignature,
 }
+_BY_TYPE_BYTE: dict[int, type[Message]] = {int(t): c for t, c in _CLASSES.items()}

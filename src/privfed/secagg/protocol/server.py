@@ -29,6 +29,13 @@ aborted for good (:attr:`SecAggServer.aborted`).  Reconstructed secrets are
 verified before use; a failure raises
 :class:`~privfed.errors.ReconstructionError` without changing the state.
 
+Cost: the work per ciphertext and per share is done on arrays -- parsed
+messages keep their items packed (see :mod:`~privfed.secagg.protocol.messages`),
+routing moves whole records, and the secrets rebuilt from the shares of the
+same responders share one set of Lagrange weights
+(:func:`~privfed.secagg.primitives.shamir.combine_batches`).  Messages built by
+hand take the item-by-item path, with the same checks and results.
+
 Threat model (see SECURITY.md): in semi-honest mode the server is
 honest-but-curious.  It learns the sum of the surviving clients' inputs and
 who dropped out, nothing else, as long as fewer than ``threshold`` clients of
@@ -41,6 +48,9 @@ from __future__ import annotations
 
 import enum
 import hmac
+import itertools
+import struct
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -81,6 +91,8 @@ from privfed.secagg.protocol.messages import (
     SurvivorSignature,
     UnmaskRequest,
     UnmaskResponse,
+    _blob_dtype,
+    _PackedBlobs,
     _unchecked,
 )
 from privfed.secagg.protocol.stages import Stage
@@ -103,7 +115,35 @@ _SECRET_NAMES = {0: "self-mask seed", 1: "mask key"}
 # One response's revealed shares of one kind: (holder, owners, values), see __init__.
 _Revealed = tuple[int, npt.NDArray[np.int64], npt.NDArray[np.uint8]]
 
+# RoutedShares: ``recipient u32 | count u32`` then ``sender u32 | size u32 | ciphertext`` items.
+_GROUP_HEAD = struct.Struct(">II")
+
+
+def _group_dtype(width: int) -> np.dtype[Any]:
+    return _blob_dtype(True, width)
+
+
 _PRIME_ROW = np.frombuffer(shamir.PRIME.to_bytes(shamir.FIELD_BYTES, "big"), dtype=np.uint8)
+
+
+_PRIME_BYTES = shamir.PRIME.to_bytes(shamir.FIELD_BYTES, "big")
+# Share lists longer than this are checked with array operations (about where
+# those start to pay off), shorter ones share by share.
+_ARRAY_CHECK_MIN = 32
+
+
+def _canonical(group: _PackedBlobs, index: bytes) -> bool:
+    """:func:`_canonical_shares` of a packed list; a few items are checked as bytes.
+
+    Equal-length big-endian byte strings compare as the numbers they encode.
+    """
+    if len(group) > _ARRAY_CHECK_MIN:
+        return _canonical_shares(group.blobs, np.frombuffer(index, dtype=np.uint8))
+    width = shamir.FIELD_BYTES
+    return all(
+        len(share) == shamir.SHARE_SIZE and share[:width] == index and share[width:] < _PRIME_BYTES
+        for _, share in group.items()
+    )
 
 
 def _canonical_shares(blobs: npt.NDArray[np.uint8], index: npt.NDArray[np.uint8]) -> bool:
@@ -166,6 +206,10 @@ class SecAggServer(Party):
         self._phase = _Phase.ADVERTISE
         self._advertised: dict[int, AdvertiseKeys] = {}
         self._public_keys: set[bytes] = set()
+        # SHARE_KEYS: per sender, the recipients it has sent ciphertexts to, and
+        # the ciphertexts: one bundle kept packed as parsed, or single items.
+        self._received: dict[int, set[int]] = {}
+        self._bundles: dict[int, EncryptedSharesBundle] = {}
         self._ciphertexts: dict[int, dict[int, EncryptedShares]] = {}
         self._shared: frozenset[int] = frozenset()
         self._total: npt.NDArray[np.uint64] | None = None
@@ -182,6 +226,7 @@ class SecAggServer(Party):
         self._members_wire = b""
         self._graph_seed: bytes | None = None
         self._round_session = config.bound_session_id
+        self._bound_session = config.bound_session_id
         self._result: npt.NDArray[np.uint64] | None = None
         # Active mode: the survivor set sent for signing and the valid signatures.
         self._survivor_set: tuple[int, ...] = ()
@@ -277,6 +322,8 @@ class SecAggServer(Party):
     def _abort(self, reason: str, stage: Stage) -> ProtocolAbort:
         self._phase = _Phase.ABORTED
         self._ciphertexts = {}
+        self._bundles = {}
+        self._received = {}
         self._revealed = ([], [])
         self._responses = {}
         self._noise_shares = {}
@@ -328,7 +375,8 @@ class SecAggServer(Party):
         """
         if not isinstance(message, _CLIENT_MESSAGES):
             raise ParameterTypeError("message", "a client-to-server protocol message", message)
-        check_int("sender", sender, minimum=1, maximum=MAX_CLIENT_ID)
+        if type(sender) is not int or not 1 <= sender <= MAX_CLIENT_ID:
+            check_int("sender", sender, minimum=1, maximum=MAX_CLIENT_ID)
         if message.sender != sender:
             stage = self.stage
             raise self._refuse(
@@ -353,8 +401,10 @@ class SecAggServer(Party):
         stage = expected.value
         if not isinstance(stage, Stage):  # pragma: no cover -- internal use only
             raise TypeError(expected)
-        cfg = self._config
-        if message.session_id != cfg.bound_session_id or message.round_index != cfg.round_index:
+        if (
+            message.session_id != self._bound_session
+            or message.round_index != self._config.round_index
+        ):
             raise self._refuse("it belongs to another session, round or configuration", stage)
         if self._phase is _Phase.ABORTED:
             raise self._refuse("the round has been aborted", stage)
@@ -410,21 +460,48 @@ class SecAggServer(Party):
     def _receive_shares(self, message: EncryptedShares) -> None:
         stage = self._precheck(message, _Phase.SHARE)
         self._check_recipients(message.sender, (message.recipient,), stage)
-        self._ciphertexts.setdefault(message.sender, {})[message.recipient] = message
+        self._unpack_bundle(message.sender)[message.recipient] = message
+        self._received.setdefault(message.sender, set()).add(message.recipient)
 
     def _receive_bundle(self, message: EncryptedSharesBundle) -> None:
         # All or nothing: every ciphertext is checked before any is stored.
         stage = self._precheck(message, _Phase.SHARE)
-        self._check_recipients(message.sender, message.recipients, stage)
-        box = self._ciphertexts.setdefault(message.sender, {})
-        for item in message.shares:
-            box[item.recipient] = item
+        sender = message.sender
+        packed = message._packed_shares()
+        recipients: list[int] = (
+            list(packed.ids) if packed is not None else [s.recipient for s in message.shares]
+        )
+        got = self._received.get(sender)
+        # The checks of _check_recipients on whole sets; it runs (and names the
+        # offending recipient) only if they fail.
+        if not (
+            sender in self._advertised
+            and self._advertised.keys() >= set(recipients)
+            and self._hood(sender).issuperset(recipients)
+            and (got is None or got.isdisjoint(recipients))
+        ):
+            self._check_recipients(sender, tuple(recipients), stage)
+        if got is None and packed is not None:
+            self._bundles[sender] = message
+        else:
+            box = self._unpack_bundle(sender)
+            for item in message.shares:
+                box[item.recipient] = item
+        self._received.setdefault(sender, set()).update(recipients)
+
+    def _unpack_bundle(self, sender: int) -> dict[int, EncryptedShares]:
+        """The single-item box of ``sender``, with its packed bundle (if any) moved in."""
+        box = self._ciphertexts.setdefault(sender, {})
+        bundle = self._bundles.pop(sender, None)
+        if bundle is not None:
+            box.update((item.recipient, item) for item in bundle.shares)
+        return box
 
     def _check_recipients(self, sender: int, recipients: tuple[int, ...], stage: Stage) -> None:
         if sender not in self._advertised:
             raise self._refuse(f"client {sender} is not on the roster", stage)
         allowed = self._hood(sender)
-        box = self._ciphertexts.get(sender, {})
+        box = self._received.get(sender, set())
         for recipient in recipients:
             if recipient not in self._advertised or recipient not in allowed:
                 raise self._refuse(
@@ -475,8 +552,8 @@ class SecAggServer(Party):
             raise self._refuse(f"duplicate response from client {sender}", stage)
         packed = message._packed_shares()
         if packed is not None:
-            seed_owners = tuple(packed[0].ids.tolist())
-            key_owners = tuple(packed[1].ids.tolist())
+            seed_owners = packed[0].ids
+            key_owners = packed[1].ids
         else:
             seed_owners = tuple(s.owner for s in message.self_mask_shares)
             key_owners = tuple(s.owner for s in message.key_shares)
@@ -490,11 +567,11 @@ class SecAggServer(Party):
         index_bytes = sender.to_bytes(shamir.FIELD_BYTES, "big")
         width = shamir.FIELD_BYTES
         records: list[_Revealed] = []
-        if packed is not None and all(
-            _canonical_shares(group.blobs, np.frombuffer(index_bytes, dtype=np.uint8))
-            for group in packed
-        ):
-            records = [(sender, group.ids, group.blobs[:, width:]) for group in packed]
+        if packed is not None and all(_canonical(group, index_bytes) for group in packed):
+            records = [
+                (sender, np.asarray(group.ids, dtype=np.int64), group.blobs[:, width:])
+                for group in packed
+            ]
         else:
             for group in (message.self_mask_shares, message.key_shares):
                 for item in group:
@@ -508,16 +585,16 @@ class SecAggServer(Party):
                     )
                 )
         noise: list[tuple[RevealedNoiseShare, int]] = []
-        for item in message.noise_shares:
-            self._check_share(item, sender, index_bytes, stage)
-            noise.append((item, int.from_bytes(item.share[width:], "big")))
+        for noise_item in message.noise_shares:
+            self._check_share(noise_item, sender, index_bytes, stage)
+            noise.append((noise_item, int.from_bytes(noise_item.share[width:], "big")))
         self._responses[sender] = message
         for kind, record in enumerate(records):
             if record[1].shape[0]:
                 self._revealed[kind].append(record)
-        for item, value in noise:
-            layers = self._noise_shares.setdefault(item.owner, {})
-            layers.setdefault(item.layer, []).append((sender, value))
+        for noise_item, value in noise:
+            layers = self._noise_shares.setdefault(noise_item.owner, {})
+            layers.setdefault(noise_item.layer, []).append((sender, value))
 
     def _check_share(
         self, item: RevealedShare | RevealedNoiseShare, sender: int, index: bytes, stage: Stage
@@ -546,10 +623,10 @@ class SecAggServer(Party):
 
     def _picked_shares(
         self, owners: list[int], kind: int, stage: Stage
-    ) -> list[list[tuple[int, int]]]:
+    ) -> list[tuple[tuple[int, ...], list[int]]]:
         """Per owner (kind 0: self-mask seed, 1: mask key), the shares to interpolate.
 
-        Each is ``(holder, value)`` by increasing holder id: the ``threshold``
+        Each is ``(holders, values)``, holders increasing: the ``threshold``
         lowest responders holding a share of that owner (all of them with
         ``check_all_shares``).  Raises (aborting) for the first owner with
         fewer than ``threshold`` shares.  Values become field elements here,
@@ -572,36 +649,31 @@ class SecAggServer(Party):
         wanted = np.asarray(owners, dtype=np.int64)
         starts = np.searchsorted(ids, wanted, "left")
         counts = np.searchsorted(ids, wanted, "right") - starts
-        what = _SECRET_NAMES[kind]
-        for owner, count in zip(owners, counts.tolist(), strict=True):
-            self._require_quorum(count, f"shares of the {what} of client {owner}", stage)
-        which_sorted: list[int] = which[order].tolist()
-        rows_sorted: list[int] = rows[order].tolist()
-        width = shamir.FIELD_BYTES
-        values: dict[int, list[int]] = {}
-
-        def values_of(record: int) -> list[int]:
-            found = values.get(record)
-            if found is None:
-                flat = records[record][2].tobytes()
-                found = [
-                    int.from_bytes(flat[i : i + width], "big") for i in range(0, len(flat), width)
-                ]
-                values[record] = found
-            return found
-
-        picked = []
-        for start, count in zip(starts.tolist(), counts.tolist(), strict=True):
-            stop = start + (count if self._check_all else t)
-            picked.append(
-                [
-                    (records[r][0], values_of(r)[row])
-                    for r, row in zip(
-                        which_sorted[start:stop], rows_sorted[start:stop], strict=True
-                    )
-                ]
+        if (counts < t).any():
+            what = _SECRET_NAMES[kind]
+            for owner, count in zip(owners, counts.tolist(), strict=True):
+                self._require_quorum(count, f"shares of the {what} of client {owner}", stage)
+        if self._check_all:
+            take = np.concatenate(
+                [np.arange(a, a + n) for a, n in zip(starts, counts, strict=True)]
             )
-        return picked
+            bounds = np.concatenate([[0], np.cumsum(counts)]).tolist()
+        else:
+            take = (starts[:, None] + np.arange(t)[None, :]).ravel()
+            bounds = list(range(0, t * len(owners) + 1, t))
+        used = which[order][take]
+        used_rows = rows[order][take]
+        width = shamir.FIELD_BYTES
+        values: list[list[int]] = [[] for _ in records]
+        for record in set(used.tolist()):
+            flat = records[record][2].tobytes()
+            values[record] = [
+                int.from_bytes(flat[i : i + width], "big") for i in range(0, len(flat), width)
+            ]
+        holder_of = np.asarray([r[0] for r in records], dtype=np.int64)
+        holders: list[int] = holder_of[used].tolist()
+        ys = [values[r][row] for r, row in zip(used.tolist(), used_rows.tolist(), strict=True)]
+        return [(tuple(holders[a:b]), ys[a:b]) for a, b in itertools.pairwise(bounds)]
 
     # -- closing stages ------------------------------------------------------------
 
@@ -695,14 +767,26 @@ class SecAggServer(Party):
                 clients shared keys.
         """
         stage = self._require(_Phase.SHARE)
-        cfg = self._config
         roster = set(self._advertised)
         complete = frozenset(
-            sender
-            for sender, box in self._ciphertexts.items()
-            if set(box) == self._hood(sender) & roster
+            sender for sender, got in self._received.items() if got == self._hood(sender) & roster
         )
         self._require_quorum(len(complete), "clients shared keys", stage)
+        routed = self._route_packed(complete)
+        if routed is None:
+            routed = self._route_items(complete)
+        self._shared = complete
+        self._ciphertexts = {}
+        self._bundles = {}
+        self._received = {}
+        self._phase = _Phase.MASK
+        return routed
+
+    def _route_items(self, complete: frozenset[int]) -> dict[int, RoutedShares]:
+        """Route ciphertext by ciphertext (single items, or ciphertexts of mixed sizes)."""
+        cfg = self._config
+        for sender in complete:
+            self._unpack_bundle(sender)
         routed: dict[int, RoutedShares] = {}
         for recipient in sorted(complete):
             items = tuple(
@@ -718,9 +802,55 @@ class SecAggServer(Party):
                 recipient=recipient,
                 shares=items,
             )
-        self._shared = complete
-        self._ciphertexts = {}
-        self._phase = _Phase.MASK
+        return routed
+
+    def _route_packed(self, complete: frozenset[int]) -> dict[int, RoutedShares] | None:
+        """Route whole packed bundles with array operations; ``None`` where that does not apply.
+
+        Applies when every client in ``complete`` sent one bundle of
+        equal-sized ciphertexts (what honest clients do).  The result is the
+        one :meth:`_route_items` builds -- the same messages, each with its
+        wire encoding already assembled -- and is checked to route exactly
+        ``hood(recipient) & complete`` to every recipient, else ``None``.
+        """
+        senders = sorted(complete)
+        bundles = [self._bundles.get(sender) for sender in senders]
+        parts = [None if b is None else b._packed_shares() for b in bundles]
+        packs = [p for p in parts if p is not None]
+        if len(packs) != len(senders) or len({p.width for p in packs}) != 1:
+            return None
+        width = packs[0].width
+        sizes = [len(p) for p in packs]
+        from_ids = np.repeat(np.asarray(senders, dtype=np.int64), sizes)
+        to_ids = np.fromiter(
+            itertools.chain.from_iterable(p.ids for p in packs), dtype=np.int64, count=sum(sizes)
+        )
+        keep = np.isin(to_ids, np.asarray(senders, dtype=np.int64))
+        # By recipient, then by sender (stable sort of sender-ordered entries).
+        by_recipient = np.argsort(to_ids, kind="stable")
+        order = by_recipient[keep[by_recipient]]
+        # A bundle item ``recipient | size | ciphertext`` becomes the routed item
+        # ``sender | size | ciphertext``: move whole records, then rewrite the id.
+        records = np.concatenate([p.records for p in packs])[order]
+        wire = records.view(_group_dtype(width))
+        wire["id"] = from_ids[order]
+        routed_from: list[int] = from_ids[order].tolist()
+        to_sorted = to_ids[order]
+        wanted = np.asarray(senders, dtype=np.int64)
+        starts = np.searchsorted(to_sorted, wanted, "left").tolist()
+        stops = np.searchsorted(to_sorted, wanted, "right").tolist()
+        cfg = self._config
+        header = {"session_id": cfg.bound_session_id, "round_index": cfg.round_index}
+        routed: dict[int, RoutedShares] = {}
+        for recipient, start, stop in zip(senders, starts, stops, strict=True):
+            if stop - start != len(self._hood(recipient) & complete):
+                return None  # pragma: no cover -- the graph is symmetric
+            part = wire[start:stop]
+            body = b"".join((_GROUP_HEAD.pack(recipient, stop - start), part.data))
+            packed = _PackedBlobs(
+                tuple(routed_from[start:stop]), width, records=records[start:stop]
+            )
+            routed[recipient] = RoutedShares._of_packed(header, recipient, packed, body)
         return routed
 
     def consistency_requests(self) -> dict[int, ConsistencyRequest]:
@@ -872,24 +1002,25 @@ class SecAggServer(Party):
             if kind >= 2:
                 return combine(owners, [gather(owner, kind) for owner in owners], kind)
             picked = self._picked_shares(owners, kind, stage)
+
+            def shares() -> list[list[shamir.Share]]:
+                return [
+                    [shamir.Share(h, v) for h, v in zip(xs, ys, strict=True)] for xs, ys in picked
+                ]
+
             if self._check_all:
-                groups = [[shamir.Share(h, v) for h, v in group] for group in picked]
-                return combine(owners, groups, kind)
+                return combine(owners, shares(), kind)
             # Exactly t shares each: the owners whose shares come from the same
             # responders share one set of Lagrange weights (in the complete
             # graph, all of them).
             by_holders: dict[tuple[int, ...], list[int]] = {}
-            for position, group in enumerate(picked):
-                by_holders.setdefault(tuple(h for h, _ in group), []).append(position)
-            plan = [
-                (holders, [[v for _, v in picked[p]] for p in positions])
-                for holders, positions in by_holders.items()
-            ]
+            for position, (xs, _) in enumerate(picked):
+                by_holders.setdefault(xs, []).append(position)
+            plan = [(xs, [picked[p][1] for p in positions]) for xs, positions in by_holders.items()]
             try:
                 results = shamir.combine_batches(plan, threshold=t)
             except ReconstructionError:
-                groups = [[shamir.Share(h, v) for h, v in group] for group in picked]
-                return combine(owners, groups, kind)  # names the owner at fault
+                return combine(owners, shares(), kind)  # names the owner at fault
             out = [b""] * len(owners)
             for positions, secrets_of in zip(by_holders.values(), results, strict=True):
                 for p, secret in zip(positions, secrets_of, strict=True):
