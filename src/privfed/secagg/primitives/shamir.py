@@ -414,7 +414,10 @@ def _zero_weights(distinct: list[tuple[int, ...]], threshold: int) -> list[tuple
 
     The denominators of all tuples are inverted together (Montgomery's trick).
     """
-    missing = [xs for xs in distinct if xs not in _ZERO_WEIGHTS]
+    # Looked up before anything is added: a full cache is cleared below, which
+    # must not lose the weights of the tuples found in it.
+    found = {xs: _ZERO_WEIGHTS[xs] for xs in distinct if xs in _ZERO_WEIGHTS}
+    missing = [xs for xs in distinct if xs not in found]
     if missing:
         sign = -1 if threshold % 2 == 0 else 1  # (-1)**(t - 1)
         numerators: list[int] = []
@@ -431,8 +434,8 @@ def _zero_weights(distinct: list[tuple[int, ...]], threshold: int) -> list[tuple
         if len(_ZERO_WEIGHTS) + len(missing) > _ZERO_WEIGHTS_LIMIT:
             _ZERO_WEIGHTS.clear()
         for g, xs in enumerate(missing):
-            _ZERO_WEIGHTS[xs] = tuple(weights[g * threshold : (g + 1) * threshold])
-    return [_ZERO_WEIGHTS[xs] for xs in distinct]
+            found[xs] = _ZERO_WEIGHTS[xs] = tuple(weights[g * threshold : (g + 1) * threshold])
+    return [found[xs] for xs in distinct]
 
 
 def _is_sequence(value: object) -> bool:

@@ -284,11 +284,28 @@ def _blob_dtype(wide: bool, size: int) -> np.dtype[Any]:
     )
 
 
-@functools.lru_cache(maxsize=256)
 def _uniform_layout(wide: bool, size: int, n: int) -> struct.Struct:
-    """``n`` items ``id | length | size bytes``: the ids and lengths, blobs skipped."""
+    """``n`` items ``id | length | size bytes``: the ids and lengths, blobs skipped.
+
+    A layout takes tens of bytes per item; only those of up to
+    :data:`_LAYOUT_CACHE_ITEMS` items are kept, so that a peer sending large
+    messages with ever different counts cannot make a parser hold on to
+    many times their size.
+    """
+    if n <= _LAYOUT_CACHE_ITEMS:
+        return _cached_layout(wide, size, n)
+    return _build_layout(wide, size, n)
+
+
+def _build_layout(wide: bool, size: int, n: int) -> struct.Struct:
     item = ("II" if wide else "IH") + f"{size}x"
     return struct.Struct(">" + item * n)
+
+
+# Largest item count whose layout is cached (about 70 bytes per item; at most
+# 64 layouts, under 20 MiB in all -- a round has a few distinct counts).
+_LAYOUT_CACHE_ITEMS: Final = 1 << 12
+_cached_layout = functools.lru_cache(maxsize=64)(_build_layout)
 
 
 class _PackedBlobs:
