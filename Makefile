@@ -8,7 +8,7 @@ STAMP := $(VENV)/.privfed-installed
 # pytest workers; CI machines have 2 cores.
 WORKERS ?= 2
 
-.PHONY: setup bytecode run test lint typecheck unit bench clean
+.PHONY: setup bytecode run test lint typecheck unit bench figures clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ unit: bytecode
 	$(VENV)/bin/pytest -n $(WORKERS)
 
 test: lint typecheck unit
+
+# Regenerate README.md's figures table from benchmarks/results/*.json.
+figures: $(STAMP)
+	$(PY) benchmarks/figures.py
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis
