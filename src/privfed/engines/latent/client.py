@@ -176,6 +176,7 @@ class LatentStatisticsAccumulator:
         self._packed = rows * d + cols  # their places in a flattened (d, d) matrix
         self._counts = torch.zeros(k, dtype=torch.int64, device=self._device)
         self._records = 0
+        self._lock = threading.Lock()  # one update() at a time, see there
         # Screening thresholds of _quantize_ (see "Screening" in the statistics module):
         # a float64 norm of d values is within a relative (d + 1) 2**-53 of the exact
         # one; the slack allows eight times that.
@@ -271,8 +272,9 @@ class LatentStatisticsAccumulator:
         scale = math.ldexp(1.0, f)
         norm = torch.linalg.vector_norm(rows, dim=1)
         # The common case in one reduction: no row needs either exact test (a
-        # NaN norm makes the maximum NaN, and the comparison false).
-        if float(norm.max()) <= self._settled_screen:
+        # NaN norm makes the maximum NaN, and the comparison false).  No rows:
+        # no maximum; the general path below handles them.
+        if rows.shape[0] and float(norm.max()) <= self._settled_screen:
             rows.mul_(scale)  # exact: a power of two
             torch.round_(rows)  # half to even
             return
@@ -332,8 +334,15 @@ class LatentStatisticsAccumulator:
             NonFiniteInputError: If a latent is NaN or infinite.
             RingOverflowError: If the total would exceed ``max_records``.
 
-        A failed call leaves the accumulator unchanged.
+        A failed call leaves the accumulator unchanged.  Calls from several
+        threads are taken one at a time (each commits totals computed from the
+        state it started from, so overlapping calls would lose records).
         """
+        with self._lock:
+            self._update(latents, labels)
+
+    def _update(self, latents: object, labels: object) -> None:
+        """The body of :meth:`update`, run under the accumulator's lock."""
         z, y = self._validate(latents, labels)
         n = int(z.shape[0])
         if n == 0:
@@ -403,11 +412,17 @@ class LatentStatisticsAccumulator:
                 helper.start()
             run()
         finally:
-            for helper in helpers:
-                if helper.ident is not None:  # started
-                    helper.join()
-            # set_num_threads also sets the default of threads started later.
-            torch.set_num_threads(previous)
+            try:
+                for helper in helpers:
+                    if helper.ident is not None:  # started
+                        helper.join()
+            except BaseException as error:  # e.g. Ctrl-C while waiting: stop the helpers
+                schedule.fail(-1, error)
+                raise
+            finally:
+                # Restored even then; set_num_threads also sets the default of
+                # threads started later.
+                torch.set_num_threads(previous)
         schedule.raise_first()  # the earliest failed block's error, if any
         if crashes:  # pragma: no cover - a failure outside every block
             raise crashes[0]
@@ -476,49 +491,53 @@ class LatentStatisticsAccumulator:
 
         previous = -1
         while (block := schedule.take()) is not None:
-            c, start, stop = blocks[block]
-            m = stop - start
-            if c != previous and pending:
-                flush(previous)
-                pending = 0
-            previous = c
-            if m not in views:
-                rows = buffer[:m]
-                views[m] = (
-                    rows,
-                    rows.T,
-                    [(rows[:, lo:hi].T, rows[:, lo:]) for lo, hi in itertools.pairwise(edges)],
-                )
-            rows, rows_t, operands = views[m]
+            # Any failure inside a block (bad input, or a KeyboardInterrupt in
+            # the calling thread) is reported as that block's, so the other
+            # threads stop taking blocks instead of finishing the whole batch.
             try:
+                c, start, stop = blocks[block]
+                m = stop - start
+                if c != previous and pending:
+                    flush(previous)
+                    pending = 0
+                previous = c
+                if m not in views:
+                    rows = buffer[:m]
+                    views[m] = (
+                        rows,
+                        rows.T,
+                        [(rows[:, lo:hi].T, rows[:, lo:]) for lo, hi in itertools.pairwise(edges)],
+                    )
+                rows, rows_t, operands = views[m]
                 if direct:
                     torch.index_select(source, 0, index[start:stop], out=rows)
                 else:
                     rows.copy_(torch.index_select(source, 0, index[start:stop]))
                 self._quantize_(rows)
+                if pending + m > limit:
+                    flush(c)
+                    pending = 0
+                # Only the upper triangle is kept, so it is all we compute: one
+                # product per band of columns (exact: integers below 2**53).
+                for target, (left, right) in zip(targets, operands, strict=True):
+                    target.addmm_(left, right)
+                column_sums.addmv_(rows_t, ones[:m])  # exact, like the products
+                pending += m
             except BaseException as error:
                 schedule.fail(block, error)
                 raise
-            if pending + m > limit:
-                flush(c)
-                pending = 0
-            # Only the upper triangle is kept, so it is all we compute: one
-            # product per band of columns (exact: integers below 2**53).
-            for target, (left, right) in zip(targets, operands, strict=True):
-                target.addmm_(left, right)
-            column_sums.addmv_(rows_t, ones[:m])  # exact, like the products
-            pending += m
         if pending:
             flush(previous)
 
     def result(self) -> LatentStatistics:
         """Return the statistics accumulated so far (on the CPU, as numpy ``int64``)."""
-        return LatentStatistics(
-            config=self._config,
-            sums=self._sums.cpu().numpy().copy(),
-            second_moments=self._moments.cpu().numpy().copy(),
-            counts=self._counts.cpu().numpy().copy(),
-        )
+        with self._lock:  # not half of a concurrent update()
+            return LatentStatistics(
+                config=self._config,
+                sums=self._sums.cpu().numpy().copy(),
+                second_moments=self._moments.cpu().numpy().copy(),
+                counts=self._counts.cpu().numpy().copy(),
+            )
 
 
 def compute_latent_statistics(
