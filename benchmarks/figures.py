@@ -956,9 +956,7 @@ def imports(results: Results) -> Row:
     return Row("imports.py", what, figure)
 
 
-@row
-def run_wall(results: Results) -> Row:
-    data = results.load("run_wall.json", "python benchmarks/run_wall.py")
+def _run_wall_row(data: Node, *, runs_what: str, label: str) -> Row:
     meta = data["meta"]
     today, base = data["today"], data["baseline"]
 
@@ -982,7 +980,7 @@ def run_wall(results: Results) -> Row:
     )
     ref = meta.text("baseline_ref")
     what = (
-        f"`privfed run` with its defaults, whole process (interpreter, imports, stages), today "
+        f"`privfed run` {runs_what}, whole process (interpreter, imports, stages), today "
         f"vs commit {ref}, alternating fresh processes, median of {meta.integer('repeats')}"
     )
     figure = (
@@ -993,7 +991,23 @@ def run_wall(results: Results) -> Row:
         f"{fixed(data.num('today_over_baseline'), 2)}×{acc}; a fresh `python -c 'import torch'` "
         f"alone takes {fixed(data.num('python_import_torch_seconds', 'median'), 1)} s"
     )
-    return Row("run_wall.py", what, figure)
+    return Row(label, what, figure)
+
+
+@row
+def run_wall(results: Results) -> Row:
+    data = results.load("run_wall.json", "python benchmarks/run_wall.py")
+    return _run_wall_row(data, runs_what="with its defaults", label="run_wall.py")
+
+
+@row
+def run_wall_mnist(results: Results) -> Row:
+    data = results.load("run_wall_mnist.json", "python benchmarks/run_wall.py --mnist-like")
+    return _run_wall_row(
+        data,
+        runs_what="on a 10,000-image 28×28 `.npz` made from the digits (`--latent-dim 16`)",
+        label="run_wall.py --mnist-like",
+    )
 
 
 # --------------------------------------------------------------------------- README

@@ -19,6 +19,11 @@ change to the checkout) and run with the same interpreter and packages through
 comparison is not about bytecode caches.
 
     python benchmarks/run_wall.py [--repeats 5] [--baseline-ref 1dd1539]
+    python benchmarks/run_wall.py --mnist-like [--repeats 3]   # writes run_wall_mnist.json
+
+``--mnist-like`` runs both trees on the 10,000-image 28x28 ``.npz`` that
+``benchmarks/classifier_speed.py`` makes from the bundled digits (PCA d = 16, as
+there; ``--npz PATH`` uses another file of that layout, e.g. a real MNIST test set).
 
 Writes ``benchmarks/results/run_wall.json`` and ``run_wall.png``.  On a shared
 machine absolute seconds move with the load; the medians and their ratio,
@@ -130,7 +135,7 @@ def _torch_start() -> float:
     return time.perf_counter() - start
 
 
-def _import_profile(src: Path, out: Path) -> dict[str, float]:
+def _import_profile(src: Path, out: Path, extra: list[str]) -> dict[str, float]:
     """Cumulative import seconds of the HEAVY modules in one ``privfed run`` (first load only)."""
     proc = subprocess.run(
         [
@@ -144,6 +149,7 @@ def _import_profile(src: Path, out: Path) -> dict[str, float]:
             "--quiet",
             "--output-dir",
             str(out),
+            *extra,
         ],
         env=_env(src),
         capture_output=True,
@@ -202,9 +208,10 @@ def _plot(result: dict[str, Any], path: Path) -> None:
             label="start, imports, writing" if i == 0 else None,
         )
         ax.text(wall + 0.1, i, f"{wall:.1f} s", va="center")
-    ax.axvline(10.0, color="k", ls="--", lw=1, label="goal 10 s")
+    goal = result["meta"]["goal_seconds"]
+    ax.axvline(goal, color="k", ls="--", lw=1, label=f"goal {goal:g} s")
     ax.set_yticks([0, 1], [f"{labels[0]} ({result['meta']['baseline_ref']})", labels[1]])
-    ax.set_xlabel("median wall seconds of `privfed run` (defaults, digits)")
+    ax.set_xlabel(f"median wall seconds of `privfed run` ({result['meta']['dataset']})")
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -215,13 +222,32 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--baseline-ref", default=DEFAULT_BASELINE)
-    parser.add_argument("--output", type=Path, default=RESULTS / "run_wall.json")
+    parser.add_argument("--mnist-like", action="store_true", help="the 28x28 .npz, d = 16")
+    parser.add_argument("--npz", type=Path, default=None, help="with --mnist-like: use this file")
+    parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
+    if args.npz is not None and not args.mnist_like:
+        parser.error("--npz needs --mnist-like")
+    if args.output is None:
+        args.output = RESULTS / ("run_wall_mnist.json" if args.mnist_like else "run_wall.json")
 
     with tempfile.TemporaryDirectory(prefix="privfed-run-wall-") as tmp:
         work = Path(tmp)
+        extra: list[str] = []
+        dataset = "digits (bundled)"
+        if args.mnist_like:
+            npz = args.npz
+            if npz is None:
+                sys.path.insert(0, str(ROOT / "benchmarks"))
+                from classifier_speed import make_mnist_like
+
+                npz = make_mnist_like(work / "mnist_like.npz")
+                dataset = "10,000 28x28 images made from the bundled digits (classifier_speed.py)"
+            else:
+                dataset = str(npz)
+            extra = ["--dataset", str(npz), "--latent-dim", "16"]
         trees = {"baseline": _extract(args.baseline_ref, work / "baseline"), "today": ROOT / "src"}
         for tree in trees.values():
             _compile(tree)
@@ -230,11 +256,11 @@ def main() -> None:
         # One warm-up each (file-system caches), not recorded.
         for key, tree in trees.items():
             _log(f"warm-up: {key}")
-            _one_run(tree, work / f"warm-{key}", [])
+            _one_run(tree, work / f"warm-{key}", extra)
         for repeat in range(args.repeats):
             torch_start.append(_torch_start())
             for key, tree in trees.items():
-                run = _one_run(tree, work / f"{key}-{repeat}", [])
+                run = _one_run(tree, work / f"{key}-{repeat}", extra)
                 runs[key].append(run)
                 _log(
                     f"repeat {repeat + 1}/{args.repeats} {key}: {run['wall_seconds']:.2f} s wall, "
@@ -242,7 +268,8 @@ def main() -> None:
                     f"(load {run['load_average_1min']:.1f})"
                 )
         imports = {
-            key: _import_profile(tree, work / f"imports-{key}") for key, tree in trees.items()
+            key: _import_profile(tree, work / f"imports-{key}", extra)
+            for key, tree in trees.items()
         }
 
     result: dict[str, Any] = {
@@ -254,6 +281,10 @@ def main() -> None:
             "baseline_ref": args.baseline_ref,
             "repeats": args.repeats,
             "note": "fresh processes, baseline and today alternately; both trees byte-compiled",
+            "dataset": dataset,
+            # The issue's goals: 10 s on the bundled digits, 60 s on a 10,000-image MNIST.
+            "goal_seconds": 60.0 if args.mnist_like else 10.0,
+            "extra_arguments": extra,
         }
     }
     for key in trees:
