@@ -95,28 +95,27 @@ def _env(src: Path) -> dict[str, str]:
     return env
 
 
-def _one_run(src: Path, out: Path, extra: list[str]) -> dict[str, Any]:
-    start = time.perf_counter()
+def _privfed_run(
+    src: Path, out: Path, extra: list[str], *, python_flags: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    """``python [flags] -m privfed run`` on tree ``src`` into ``out``; exits on failure."""
+    command = [sys.executable, *python_flags, "-m", "privfed", "run", "--overwrite", "--quiet"]
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "privfed",
-            "run",
-            "--overwrite",
-            "--quiet",
-            "--output-dir",
-            str(out),
-            *extra,
-        ],
+        [*command, "--output-dir", str(out), *extra],
         env=_env(src),
         capture_output=True,
         text=True,
         check=False,
     )
-    wall = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"privfed run failed ({src}):\n{proc.stderr[-2000:]}")
+    return proc
+
+
+def _one_run(src: Path, out: Path, extra: list[str]) -> dict[str, Any]:
+    start = time.perf_counter()
+    _privfed_run(src, out, extra)
+    wall = time.perf_counter() - start
     evaluation = json.loads((out / "evaluation.json").read_text())
     stages = {k: float(v) for k, v in evaluation["seconds"].items()}
     return {
@@ -137,25 +136,7 @@ def _torch_start() -> float:
 
 def _import_profile(src: Path, out: Path, extra: list[str]) -> dict[str, float]:
     """Cumulative import seconds of the HEAVY modules in one ``privfed run`` (first load only)."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-X",
-            "importtime",
-            "-m",
-            "privfed",
-            "run",
-            "--overwrite",
-            "--quiet",
-            "--output-dir",
-            str(out),
-            *extra,
-        ],
-        env=_env(src),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    proc = _privfed_run(src, out, extra, python_flags=("-X", "importtime"))
     found: dict[str, float] = {}
     top_level = 0.0
     for line in proc.stderr.splitlines():
