@@ -26,6 +26,7 @@ __all__ = [
     "AuthenticationError",
     "BudgetExceededError",
     "CalibrationError",
+    "DeclarationError",
     "KeyAgreementError",
     "LedgerError",
     "MessageFormatError",
@@ -179,6 +180,16 @@ class ReconstructionError(ProtocolError):
 
 class PrivacyError(PrivfedError):
     """Base class of differential-privacy errors."""
+
+
+class DeclarationError(PrivacyError):
+    """A contribution's declared noise is missing or is not what the release's plan needs.
+
+    Raised (and turned into a refusal of that contribution) when a node's
+    noise declaration does not match the job's noise plan, and when a release
+    would rest on such a contribution: a release never claims noise that its
+    contributors did not declare.
+    """
 
 
 class CalibrationError(PrivacyError):

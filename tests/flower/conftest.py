@@ -4,7 +4,8 @@
 message to a ClientApp in this process.  It keeps one Context per node (so
 ``Context.state`` persists between messages, as on a SuperNode) and turns a
 raising ClientApp into an error reply, as Flower does.  It lets the workflow
-and the job apps be tested in well under a second, without Ray; the real
+and the job apps be tested in well under a second, without Ray (``apps`` gives
+chosen nodes another ClientApp: a federation with an outdated node); the real
 engines are tested in ``test_simulation.py`` and ``test_deployment.py``.
 """
 
@@ -32,11 +33,13 @@ class LoopbackGrid(Grid):
         *,
         run_config: Mapping[str, Any] | None = None,
         first_node_id: int = 1001,
+        apps: Mapping[int, ClientApp] | None = None,
     ) -> None:
         TaskIdentity.run_id = 1
         TaskIdentity.node_id = 0
         TaskIdentity.task_id = 1
         self.app = app
+        self.apps = dict(apps or {})  # node id -> the ClientApp that node runs instead
         self.contexts = {
             first_node_id + i: Context(
                 run_id=1,
@@ -76,7 +79,7 @@ class LoopbackGrid(Grid):
             node = message.metadata.dst_node_id
             context = self.contexts[node]
             try:
-                reply = self.app(message, context)
+                reply = self.apps.get(node, self.app)(message, context)
             except Exception as exc:
                 reply = Message(
                     Error(code=1, reason=f"{type(exc).__name__}: {exc}"), reply_to=message

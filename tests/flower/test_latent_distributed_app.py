@@ -232,7 +232,7 @@ def test_fresh_layer_seeds_are_the_ones_shared_and_revealed(loopback: Any, tmp_p
     rebuilds, from the Shamir shares, exactly those seeds for the layers the
     reveal rule releases (so it subtracts the noise the node added).
     """
-    from privfed.flower.latent_app import _LAYER_SEEDS_KEY
+    from privfed.flower.latent_node import _LAYER_SEEDS_KEY
 
     run = {**RUN, "noise": "distributed-skellam", "noise-seed": -1}
     config = pipeline_config(run)

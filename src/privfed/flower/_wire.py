@@ -22,6 +22,8 @@ from privfed.secagg import MaskedInput, Stage
 RECORD: Final = "privfed"
 #: The array record of a masked input.
 ARRAYS: Final = "privfed_values"
+#: Header field of a masked input carrying the node's noise declaration.
+DECLARATION: Final = "noise-declaration"
 
 #: Flower action (``query.<action>``) of each stage.
 ACTIONS: Final = {
@@ -79,18 +81,55 @@ def bytes_content(data: bytes, **extra: int | str | bytes) -> RecordDict:
     return RecordDict({RECORD: ConfigRecord({"message": data, **extra})})
 
 
-def masked_input_content(message: MaskedInput) -> RecordDict:
-    """A masked input: header fields as config, the vector as a Flower array."""
-    header = ConfigRecord(
-        {
-            "session": message.session_id,
-            "round": message.round_index,
-            "sender": message.sender,
-            "ring-bits": message.ring_bits,
-        }
-    )
+def masked_input_content(message: MaskedInput, *, declaration: bytes | None = None) -> RecordDict:
+    """A masked input: header fields as config, the vector as a Flower array.
+
+    ``declaration`` (a :class:`~privfed.flower.declaration.NoiseDeclaration`'s
+    wire form) travels in the header next to the session it is bound to.
+    """
+    fields: dict[str, int | bytes] = {
+        "session": message.session_id,
+        "round": message.round_index,
+        "sender": message.sender,
+        "ring-bits": message.ring_bits,
+    }
+    if declaration is not None:
+        fields[DECLARATION] = declaration
+    header = ConfigRecord(fields)  # type: ignore[arg-type]
     values = np.ascontiguousarray(message.values, dtype=np.uint64)
     return RecordDict({RECORD: header, ARRAYS: ArrayRecord({"values": Array(values)})})
+
+
+def _uint64_vector(array: object) -> npt.NDArray[np.uint64]:
+    """The 1-D ``uint64`` vector of a Flower array from a peer (never trusted).
+
+    The ``.npy`` header is read and checked against the buffer's size before
+    any value is, so a header claiming 10**11 values, an ``.npz``, an empty
+    buffer or a pickle is a :class:`MessageFormatError`, not a MemoryError or
+    EOFError.
+    """
+    import io
+
+    data = getattr(array, "data", None)
+    if not isinstance(data, bytes) or getattr(array, "stype", None) != "numpy.ndarray":
+        raise MessageFormatError("the masked input's values are not a numpy array")
+    stream = io.BytesIO(data)
+    try:
+        version = np.lib.format.read_magic(stream)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(stream)
+        elif version in ((2, 0), (3, 0)):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
+        else:
+            raise ValueError(version)
+    except Exception:
+        raise MessageFormatError("the masked input's values are not an .npy array") from None
+    if dtype != np.dtype("<u8") or len(shape) != 1 or fortran:
+        raise MessageFormatError("the masked input's values are not a 1-D uint64 array")
+    offset = stream.tell()
+    if len(data) - offset != 8 * int(shape[0]):
+        raise MessageFormatError("the masked input's array header does not match its size")
+    return np.frombuffer(data, dtype="<u8", offset=offset).astype(np.uint64, copy=True)
 
 
 def parse_masked_input(content: RecordDict) -> MaskedInput:
@@ -102,11 +141,9 @@ def parse_masked_input(content: RecordDict) -> MaskedInput:
     header = config_record(content)
     try:
         array = content.array_records[ARRAYS]["values"]
-        values: npt.NDArray[np.uint64] = array.numpy()
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, AttributeError):
         raise MessageFormatError("the masked input carries no value array") from None
-    if values.dtype != np.uint64 or values.ndim != 1:
-        raise MessageFormatError("the masked input's values are not a 1-D uint64 array")
+    values = _uint64_vector(array)
     try:
         return MaskedInput(
             session_id=get_bytes(header, "session"),
@@ -117,6 +154,18 @@ def parse_masked_input(content: RecordDict) -> MaskedInput:
         )
     except (ValueError, TypeError) as exc:
         raise MessageFormatError(f"malformed masked input: {exc}") from None
+
+
+def parse_declaration(content: RecordDict) -> bytes | None:
+    """The raw noise declaration of a masked input's content (``None``: the node sent none).
+
+    Raises:
+        MessageFormatError: The field is present but not bytes.
+    """
+    header = config_record(content)
+    if DECLARATION not in header:
+        return None
+    return get_bytes(header, DECLARATION)
 
 
 def content_bytes(content: RecordDict) -> int:

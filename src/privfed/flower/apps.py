@@ -7,47 +7,35 @@ Run config ``job`` picks what runs:
 * ``"factory"`` -- the factory job (:mod:`privfed.flower.factory_app`);
 * ``"sum"`` -- a secure sum of demo vectors (:mod:`privfed.flower.secagg_app`).
 
+The ClientApp is privfed's one ClientApp (:func:`privfed.flower.node_app.make_client_app`),
+the same one :func:`~privfed.flower.latent_app.latent_client_app` and the
+tests run.  A privfed error in the ServerApp (too few nodes, a bad run-config
+value, a round that could not complete) is logged by Flower as one line, not
+a traceback (:func:`privfed.flower.server.quiet_privfed_errors`).
+
 ``flwr run examples/flower_app`` runs it in the simulation engine;
 ``scripts/flower_deploy.py`` on SuperLink + SuperNodes.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
-from flwr.app import Context, Message
-from flwr.clientapp import ClientApp
+from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
-from privfed.errors import ParameterError, ProtocolAbort
-from privfed.flower.client import add_secagg_handlers
-from privfed.flower.latent_app import _ScriptedDropouts, latent_main, node_ring_vector
-from privfed.flower.latent_app import pipeline_config as latent_config
-from privfed.flower.secagg_app import demo_values, expected_sum
-from privfed.flower.server import SecAggWorkflow, hello, wait_for_nodes
-from privfed.secagg import SecAggConfig
+from privfed.errors import ProtocolAbort
+from privfed.flower.latent_app import latent_main
+from privfed.flower.node_app import JOBS, job_of, make_client_app
+from privfed.flower.secagg_app import expected_sum
+from privfed.flower.server import SecAggWorkflow, quiet_privfed_errors, say, wait_for_federation
 
 __all__ = ["JOBS", "client_app", "server_app"]
 
-#: The jobs this app runs (run config ``job``).
-JOBS = ("latent", "factory", "sum")
-_LOG = logging.getLogger("privfed.flower")
-
-
-def _job(run: Any) -> str:
-    job = str(run.get("job", "latent"))
-    if job not in JOBS:
-        raise ParameterError("job", f"one of {JOBS}", job)
-    return job
-
 
 def _sum_main(grid: Grid, run: Any) -> None:
-    wait = float(run.get("wait-s", 300.0))
-    nodes = wait_for_nodes(grid, int(run.get("num-clients", 2)), timeout=wait)
-    partitions = hello(grid, nodes, timeout=wait)
+    partitions = wait_for_federation(grid, run, int(run.get("num-clients", 2)))
     flow = SecAggWorkflow(
         threshold=int(run.get("threshold", 0)) or len(partitions) // 2 + 1,
         vector_length=int(run.get("vector-length", 1000)),
@@ -57,7 +45,6 @@ def _sum_main(grid: Grid, run: Any) -> None:
     expected = expected_sum([c - 1 for c in result.survivors], 0, flow.vector_length)
     if not np.array_equal(result.total, expected):  # pragma: no cover -- a bug
         raise ProtocolAbort("the secure sum differs from the plaintext sum")
-    _LOG.info("secure sum of %d nodes: exact", len(result.survivors))
     print(f"privfed secure sum over Flower: {len(result.survivors)} survivors, exact")
 
 
@@ -66,8 +53,10 @@ server_app = ServerApp()
 
 @server_app.main()
 def _main(grid: Grid, context: Context) -> None:
+    quiet_privfed_errors()
     run = dict(context.run_config)
-    job = _job(run)
+    job = job_of(run)
+    say(f"job {job!r}")
     if job == "latent":
         result = latent_main(grid, run)
         report = result.report
@@ -84,30 +73,4 @@ def _main(grid: Grid, context: Context) -> None:
         _sum_main(grid, run)
 
 
-def _values(context: Context, config: SecAggConfig) -> npt.NDArray[np.uint64]:
-    run = dict(context.run_config)
-    pid = int(context.node_config["partition-id"])
-    if _job(run) == "latent":
-        return node_ring_vector(latent_config(run), pid)
-    return demo_values(pid, config.round_index, config.vector_length)
-
-
-class _LatentOnly(_ScriptedDropouts):
-    def __call__(self, message: Message, context: Context, call_next: Any) -> Any:
-        if _job(context.run_config) != "latent":
-            return call_next(message, context)
-        return super().__call__(message, context, call_next)
-
-
-client_app = add_secagg_handlers(ClientApp(mods=[_LatentOnly(None)]), _values)
-
-
-def _register_factory_handlers() -> None:
-    try:
-        from privfed.flower.factory_app import add_factory_handlers
-    except ImportError:  # pragma: no cover -- the factory app needs the engines
-        return
-    add_factory_handlers(client_app)
-
-
-_register_factory_handlers()
+client_app = make_client_app()

@@ -34,6 +34,7 @@ from flwr.clientapp import ClientApp
 
 from privfed.errors import AuthenticationError, MessageFormatError, ProtocolAbort
 from privfed.flower import _wire
+from privfed.flower.declaration import DeclaredInput
 from privfed.secagg import (
     EncryptedSharesBundle,
     Roster,
@@ -69,8 +70,10 @@ STATE_KEY: Final = "privfed_secagg"
 #: 'privfed-journal=/var/lib/privfed/journal.jsonl'``).
 JOURNAL_NODE_CONFIG_KEY: Final = "privfed-journal"
 
-#: ``values(context, config) -> ring vector`` of this node for this round.
-ValuesFn = Callable[[Context, SecAggConfig], npt.NDArray[np.integer]]
+#: ``values(context, config) -> ring vector`` of this node for this round, or a
+#: :class:`~privfed.flower.declaration.DeclaredInput` (the vector and the noise the
+#: node declares it added, sent with the masked input).
+ValuesFn = Callable[[Context, SecAggConfig], "npt.NDArray[np.integer] | DeclaredInput"]
 #: ``noise_seeds(context, config, client_id) -> seeds``: this node's ``config.noise_layers``
 #: secret 32-byte layer seeds (distributed DP with excess removal), asked for at the
 #: advertise stage and Shamir-shared by the client.  Must return the same seeds when
@@ -204,11 +207,21 @@ class _Handlers:
             _wire.get_bytes(_wire.config_record(message.content), "message")
         )
 
+        declared: list[bytes] = []
+
         def act(client: SecAggClient) -> object:
-            return client.masked_input(routed, self._values(context, client.config))
+            produced = self._values(context, client.config)
+            if isinstance(produced, DeclaredInput):
+                declared.append(produced.declaration.to_bytes(_wire_session(client.config)))
+                produced = produced.values
+            return client.masked_input(routed, produced)
 
         answer = self._step(context, routed.session_id, act)
-        return Message(_wire.masked_input_content(answer), reply_to=message)  # type: ignore[arg-type]
+        content = _wire.masked_input_content(
+            answer,  # type: ignore[arg-type]
+            declaration=declared[0] if declared else None,
+        )
+        return Message(content, reply_to=message)
 
     def unmask(self, message: Message, context: Context) -> Message:
         request = UnmaskRequest.from_bytes(
@@ -231,7 +244,9 @@ def add_secagg_handlers(
         app: The ClientApp (its own mods wrap these handlers too).
         values: ``values(context, config)`` returns this node's input for the
             round: a 1-D integer numpy array of ``config.vector_length`` ring
-            elements.  Called once per round, at the masked-input stage.
+            elements, or a :class:`~privfed.flower.declaration.DeclaredInput`
+            holding it with the node's noise declaration.  Called once per
+            round, at the masked-input stage.
         journal: ``journal(context)`` returns the node's durable
             :class:`~privfed.secagg.protocol.state.RevealJournal`; default
             :func:`default_journal`.

@@ -24,10 +24,16 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from privfed.errors import ProtocolAbort
-from privfed.flower.client import JournalFn, add_secagg_handlers
-from privfed.flower.faults import Fault, fault_mod
-from privfed.flower.server import SecAggRoundResult, SecAggWorkflow, hello, wait_for_nodes
-from privfed.secagg import SecAggConfig
+from privfed.flower.client import JournalFn
+from privfed.flower.faults import Fault
+from privfed.flower.node_app import demo_values, make_client_app
+from privfed.flower.server import (
+    SecAggRoundResult,
+    SecAggWorkflow,
+    hello,
+    quiet_privfed_errors,
+    wait_for_nodes,
+)
 
 __all__ = [
     "demo_values",
@@ -37,12 +43,6 @@ __all__ = [
 ]
 
 _LOG = logging.getLogger("privfed.flower")
-
-
-def demo_values(partition_id: int, round_index: int, length: int) -> npt.NDArray[np.uint64]:
-    """The demo input of one node in one round (public, reproducible: not private data)."""
-    rng = np.random.default_rng([0x5EC, partition_id, round_index])
-    return rng.integers(0, 2**64, size=length, dtype=np.uint64)
 
 
 def expected_sum(
@@ -55,20 +55,15 @@ def expected_sum(
     return total
 
 
-def _values(context: Context, config: SecAggConfig) -> npt.NDArray[np.uint64]:
-    pid = int(context.node_config["partition-id"])
-    return demo_values(pid, config.round_index, config.vector_length)
-
-
 def sum_client_app(
     *,
     faults: Mapping[tuple[int, int], Fault] | None = None,
     fault_delay: float = 5.0,
     journal: JournalFn | None = None,
 ) -> ClientApp:
-    """The demo ClientApp (optionally with injected faults, see :mod:`privfed.flower.faults`)."""
-    mods = [] if not faults else [fault_mod(faults, delay=fault_delay)]
-    return add_secagg_handlers(ClientApp(mods=mods), _values, journal=journal)
+    """The demo ClientApp: privfed's one ClientApp (:mod:`privfed.flower.node_app`) with
+    ``job = "sum"``, optionally with injected faults (:mod:`privfed.flower.faults`)."""
+    return make_client_app({"job": "sum"}, journal=journal, faults=faults, fault_delay=fault_delay)
 
 
 def sum_server_app(
@@ -93,6 +88,7 @@ def sum_server_app(
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
+        quiet_privfed_errors()
         cfg = context.run_config
         count = num_clients if num_clients is not None else int(cfg.get("num-clients", 2))
         wait = float(cfg.get("wait-s", 300.0))

@@ -37,12 +37,15 @@ from flwr.serverapp import Grid
 
 from privfed._checks import check_float, check_int
 from privfed.errors import (
+    DeclarationError,
     MessageFormatError,
     ParameterError,
     ParameterTypeError,
+    PrivfedError,
     ProtocolAbort,
 )
 from privfed.flower import _wire
+from privfed.flower.declaration import NoiseDeclaration
 from privfed.progress import ProgressEvent, ProgressFn
 from privfed.secagg import (
     GraphMode,
@@ -57,14 +60,29 @@ from privfed.secagg import (
 )
 from privfed.secagg.protocol.state import encode_config
 
-__all__ = ["HELLO_TYPE", "SecAggRoundResult", "SecAggWorkflow", "hello", "wait_for_nodes"]
+__all__ = [
+    "HELLO_TYPE",
+    "SecAggRoundResult",
+    "SecAggWorkflow",
+    "hello",
+    "quiet_privfed_errors",
+    "say",
+    "wait_for_federation",
+    "wait_for_nodes",
+]
 
 #: Message type of the hello round (each node reports its public partition id).
 HELLO_TYPE = "query." + _wire.HELLO_ACTION
 
 _LOG = logging.getLogger("privfed.flower")
 # What a refused reply raises: the reply is dropped, the round goes on.
-_REFUSALS = (ProtocolAbort, MessageFormatError, ParameterError, ParameterTypeError)
+_REFUSALS = (
+    ProtocolAbort,
+    MessageFormatError,
+    ParameterError,
+    ParameterTypeError,
+    DeclarationError,
+)
 _STAGES = (Stage.ADVERTISE_KEYS, Stage.SHARE_KEYS, Stage.MASKED_INPUT, Stage.UNMASKING)
 
 
@@ -92,6 +110,9 @@ class SecAggRoundResult:
             survivor -> {layer -> seed} the server rebuilt under the reveal
             rule (:attr:`~privfed.secagg.SecAggServer.revealed_noise_seeds`);
             the DP layer subtracts their noise from ``total``.  Empty otherwise.
+        declarations: Survivor -> the noise it declared with its masked input
+            (:class:`~privfed.flower.declaration.NoiseDeclaration`; ``None``:
+            it sent none).
     """
 
     total: npt.NDArray[np.uint64] = dataclasses.field(repr=False)
@@ -108,6 +129,7 @@ class SecAggRoundResult:
     revealed_noise_seeds: Mapping[int, Mapping[int, bytes]] = dataclasses.field(
         default_factory=dict, repr=False
     )
+    declarations: Mapping[int, NoiseDeclaration | None] = dataclasses.field(default_factory=dict)
 
     @property
     def node_of(self) -> dict[int, int]:
@@ -115,21 +137,118 @@ class SecAggRoundResult:
         return {cid: node for node, cid in self.clients.items()}
 
 
-def wait_for_nodes(grid: Grid, count: int, *, timeout: float = 120.0) -> list[int]:
+def wait_for_nodes(
+    grid: Grid,
+    count: int,
+    *,
+    timeout: float = 120.0,
+    settle: float | None = None,
+    report: Callable[[str], None] | None = None,
+    poll: float = 0.1,
+) -> list[int]:
     """Wait until ``count`` nodes are connected; their ids, sorted.
 
+    Args:
+        grid: The ServerApp's grid.
+        count: Nodes the job needs, ``>= 1``.
+        timeout: Longest wait, seconds.
+        settle: Give up early once fewer than ``count`` nodes are connected
+            and none has joined for this many seconds (a simulation's nodes
+            are all there at the start; a deployment's sites join over a
+            few seconds).  ``None``: wait the whole ``timeout``.
+        report: Called with one line when the wait starts, whenever the
+            number of connected nodes changes, and every 30 s.
+        poll: Seconds between two looks at the grid.
+
     Raises:
-        ProtocolAbort: Fewer than ``count`` nodes connected within ``timeout`` s.
+        ProtocolAbort: Fewer than ``count`` nodes connected in time; the
+            message says how many and how to run with them.
     """
     check_int("count", count, minimum=1)
-    deadline = time.monotonic() + timeout
+    check_float("timeout", timeout, low=0.0, numpy=False)
+    if settle is not None:
+        check_float("settle", settle, low=0.0, open_low=True, numpy=False)
+    start = time.monotonic()
+    deadline = start + timeout
+    seen = -1
+    last_change = last_report = start
     while True:
         nodes = sorted(int(n) for n in grid.get_node_ids())
+        now = time.monotonic()
         if len(nodes) >= count:
+            if report is not None and seen != len(nodes):
+                report(f"{len(nodes)} of {count} Flower nodes connected")
             return nodes
-        if time.monotonic() > deadline:
-            raise ProtocolAbort(f"only {len(nodes)} of {count} Flower nodes connected in time")
-        time.sleep(0.1)
+        if len(nodes) != seen:
+            last_change = now
+        if report is not None and (len(nodes) != seen or now - last_report >= 30.0):
+            report(f"waiting for {count} Flower nodes: {len(nodes)} connected")
+            last_report = now
+        seen = len(nodes)
+        quiet = now - last_change
+        if now > deadline or (settle is not None and quiet >= settle):
+            waited = (
+                f"in {now - start:.0f} s" if now > deadline else f"(none joined for {quiet:.0f} s)"
+            )
+            fewer = (
+                f"run with num-clients={len(nodes)} (--run-config 'num-clients={len(nodes)}') or "
+                if len(nodes) >= 2
+                else ""
+            )
+            raise ProtocolAbort(
+                f"only {len(nodes)} of {count} Flower nodes connected {waited}; {fewer}"
+                f"give the federation {count} nodes (simulation engine: flwr run ... "
+                f"--federation-config 'num-supernodes={count}')"
+            )
+        time.sleep(poll)
+
+
+class _OneLinePrivfedErrors(logging.Filter):
+    """Flower logs a failing ServerApp with its traceback; a privfed error needs one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, PrivfedError):
+            record.msg = f"{record.getMessage()}: {type(exc).__name__}: {exc}"
+            record.args = None
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+def quiet_privfed_errors() -> None:
+    """Make Flower log a ServerApp's privfed errors as one line (bugs keep their traceback).
+
+    Idempotent; call it from a ServerApp's ``main``.  Flower's own line
+    ("ServerApp raised an exception") stays, followed by privfed's message.
+    """
+    logger = logging.getLogger("flwr")
+    if not any(isinstance(f, _OneLinePrivfedErrors) for f in logger.filters):
+        logger.addFilter(_OneLinePrivfedErrors())
+
+
+def say(line: str) -> None:
+    """One progress line of a privfed ServerApp (stdout: ``flwr run --stream`` shows it)."""
+    print(f"privfed: {line}", flush=True)
+
+
+def wait_for_federation(grid: Grid, run: Mapping[str, object], count: int) -> dict[int, int]:
+    """A job's start: wait for ``count`` nodes, then ``{node_id: partition_id}`` (:func:`hello`).
+
+    Run config: ``wait-s`` (longest wait, default 300 s) and ``join-grace-s``
+    (give up once no node has joined for this long while too few are
+    connected, default 15 s); progress lines go to stdout.
+
+    Raises:
+        ProtocolAbort: Too few nodes (one line saying how to run with them),
+            or no node answered the hello round.
+    """
+    wait = float(run.get("wait-s", 300.0))  # type: ignore[arg-type]
+    grace = float(run.get("join-grace-s", 15.0))  # type: ignore[arg-type]
+    nodes = wait_for_nodes(
+        grid, count, timeout=wait, settle=grace if grace > 0 else None, report=say
+    )
+    return hello(grid, nodes, timeout=wait)
 
 
 def hello(grid: Grid, nodes: Iterable[int], *, timeout: float = 60.0) -> dict[int, int]:
@@ -181,6 +300,12 @@ class SecAggWorkflow:
         progress: Optional callback; a
             :class:`~privfed.progress.ProgressEvent` (stage name in lower
             case) when each stage closes.
+        expected_input: The noise declaration every masked input must carry
+            (:class:`~privfed.flower.declaration.NoiseDeclaration`): a masked
+            input without it, with another one, or with one bound to another
+            session is refused (its node is a dropout of MASKED_INPUT, so its
+            input never enters the total).  ``None`` (default): no declaration
+            is required; those sent are recorded.
 
     Raises:
         ParameterError, ParameterTypeError: An argument outside its domain
@@ -198,12 +323,16 @@ class SecAggWorkflow:
         timeout: float = 60.0,
         config_fields: Mapping[str, object] | None = None,
         progress: ProgressFn | None = None,
+        expected_input: NoiseDeclaration | None = None,
     ) -> None:
         check_int("threshold", threshold, minimum=2)
         check_int("vector_length", vector_length, minimum=1)
         check_float("timeout", timeout, low=0.0, open_low=True, numpy=False)
         if config_fields is not None and not isinstance(config_fields, Mapping):
             raise ParameterTypeError("config_fields", "a mapping or None", config_fields)
+        if expected_input is not None and not isinstance(expected_input, NoiseDeclaration):
+            raise ParameterTypeError("expected_input", "a NoiseDeclaration or None", expected_input)
+        self.expected_input = expected_input
         self.threshold = threshold
         self.vector_length = vector_length
         self.ring_bits = ring_bits
@@ -316,7 +445,10 @@ class SecAggWorkflow:
             server.receive(message, sender=cid)
 
         def receive_masked(cid: int, content: RecordDict) -> None:
-            server.receive(_wire.parse_masked_input(content), sender=cid)
+            masked = _wire.parse_masked_input(content)
+            declaration = self._declaration(content, masked.session_id)
+            server.receive(masked, sender=cid)
+            state.declarations[cid] = declaration
 
         def close(
             stage: Stage, asked: Iterable[int], accepted: Iterable[int], fn: Callable[[], object]
@@ -397,7 +529,39 @@ class SecAggWorkflow:
             bytes_received=MappingProxyType(dict(state.received)),
             bytes_sent=MappingProxyType(dict(state.sent)),
             revealed_noise_seeds=MappingProxyType(server.revealed_noise_seeds),
+            declarations=MappingProxyType(
+                {cid: state.declarations.get(cid) for cid in sorted(server.survivors)}
+            ),
         )
+
+    def _declaration(self, content: RecordDict, session_id: bytes) -> NoiseDeclaration | None:
+        """The masked input's noise declaration, checked against :attr:`expected_input`.
+
+        Raises:
+            MessageFormatError: Malformed, or bound to another session.
+            DeclarationError: Missing or different while one is expected.
+        """
+        raw = _wire.parse_declaration(content)
+        declaration = None
+        if raw is not None:
+            declaration, bound = NoiseDeclaration.from_bytes(raw)
+            if bound != session_id:
+                raise MessageFormatError("the noise declaration is bound to another session")
+        wanted = self.expected_input
+        if wanted is None:
+            return declaration
+        if declaration is None:
+            raise DeclarationError(
+                "the node declared no noise with its masked input (an old or different "
+                f"client app); this job needs {wanted.mechanism!r} noise from every node"
+            )
+        differences = declaration.differences(wanted)
+        if differences:
+            raise DeclarationError(
+                "the node's noise declaration does not match the job's plan: "
+                + "; ".join(differences)
+            )
+        return declaration
 
 
 class _RoundState:
@@ -411,6 +575,7 @@ class _RoundState:
         self.dropped: dict[Stage, tuple[int, ...]] = {}
         self.seconds: dict[Stage, float] = {}
         self.server: dict[Stage, float] = dict.fromkeys(_STAGES, 0.0)
+        self.declarations: dict[int, NoiseDeclaration | None] = {}
         self.stage_start = 0.0
 
 

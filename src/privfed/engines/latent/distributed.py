@@ -324,6 +324,31 @@ class DistributedNoisePlan:
             delta=max(self.central.delta, float(gdp_delta(mu, self.central.epsilon))),
         )
 
+    def digest(self) -> str:
+        """Hex SHA-256 of everything a client's noise depends on (public facts only).
+
+        The server and every node compute the plan from public inputs; equal
+        digests mean they add and expect the same noise.  A node declares it
+        with its masked input (:mod:`privfed.flower.declaration`).
+        """
+        import json
+
+        doc = {
+            "plan": self.describe(),
+            "num_clients": self.num_clients,
+            "num_values": self.spec.num_values,
+            "clip_norm": self.spec.clip_norm,
+            "dim": self.spec.dim,
+            "num_classes": self.spec.num_classes,
+            "layer_means": [list(m) for m in self.layer_means],
+            "positions": [
+                hashlib.sha256(np.ascontiguousarray(p, dtype="<i8").tobytes()).hexdigest()
+                for p in self.positions
+            ],
+        }
+        text = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
+
     def describe(self) -> dict[str, object]:
         """JSON-friendly public facts of the plan (for the release document)."""
         return {

@@ -1,0 +1,164 @@
+"""The one ClientApp of privfed's Flower jobs: every entry point builds its node from here.
+
+``examples/flower_app`` (``privfed.flower.apps:client_app``),
+:func:`~privfed.flower.latent_app.latent_client_app`,
+:func:`~privfed.flower.secagg_app.sum_client_app`, the deployment script and
+the tests all run the ClientApp :func:`make_client_app` builds, so what a
+node adds to its input cannot differ between two ways of starting the same
+job.  The run config's ``job`` picks the node's input:
+
+* ``"latent"`` -- the node's statistics for the latent job, with its noise
+  share and noise declaration under a distributed noise model
+  (:mod:`privfed.flower.latent_node`);
+* ``"sum"`` -- a public demo vector (:func:`demo_values`);
+* ``"factory"`` -- no secure-aggregation input: the node fits and ships its
+  factories (``query.privfed_factory_fit``, :mod:`privfed.flower.factory_app`).
+
+A privfed refusal on the node (a rolled-back state, a round its plan is not
+calibrated for, a scripted dropout) becomes one log line and an error reply,
+which the server counts as that node's dropout; a bug still raises.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from flwr.app import Context, Error, Message
+from flwr.clientapp import ClientApp
+from flwr.clientapp.typing import ClientAppCallable
+from flwr.common.constant import ErrorCode
+
+from privfed.errors import ParameterError, PrivfedError, ProtocolAbort
+from privfed.flower import _wire
+from privfed.flower.client import JournalFn, add_secagg_handlers
+from privfed.flower.declaration import DeclaredInput
+from privfed.flower.faults import Fault, fault_mod
+from privfed.flower.latent_node import _LayerSeeds, _RunConfig, _ScriptedDropouts, _Values
+from privfed.secagg import SecAggConfig
+
+__all__ = ["JOBS", "demo_values", "job_of", "make_client_app"]
+
+#: The jobs privfed's Flower app runs (run config ``job``).
+JOBS = ("latent", "factory", "sum")
+
+_LOG = logging.getLogger("privfed.flower")
+
+
+def job_of(run: Mapping[str, Any]) -> str:
+    """The run config's ``job`` (default ``"latent"``).
+
+    Raises:
+        ParameterError: Not one of :data:`JOBS`.
+    """
+    job = str(run.get("job", "latent"))
+    if job not in JOBS:
+        raise ParameterError("job", f"one of {JOBS}", job)
+    return job
+
+
+def demo_values(partition_id: int, round_index: int, length: int) -> npt.NDArray[np.uint64]:
+    """The demo input of one node in one round (public, reproducible: not private data)."""
+    rng = np.random.default_rng([0x5EC, partition_id, round_index])
+    return rng.integers(0, 2**64, size=length, dtype=np.uint64)
+
+
+class _JobValues(_RunConfig):
+    """The node's input for the round, by job."""
+
+    def __init__(self, overrides: Mapping[str, Any] | None, latent: _Values) -> None:
+        super().__init__(overrides)
+        self.latent = latent
+
+    def __call__(
+        self, context: Context, config: SecAggConfig
+    ) -> npt.NDArray[np.uint64] | DeclaredInput:
+        job = job_of(self.of(context))
+        if job == "latent":
+            return self.latent(context, config)
+        if job == "sum":
+            pid = int(context.node_config["partition-id"])
+            return demo_values(pid, config.round_index, config.vector_length)
+        raise ProtocolAbort("the factory job sends no secure-aggregation input")
+
+
+class _JobSeeds(_RunConfig):
+    """The node's noise-layer seeds: only the latent job's distributed noise has any."""
+
+    def __init__(self, overrides: Mapping[str, Any] | None, latent: _LayerSeeds) -> None:
+        super().__init__(overrides)
+        self.latent = latent
+
+    def __call__(self, context: Context, config: SecAggConfig, client_id: int) -> Sequence[bytes]:
+        if job_of(self.of(context)) != "latent":
+            raise ProtocolAbort(
+                "this node has no noise layers to share (noise_layers > 0 outside the latent job)"
+            )
+        return self.latent(context, config, client_id)
+
+
+def _refusals_as_errors(
+    message: Message, context: Context, call_next: ClientAppCallable
+) -> Message:
+    """A Mod: a privfed refusal becomes an error reply and one log line (no traceback)."""
+    try:
+        return call_next(message, context)
+    except PrivfedError as exc:
+        stage = _wire.STAGE_OF_TYPE.get(message.metadata.message_type)
+        where = stage.name if stage is not None else message.metadata.message_type
+        pid = context.node_config.get("partition-id", "?")
+        reason = f"{type(exc).__name__}: {exc}"
+        _LOG.warning("privfed node (partition %s) refused at %s: %s", pid, where, exc)
+        return Message(
+            Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION, reason=reason), reply_to=message
+        )
+
+
+def make_client_app(
+    run_config: Mapping[str, Any] | None = None,
+    *,
+    journal: JournalFn | None = None,
+    faults: Mapping[tuple[int, int], Fault] | None = None,
+    fault_delay: float = 5.0,
+) -> ClientApp:
+    """The ClientApp of privfed's Flower jobs (see the module docstring).
+
+    Args:
+        run_config: Overrides of Flower's run config (for
+            :func:`privfed.flower.run_simulation`, whose nodes get no run
+            config of their own); e.g. ``{"job": "sum"}``.
+        journal: The nodes' reveal journals (default:
+            :func:`privfed.flower.client.default_journal`).
+        faults: Injected faults (:func:`privfed.flower.faults.fault_mod`),
+            for rehearsals; ``None`` in a deployment.
+        fault_delay: Seconds a ``"silent"`` fault waits before answering.
+
+    Returns:
+        A ClientApp with privfed's secure-aggregation, hello and factory handlers.
+    """
+    mods: list[Any] = [_refusals_as_errors]
+    if faults:
+        mods.append(fault_mod(faults, delay=fault_delay))
+    mods.append(_LatentDropouts(run_config))
+    seeds = _LayerSeeds(run_config)
+    app = add_secagg_handlers(
+        ClientApp(mods=mods),
+        _JobValues(run_config, _Values(run_config, seeds)),
+        journal=journal,
+        noise_seeds=_JobSeeds(run_config, seeds),
+    )
+    from privfed.flower.factory_app import add_factory_handlers
+
+    return add_factory_handlers(app)
+
+
+class _LatentDropouts(_ScriptedDropouts):
+    """The latent job's scripted dropouts (other jobs have none)."""
+
+    def __call__(self, message: Message, context: Context, call_next: ClientAppCallable) -> Message:
+        if job_of(self.of(context)) != "latent":
+            return call_next(message, context)
+        return super().__call__(message, context, call_next)
