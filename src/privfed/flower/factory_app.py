@@ -4,20 +4,41 @@ Each node takes its own partition (:func:`privfed.engines.factory.job.load_parti
 fits one factory per class it holds (:func:`~privfed.engines.factory.job.make_factory`,
 the job's own recipe and seeds) and ships each once: the checksummed
 ``manifest.json`` and ``weights.safetensors`` a factory's ``save`` writes, as
-bytes (``query.privfed_factory_fit``).  The server verifies every factory
+bytes (``query.privfed_factory_fit``), with its fit's wall-clock seconds.  The
+server verifies every factory
 (:func:`~privfed.engines.factory.registry.load_factory` checks both checksums
 before any tensor is read; the manifest must name the node's own client --
 the Flower node that delivered it -- and a class of the dataset), registers it
-in a :class:`~privfed.engines.factory.matrix.FactoryMatrix`, synthesizes,
-trains the downstream classifier and evaluates it.  With ``unlearn-client``
-set, that client's column is removed and the
-:class:`~privfed.engines.factory.matrix.UnlearningCertificate` is written
-next to the results (and the classifier retrained without it).
+in a :class:`~privfed.engines.factory.matrix.FactoryMatrix` and runs the
+engine's own server stage (:func:`~privfed.engines.factory.job.downstream_stage`:
+synthesis, downstream classifier, evaluation).  It writes the artefacts of
+``privfed run --engine factory`` (a
+:class:`~privfed.engines.factory.job.FactoryPipelineReport` and its
+``write``: ``release.json``, ``synthetic.npz``, ``samples.png``,
+``evaluation.json``, the model card) into ``output-dir``, plus
+:data:`FACTORY_RESULT_FILE` (``factory_flower.json``: the transport's facts --
+clients, refused nodes, shipped bytes, the matrix digest -- and the
+unlearning certificate; evaluation, not part of the release).  The Flower job
+trains no baselines (FedAvg, centralized) and runs no audit: they need every
+client's private data in one place; ``evaluation.json`` says ``None`` for them.
 
-Run config: ``num-clients``, ``factory`` (``"gaussian"``; ``"edm"`` works but
-trains diffusion models on each node), ``scenario``, ``latent-dim``,
-``min-records-per-factory``, ``synthetic-per-class``, ``classifier-epochs``,
-``seed``, ``unlearn-client`` (-1: none), ``output-dir``, ``timeout``, ``wait-s``.
+With ``unlearn-client`` set, that client's column is removed, the
+:class:`~privfed.engines.factory.matrix.UnlearningCertificate` is written into
+``factory_flower.json`` and the classifier is retrained without it; the
+release (synthetic data) and ``evaluation.json`` are those of the matrix
+after unlearning, ``factory_flower.json`` has the accuracy before and after.
+
+Run config (``[tool.flwr.app.config]`` of ``examples/flower_app``, which
+declares every key): the job's configuration, :data:`CONFIG_KEYS` --
+``num-clients``, ``dataset``, ``seed``, ``scenario``, ``dirichlet-alpha``,
+``factory`` (``"gaussian"``; ``"edm"`` works but trains diffusion models on
+each node), ``min-records-per-factory``, ``synthetic-per-class`` and, where the
+latent job reads the same setting with another default, ``factory-latent-dim``,
+``factory-classifier-epochs``, ``factory-public-fraction`` and
+``factory-test-fraction`` -- and the server's :data:`SERVER_KEYS`:
+``unlearn-client`` (-1: none), ``output-dir``, ``overwrite``, ``release-only``
+(write the release alone; refused with ``unlearn-client``, whose certificate is
+evaluation output), ``timeout`` and ``wait-s``.
 """
 
 from __future__ import annotations
@@ -25,67 +46,131 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid
 
-from privfed.errors import ParameterError, PrivfedError, ProtocolAbort
+from privfed.errors import MessageFormatError, ParameterError, PrivfedError, ProtocolAbort
 from privfed.flower import _wire
 from privfed.flower.server import hello, wait_for_nodes
 
+if TYPE_CHECKING:  # pragma: no cover
+    from privfed.engines.factory.job import FactoryPipelineConfig
+    from privfed.engines.job import StageClock
+
 __all__ = [
+    "CONFIG_KEYS",
     "FACTORY_ACTION",
     "FACTORY_RESULT_FILE",
+    "RUN_CONFIG_KEYS",
+    "SERVER_KEYS",
     "add_factory_handlers",
     "factory_config",
     "factory_main",
     "receive_factories",
+    "unlearn_client",
 ]
 
 _LOG = logging.getLogger("privfed.flower")
 
 #: Flower action of the fit-and-ship request.
 FACTORY_ACTION: Final = "privfed_factory_fit"
-#: What the server writes into ``output-dir``.
+#: The Flower job's own evaluation file, next to ``privfed run``'s artefacts in ``output-dir``.
 FACTORY_RESULT_FILE: Final = "factory_flower.json"
 _MANIFEST, _WEIGHTS = "manifest.json", "weights.safetensors"
 
-_KEYS = {
+#: Run-config keys of the job's configuration: key -> (``FactoryPipelineConfig`` field, type).
+#: Settings the latent job reads under the same key with another default take a
+#: ``factory-`` prefix, so that one app config serves both jobs.
+CONFIG_KEYS: Final[Mapping[str, tuple[str, type]]] = {
     "dataset": ("dataset", str),
     "num-clients": ("num_clients", int),
     "scenario": ("scenario", str),
+    "dirichlet-alpha": ("dirichlet_alpha", float),
     "factory": ("factory", str),
-    "latent-dim": ("latent_dim", int),
+    "factory-latent-dim": ("latent_dim", int),
     "min-records-per-factory": ("min_records_per_factory", int),
     "synthetic-per-class": ("synthetic_per_class", int),
-    "classifier-epochs": ("classifier_epochs", int),
+    "factory-classifier-epochs": ("classifier_epochs", int),
     "seed": ("seed", int),
-    "public-fraction": ("public_fraction", float),
-    "test-fraction": ("test_fraction", float),
+    "factory-public-fraction": ("public_fraction", float),
+    "factory-test-fraction": ("test_fraction", float),
 }
+#: Run-config keys the server reads besides the configuration, with the value a
+#: missing key takes.  ``output-dir``, ``overwrite``, ``timeout`` and ``wait-s``
+#: are shared with the latent job (the app config's value applies to both).
+SERVER_KEYS: Final[Mapping[str, object]] = {
+    "unlearn-client": -1,
+    "output-dir": "runs/flower-factory",
+    "overwrite": False,
+    "release-only": False,
+    "timeout": 600.0,
+    "wait-s": 300.0,
+}
+#: Every run-config key the factory job reads (the app folder must declare each).
+RUN_CONFIG_KEYS: Final = frozenset(CONFIG_KEYS) | frozenset(SERVER_KEYS)
 
 
-def factory_config(run: Mapping[str, Any]) -> Any:
+def _convert(key: str, value: object, kind: type) -> Any:
+    """A run-config value as ``kind``, or a ParameterError naming ``key``."""
+    if kind is str:
+        if isinstance(value, str):
+            return value
+    elif not isinstance(value, bool) and isinstance(value, int | float):
+        if kind is float:
+            return float(value)
+        if isinstance(value, int):
+            return value
+    raise ParameterError(key, f"a {kind.__name__}", value)
+
+
+def _server_value(run: Mapping[str, Any], key: str) -> Any:
+    """A server key's value (its :data:`SERVER_KEYS` default when missing)."""
+    return run.get(key, SERVER_KEYS[key])
+
+
+def factory_config(run: Mapping[str, Any]) -> FactoryPipelineConfig:
     """The :class:`~privfed.engines.factory.job.FactoryPipelineConfig` a run config names.
 
-    The Flower job trains no baselines and runs no audit (they need every
-    client's private data in one place).
+    Reads the keys of :data:`CONFIG_KEYS`; missing ones take the job's
+    defaults.  The Flower job trains no baselines and runs no audit (they
+    need every client's private data in one place).
+
+    Raises:
+        ParameterError: A value of the wrong type (naming its key) or outside
+            its domain (the config's own checks).
     """
     from privfed.engines.factory.job import FactoryPipelineConfig
 
     fields: dict[str, Any] = {"centralized": False, "audit": False}
-    for key, (name, kind) in _KEYS.items():
+    for key, (name, kind) in CONFIG_KEYS.items():
         if key in run:
-            fields[name] = kind(run[key])
-    # The latent job's defaults in the shared app config do not apply here.
-    if "factory-latent-dim" in run:
-        fields["latent_dim"] = int(run["factory-latent-dim"])
+            fields[name] = _convert(key, run[key], kind)
     return FactoryPipelineConfig(**fields)
+
+
+def unlearn_client(run: Mapping[str, Any], num_clients: int) -> int | None:
+    """The client ``unlearn-client`` names, or ``None`` (-1, the default: none).
+
+    Raises:
+        ParameterError (parameter ``unlearn-client``): Not -1 and not a client
+            id of the run (an int in ``[0, num_clients)``).
+    """
+    value = _server_value(run, "unlearn-client")
+    if isinstance(value, bool) or not isinstance(value, int) or not -1 <= value < num_clients:
+        raise ParameterError(
+            "unlearn-client",
+            f"-1 (none) or a client id of the run, an int in [0, {num_clients})",
+            value,
+        )
+    return None if value == -1 else value
 
 
 # -- the node ------------------------------------------------------------------------------
@@ -96,6 +181,7 @@ def _fit_and_ship(message: Message, context: Context) -> Message:
     import torch
 
     from privfed.engines.factory.job import load_partitions, make_factory, public_codec
+    from privfed.engines.job import torch_threads
 
     config = factory_config(dict(context.run_config))
     pid = int(context.node_config["partition-id"])
@@ -105,16 +191,19 @@ def _fit_and_ship(message: Message, context: Context) -> Message:
     images = torch.from_numpy(np.array(split.private.images))
     labels = torch.from_numpy(np.array(split.private.labels))
     idx = torch.from_numpy(parts[pid])
-    codec = public_codec(config)
     fields: dict[str, Any] = {}
     count = 0
-    with tempfile.TemporaryDirectory() as tmp:
+    # The job's threads, as in process (so a node fits the factory the job would).
+    with torch_threads(config.num_threads), tempfile.TemporaryDirectory() as tmp:
+        codec = public_codec(config)
         for c in range(k_classes):
             cls_idx = idx[labels[idx] == c]
             if cls_idx.numel() < config.min_records_per_factory:
                 continue
             factory = make_factory(config, c, pid, codec=codec, sample_count=int(cls_idx.numel()))
+            start = time.perf_counter()
             factory.fit(images[cls_idx])
+            fields[f"{count}.seconds"] = time.perf_counter() - start
             folder = Path(factory.save(Path(tmp) / f"f{count}"))
             fields[f"{count}.manifest"] = (folder / _MANIFEST).read_bytes()
             fields[f"{count}.weights"] = (folder / _WEIGHTS).read_bytes()
@@ -171,25 +260,100 @@ def receive_factories(
     return out
 
 
+def _fit_seconds(record: ConfigRecord, count: int) -> list[float]:
+    """The fit seconds a node reports for each of its ``count`` factories (evaluation)."""
+    seconds = []
+    for i in range(count):
+        value = record.get(f"{i}.seconds")
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            raise MessageFormatError(f"the privfed record lacks the seconds field '{i}.seconds'")
+        seconds.append(float(value))
+    return seconds
+
+
 def factory_main(grid: Grid, run: Mapping[str, Any]) -> dict[str, Any]:
-    """The job's server side inside a ServerApp's ``main``; returns the result document.
+    """The job's server side inside a ServerApp's ``main``; returns ``factory_flower.json``.
+
+    Checks the run config and ``output-dir`` before any node is contacted,
+    collects and verifies the nodes' factories, runs the engine's server stage
+    and writes the artefacts of ``privfed run --engine factory`` (see the
+    module docstring).
+
+    Args:
+        grid: The ServerApp's grid.
+        run: The run config (keys: :data:`RUN_CONFIG_KEYS`).
+
+    Returns:
+        The content of ``factory_flower.json`` (also when ``release-only``,
+        which does not write it).
 
     Raises:
+        ParameterError: A bad run config (``unlearn-client`` not a client id
+            of the run, ``release-only`` with ``unlearn-client``, ...) or an
+            ``output-dir`` the run may not write into; raised before any node
+            is contacted.
         ProtocolAbort: Too few nodes answered, or no factory was accepted.
     """
+    from privfed.engines.job import check_output_dir, run_job
+
+    config = factory_config(run)
+    forget = unlearn_client(run, config.num_clients)
+    output = Path(str(_server_value(run, "output-dir")))
+    overwrite = bool(_server_value(run, "overwrite"))
+    release_only = bool(_server_value(run, "release-only"))
+    if release_only and forget is not None:
+        raise ParameterError(
+            "release-only",
+            f"false when unlearn-client is set (the unlearning certificate is evaluation "
+            f"output, written to {FACTORY_RESULT_FILE})",
+            True,
+        )
+    check_output_dir(output, overwrite=overwrite)
+    return run_job(
+        config.device,
+        config.num_threads,
+        None,
+        lambda clock: _serve(grid, run, config, clock, forget, output, overwrite, release_only),
+    )
+
+
+def _serve(
+    grid: Grid,
+    run: Mapping[str, Any],
+    config: FactoryPipelineConfig,
+    clock: StageClock,
+    forget: int | None,
+    output: Path,
+    overwrite: bool,
+    release_only: bool,
+) -> dict[str, Any]:
+    """:func:`factory_main` after its checks, under the job's device and threads."""
     import numpy as np
     import torch
 
-    from privfed.engines.classifier import evaluate_classifier
-    from privfed.engines.factory.job import load_partitions, public_codec, train_downstream
+    from privfed.engines.factory.job import (
+        FactoryPipelineReport,
+        downstream_stage,
+        load_partitions,
+        public_codec,
+        weight_bytes,
+    )
     from privfed.engines.factory.matrix import FactoryMatrix
 
-    config = factory_config(run)
-    wait = float(run.get("wait-s", 300.0))
+    wait = float(_server_value(run, "wait-s"))
     nodes = wait_for_nodes(grid, config.num_clients, timeout=wait)
     partitions = hello(grid, nodes, timeout=wait)
+    if not all(0 <= p < config.num_clients for p in partitions.values()):
+        raise ProtocolAbort("nodes declare partitions outside [0, num-clients)")
     k_classes, split, _ = load_partitions(config)  # the server uses only the test split
+    start = time.perf_counter()
     codec = public_codec(config)
+    codec_seconds = time.perf_counter() - start if codec is not None else 0.0
+    if codec is not None:
+        clock.seconds["codec"] = round(codec_seconds, 4)
+        clock.step("codec", 1, 1)
+
+    clock.start("factories")
     messages = [
         Message(
             RecordDict(),
@@ -202,34 +366,35 @@ def factory_main(grid: Grid, run: Mapping[str, Any]) -> dict[str, Any]:
     matrix = FactoryMatrix()
     shipped: dict[int, int] = {}
     refused: dict[int, str] = {}
-    timeout = float(run.get("timeout", 600.0))
+    weights = [0] * config.num_clients
+    counts = np.zeros((k_classes, config.num_clients), dtype=np.int64)
+    fit_seconds: list[float] = []
+    timeout = float(_server_value(run, "timeout"))
     for reply in grid.send_and_receive(messages, timeout=timeout):
         pid = partitions.get(int(reply.metadata.src_node_id))
         if pid is None or reply.has_error():
             continue
-        record = _wire.config_record(reply.content)
         try:
+            record = _wire.config_record(reply.content)
             received = receive_factories(record, client_id=pid, num_classes=k_classes, codec=codec)
+            seconds = _fit_seconds(record, len(received))
         except (PrivfedError, ValueError) as exc:
             refused[pid] = str(exc)
             _LOG.warning("refused the factories of client %d: %s", pid, exc)
             continue
         shipped[pid] = _wire.content_bytes(reply.content)
+        fit_seconds.extend(seconds)
         for class_id, factory, count in received:
             matrix.register(class_id, pid, factory, count)
+            weights[pid] += weight_bytes(factory)
+            counts[class_id, pid] = count
+    clock.finish("factories")
     if len(matrix) == 0:
         raise ProtocolAbort("no factory was accepted")
 
     test_x = torch.from_numpy(np.array(split.test.images))
     test_y = torch.from_numpy(np.array(split.test.labels))
-
-    def train_and_test(tag: str) -> float:
-        synthetic = matrix.synthesize(config.synthetic_per_class, seed=config.seed)
-        model = train_downstream(config, synthetic.images, synthetic.labels, k_classes)
-        matrix.record_consumer(tag, synthetic)
-        return float(evaluate_classifier(model, test_x, test_y, device=config.device))
-
-    accuracy = train_and_test("downstream-classifier")
+    first = downstream_stage(config, matrix, k_classes, test_x, test_y, clock)
     doc: dict[str, Any] = {
         "kind": "evaluation: accuracy on real test data; factories are the clients' release",
         "transport": "flower",
@@ -237,24 +402,68 @@ def factory_main(grid: Grid, run: Mapping[str, Any]) -> dict[str, Any]:
         "num_factories": len(matrix),
         "matrix_digest": matrix.digest(),
         "factory_bytes_per_client": float(np.mean(list(shipped.values()))) if shipped else 0.0,
+        "shipped_bytes": {str(k): v for k, v in sorted(shipped.items())},
         "refused": {str(k): v for k, v in refused.items()},
-        "accuracy": accuracy,
+        "accuracy": first.accuracy,
     }
-    forget = int(run.get("unlearn-client", -1))
-    if forget >= 0:
-        certificate = matrix.remove_client(forget)
-        if not matrix.verify(certificate):  # pragma: no cover -- the matrix's own guarantee
-            raise ProtocolAbort("the unlearning certificate does not verify")
-        doc["unlearning_certificate"] = certificate.to_dict()
-        doc["unlearning_certificate_sha256"] = hashlib.sha256(
-            certificate.to_json().encode()
-        ).hexdigest()
-        doc["accuracy_after_unlearning"] = train_and_test("downstream-classifier-after-unlearning")
-    output = Path(str(run.get("output-dir", "runs/flower-factory")))
-    output.mkdir(parents=True, exist_ok=True)
-    (output / FACTORY_RESULT_FILE).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    final = first
+    if forget is not None:
+        if any(client == forget for _, client in matrix.cells):
+            certificate = matrix.remove_client(forget)
+            if not matrix.verify(certificate):  # pragma: no cover -- the matrix's own guarantee
+                raise ProtocolAbort("the unlearning certificate does not verify")
+            counts[:, forget] = 0
+            doc["unlearning_certificate"] = certificate.to_dict()
+            doc["unlearning_certificate_sha256"] = hashlib.sha256(
+                certificate.to_json().encode()
+            ).hexdigest()
+            final = downstream_stage(
+                config,
+                matrix,
+                k_classes,
+                test_x,
+                test_y,
+                clock,
+                consumer="downstream-classifier-after-unlearning",
+            )
+        else:
+            doc["unlearning_certificate"] = None
+            doc["unlearning_note"] = (
+                f"client {forget} holds no factory in the matrix (none shipped or accepted): "
+                "nothing to remove, and the release has none of its data"
+            )
+        doc["accuracy_after_unlearning"] = final.accuracy
+
+    report = FactoryPipelineReport(
+        config=config,
+        factory_accuracy=final.accuracy,
+        fedavg_accuracy=None,
+        centralized_accuracy=None,
+        num_factories=len(matrix),
+        factory_bytes_per_client=float(np.mean(weights)),
+        fedavg_bytes_per_client=None,
+        factory_seconds=tuple(fit_seconds),
+        synthesis_seconds=final.synthesis_seconds,
+        class_counts=tuple(tuple(int(v) for v in row) for row in counts),
+        dp_epsilon=None,
+        matrix=matrix,
+        test_images=test_x,
+        test_labels=test_y,
+        codec_seconds=codec_seconds,
+        seconds=dict(clock.seconds),
+        synthetic=final.synthetic,
+    )
+    report.write(output, overwrite=overwrite, release_only=release_only)
+    result = output / FACTORY_RESULT_FILE
+    if release_only:
+        result.unlink(missing_ok=True)  # an earlier full run's: never two runs' files together
+    else:
+        tmp = output / f".{FACTORY_RESULT_FILE}.tmp"
+        tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, result)
     print(
-        f"privfed factory job over Flower: {len(matrix)} factories, accuracy {accuracy:.4f}"
-        + (f"; client {forget} unlearned" if forget >= 0 else "")
+        f"privfed factory job over Flower: {len(matrix)} factories, accuracy {final.accuracy:.4f}"
+        + (f"; client {forget} unlearned" if forget is not None else "")
+        + f"; artefacts in {output}"
     )
     return doc

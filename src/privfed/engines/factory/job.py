@@ -67,7 +67,7 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
 import torch
@@ -107,17 +107,20 @@ if TYPE_CHECKING:
     from privfed.engines.classifier import ProgressCallback
 
 __all__ = [
+    "DownstreamResult",
     "FactoryKind",
     "FactoryPipelineConfig",
     "FactoryPipelineReport",
     "GaussianBasis",
     "Scenario",
     "calibrated_dpsgd",
+    "downstream_stage",
     "load_partitions",
     "make_factory",
     "public_codec",
     "run_factory_pipeline",
     "train_downstream",
+    "weight_bytes",
 ]
 
 #: Client data layout.
@@ -353,14 +356,20 @@ class FactoryPipelineReport(WritesArtifacts):
     Attributes:
         config: The configuration run.
         factory_accuracy: Test accuracy of the classifier trained on synthetic data.
-        fedavg_accuracy: Test accuracy of FedAvg on the same split.
+        fedavg_accuracy: Test accuracy of FedAvg on the same split, or ``None``
+            when no FedAvg baseline ran (the job over Flower:
+            :mod:`privfed.flower.factory_app`).
         centralized_accuracy: Test accuracy on pooled private data, or ``None``.
         num_factories: Factories registered in the matrix.
-        factory_bytes_per_client: Mean bytes of safetensors weights a client ships.
-        fedavg_bytes_per_client: Mean bytes a FedAvg client sends and receives.
+        factory_bytes_per_client: Mean bytes of safetensors weights a client ships
+            (:func:`weight_bytes`, averaged over every client).
+        fedavg_bytes_per_client: Mean bytes a FedAvg client sends and receives,
+            or ``None`` when no FedAvg baseline ran.
         factory_seconds: Wall-clock training seconds of each factory.
         synthesis_seconds: Wall-clock seconds of synthesis.
-        class_counts: Count matrix ``n_{c,k}`` (rows = classes 0..9, columns = clients).
+        class_counts: Count matrix ``n_{c,k}`` (rows = classes 0..9, columns =
+            clients).  Over Flower the server knows only the counts the shipped
+            manifests state: cells without a factory count 0 there.
         dp_epsilon: ε at ``config.delta`` of the factory releases, from the
             privacy ledger (replace-one adjacency, PLD accounting), or
             ``None`` without DP-SGD.  Factories of different cells are
@@ -384,11 +393,11 @@ class FactoryPipelineReport(WritesArtifacts):
 
     config: FactoryPipelineConfig
     factory_accuracy: float
-    fedavg_accuracy: float
+    fedavg_accuracy: float | None
     centralized_accuracy: float | None
     num_factories: int
     factory_bytes_per_client: float
-    fedavg_bytes_per_client: float
+    fedavg_bytes_per_client: float | None
     factory_seconds: tuple[float, ...]
     synthesis_seconds: float
     class_counts: tuple[tuple[int, ...], ...]
@@ -812,6 +821,78 @@ def train_downstream(
     )
 
 
+def weight_bytes(factory: Any) -> int:
+    """Bytes of a factory's weights as shipped (its state tensors as safetensors).
+
+    The one measure of ``factory_bytes_per_client``, in process and over Flower.
+    """
+    return len(safetensors_bytes(factory.state_tensors()))
+
+
+class DownstreamResult(NamedTuple):
+    """What :func:`downstream_stage` returns.
+
+    Attributes:
+        synthetic: The synthetic dataset the classifier was trained on.
+        accuracy: The classifier's accuracy on the real test set, in [0, 1].
+        synthesis_seconds: Wall-clock seconds of synthesis.
+    """
+
+    synthetic: SyntheticDataset
+    accuracy: float
+    synthesis_seconds: float
+
+
+def downstream_stage(
+    config: FactoryPipelineConfig,
+    matrix: FactoryMatrix,
+    num_classes: int,
+    test_images: torch.Tensor,
+    test_labels: torch.Tensor,
+    clock: StageClock,
+    *,
+    consumer: str = "downstream-classifier",
+) -> DownstreamResult:
+    """The server's stage: synthesize, train the downstream classifier, evaluate it.
+
+    The one place the in-process job and the Flower server (which receives the
+    factories from its nodes) turn a filled matrix into synthetic data and an
+    accuracy.  Reports the stages ``"synthesis"`` and ``"classifier"`` on
+    ``clock`` and registers the classifier as ``consumer`` of the synthetic
+    data in ``matrix`` (what an unlearning certificate lists for retraining).
+
+    Args:
+        config: The pipeline configuration (samples per class, seed, epochs, device).
+        matrix: The registered factories.
+        num_classes: The dataset's classes.
+        test_images: Real held-out test images.
+        test_labels: Their labels.
+        clock: The job's stage clock.
+        consumer: Name of the classifier in the matrix's consumer records.
+
+    Returns:
+        The synthetic dataset, the classifier's test accuracy and the synthesis seconds.
+    """
+    from privfed.engines.classifier import evaluate_classifier
+
+    clock.start("synthesis")
+    start = time.perf_counter()
+    synthetic = matrix.synthesize(config.synthetic_per_class, seed=config.seed)
+    synthesis_seconds = time.perf_counter() - start
+    clock.step("synthesis", 1, 1)
+    clock.start("classifier")
+    clf = train_downstream(
+        config,
+        synthetic.images,
+        synthetic.labels,
+        num_classes,
+        progress=lambda e, t, _loss: clock.step("classifier", e, t),
+    )
+    matrix.record_consumer(consumer, synthetic)
+    accuracy = evaluate_classifier(clf, test_images, test_labels, device=config.device)
+    return DownstreamResult(synthetic, accuracy, synthesis_seconds)
+
+
 def _run(config: FactoryPipelineConfig, clock: StageClock, ledger: Any) -> FactoryPipelineReport:
     from privfed.engines.classifier import evaluate_classifier
 
@@ -876,7 +957,7 @@ def _run(config: FactoryPipelineConfig, clock: StageClock, ledger: Any) -> Facto
                 name=f"factory class={c} client={client}",
                 partition=f"class={c}/client={client}",
             )
-        shipped[client] += len(safetensors_bytes(factory.state_tensors()))
+        shipped[client] += weight_bytes(factory)
         matrix.register(c, client, factory, int(cls_idx.numel()))
         trained.append((c, client, factory, cls_idx))
         report("factories", done, len(jobs))
@@ -892,21 +973,9 @@ def _run(config: FactoryPipelineConfig, clock: StageClock, ledger: Any) -> Facto
         )
 
     # 2. The server synthesizes and trains the downstream classifier.
-    clock.start("synthesis")
-    start = time.perf_counter()
-    synthetic = matrix.synthesize(config.synthetic_per_class, seed=config.seed)
-    synthesis_seconds = time.perf_counter() - start
-    report("synthesis", 1, 1)
-    clock.start("classifier")
-    clf = train_downstream(
-        config,
-        synthetic.images,
-        synthetic.labels,
-        k_classes,
-        progress=lambda e, t, _loss: report("classifier", e, t),
+    synthetic, factory_acc, synthesis_seconds = downstream_stage(
+        config, matrix, k_classes, test_x, test_y, clock
     )
-    matrix.record_consumer("downstream-classifier", synthetic)
-    factory_acc = evaluate_classifier(clf, test_x, test_y, device=config.device)
 
     # 3. Baselines on the same split.
     clients = [(images[torch.from_numpy(idx)], labels[torch.from_numpy(idx)]) for idx in parts]
