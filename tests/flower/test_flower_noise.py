@@ -244,6 +244,9 @@ def test_a_node_that_declares_no_noise_is_refused(
     assert "declared no noise" in result.refused[6]
     evaluation = json.loads((tmp_path / "out" / "flower_evaluation.json").read_text())
     assert evaluation["survivors"] == [0, 1, 2, 3, 4]  # ... and its input is not in the release
+    declared = evaluation["declarations"]
+    assert sorted(declared) == ["0", "1", "2", "3", "4"]
+    assert {d["noise_model"] for d in declared.values()} == {model}
 
 
 def test_too_many_outdated_nodes_abort_before_any_release(

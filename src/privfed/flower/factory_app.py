@@ -59,7 +59,7 @@ from flwr.serverapp import Grid
 
 from privfed.errors import MessageFormatError, ParameterError, PrivfedError, ProtocolAbort
 from privfed.flower import _wire
-from privfed.flower.server import hello, wait_for_nodes
+from privfed.flower.server import wait_for_federation
 
 if TYPE_CHECKING:  # pragma: no cover
     from privfed.engines.factory.job import FactoryPipelineConfig
@@ -113,6 +113,7 @@ SERVER_KEYS: Final[Mapping[str, object]] = {
     "release-only": False,
     "timeout": 600.0,
     "wait-s": 300.0,
+    "join-grace-s": 15.0,
 }
 #: Every run-config key the factory job reads (the app folder must declare each).
 RUN_CONFIG_KEYS: Final = frozenset(CONFIG_KEYS) | frozenset(SERVER_KEYS)
@@ -340,9 +341,14 @@ def _serve(
     )
     from privfed.engines.factory.matrix import FactoryMatrix
 
-    wait = float(_server_value(run, "wait-s"))
-    nodes = wait_for_nodes(grid, config.num_clients, timeout=wait)
-    partitions = hello(grid, nodes, timeout=wait)
+    partitions = wait_for_federation(
+        grid,
+        {
+            "wait-s": _server_value(run, "wait-s"),
+            "join-grace-s": _server_value(run, "join-grace-s"),
+        },
+        config.num_clients,
+    )
     if not all(0 <= p < config.num_clients for p in partitions.values()):
         raise ProtocolAbort("nodes declare partitions outside [0, num-clients)")
     k_classes, split, _ = load_partitions(config)  # the server uses only the test split

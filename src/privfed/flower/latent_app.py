@@ -257,6 +257,10 @@ def _write_flower_evaluation(out: Path, agg: _FlowerAggregator, result: Any) -> 
         "stage_seconds": {s.name: v for s, v in rnd.seconds.items()},
         "server_seconds": {s.name: v for s, v in rnd.server_seconds.items()},
         "aggregate_ring_sha256": hashlib.sha256(total.tobytes()).hexdigest(),
+        # What each contributing node declared it added (the server refused any other).
+        "declarations": {
+            str(c - 1): None if d is None else d.to_dict() for c, d in rnd.declarations.items()
+        },
     }
     (out / FLOWER_EVALUATION_FILE).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
 

@@ -428,7 +428,9 @@ class SecAggWorkflow:
                 answered.add(cid)
                 if reply.has_error():
                     state.errors[cid] = str(reply.error.reason)
-                    _LOG.info("client %d failed at %s: %s", cid, stage.name, reply.error.reason)
+                    _LOG.warning(
+                        "client %d dropped out at %s: %s", cid, stage.name, reply.error.reason
+                    )
                     continue
                 content = reply.content
                 state.received[cid] = state.received.get(cid, 0) + _wire.content_bytes(content)

@@ -325,28 +325,46 @@ class DistributedNoisePlan:
         )
 
     def digest(self) -> str:
-        """Hex SHA-256 of everything a client's noise depends on (public facts only).
+        """Hex SHA-256 of what a client's noise and its clipping bound are (public facts).
 
         The server and every node compute the plan from public inputs; equal
-        digests mean they add and expect the same noise.  A node declares it
-        with its masked input (:mod:`privfed.flower.declaration`).
+        digests mean they add and expect the same noise for the same integer
+        norm bound.  Only exact quantities enter: the mechanism, the round's
+        n, t, n_C and layers, the grid (fractional bits, the integer bound
+        ``L`` on a record's squared norm, the records bound), the per-client
+        noise parameters (rounded to 17 bits by the calibration) and the
+        layout -- not derived floats such as the clip norm, whose last bits
+        follow the thread count of the codec's fit.  A node declares it with
+        its masked input (:mod:`privfed.flower.declaration`).
         """
         import json
 
+        spec = self.spec
         doc = {
-            "plan": self.describe(),
+            "model": self.model.value,
+            "mechanism": self.mechanism,
+            "sampler": self.sampler,
+            "secagg_mode": self.secagg_mode,
             "num_clients": self.num_clients,
-            "num_values": self.spec.num_values,
-            "clip_norm": self.spec.clip_norm,
-            "dim": self.spec.dim,
-            "num_classes": self.spec.num_classes,
-            "layer_means": [list(m) for m in self.layer_means],
+            "threshold": self.threshold,
+            "corrupted": self.corrupted,
+            "layers": self.layers,
+            "min_honest": self.min_honest,
+            "per_client_noise": [float(v).hex() for v in self.noise.noise],
+            "layer_means": [[float(v).hex() for v in m] for m in self.layer_means],
+            "fractional_bits": spec.bits,
+            "norm_bound_squared": int(spec.norm_bound_squared),
+            "max_records": int(spec.max_records),
+            "num_classes": spec.num_classes,
+            "dim": spec.dim,
+            "num_values": spec.num_values,
+            "blocks": list(self.block_names),
             "positions": [
                 hashlib.sha256(np.ascontiguousarray(p, dtype="<i8").tobytes()).hexdigest()
                 for p in self.positions
             ],
         }
-        text = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
+        text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
 
     def describe(self) -> dict[str, object]:
