@@ -288,3 +288,23 @@ def test_an_active_mode_client_round_trips_with_its_identity_key() -> None:
     assert restored.config == config
     assert export_client_state(restored) == blob
     assert restored._identity.public_key == keys[3].public_key  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        bytes([9]) + struct.pack(">I", 1) + bytes([7]) + struct.pack(">I", 0) + bytes([0]),
+        bytes([8]) + struct.pack(">I", 1) + bytes([7]) + struct.pack(">I", 0),
+        bytes([9]) + struct.pack(">I", 1) + bytes([9]) + struct.pack(">I", 0) + bytes([0]),
+    ],
+    ids=["dict-with-a-list-key", "frozenset-of-a-list", "dict-with-a-dict-key"],
+)
+def test_crafted_unhashable_keys_are_format_errors(body: bytes) -> None:
+    """A server can send a node any config bytes: unhashable keys are refused, not TypeError."""
+    from privfed.secagg.protocol.state import decode_config
+
+    blob = STATE_MAGIC + bytes([STATE_VERSION]) + body
+    with pytest.raises(MessageFormatError, match="unhashable"):
+        decode_config(blob)
+    with pytest.raises(MessageFormatError):
+        restore_client_state(blob, journal=MemoryRevealJournal())

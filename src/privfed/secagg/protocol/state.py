@@ -277,6 +277,14 @@ class _Reader:
             raise MessageFormatError("client state has trailing bytes")
 
 
+def _hashable(make: Any, value: Any) -> Any:
+    """``make(value)``; an unhashable key or member (crafted bytes) is a format error."""
+    try:
+        return make(value)
+    except TypeError:
+        raise MessageFormatError("client state holds an unhashable key or set member") from None
+
+
 def _decode(reader: _Reader, depth: int = 0) -> Any:
     if depth > _MAX_DEPTH:
         raise MessageFormatError("client state nests too deeply")
@@ -297,13 +305,15 @@ def _decode(reader: _Reader, depth: int = 0) -> Any:
         items = [_decode(reader, depth + 1) for _ in range(reader.u32())]
         if tag == _TUPLE:
             return tuple(items)
-        return items if tag == _LIST else frozenset(items)
+        return items if tag == _LIST else _hashable(frozenset, items)
     if tag == _DICT:
         count = reader.u32()
         out: dict[Any, Any] = {}
         for _ in range(count):
             key = _decode(reader, depth + 1)
-            out[key] = _decode(reader, depth + 1)
+            value = _decode(reader, depth + 1)
+            _hashable(hash, key)
+            out[key] = value
         return out
     if tag == _ENUM:
         cls = _ENUMS.get(_text(reader.blob()))
