@@ -49,47 +49,93 @@ def _toml(run: dict[str, object]) -> str:
     return " ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in run.items())
 
 
-@pytest.mark.slow
-def test_latent_job_across_supernode_processes(tmp_path: Path) -> None:
-    deploy = _deploy_module()
-    out = tmp_path / "flower"
-    config = f'job="latent" timeout=120.0 output-dir="{out}" {_toml(RUN)}'
-    with deploy.deployment(NODES, workdir=tmp_path / "deploy") as (connection, env, procs):
-        status = deploy.run_app(
-            ROOT / "examples" / "flower_app",
-            connection,
-            env,
-            config,
-            timeout=480.0,
-            log=tmp_path / "flwr-run.log",
-        )
-        log = (tmp_path / "flwr-run.log").read_text(errors="replace")
-        assert status == 0 and "ServerApp raised" not in log, log[-3000:]
-    assert all(p.poll() is not None for p in procs)  # every process was stopped
-
-    flower = json.loads((out / "flower_evaluation.json").read_text())
-    assert flower["nodes"] == NODES and flower["survivors"] == [0, 1, 2]
-
-    # The aggregate equals the in-process protocol's on the same partitions' statistics.
+def _exact_digest(run: dict[str, object]) -> str:
+    """Digest of the exact ring total of every partition (what no server may hold)."""
     from privfed.flower.latent_app import node_ring_vector, pipeline_config
     from privfed.secagg import run_in_memory
 
-    pc = pipeline_config(RUN)
+    pc = pipeline_config(run)
     vectors = [node_ring_vector(pc, pid) for pid in range(NODES)]
     total = run_in_memory(vectors, threshold=NODES // 2 + 1)
     np.testing.assert_array_equal(total, np.sum(vectors, axis=0, dtype=np.uint64))
-    digest = hashlib.sha256(np.ascontiguousarray(total, dtype="<u8").tobytes()).hexdigest()
-    assert flower["aggregate_ring_sha256"] == digest
+    return hashlib.sha256(np.ascontiguousarray(total, dtype="<u8").tobytes()).hexdigest()
 
-    # The release equals `privfed run`'s with the same noise seed.
-    local = tmp_path / "local"
+
+def _privfed_run(tmp_path: Path, name: str, *extra: str) -> Path:
+    local = tmp_path / name
     argv = [
         sys.executable, "-m", "privfed", "run", "--clients", str(NODES), "--noise-seed", "7",
         "--epochs", "2", "--samples-per-class", "50", "--no-baselines", "--no-audit",
-        "--output-dir", str(local), "--quiet",
+        "--output-dir", str(local), "--quiet", *extra,
     ]  # fmt: skip
     subprocess.run(argv, check=True, cwd=tmp_path, env={**os.environ}, timeout=300)
-    ours = json.loads((out / "release.json").read_text())
-    theirs = json.loads((local / "release.json").read_text())
-    assert ours == theirs
-    assert (out / "ledger.json").read_text() == (local / "ledger.json").read_text()
+    return local
+
+
+@pytest.mark.slow
+def test_latent_job_across_supernode_processes(tmp_path: Path) -> None:
+    """Central noise, then distributed Skellam with two noise seeds, on one deployment.
+
+    * central: the aggregate equals the in-process protocol's exact sum and the
+      release equals ``privfed run``'s with the same noise seed;
+    * distributed (the path that once published an un-noised release): the
+      server's total is not the exact one, two seeds give two totals and two
+      releases, and with seed 7 the release and ledger equal ``privfed run
+      --noise distributed-skellam --noise-seed 7``'s -- the nodes added exactly
+      the noise the in-process job adds (whose variance the in-process and
+      grid-double tests check against the plan), and so is the synthetic data.
+    """
+    deploy = _deploy_module()
+    runs = {
+        "central": {**RUN},
+        "skellam-7": {**RUN, "noise": '"distributed-skellam"'},
+        "skellam-123": {**RUN, "noise": '"distributed-skellam"', "noise-seed": 123},
+    }
+    with deploy.deployment(NODES, workdir=tmp_path / "deploy") as (connection, env, procs):
+        for name, run in runs.items():
+            out = tmp_path / name
+            config = f'job="latent" timeout=120.0 output-dir="{out}" {_toml(run)}'
+            log = tmp_path / f"flwr-run-{name}.log"
+            status = deploy.run_app(
+                ROOT / "examples" / "flower_app", connection, env, config, timeout=480.0, log=log
+            )
+            text = log.read_text(errors="replace")
+            assert status == 0 and "ServerApp raised" not in text, text[-3000:]
+    assert all(p.poll() is not None for p in procs)  # every process was stopped
+
+    exact = _exact_digest(RUN)
+    evaluation = {
+        name: json.loads((tmp_path / name / "flower_evaluation.json").read_text()) for name in runs
+    }
+    for doc in evaluation.values():
+        assert doc["nodes"] == NODES and doc["survivors"] == [0, 1, 2]
+
+    # Central: the server's total is the exact sum; the release is privfed run's.
+    assert evaluation["central"]["aggregate_ring_sha256"] == exact
+    local = _privfed_run(tmp_path, "local")
+    ours = json.loads((tmp_path / "central" / "release.json").read_text())
+    assert ours == json.loads((local / "release.json").read_text())
+    assert (tmp_path / "central" / "ledger.json").read_text() == (local / "ledger.json").read_text()
+
+    # Distributed: noise in every total, a different one per seed, privfed run's release.
+    seven, other = (evaluation[n]["aggregate_ring_sha256"] for n in ("skellam-7", "skellam-123"))
+    assert exact not in (seven, other) and seven != other
+    noisy_local = _privfed_run(tmp_path, "local-skellam", "--noise", "distributed-skellam")
+    releases = {
+        name: json.loads((tmp_path / name / "release.json").read_text())
+        for name in ("skellam-7", "skellam-123")
+    }
+    assert releases["skellam-7"] == json.loads((noisy_local / "release.json").read_text())
+    # release.json holds public facts only; the noisy statistics shape the synthetic data.
+    synthetic = {
+        name: np.load(tmp_path / name / "synthetic.npz")["images"]
+        for name in ("skellam-7", "skellam-123")
+    }
+    np.testing.assert_array_equal(
+        synthetic["skellam-7"], np.load(noisy_local / "synthetic.npz")["images"]
+    )
+    assert not np.array_equal(synthetic["skellam-7"], synthetic["skellam-123"])
+    assert (tmp_path / "skellam-7" / "ledger.json").read_text() == (
+        noisy_local / "ledger.json"
+    ).read_text()
+    assert releases["skellam-7"]["dp"]["distributed"]["noise_model"] == "distributed-skellam"

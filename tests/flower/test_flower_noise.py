@@ -37,7 +37,7 @@ from scipy.stats import chi2
 
 import privfed.engines.latent.distributed as distributed_module
 import privfed.flower.server as server_module
-from privfed.engines.latent.distributed import exact_ring_vector, layers_supported
+from privfed.engines.latent.distributed import layers_supported
 from privfed.errors import DeclarationError, MessageFormatError, ProtocolAbort
 from privfed.flower import _wire
 from privfed.flower.client import JournalIn, add_secagg_handlers
@@ -292,7 +292,7 @@ def test_the_release_check_refuses_a_round_with_an_undeclared_survivor() -> None
         server_seconds={}, bytes_received={}, bytes_sent={},
         declarations={1: expected, 2: None},
     )  # fmt: skip
-    with pytest.raises(DeclarationError, match="refusing to write a DP release.*client 1"):
+    with pytest.raises(DeclarationError, match=r"refusing to write a DP release.*client 1"):
         check_declarations(result, expected)
     other = NoiseDeclaration("distributed-gaussian", "discrete-gaussian", "cd" * 32)
     again = SecAggRoundResult(**{**vars(result), "declarations": {1: expected, 2: other}})
@@ -476,7 +476,7 @@ def test_flower_logs_a_privfed_error_of_the_server_app_as_one_line() -> None:
         for exc in (ProtocolAbort("only 2 of 10 Flower nodes connected"), KeyError("a bug")):
             try:
                 raise exc
-            except Exception as raised:  # noqa: BLE001
+            except Exception as raised:
                 logger.error("%s raised an exception", "ServerApp", exc_info=raised)
     finally:
         logger.removeHandler(handler)
