@@ -11,6 +11,11 @@ separate processes or machines, over Flower's Message API.
 * Server: :class:`SecAggWorkflow` drives ``SecAggServer`` from a
   ``ServerApp`` with ``Grid.send_and_receive`` and stage timeouts; the sender
   of each reply is the Flower node that sent it.
+* Noise declarations: a node's masked input says what noise it added
+  (:class:`NoiseDeclaration`); the workflow refuses inputs whose declaration
+  is missing or not the job's plan (:mod:`privfed.flower.declaration`).
+* The one ClientApp of privfed's jobs: :func:`privfed.flower.node_app.make_client_app`
+  (every entry point runs it).
 * Apps: :mod:`privfed.flower.secagg_app` (a secure sum),
   :mod:`privfed.flower.latent_app` (the latent-statistic job),
   :mod:`privfed.flower.factory_app` (the factory job).
@@ -33,6 +38,7 @@ from privfed.flower.client import (  # noqa: E402
     add_secagg_handlers,
     default_journal,
 )
+from privfed.flower.declaration import DeclaredInput, NoiseDeclaration  # noqa: E402
 from privfed.flower.server import (  # noqa: E402
     HELLO_TYPE,
     SecAggRoundResult,
@@ -46,6 +52,8 @@ __all__ = [
     "HELLO_TYPE",
     "JOURNAL_NODE_CONFIG_KEY",
     "STATE_KEY",
+    "DeclaredInput",
+    "NoiseDeclaration",
     "SecAggRoundResult",
     "SecAggWorkflow",
     "add_secagg_handlers",
