@@ -2,10 +2,24 @@
 """Run a privfed Flower app on Flower's deployment engine, all on this machine.
 
 Starts one SuperLink and N SuperNodes as separate processes on 127.0.0.1
-(free ports, ``--insecure``), submits the app with ``flwr run``, waits for the
-run to finish and stops every process it started (process groups, SIGTERM
-then SIGKILL), also on error or Ctrl-C.  Each SuperNode gets
-``--node-config 'partition-id=i num-partitions=N privfed-journal=...'``.
+(free ports, ``--insecure``), submits the app with ``flwr run --stream``,
+waits for the run to finish and stops every process it started, also on an
+error, Ctrl-C or SIGTERM.  Each SuperNode gets ``--node-config
+'partition-id=i num-partitions=N privfed-journal=...'``.
+
+The logs (``superlink.log``, ``supernode-<i>.log``, ``flwr-run.log``) and the
+SuperLink's state are kept in ``--workdir`` (default: a fresh
+``runs/flower-deploy-logs/<UTC timestamp>`` under the current folder).  The
+Flower processes run in the current folder, so a relative ``output-dir`` in
+``--run-config`` (and the app's default) is relative to it.
+
+``flwr run --stream`` exits 0 even when the ServerApp failed, so the script
+reads the streamed log (and asks the SuperLink for the run's status): it
+prints the job's own summary lines (``privfed ...``) and exits 0 on success;
+on failure it prints the ServerApp's error in one line and the log's path and
+exits 1.  Bad arguments: one line, exit 2, nothing started.  Interrupted
+(Ctrl-C, SIGTERM, SIGHUP): every process is stopped and it exits 128 + the
+signal number (130 for Ctrl-C).
 
 Loopback only: a real deployment runs the same commands on different
 machines with TLS (``--ssl-certfile/--ssl-keyfile/--ssl-ca-certfile`` on the
@@ -17,27 +31,72 @@ each SuperNode); see SECURITY.md.
 Example::
 
     python scripts/flower_deploy.py --nodes 3 --run-dir runs/flower-deploy \\
-        --run-config 'job="latent" num-clients=3 noise-seed=7 classifier-epochs=2'
+        --run-config 'job="latent" noise-seed=7 classifier-epochs=2'
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
+import datetime as dt
+import json
 import os
+import re
 import shlex
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from types import FrameType
+from typing import NamedTuple, NoReturn
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_APP = ROOT / "examples" / "flower_app"
-_FAILURE_MARK = "ServerApp raised an exception"
+DEFAULT_LOG_ROOT = Path("runs") / "flower-deploy-logs"
+RESULT_PREFIX = "privfed "
+# Flower logs this when the ServerApp (or the simulation that runs it) raised.
+_FAILURE_MARK = re.compile(r"\b(?:ServerApp|Simulation) raised an exception")
+_EXIT_CODE = re.compile(r"Exit Code: (\d+)")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_LOG_LEVEL = re.compile(r"(ERROR|WARNING|INFO|DEBUG)\s*:\s*")
+_RUN_ID = re.compile(r"Successfully started run (\d+)")
+_REASON_CHARS = 500
+_HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# When set (by main), orphaned descendants are re-parented to this process, so
+# every process the script's children started can still be found and stopped.
+_subreaper = False
+
+
+class Interrupted(Exception):  # noqa: N818 -- a signal, not an error
+    """A SIGINT, SIGTERM or SIGHUP arrived; the processes are being stopped."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class StopReport:
+    """What :func:`deployment` stopped: processes ended and any it could not end.
+
+    (No dataclass: the tests load this script without registering it as a module.)
+    """
+
+    def __init__(self, stopped: int = 0, left: list[int] | None = None) -> None:
+        self.stopped = stopped
+        self.left: list[int] = left or []
+
+
+class RunOutcome(NamedTuple):
+    """What a ``flwr run`` log says about the run."""
+
+    results: list[str]
+    """The job's own summary lines (they start with ``privfed ``)."""
+    failure: str | None
+    """The ServerApp's failure in one short line; ``None`` when it did not fail."""
 
 
 def free_port() -> int:
@@ -47,11 +106,18 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _name(proc: subprocess.Popen[bytes]) -> str:
+    """The program ``proc`` runs (``flower-superlink`` ...)."""
+    args = proc.args
+    first = args[0] if isinstance(args, list | tuple) and args else args
+    return Path(str(first)).name
+
+
 def _wait_port(port: int, timeout: float, proc: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"process {proc.args!r} exited with {proc.returncode}")
+            raise RuntimeError(f"{_name(proc)} exited with {proc.returncode}")
         with socket.socket() as sock:
             sock.settimeout(0.5)
             if sock.connect_ex(("127.0.0.1", port)) == 0:
@@ -60,22 +126,32 @@ def _wait_port(port: int, timeout: float, proc: subprocess.Popen[bytes]) -> None
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout:.0f} s")
 
 
-def _descendants(roots: Sequence[int]) -> list[int]:
-    """PIDs of every live descendant of ``roots`` (``ps``; some Flower children detach)."""
+def _process_table() -> dict[int, tuple[int, str]]:
+    """``pid -> (ppid, state)`` of every process (``ps``), without ``ps`` itself."""
     try:
-        table = subprocess.run(
-            ["ps", "-eo", "pid=,ppid="],  # noqa: S607 -- ps from PATH, fixed argv
-            capture_output=True,
+        ps = subprocess.Popen(
+            ["ps", "-eo", "pid=,ppid=,stat="],  # noqa: S607 -- ps from PATH, fixed argv
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
             text=True,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return []
-    children: dict[int, list[int]] = {}
-    for line in table.splitlines():
+        )
+        out, _ = ps.communicate(timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    table: dict[int, tuple[int, str]] = {}
+    for line in out.splitlines():
         parts = line.split()
-        if len(parts) == 2:
-            children.setdefault(int(parts[1]), []).append(int(parts[0]))
+        if len(parts) == 3 and int(parts[0]) != ps.pid:
+            table[int(parts[0])] = (int(parts[1]), parts[2])
+    return table
+
+
+def _descendants(roots: Sequence[int]) -> list[int]:
+    """PIDs of every live (not zombie) descendant of ``roots`` (``ps``)."""
+    table = _process_table()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
     found: list[int] = []
     todo = list(roots)
     while todo:
@@ -83,48 +159,97 @@ def _descendants(roots: Sequence[int]) -> list[int]:
             if child not in found:
                 found.append(child)
                 todo.append(child)
-    return found
+    return [pid for pid in found if not table[pid][1].startswith("Z")]
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
         return False
-    except PermissionError:  # pragma: no cover -- not ours
-        return False
-    return True
+    except OSError:  # pragma: no cover -- no /proc: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
-def _stop(procs: Sequence[subprocess.Popen[bytes]], grace: float = 10.0) -> None:
+def _signal(pid: int, signum: int, *, group: bool = False) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if group:
+            os.killpg(pid, signum)
+        else:
+            os.kill(pid, signum)
+
+
+def _reap(exclude: set[int]) -> None:
+    """Reap exited orphans re-parented to this process (a subreaper), not ``exclude``."""
+    for pid, (ppid, state) in _process_table().items():
+        if ppid == os.getpid() and state.startswith("Z") and pid not in exclude:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)
+
+
+def _stop(
+    procs: Sequence[subprocess.Popen[bytes]],
+    grace: float = 10.0,
+    *,
+    orphans: bool = False,
+    report: StopReport | None = None,
+) -> StopReport:
     """Stop ``procs``, their process groups and every descendant: SIGTERM, then SIGKILL.
 
-    Only processes this script started (and their children) are signalled.
+    Only processes this script started and their descendants are signalled;
+    with ``orphans`` (this process is a subreaper, see :func:`main`) also
+    every other descendant of this process: orphans re-parented to it.
+    SIGINT, SIGTERM and SIGHUP are held back meanwhile, so a second Ctrl-C
+    cannot cut the clean-up short; they are delivered when it is done.
+    Fills and returns ``report``.
     """
-    extra = _descendants([p.pid for p in procs])
-    for proc in procs:
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-    for pid in extra:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    for proc in procs:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-    while time.monotonic() < deadline and any(_alive(pid) for pid in extra):
-        time.sleep(0.1)
-    for proc in procs:
-        # Children (a ServerApp or ClientApp subprocess) share the group.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5)
-    for pid in extra:
-        if _alive(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+    result = report if report is not None else StopReport()
+    own = {p.pid for p in procs}
+    roots = sorted(own) + ([os.getpid()] if orphans else [])
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _HANDLED_SIGNALS)
+    try:
+        seen = {p.pid for p in procs if p.poll() is None}
+        for _ in range(3):  # processes may still start children while they are stopped
+            live = [p for p in procs if p.poll() is None]
+            extra = [pid for pid in _descendants(roots) if pid not in own]
+            if not live and not extra:
+                break
+            seen.update(extra)
+            for proc in live:
+                _signal(proc.pid, signal.SIGTERM, group=True)
+            for pid in extra:
+                _signal(pid, signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            for proc in live:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            while time.monotonic() < deadline and any(_alive(pid) for pid in extra):
+                if orphans:
+                    _reap(own)
+                time.sleep(0.1)
+            for proc in procs:
+                # Children (a ClientApp process) share the group.
+                _signal(proc.pid, signal.SIGKILL, group=True)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=5)
+            for pid in extra:
+                if _alive(pid):
+                    _signal(pid, signal.SIGKILL)
+            if orphans:
+                time.sleep(0.1)
+                _reap(own)
+        left = [p.pid for p in procs if p.poll() is None]
+        left += [pid for pid in _descendants(roots) if pid not in own]
+        result.stopped, result.left = len(seen - set(left)), left
+        return result
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
 
 
 @contextlib.contextmanager
@@ -134,12 +259,15 @@ def deployment(
     workdir: Path,
     env: dict[str, str] | None = None,
     startup_timeout: float = 60.0,
+    cwd: Path | None = None,
+    report: StopReport | None = None,
 ) -> Iterator[tuple[str, dict[str, str], list[subprocess.Popen[bytes]]]]:
     """Start a SuperLink and ``nodes`` SuperNodes.
 
     Yields ``(connection name, env for flwr, the processes)``; everything
-    started (and every descendant) is stopped on exit.  Logs go to
-    ``workdir/*.log``.
+    started (and every descendant) is stopped on exit, and ``report`` (if
+    given) says how many processes that was.  Logs go to ``workdir/*.log``;
+    the processes run in ``cwd`` (default: ``workdir``).
     """
     bin_dir = Path(sys.executable).parent
     base_env = {**os.environ, **(env or {})}
@@ -159,15 +287,15 @@ def deployment(
     procs: list[subprocess.Popen[bytes]] = []
 
     def start(name: str, argv: list[str]) -> subprocess.Popen[bytes]:
-        log = (workdir / f"{name}.log").open("wb")
-        proc = subprocess.Popen(  # noqa: S603 -- fixed argv of installed Flower tools
-            argv,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=cli_env,
-            cwd=workdir,
-            start_new_session=True,  # own process group: stopped as one
-        )
+        with (workdir / f"{name}.log").open("wb") as log:
+            proc = subprocess.Popen(  # noqa: S603 -- fixed argv of installed Flower tools
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=cli_env,
+                cwd=cwd or workdir,
+                start_new_session=True,  # own process group: stopped as one
+            )
         procs.append(proc)
         return proc
 
@@ -208,12 +336,12 @@ def deployment(
                 ],
             )
         time.sleep(1.0)
-        dead = [p.args for p in procs if p.poll() is not None]
+        dead = [_name(p) for p in procs if p.poll() is not None]
         if dead:
-            raise RuntimeError(f"processes exited at start (see {workdir}/*.log): {dead}")
+            raise RuntimeError(f"{', '.join(dead)} exited at start (see {workdir}/*.log)")
         yield "privfed-loopback", cli_env, procs
     finally:
-        _stop(list(reversed(procs)))
+        _stop(list(reversed(procs)), orphans=_subreaper, report=report)
 
 
 def run_app(
@@ -225,7 +353,10 @@ def run_app(
     timeout: float,
     log: Path,
 ) -> int:
-    """``flwr run APP CONNECTION --run-config ... --stream``; its exit status."""
+    """``flwr run APP CONNECTION --run-config ... --stream``; its exit status.
+
+    That is Flower's: 0 even when the ServerApp failed (see :func:`read_outcome`).
+    """
     bin_dir = Path(sys.executable).parent
     argv = [str(bin_dir / "flwr"), "run", str(app), connection, "--stream"]
     if run_config:
@@ -234,71 +365,263 @@ def run_app(
         proc = subprocess.Popen(  # noqa: S603
             argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
-        try:
-            return proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
+    try:
+        return proc.wait(timeout=timeout)
+    finally:
+        if proc.poll() is None:
             _stop([proc], grace=2.0)
-            raise
-        finally:
-            if proc.poll() is None:
-                _stop([proc], grace=2.0)
 
 
-def _terminate_on_sigterm() -> None:
-    """Turn SIGTERM (e.g. from ``timeout``) into SystemExit so that cleanup runs."""
+def run_status(log_text: str, connection: str, env: dict[str, str]) -> str | None:
+    """The SuperLink's status of the run ``log_text`` started (``finished:failed`` ...).
 
-    def handler(signum: int, frame: object) -> None:
-        raise SystemExit(128 + signum)
+    ``None`` when the log names no run or ``flwr ls`` does not answer.
+    """
+    match = _RUN_ID.search(_ANSI.sub("", log_text))
+    if match is None:
+        return None
+    flwr = str(Path(sys.executable).parent / "flwr")
+    argv = [flwr, "ls", connection, "--run-id", match.group(1), "--format", "json"]
+    try:
+        done = subprocess.run(  # noqa: S603 -- fixed argv of the installed flwr
+            argv, capture_output=True, text=True, env=env, timeout=60, check=False
+        )
+        runs = json.loads(done.stdout[done.stdout.find("{") :])["runs"]
+        return str(runs[0]["status"])
+    except (OSError, subprocess.SubprocessError, ValueError, KeyError, IndexError, TypeError):
+        return None
 
-    signal.signal(signal.SIGTERM, handler)
+
+def _continued(first: str, rest: list[str]) -> str:
+    """``first`` and the lines of the same message after it (up to a blank or a log line)."""
+    message = [first.strip()]
+    for line in rest:
+        if not line.strip() or _LOG_LEVEL.match(line):
+            break
+        message.append(line.strip())
+    return " ".join(part for part in message if part)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def _exception_line(lines: list[str]) -> str | None:
+    """The exception (``Type: message``) that ends the last traceback in ``lines``."""
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent")]
+    if not starts:
+        return None
+    after = lines[starts[-1] + 1 :]
+    for i, line in enumerate(after):
+        if line.strip() and not line[0].isspace():  # the first line that is not a frame
+            return _continued(line, after[i + 1 :])
+    return None
+
+
+def read_outcome(log_text: str) -> RunOutcome:
+    """The job's summary lines and, if the ServerApp failed, why (in short).
+
+    ``flwr run --stream`` exits 0 even when the ServerApp failed, so this is
+    read from its log: Flower logs ``ServerApp raised an exception`` (then a
+    traceback, or for a privfed error ``: Type: message`` on the same line),
+    then ``Exit Code: <code>`` (100 and up are errors).  The summary lines are
+    those starting with ``privfed `` (not the ``privfed: ...`` progress lines).
+    """
+    lines = _ANSI.sub("", log_text).splitlines()
+    results = [line.strip() for line in lines if line.startswith(RESULT_PREFIX)]
+    codes = [int(m.group(1)) for line in lines if (m := _EXIT_CODE.search(line))]
+    marks = [i for i, line in enumerate(lines) if _FAILURE_MARK.search(line)]
+    if not marks and not any(c >= 100 for c in codes):
+        return RunOutcome(results, None)
+    reason = _exception_line(lines[marks[-1] :] if marks else lines)
+    if reason is None and marks:
+        tail = _FAILURE_MARK.split(lines[marks[-1]], 1)[-1].lstrip(" :.")
+        reason = _continued(tail, lines[marks[-1] + 1 :]) or None
+    if reason is None:
+        at = next((i for i, line in enumerate(lines) if _EXIT_CODE.search(line)), 0)
+        after = [_LOG_LEVEL.sub("", line).strip() for line in lines[at:]]
+        reason = " ".join([line for line in after if line][:2]) or "the ServerApp failed"
+    code = next((c for c in codes if c >= 100), None)
+    if code is not None and f"Exit Code: {code}" not in reason:
+        reason = f"{reason} (Flower exit code {code})"
+    if len(reason) > _REASON_CHARS:
+        reason = reason[: _REASON_CHARS - 3] + "..."
+    return RunOutcome(results, reason)
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> NoReturn:
+    """First signal: raise :class:`Interrupted`; later ones are ignored (we are stopping)."""
+    for sig in _HANDLED_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (no usage block)."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``prog: error: message`` and exit 2."""
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _writable(path: Path) -> str | None:
+    """Why ``path`` cannot be a folder this script writes to; ``None`` if it can."""
+    probe = path
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"{probe} is not a folder"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"{probe} is not writable"
+    return None
+
+
+def _fresh_log_dir(root: Path) -> Path:
+    """``root/<UTC timestamp>`` that does not exist yet."""
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    candidate, n = root / stamp, 1
+    while candidate.exists():
+        n += 1
+        candidate = root / f"{stamp}-{n}"
+    return candidate
+
+
+def _parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace, str]:
+    """The arguments and the run config to submit; bad input exits 2 with one line."""
+    parser = _Parser(
+        prog="flower_deploy.py",
+        description=(__doc__ or "").split("\n\n")[0],
+    )
     parser.add_argument("--nodes", type=int, default=3, help="SuperNodes to start (default 3)")
     parser.add_argument("--app", type=Path, default=DEFAULT_APP, help="Flower app folder")
     parser.add_argument(
-        "--run-config", default="", help="flwr run --run-config overrides ('k=v k2=\"s\"')"
+        "--run-config",
+        default="",
+        help="flwr run --run-config overrides ('k=v k2=\"s\"'); num-clients is set to --nodes",
     )
-    parser.add_argument("--run-dir", type=Path, default=None, help="Output folder of the job")
+    parser.add_argument(
+        "--run-dir", type=Path, default=None, help="Output folder of the job (its output-dir)"
+    )
     parser.add_argument("--timeout", type=float, default=600.0, help="Run timeout (s)")
-    parser.add_argument("--workdir", type=Path, default=None, help="Logs and state (temp dir)")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help=f"Logs and SuperLink state (default: {DEFAULT_LOG_ROOT}/<UTC timestamp>)",
+    )
     args = parser.parse_args(argv)
-    _terminate_on_sigterm()
     if args.nodes < 1:
-        parser.error("--nodes must be >= 1")
-    overrides = args.run_config
+        parser.error(f"--nodes must be at least 1, got {args.nodes}")
+    if not args.timeout > 0:
+        parser.error(f"--timeout must be positive, got {args.timeout}")
+    if not (args.app / "pyproject.toml").is_file():
+        parser.error(f"--app {args.app}: no Flower app there (no pyproject.toml)")
+    for flag, folder in (("--run-dir", args.run_dir), ("--workdir", args.workdir)):
+        if folder is not None and (why := _writable(folder.resolve())) is not None:
+            parser.error(f"{flag} {folder}: {why}")
+    if args.workdir is None and (why := _writable(DEFAULT_LOG_ROOT.resolve())) is not None:
+        parser.error(f"cannot keep the logs in {DEFAULT_LOG_ROOT}: {why}; pass --workdir")
+    overrides = args.run_config.strip()
+    clients = re.findall(r"(?:^|\s)num-clients\s*=\s*(\S+)", overrides)
+    if any(value != str(args.nodes) for value in clients):
+        parser.error(f"--run-config sets num-clients={clients[-1]} but --nodes is {args.nodes}")
     if args.run_dir is not None:
+        if re.search(r"(?:^|\s)output-dir\s*=", overrides):
+            parser.error("give the output folder once: --run-dir or output-dir in --run-config")
         overrides = f'{overrides} output-dir="{args.run_dir.resolve()}"'.strip()
-    if f"num-clients={args.nodes}" not in overrides.replace(" ", ""):
+    if not clients:
         overrides = f"{overrides} num-clients={args.nodes}".strip()
-    with contextlib.ExitStack() as stack:
-        workdir = args.workdir or Path(stack.enter_context(tempfile.TemporaryDirectory()))
-        workdir = Path(workdir).resolve()
+    return args, overrides
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _become_subreaper() -> None:
+    """Linux: orphans of our descendants are re-parented here, so none escapes the stop."""
+    global _subreaper
+    if not sys.platform.startswith("linux"):  # pragma: no cover
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_child_subreaper = 36
+        _subreaper = libc.prctl(pr_set_child_subreaper, 1, 0, 0, 0) == 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse the arguments, run the app on a loopback deployment; the exit status."""
+    args, overrides = _parse(argv)
+    previous = {sig: signal.signal(sig, _on_signal) for sig in _HANDLED_SIGNALS}
+    report = StopReport()
+    workdir: Path | None = None
+    try:
+        workdir = (args.workdir or _fresh_log_dir(DEFAULT_LOG_ROOT)).resolve()
         workdir.mkdir(parents=True, exist_ok=True)
+        _become_subreaper()
+        log_path = workdir / "flwr-run.log"
         start = time.perf_counter()
-        print(f"[deploy] starting 1 SuperLink + {args.nodes} SuperNodes (logs in {workdir})")
-        with deployment(args.nodes, workdir=workdir) as (connection, env, _):
-            print(f"[deploy] up after {time.perf_counter() - start:.1f} s; flwr run {args.app}")
-            print(f"[deploy] run config: {shlex.quote(overrides)}")
-            status = run_app(
-                args.app,
+        _say(f"[deploy] starting 1 SuperLink + {args.nodes} SuperNodes; logs in {workdir}")
+        with deployment(args.nodes, workdir=workdir, cwd=Path.cwd(), report=report) as (
+            connection,
+            env,
+            _,
+        ):
+            _say(f"[deploy] up after {time.perf_counter() - start:.1f} s; flwr run {args.app}")
+            _say(f"[deploy] run config: {shlex.quote(overrides)}")
+            flwr_status = run_app(
+                args.app.resolve(),
                 connection,
                 env,
                 overrides,
                 timeout=args.timeout,
-                log=workdir / "flwr-run.log",
+                log=log_path,
             )
-            log = (workdir / "flwr-run.log").read_text(errors="replace")
-            # `flwr run --stream` exits 0 even when the ServerApp failed: read its log.
-            if status == 0 and _FAILURE_MARK in log:
-                status = 1
+            log_text = log_path.read_text(errors="replace")
+            status = run_status(log_text, connection, env)
             elapsed = time.perf_counter() - start
-            print(f"[deploy] flwr run finished with status {status} after {elapsed:.1f} s")
-            if status != 0:
-                print(log[-4000:])
-        print("[deploy] all processes stopped")
-    return status
+            _say(f"[deploy] flwr run exited {flwr_status} after {elapsed:.1f} s")
+    except Interrupted as exc:
+        where = f"; logs in {workdir}" if workdir is not None else ""
+        _say(
+            f"[deploy] interrupted by {exc}; all processes stopped ({report.stopped})"
+            + (f", {len(report.left)} left: {report.left}" if report.left else "")
+            + where
+        )
+        return 128 + exc.signum
+    except subprocess.TimeoutExpired:
+        _say(
+            f"[deploy] flwr run timed out after {args.timeout:g} s; all processes stopped "
+            f"({report.stopped}); full log: {log_path}"
+        )
+        return 1
+    except (RuntimeError, TimeoutError, OSError) as exc:
+        _say(f"[deploy] could not start the deployment: {exc}; logs in {workdir}")
+        return 1
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    _say(
+        f"[deploy] all processes stopped ({report.stopped})"
+        + (f"; could not stop {report.left}" if report.left else "")
+    )
+    outcome = read_outcome(log_text)
+    failure = outcome.failure
+    if failure is None and flwr_status != 0:
+        last = [line.strip() for line in _ANSI.sub("", log_text).splitlines() if line.strip()]
+        failure = f"flwr run exited with status {flwr_status}" + (
+            f": {last[-1][:_REASON_CHARS]}" if last else ""
+        )
+    if failure is None and status is not None and status.endswith((":failed", ":stopped")):
+        failure = f"the SuperLink reports the run as {status}"
+    for line in outcome.results:
+        _say(line)
+    if failure is not None:
+        _say(f"[deploy] the run failed: {failure}")
+        _say(f"[deploy] full log: {log_path}; all logs in {workdir}")
+        return 1
+    if not outcome.results:
+        _say("[deploy] the ServerApp printed no privfed result line")
+    _say(f"[deploy] run finished; logs in {workdir}")
+    return 0 if not report.left else 1
 
 
 if __name__ == "__main__":
