@@ -16,6 +16,12 @@ separate processes or machines, over Flower's Message API.
   is missing or not the job's plan (:mod:`privfed.flower.declaration`).
 * The one ClientApp of privfed's jobs: :func:`privfed.flower.node_app.make_client_app`
   (every entry point runs it).
+* Training: :func:`secagg_mod` (a Flower Mod, where ``secaggplus_mod``
+  goes) with :class:`SecAggTrainingWorkflow` (a ``fit_workflow`` for
+  ``DefaultWorkflow`` and the legacy strategies, where ``SecAggPlusWorkflow``
+  goes) or :class:`SecAggGrid` (any Message-API strategy's
+  ``start(grid=SecAggGrid(grid, workflow), ...)``): the strategy receives one
+  securely aggregated weighted average per round.
 * Apps: :mod:`privfed.flower.secagg_app` (a secure sum),
   :mod:`privfed.flower.latent_app` (the latent-statistic job),
   :mod:`privfed.flower.factory_app` (the factory job).
@@ -39,6 +45,7 @@ from privfed.flower.client import (  # noqa: E402
     default_journal,
 )
 from privfed.flower.declaration import DeclaredInput, NoiseDeclaration  # noqa: E402
+from privfed.flower.mod import SecAggMod, secagg_mod  # noqa: E402
 from privfed.flower.server import (  # noqa: E402
     HELLO_TYPE,
     SecAggRoundResult,
@@ -47,6 +54,13 @@ from privfed.flower.server import (  # noqa: E402
     wait_for_nodes,
 )
 from privfed.flower.simulation import run_simulation  # noqa: E402
+from privfed.flower.training import (  # noqa: E402
+    SecAggGrid,
+    SecAggTrainingWorkflow,
+    SecureAggregate,
+    TrainingRoundReport,
+    TrainingRoundState,
+)
 
 __all__ = [
     "HELLO_TYPE",
@@ -54,11 +68,18 @@ __all__ = [
     "STATE_KEY",
     "DeclaredInput",
     "NoiseDeclaration",
+    "SecAggGrid",
+    "SecAggMod",
     "SecAggRoundResult",
+    "SecAggTrainingWorkflow",
     "SecAggWorkflow",
+    "SecureAggregate",
+    "TrainingRoundReport",
+    "TrainingRoundState",
     "add_secagg_handlers",
     "default_journal",
     "hello",
     "run_simulation",
+    "secagg_mod",
     "wait_for_nodes",
 ]

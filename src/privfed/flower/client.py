@@ -37,6 +37,7 @@ from privfed.flower import _wire
 from privfed.flower.declaration import DeclaredInput
 from privfed.secagg import (
     EncryptedSharesBundle,
+    MaskedInput,
     Roster,
     RoutedShares,
     SecAggClient,
@@ -124,18 +125,34 @@ class JournalIn:
 
 
 class _Handlers:
+    """The client's four stages over ``Context.state``: shared by the query handlers and the mod.
+
+    Args:
+        values: The node's input at the masked-input stage (:data:`ValuesFn`).
+        journal: The node's reveal journal (:data:`JournalFn`).
+        noise_seeds: The node's noise-layer seeds (:data:`NoiseSeedsFn`), or ``None``.
+        state_key: Where in ``Context.state`` the protocol state lives (one
+            key per kind of round, so a training round never meets a query round's state).
+    """
+
     def __init__(
-        self, values: ValuesFn, journal: JournalFn, noise_seeds: NoiseSeedsFn | None = None
+        self,
+        values: ValuesFn,
+        journal: JournalFn,
+        noise_seeds: NoiseSeedsFn | None = None,
+        *,
+        state_key: str = STATE_KEY,
     ) -> None:
         self._values = values
         self._journal = journal
         self._noise_seeds = noise_seeds
+        self._state_key = state_key
 
     # -- state -----------------------------------------------------------------------
 
     def _restore(self, context: Context, session_id: bytes) -> tuple[SecAggClient, RevealJournal]:
         journal = self._journal(context)
-        record = context.state.config_records.get(STATE_KEY)
+        record = context.state.config_records.get(self._state_key)
         if record is None or record.get("session") != session_id:
             raise ProtocolAbort("this node holds no protocol state for that session")
         blob = record.get("state")
@@ -143,13 +160,12 @@ class _Handlers:
             raise MessageFormatError("the node's stored protocol state is not bytes")
         return restore_client_state(blob, journal=journal), journal
 
-    @staticmethod
     def _commit(
-        context: Context, journal: RevealJournal, client: SecAggClient, answer: object
+        self, context: Context, journal: RevealJournal, client: SecAggClient, answer: object
     ) -> None:
         # Journal first: if it refuses, nothing leaves and the state is not replaced.
         record_answer(journal, client, answer)
-        context.state[STATE_KEY] = ConfigRecord(
+        context.state[self._state_key] = ConfigRecord(
             {"state": export_client_state(client), "session": _wire_session(client.config)}
         )
 
@@ -202,25 +218,34 @@ class _Handlers:
         bundle = EncryptedSharesBundle.from_shares([out[r] for r in sorted(out)])
         return Message(_wire.bytes_content(bundle.to_bytes()), reply_to=message)
 
-    def mask(self, message: Message, context: Context) -> Message:
+    def masked(
+        self, message: Message, context: Context, values: ValuesFn | None = None
+    ) -> tuple[MaskedInput, bytes | None]:
+        """Run the masked-input stage: the masked input and the node's declaration (wire form).
+
+        ``values`` replaces the handlers' own callback for this call (the mod
+        passes one that runs the train handler).
+        """
         routed = RoutedShares.from_bytes(
             _wire.get_bytes(_wire.config_record(message.content), "message")
         )
-
+        produce = self._values if values is None else values
         declared: list[bytes] = []
 
         def act(client: SecAggClient) -> object:
-            produced = self._values(context, client.config)
+            produced = produce(context, client.config)
             if isinstance(produced, DeclaredInput):
                 declared.append(produced.declaration.to_bytes(_wire_session(client.config)))
                 produced = produced.values
             return client.masked_input(routed, produced)
 
         answer = self._step(context, routed.session_id, act)
-        content = _wire.masked_input_content(
-            answer,  # type: ignore[arg-type]
-            declaration=declared[0] if declared else None,
-        )
+        assert isinstance(answer, MaskedInput)  # noqa: S101 -- masked_input returns one
+        return answer, declared[0] if declared else None
+
+    def mask(self, message: Message, context: Context) -> Message:
+        answer, declaration = self.masked(message, context)
+        content = _wire.masked_input_content(answer, declaration=declaration)
         return Message(content, reply_to=message)
 
     def unmask(self, message: Message, context: Context) -> Message:

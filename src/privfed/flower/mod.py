@@ -1,0 +1,188 @@
+"""The client side of a training round: a Flower Mod where ``secaggplus_mod`` goes.
+
+:func:`secagg_mod` (or a configured :class:`SecAggMod`) wraps a ClientApp's
+train handler::
+
+    app = ClientApp(client_fn=client_fn, mods=[secagg_mod])       # NumPyClient / fit
+
+    app = ClientApp(mods=[secagg_mod])                            # Message API
+    @app.train()
+    def train(msg, context): ...
+
+It acts only on ``train`` messages that carry privfed's record with a
+training stage (sent by :class:`~privfed.flower.SecAggTrainingWorkflow` or
+:class:`~privfed.flower.SecAggGrid`); every other message goes to
+``call_next`` untouched.  The four stages are privfed's protocol
+(:class:`~privfed.secagg.SecAggClient`), with the client's state in
+``Context.state`` through the versioned state codec and the node's reveal
+journal, exactly as the query handlers of :mod:`privfed.flower.client`:
+
+1. advertise keys: the round's public encoding is checked first -- a
+   configuration whose sum could wrap the ring is refused before any key is
+   made -- then fresh keys are made (a new client every round);
+2. share keys;
+3. masked input: the train handler runs on the strategy's instructions (the
+   privfed record removed), and its reply -- every float array of the layout,
+   the example count capped at ``max_weight``, the numeric train metrics --
+   is encoded (:mod:`privfed.flower._training_wire`) and masked.  The reply
+   that leaves the node holds the masked vector and the public structure
+   (record names, array dtypes, metric names) only: no value, no example
+   count, no metric, no non-float array, no string metric;
+4. unmask.
+
+Threat model: that of :mod:`privfed.flower.client` (semi-honest server; the
+node trusts it for relaying only; ``Context.state`` and the journal hold the
+node's secrets).  The plaintext update exists on the node only, inside this
+call.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+from flwr.app import ConfigRecord, Context, Message
+from flwr.clientapp.typing import ClientAppCallable
+
+from privfed.errors import MessageFormatError, ProtocolAbort
+from privfed.flower import _wire
+from privfed.flower._training_wire import (
+    ENCODING_FIELD,
+    STAGE_FIELD,
+    STRUCTURE_FIELD,
+    TrainingEncoding,
+)
+from privfed.flower.client import JournalFn, _Handlers, _wire_session, default_journal
+from privfed.secagg import SecAggConfig
+from privfed.secagg.protocol.state import decode_config
+
+__all__ = [
+    "TRAIN_STAGES",
+    "TRAIN_STATE_KEY",
+    "SecAggMod",
+    "carries_training_stage",
+    "secagg_mod",
+]
+
+#: Where a node keeps a training round's protocol state in ``Context.state``.
+TRAIN_STATE_KEY: Final = "privfed_secagg_train"
+#: Where it keeps the round's public encoding (bound to the round's session).
+_ENCODING_KEY: Final = "privfed_secagg_train_encoding"
+#: The stage names of a training round (field ``train-stage`` of the privfed record).
+TRAIN_STAGES: Final = ("advertise", "share", "mask", "unmask")
+
+
+def carries_training_stage(message: Message) -> bool:
+    """Whether ``message`` is a ``train`` message with privfed's training-stage record."""
+    kind = message.metadata.message_type
+    if kind != "train" and not kind.startswith("train."):
+        return False
+    if not message.has_content():
+        return False
+    record = message.content.config_records.get(_wire.RECORD)
+    return record is not None and STAGE_FIELD in record
+
+
+class SecAggMod:
+    """privfed's secure aggregation as a Flower Mod, with a chosen journal.
+
+    :func:`secagg_mod` is ``SecAggMod()``; build one to give the node another
+    journal (e.g. in tests, or a path from your own node configuration).
+
+    Args:
+        journal: ``journal(context)`` -> the node's
+            :class:`~privfed.secagg.protocol.state.RevealJournal`; default
+            :func:`~privfed.flower.default_journal` (node config
+            ``privfed-journal``, run config ``journal-dir``, else the XDG state folder).
+    """
+
+    def __init__(self, *, journal: JournalFn | None = None) -> None:
+        self._journal = default_journal if journal is None else journal
+
+    def __call__(self, msg: Message, ctxt: Context, call_next: ClientAppCallable) -> Message:
+        """Handle ``msg``: a privfed training stage, or anything else untouched.
+
+        Raises:
+            MessageFormatError: An unknown stage or a malformed record (Flower
+                turns the exception into an error reply: the node is a dropout
+                of that stage).
+            ProtocolAbort, RingOverflowError, ParameterError: The node refuses
+                the stage (an encoding that could wrap, a reply that does not
+                fit the layout, a replayed session, ...).
+        """
+        if not carries_training_stage(msg):
+            return call_next(msg, ctxt)
+        stage = _wire.config_record(msg.content).get(STAGE_FIELD)
+        handlers = _Handlers(_no_values, self._journal, state_key=TRAIN_STATE_KEY)
+        if stage == "advertise":
+            return self._advertise(msg, ctxt, handlers)
+        if stage == "share":
+            return handlers.share(msg, ctxt)
+        if stage == "mask":
+            return self._mask(msg, ctxt, call_next, handlers)
+        if stage == "unmask":
+            return handlers.unmask(msg, ctxt)
+        raise MessageFormatError(f"unknown privfed training stage {stage!r}")
+
+    @staticmethod
+    def _advertise(msg: Message, ctxt: Context, handlers: _Handlers) -> Message:
+        record = _wire.config_record(msg.content)
+        encoding = TrainingEncoding.from_bytes(record.get(ENCODING_FIELD))
+        config = decode_config(_wire.get_bytes(record, "config"))
+        if config.vector_length != encoding.vector_length:
+            raise MessageFormatError("the round's vector length does not match its encoding")
+        # Before any key exists: a sum of this round could not wrap.
+        encoding.check_no_wrap(len(config.client_ids))
+        reply = handlers.advertise(msg, ctxt)
+        ctxt.state[_ENCODING_KEY] = ConfigRecord(
+            {"session": _wire_session(config), "encoding": encoding.to_bytes()}
+        )
+        return reply
+
+    @staticmethod
+    def _mask(
+        msg: Message, ctxt: Context, call_next: ClientAppCallable, handlers: _Handlers
+    ) -> Message:
+        structure: list[bytes] = []
+
+        def values(context: Context, config: SecAggConfig) -> npt.NDArray[np.integer]:
+            encoding = _stored_encoding(context, config)
+            # The handler sees the strategy's instructions only.
+            del msg.content.config_records[_wire.RECORD]
+            reply = call_next(msg, context)
+            if reply.has_error() or not reply.has_content():
+                raise ProtocolAbort("the train handler replied with an error")
+            vector, shape = encoding.encode(reply.content)
+            structure.append(shape.to_bytes())
+            return vector
+
+        answer, _ = handlers.masked(msg, ctxt, values)
+        content = _wire.masked_input_content(answer)
+        content.config_records[_wire.RECORD][STRUCTURE_FIELD] = structure[0]
+        return Message(content, reply_to=msg)
+
+
+def _stored_encoding(context: Context, config: SecAggConfig) -> TrainingEncoding:
+    record = context.state.config_records.get(_ENCODING_KEY)
+    if record is None or record.get("session") != _wire_session(config):
+        raise ProtocolAbort("this node holds no training encoding for that session")
+    return TrainingEncoding.from_bytes(record.get("encoding"))
+
+
+def _no_values(context: Context, config: SecAggConfig) -> npt.NDArray[np.integer]:
+    raise ProtocolAbort("a training round's input comes from the train handler")  # pragma: no cover
+
+
+_DEFAULT = SecAggMod()
+
+
+def secagg_mod(msg: Message, ctxt: Context, call_next: ClientAppCallable) -> Message:
+    """privfed's secure aggregation of a train handler's reply: a Flower Mod.
+
+    Use it where Flower's ``secaggplus_mod`` goes (``ClientApp(..., mods=[secagg_mod])``),
+    with :class:`~privfed.flower.SecAggTrainingWorkflow` (legacy strategies) or
+    :class:`~privfed.flower.SecAggGrid` (Message-API strategies) on the server.
+    ``SecAggMod()`` with the default journal; see :class:`SecAggMod`.
+    """
+    return _DEFAULT(msg, ctxt, call_next)

@@ -1,0 +1,878 @@
+"""The server side of a training round: privfed's secure aggregation under any Flower strategy.
+
+Two entry points, one protocol (the stages of :class:`SecAggTrainingWorkflow`):
+
+* **Legacy strategies** (``flwr.server.strategy.FedAvg`` ... inside
+  ``DefaultWorkflow``): :class:`SecAggTrainingWorkflow` is a ``fit_workflow``,
+  with the arguments of Flower's ``SecAggPlusWorkflow``::
+
+      workflow = DefaultWorkflow(
+          fit_workflow=SecAggTrainingWorkflow(num_shares=3, reconstruction_threshold=2)
+      )
+
+* **Message-API strategies** (``flwr.serverapp.strategy.FedAvg``, ``FedProx``,
+  ``FedAdam`` ... with ``strategy.start(grid, ...)``): :class:`SecAggGrid`
+  wraps the ServerApp's grid; its ``send_and_receive`` of the strategy's train
+  messages runs the protocol and returns ONE reply, the securely aggregated
+  weighted average with the total weight under ``weighted_by_key``::
+
+      strategy.start(grid=SecAggGrid(grid, workflow), initial_arrays=arrays)
+
+  Every other message (evaluate, query) passes through.  The strategy's own
+  ``aggregate_train`` averages that one reply, i.e. returns it: strategies
+  that average (FedAvg, FedProx, FedAvgM, FedAdam/FedYogi/FedAdagrad, the DP
+  wrappers with server-side noise) work unchanged; those that need each
+  node's update (Krum, Bulyan, FedMedian, FedTrimmedAvg) cannot, by design.
+
+What the strategy receives: one result (a ``FitRes`` with the aggregate as
+parameters, ``num_examples`` = the sum of the capped weights and the weighted
+mean of each numeric train metric; or one Message with the same) -- never a
+node's example count, metrics or update.  Nodes that dropped out are passed to
+``aggregate_fit`` as failures, as Flower's workflow does.
+
+Dropouts: a reply that is an error, late, from an unasked node, malformed or
+refused by :class:`~privfed.secagg.SecAggServer` makes its node a dropout of
+that stage (one log line per node); below the threshold the round is skipped
+(one log line) and the global model is left as it was.  A configuration
+whose sum could wrap the ring raises :class:`~privfed.errors.RingOverflowError`
+before any message is sent.
+
+Threat model: that of :mod:`privfed.flower.server` (semi-honest server, Flower
+node authentication and TLS in a deployment).  The server holds masked
+vectors, the ring sum of the survivors and the public structure; it never
+holds a node's unmasked update.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Final, cast
+
+import numpy as np
+import numpy.typing as npt
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, Metadata, MetricRecord, RecordDict
+from flwr.app.message_type import MessageType
+from flwr.common import Code, FitRes, Status, ndarrays_to_parameters
+from flwr.compat.common import recorddict_compat as compat
+from flwr.server.client_proxy import ClientProxy
+from flwr.server.compat.legacy_context import LegacyContext
+from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD, MAIN_PARAMS_RECORD
+from flwr.server.workflow.constant import Key as WorkflowKey
+from flwr.serverapp import Grid
+from flwr.supercore.run import Run
+
+from privfed._checks import check_choice, check_float, check_int, check_str
+from privfed.errors import (
+    ParameterError,
+    ParameterTypeError,
+    ProtocolAbort,
+    ReconstructionError,
+)
+from privfed.flower import _wire
+from privfed.flower._training_wire import (
+    ENCODING_FIELD,
+    STAGE_FIELD,
+    STRUCTURE_FIELD,
+    ReplyFormat,
+    Rounding,
+    Structure,
+    TrainingEncoding,
+    array_layout,
+)
+from privfed.flower.server import _per_client
+from privfed.secagg import (
+    GraphMode,
+    MaskedInput,
+    SecAggConfig,
+    SecAggServer,
+    Stage,
+    decode_message,
+)
+from privfed.secagg.protocol.state import encode_config
+
+__all__ = [
+    "SecAggGrid",
+    "SecAggTrainingWorkflow",
+    "SecureAggregate",
+    "TrainingRoundReport",
+    "TrainingRoundState",
+]
+
+_LOG = logging.getLogger("privfed.flower")
+#: ``src_node_id`` of the one reply :class:`SecAggGrid` returns: no single node sent it.
+AGGREGATE_NODE_ID: Final = 0
+#: How a stage feeds one reply to the server (raises on a refused reply).
+_Receiver = Callable[[SecAggServer, int, RecordDict], None]
+_STAGE_NAMES: Final = {
+    Stage.ADVERTISE_KEYS: "advertise",
+    Stage.SHARE_KEYS: "share",
+    Stage.MASKED_INPUT: "mask",
+    Stage.UNMASKING: "unmask",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class SecureAggregate:
+    """The securely aggregated weighted average of one round (what the strategy gets).
+
+    Attributes:
+        arrays: ``(record name, array name, weighted mean)`` in layout order;
+            each mean has the nodes' shape and dtype.
+        metrics: ``(record name, metric name, weighted mean)`` of each
+            numeric train metric.
+        total_weight: Sum of the survivors' capped example counts, ``>= 1``.
+        weight_at: ``(record name, key)`` where the nodes kept the example count.
+    """
+
+    arrays: tuple[tuple[str, str, npt.NDArray[np.floating]], ...] = dataclasses.field(repr=False)
+    metrics: tuple[tuple[str, str, float], ...]
+    total_weight: int
+    weight_at: tuple[str, str]
+
+    def to_content(self, weight_key: str) -> RecordDict:
+        """The aggregate as one Message-API train reply (arrays, metrics, ``weight_key``)."""
+        records: dict[str, ArrayRecord | MetricRecord | ConfigRecord] = {}
+        for record, name, array in self.arrays:
+            target = records.setdefault(record, ArrayRecord())
+            cast(ArrayRecord, target)[name] = Array(np.ascontiguousarray(array))
+        metric_record, _ = self.weight_at
+        records.setdefault(metric_record, MetricRecord())
+        for record, name, value in self.metrics:
+            cast(MetricRecord, records.setdefault(record, MetricRecord()))[name] = value
+        cast(MetricRecord, records[metric_record])[weight_key] = self.total_weight
+        return RecordDict(records)
+
+    def to_fitres(self) -> FitRes:
+        """The aggregate as one legacy ``FitRes`` (parameters in layout order)."""
+        return FitRes(
+            status=Status(code=Code.OK, message="securely aggregated by privfed"),
+            parameters=ndarrays_to_parameters([array for _, _, array in self.arrays]),
+            num_examples=self.total_weight,
+            metrics={name: value for _, name, value in self.metrics},
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingRoundReport:
+    """What happened in one round, without any value (public).
+
+    Attributes:
+        round_index: The server round.
+        nodes: Flower node ids asked to take part.
+        survivors: Node ids whose update is in the aggregate.
+        dropped: Stage name -> node ids that gave no accepted reply there.
+        refused: Node id -> why its reply was refused (also in ``dropped``).
+        skipped: ``None``, or why the round was skipped (the model unchanged).
+        seconds: Stage name -> wall seconds.
+    """
+
+    round_index: int
+    nodes: tuple[int, ...]
+    survivors: tuple[int, ...]
+    dropped: Mapping[str, tuple[int, ...]]
+    refused: Mapping[int, str]
+    skipped: str | None
+    seconds: Mapping[str, float]
+
+
+@dataclasses.dataclass
+class TrainingRoundState:
+    """The state of one round across the stages of :class:`SecAggTrainingWorkflow`.
+
+    Attributes:
+        round_index: The server round (the protocol's public round index).
+        instructions: Flower node id -> the strategy's train content for it.
+        message_type: Flower message type of every stage (``train`` or ``train.<action>``).
+        group_id: Flower group id of the round's messages.
+        reply_format: ``"fitres"`` (legacy clients) or ``"message"`` (Message API).
+        weight_key: Message API: the metric holding the example count.
+        timeout: Seconds each stage waits for replies (``None``: until all arrive).
+    """
+
+    round_index: int
+    instructions: dict[int, RecordDict]
+    message_type: str = MessageType.TRAIN
+    group_id: str = ""
+    reply_format: ReplyFormat = "message"
+    weight_key: str = "num-examples"
+    timeout: float | None = None
+    clients: dict[int, int] = dataclasses.field(default_factory=dict)
+    encoding: TrainingEncoding | None = None
+    server: SecAggServer | None = None
+    payloads: dict[int, RecordDict] = dataclasses.field(default_factory=dict)
+    structure: Structure | None = None
+    dropped: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    refused: dict[int, str] = dataclasses.field(default_factory=dict)
+    skipped: str | None = None
+    aggregate: SecureAggregate | None = None
+    seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    @property
+    def node_of(self) -> dict[int, int]:
+        """Client id -> Flower node id."""
+        return {cid: node for node, cid in self.clients.items()}
+
+
+class _AggregateProxy(ClientProxy):
+    """The one 'client' whose ``FitRes`` a legacy strategy receives: the secure aggregate."""
+
+    def __init__(self) -> None:
+        super().__init__("privfed-secure-aggregate")
+        self.node_id = AGGREGATE_NODE_ID
+
+    def _no(self, *_: object) -> object:
+        raise NotImplementedError("the secure aggregate is not a node")
+
+    get_properties = get_parameters = fit = evaluate = reconnect = _no  # type: ignore[assignment]
+
+
+class SecAggTrainingWorkflow:
+    """privfed's secure aggregation as a Flower ``fit_workflow``, where ``SecAggPlusWorkflow`` goes.
+
+    The arguments Flower's ``SecAggPlusWorkflow`` has mean what they mean there;
+    privfed's ring is ``Z_{2**64}`` (no ``modulus_range``), and a configuration
+    that could wrap it is refused.
+
+    Args:
+        num_shares: Shares of each node's secrets, the node itself included.
+            An int ``>= n`` (or 1): the complete graph (SecAgg); an int
+            ``3 <= k < n``: the SecAgg+ Harary graph with ``k`` neighbours
+            counting the node (``k - 1`` others; an even ``k`` with odd ``n``
+            is raised by one); a float ``> 0``: ``round(num_shares * n)``
+            resolved each round (as Flower does).
+        reconstruction_threshold: Shares that rebuild a secret (and the fewest
+            surviving neighbours, the node included): an int ``>= 2``, or a
+            float in ``(0, 1]``: that fraction of the neighbourhood (at least 2).
+        max_weight: A node's example count is capped at ``floor(max_weight)``
+            (finite, ``>= 1``).
+        clipping_range: Values are clipped to ``[-clipping_range, clipping_range]``
+            (finite, ``> 0``), in the model's units.
+        quantization_range: ``[-c, c]`` is quantized onto a grid of step
+            ``2 * clipping_range / quantization_range``; an int ``>= 2``.  The
+            aggregate is the weighted mean within one step per coordinate.
+        timeout: Seconds each stage waits for replies; ``None`` (Flower's
+            default) waits for all of them.
+        rounding: ``"stochastic"`` (unbiased; Flower's choice) or
+            ``"nearest"`` (deterministic, error at most half a step).
+        metric_clipping_range: Clipping range of numeric train metrics.
+        metric_quantization_range: Quantization range of train metrics.
+        metric_slots: Numeric train metrics aggregated per round, an int in
+            ``[0, 1024]``; a node's extra metrics (by name) are not sent.
+
+    Raises:
+        ParameterError, ParameterTypeError: An argument outside its domain.
+        RingOverflowError: Even two nodes could wrap the ring.
+    """
+
+    def __init__(
+        self,
+        num_shares: int | float,
+        reconstruction_threshold: int | float,
+        *,
+        max_weight: float = 1000.0,
+        clipping_range: float = 8.0,
+        quantization_range: int = 2**22,
+        timeout: float | None = None,
+        rounding: Rounding = "stochastic",
+        metric_clipping_range: float = 2.0**16,
+        metric_quantization_range: int = 2**36,
+        metric_slots: int = 8,
+    ) -> None:
+        self.num_shares = _share_count(num_shares)
+        self.reconstruction_threshold = _threshold_arg(reconstruction_threshold)
+        if (
+            isinstance(self.num_shares, int)
+            and isinstance(self.reconstruction_threshold, int)
+            and self.reconstruction_threshold > self.num_shares
+        ):
+            raise ParameterError(
+                "reconstruction_threshold", f"at most num_shares={self.num_shares}",
+                reconstruction_threshold,
+            )  # fmt: skip
+        if timeout is not None:
+            check_float("timeout", timeout, low=0.0, open_low=True)
+        self.timeout = None if timeout is None else float(timeout)
+        self.max_weight = max_weight
+        self.clipping_range = clipping_range
+        self.quantization_range = quantization_range
+        self.rounding: Rounding = check_choice("rounding", rounding, ("stochastic", "nearest"))
+        self.metric_clipping_range = metric_clipping_range
+        self.metric_quantization_range = metric_quantization_range
+        self.metric_slots = metric_slots
+        self.encoding(()).check_no_wrap(2)  # validates every encoding argument
+        #: One :class:`TrainingRoundReport` per round run (no values).
+        self.reports: list[TrainingRoundReport] = []
+
+    def encoding(
+        self, arrays: tuple[object, ...], reply_format: ReplyFormat = "message",
+        weight_key: str = "num-examples",
+    ) -> TrainingEncoding:  # fmt: skip
+        """The round's public encoding for this array layout."""
+        return TrainingEncoding(
+            arrays=arrays,  # type: ignore[arg-type]
+            clipping_range=self.clipping_range,
+            quantization_range=self.quantization_range,
+            max_weight=self.max_weight,
+            metric_clipping_range=self.metric_clipping_range,
+            metric_quantization_range=self.metric_quantization_range,
+            metric_slots=self.metric_slots,
+            rounding=self.rounding,
+            reply_format=reply_format,
+            weight_key=weight_key,
+        )
+
+    # -- Flower's fit workflow ----------------------------------------------------
+
+    def __call__(self, grid: Grid, context: LegacyContext) -> None:
+        """Run one fit round of ``DefaultWorkflow``: configure, secure-aggregate, aggregate_fit.
+
+        Raises:
+            ParameterTypeError: ``context`` is not a ``LegacyContext``.
+            RingOverflowError: The round's configuration could wrap the ring.
+            ParameterError: The strategy sent non-float arrays, or different
+                arrays to different nodes.
+        """
+        if not isinstance(context, LegacyContext):
+            raise ParameterTypeError("context", "a LegacyContext (inside DefaultWorkflow)", context)
+        state = self.configure_fit(context)
+        if state is None:
+            return
+        if self.secure_aggregate(grid, state) is not None:
+            self.aggregate_fit(context, state)
+
+    def configure_fit(self, context: LegacyContext) -> TrainingRoundState | None:
+        """Ask the strategy for the round's fit instructions; ``None``: no node selected."""
+        cfg = context.state.config_records[MAIN_CONFIGS_RECORD]
+        current_round = cast(int, cfg[WorkflowKey.CURRENT_ROUND])
+        parameters = compat.arrayrecord_to_parameters(
+            context.state.array_records[MAIN_PARAMS_RECORD], keep_input=True
+        )
+        pairs = context.strategy.configure_fit(
+            server_round=current_round, parameters=parameters, client_manager=context.client_manager
+        )
+        if not pairs:
+            _LOG.info("configure_fit: no clients selected, cancel")
+            return None
+        return TrainingRoundState(
+            round_index=current_round,
+            instructions={
+                proxy.node_id: compat.fitins_to_recorddict(fitins, True) for proxy, fitins in pairs
+            },
+            group_id=str(current_round),
+            reply_format="fitres",
+            timeout=self.timeout,
+        )
+
+    def aggregate_fit(self, context: LegacyContext, state: TrainingRoundState) -> None:
+        """Hand the strategy the one secure aggregate; update the global model and history."""
+        aggregate = state.aggregate
+        if aggregate is None:  # pragma: no cover -- called after a completed round only
+            return
+        failures: list[tuple[ClientProxy, FitRes] | BaseException] = [
+            Exception(f"node {node} dropped out at {stage}")
+            for stage, nodes in state.dropped.items()
+            for node in nodes
+        ]
+        _LOG.info(
+            "aggregate_fit: one secure aggregate (total weight %d) and %d failures",
+            aggregate.total_weight,
+            len(failures),
+        )
+        parameters, metrics = context.strategy.aggregate_fit(
+            state.round_index, [(_AggregateProxy(), aggregate.to_fitres())], failures
+        )
+        if parameters:
+            context.state.array_records[MAIN_PARAMS_RECORD] = compat.parameters_to_arrayrecord(
+                parameters, True
+            )
+            context.history.add_metrics_distributed_fit(
+                server_round=state.round_index, metrics=metrics
+            )
+
+    # -- the protocol ------------------------------------------------------------
+
+    def secure_aggregate(self, grid: Grid, state: TrainingRoundState) -> SecureAggregate | None:
+        """Run the four stages over ``grid``; the aggregate, or ``None`` if the round was skipped.
+
+        Appends a :class:`TrainingRoundReport` to :attr:`reports`.
+        """
+        steps = (
+            self.setup_stage,
+            self.share_keys_stage,
+            self.collect_masked_vectors_stage,
+            self.unmask_stage,
+        )
+        try:
+            for step in steps:
+                start = time.perf_counter()
+                done = step(grid, state)
+                state.seconds[step.__name__] = time.perf_counter() - start
+                if not done:
+                    _LOG.warning(
+                        "privfed secure aggregation: round %d skipped (%s); the global model "
+                        "is unchanged",
+                        state.round_index,
+                        state.skipped,
+                    )
+                    return None
+            return state.aggregate
+        finally:
+            self.reports.append(_report(state))
+            state.server = None  # the masked inputs are no longer needed
+
+    def setup_stage(self, grid: Grid, state: TrainingRoundState) -> bool:
+        """Fix the round's config and encoding, send it, collect fresh public keys."""
+        n = len(state.instructions)
+        if n < 2:
+            return _skip(state, f"{n} node sampled; secure aggregation needs at least 2")
+        layouts = [array_layout(content) for content in state.instructions.values()]
+        if any(layout != layouts[0] for layout in layouts):
+            raise ParameterError("instructions", "the same arrays for every node", "different")
+        graph, degree, size = self._graph(n)
+        threshold = self._threshold(size)
+        if threshold > size:
+            return _skip(state, f"reconstruction threshold {threshold} > {size} shares")
+        encoding = self.encoding(layouts[0], state.reply_format, state.weight_key)
+        encoding.check_no_wrap(n)  # before any key is made, anywhere
+        state.clients = {node: cid for cid, node in enumerate(sorted(state.instructions), 1)}
+        config = SecAggConfig(
+            client_ids=tuple(range(1, n + 1)),
+            threshold=threshold,
+            vector_length=encoding.vector_length,
+            graph=graph,
+            degree=degree,
+            round_index=state.round_index,
+        )
+        server = state.server = SecAggServer(config)
+        state.encoding = encoding
+        fields: dict[str, str | bytes] = {
+            STAGE_FIELD: "advertise",
+            "config": encode_config(config),
+            ENCODING_FIELD: encoding.to_bytes(),
+        }
+        payloads = {
+            cid: RecordDict({_wire.RECORD: ConfigRecord({**fields, "client-id": cid})})
+            for cid in config.client_ids
+        }
+        replies = self._exchange(grid, state, Stage.ADVERTISE_KEYS, payloads)
+        self._receive_each(state, Stage.ADVERTISE_KEYS, payloads, replies, _receive_bytes)
+        try:
+            rosters = _per_client(server, sorted(server.advertised))
+        except ProtocolAbort as exc:
+            return _skip(state, exc.reason)
+        state.payloads = {cid: _restage(content, "share") for cid, content in rosters.items()}
+        return True
+
+    def share_keys_stage(self, grid: Grid, state: TrainingRoundState) -> bool:
+        """Send each node its roster; collect and route the encrypted shares."""
+        server = _server(state)
+        asked = state.payloads
+        replies = self._exchange(grid, state, Stage.SHARE_KEYS, asked)
+        self._receive_each(state, Stage.SHARE_KEYS, asked, replies, _receive_bytes)
+        try:
+            routed = server.routed_shares()
+        except ProtocolAbort as exc:
+            return _skip(state, exc.reason)
+        _note_dropouts(state, Stage.SHARE_KEYS, asked, server.shared)
+        state.payloads = {
+            cid: RecordDict(
+                {
+                    **state.instructions[state.node_of[cid]],
+                    _wire.RECORD: ConfigRecord({STAGE_FIELD: "mask", "message": m.to_bytes()}),
+                }
+            )
+            for cid, m in routed.items()
+        }
+        return True
+
+    def collect_masked_vectors_stage(self, grid: Grid, state: TrainingRoundState) -> bool:
+        """Send the train instructions with the routed shares; collect masked updates.
+
+        The survivors' structures must agree: the largest group of equal
+        structures is kept, the other nodes are refused (dropouts).
+        """
+        server = _server(state)
+        encoding = _encoding(state)
+        asked = state.payloads
+        replies = self._exchange(grid, state, Stage.MASKED_INPUT, asked)
+        parsed: dict[int, tuple[MaskedInput, Structure]] = {}
+        for cid, content in replies.items():
+            try:
+                masked = _wire.parse_masked_input(content)
+                header = _wire.config_record(content)
+                parsed[cid] = (masked, Structure.from_bytes(header.get(STRUCTURE_FIELD), encoding))
+            except Exception as exc:  # a peer's bytes: any failure is its dropout
+                _refuse(state, cid, Stage.MASKED_INPUT, exc)
+        groups: dict[Structure, list[int]] = {}
+        for cid, (_, structure) in sorted(parsed.items()):
+            groups.setdefault(structure, []).append(cid)
+        if groups:
+            state.structure = max(groups, key=lambda s: (len(groups[s]), -groups[s][0]))
+        for cid, (masked, structure) in sorted(parsed.items()):
+            if structure != state.structure:
+                _refuse(
+                    state, cid, Stage.MASKED_INPUT, "its reply's structure is not the majority's"
+                )
+                continue
+            try:
+                server.receive(masked, sender=cid)
+            except Exception as exc:
+                _refuse(state, cid, Stage.MASKED_INPUT, exc)
+        _note_dropouts(state, Stage.MASKED_INPUT, asked, server.survivors)
+        try:
+            requests = server.unmask_requests()
+        except ProtocolAbort as exc:
+            return _skip(state, exc.reason)
+        state.payloads = {
+            cid: _wire.bytes_content(m.to_bytes(), **{STAGE_FIELD: "unmask"})
+            for cid, m in requests.items()
+        }
+        return True
+
+    def unmask_stage(self, grid: Grid, state: TrainingRoundState) -> bool:
+        """Collect the shares, remove the masks, decode the weighted average."""
+        server = _server(state)
+        encoding = _encoding(state)
+        asked = state.payloads
+        replies = self._exchange(grid, state, Stage.UNMASKING, asked)
+        self._receive_each(state, Stage.UNMASKING, asked, replies, _receive_bytes)
+        try:
+            total = server.finalize()
+        except (ProtocolAbort, ReconstructionError) as exc:
+            return _skip(state, str(exc))
+        structure = state.structure
+        assert structure is not None  # noqa: S101 -- set with the survivors
+        weight, arrays, metrics = encoding.decode(total, structure)
+        if weight <= 0:
+            return _skip(state, "the survivors' total weight is 0")
+        state.aggregate = SecureAggregate(
+            arrays=tuple(
+                (record, spec.name, array)
+                for spec, (record, _), array in zip(
+                    encoding.arrays, structure.arrays, arrays, strict=True
+                )
+            ),
+            metrics=tuple(
+                (record, name, value)
+                for (record, name), value in zip(structure.metrics, metrics, strict=True)
+            ),
+            total_weight=weight,
+            weight_at=structure.weight,
+        )
+        return True
+
+    # -- helpers -----------------------------------------------------------------
+
+    def _graph(self, n: int) -> tuple[GraphMode, int | None, int]:
+        """(graph, degree, neighbourhood size) for ``n`` nodes."""
+        shares = self.num_shares
+        if isinstance(shares, float):
+            k = round(shares * n)
+            if k < n and k % 2 == 0:
+                k += 1
+            if k <= 2:
+                k = n
+        else:
+            k = shares
+        if k >= n:
+            return GraphMode.COMPLETE, None, n
+        degree = k - 1
+        if degree % 2 == 1 and n % 2 == 1:
+            _LOG.info("num_shares %d is even with %d nodes: using %d", k, n, k + 1)
+            degree += 1
+        if degree + 1 >= n:
+            return GraphMode.COMPLETE, None, n
+        return GraphMode.HARARY, degree, degree + 1
+
+    def _threshold(self, size: int) -> int:
+        t = self.reconstruction_threshold
+        if isinstance(t, float):
+            return max(round(t * size), 2)
+        return t
+
+    def _exchange(
+        self,
+        grid: Grid,
+        state: TrainingRoundState,
+        stage: Stage,
+        payloads: Mapping[int, RecordDict],
+    ) -> dict[int, RecordDict]:
+        """Send each client its content; its first reply's content (errors: dropouts)."""
+        node_of = state.node_of
+        messages = [
+            Message(
+                content,
+                dst_node_id=node_of[cid],
+                message_type=state.message_type,
+                group_id=state.group_id,
+            )
+            for cid, content in payloads.items()
+        ]
+        replies: dict[int, RecordDict] = {}
+        seen: set[int] = set()
+        for reply in grid.send_and_receive(messages, timeout=state.timeout):
+            cid = state.clients.get(int(reply.metadata.src_node_id))
+            if cid is None or cid not in payloads or cid in seen:
+                _LOG.warning("ignoring a reply from node %s", reply.metadata.src_node_id)
+                continue
+            seen.add(cid)
+            if reply.has_error():
+                _LOG.warning(
+                    "node %d dropped out at %s: %s",
+                    node_of[cid],
+                    _STAGE_NAMES[stage],
+                    reply.error.reason,
+                )
+                continue
+            replies[cid] = reply.content
+        return replies
+
+    @staticmethod
+    def _receive_each(
+        state: TrainingRoundState,
+        stage: Stage,
+        asked: Mapping[int, RecordDict],
+        replies: Mapping[int, RecordDict],
+        receive: _Receiver,
+    ) -> None:
+        server = _server(state)
+        accepted: set[int] = set()
+        for cid, content in replies.items():
+            try:
+                receive(server, cid, content)
+                accepted.add(cid)
+            except Exception as exc:  # a peer's bytes: any failure is its dropout
+                _refuse(state, cid, stage, exc)
+        _note_dropouts(state, stage, asked, accepted)
+
+
+def _receive_bytes(server: SecAggServer, cid: int, content: RecordDict) -> None:
+    data = _wire.get_bytes(_wire.config_record(content), "message")
+    server.receive(decode_message(data), sender=cid)
+
+
+def _restage(content: RecordDict, stage: str) -> RecordDict:
+    """``content`` (a privfed record) with the training-stage field set."""
+    record = ConfigRecord(dict(_wire.config_record(content)))
+    record[STAGE_FIELD] = stage
+    return RecordDict({_wire.RECORD: record})
+
+
+def _server(state: TrainingRoundState) -> SecAggServer:
+    if state.server is None:
+        raise ProtocolAbort("the round has no secure-aggregation server (setup not run)")
+    return state.server
+
+
+def _encoding(state: TrainingRoundState) -> TrainingEncoding:
+    if state.encoding is None:
+        raise ProtocolAbort("the round has no encoding (setup not run)")
+    return state.encoding
+
+
+def _skip(state: TrainingRoundState, reason: str) -> bool:
+    state.skipped = reason
+    return False
+
+
+def _refuse(state: TrainingRoundState, cid: int, stage: Stage, why: object) -> None:
+    node = state.node_of[cid]
+    text = f"{type(why).__name__}: {why}" if isinstance(why, BaseException) else str(why)
+    state.refused[node] = text
+    _LOG.warning("refused node %d's %s reply: %s", node, _STAGE_NAMES[stage], text)
+
+
+def _note_dropouts(
+    state: TrainingRoundState, stage: Stage, asked: Iterable[int], accepted: Iterable[int]
+) -> None:
+    node_of = state.node_of
+    state.dropped[_STAGE_NAMES[stage]] = tuple(
+        sorted(node_of[cid] for cid in set(asked) - set(accepted))
+    )
+
+
+def _report(state: TrainingRoundState) -> TrainingRoundReport:
+    survivors: tuple[int, ...] = ()
+    if state.aggregate is not None and state.server is not None:
+        survivors = tuple(sorted(state.node_of[c] for c in state.server.survivors))
+    return TrainingRoundReport(
+        round_index=state.round_index,
+        nodes=tuple(sorted(state.instructions)),
+        survivors=survivors,
+        dropped=dict(state.dropped),
+        refused=dict(state.refused),
+        skipped=state.skipped,
+        seconds=dict(state.seconds),
+    )
+
+
+def _share_count(value: object) -> int | float:
+    if isinstance(value, float):
+        return check_float("num_shares", value, low=0.0, open_low=True)
+    shares = check_int(
+        "num_shares", value, expected="an int or a float", domain="an int >= 3 (or 1: all)"
+    )
+    if shares == 1:
+        return 1.0
+    if shares < 3:
+        raise ParameterError("num_shares", "an int >= 3 (or 1: all), or a float > 0", value)
+    return shares
+
+
+def _threshold_arg(value: object) -> int | float:
+    if isinstance(value, float):
+        return check_float("reconstruction_threshold", value, low=0.0, high=1.0, open_low=True)
+    threshold = check_int(
+        "reconstruction_threshold", value, expected="an int or a float",
+        domain="an int >= 2 (or 1: all shares)",
+    )  # fmt: skip
+    if threshold == 1:
+        return 1.0
+    if threshold < 2:
+        raise ParameterError("reconstruction_threshold", "an int >= 2, or a float in (0, 1]", value)
+    return threshold
+
+
+class SecAggGrid(Grid):
+    """A Grid whose train rounds are secure aggregations: any Message-API strategy, unchanged.
+
+    ``strategy.start(grid=SecAggGrid(grid, workflow, weighted_by_key=...), ...)``:
+    each ``send_and_receive`` of ``train`` messages runs one round of
+    ``workflow``'s protocol over ``grid`` (the strategy's content of each
+    message is that node's train instructions) and returns one reply, the
+    :class:`SecureAggregate` as a Message (its ``src_node_id`` is 0: no node
+    sent it), or no reply if the round was skipped (the strategy keeps its
+    arrays).  Every other message goes to ``grid`` as it is.
+
+    Args:
+        grid: The ServerApp's grid.
+        workflow: The protocol's parameters (its ``timeout`` applies per stage;
+            ``None``: the strategy's timeout).
+        weighted_by_key: The strategy's ``weighted_by_key`` (default Flower's
+            ``"num-examples"``): where nodes report their example count, and
+            where the reply carries the total.
+
+    Raises:
+        ParameterTypeError: ``grid`` is not a Grid or ``workflow`` not a
+            :class:`SecAggTrainingWorkflow`.
+    """
+
+    def __init__(
+        self,
+        grid: Grid,
+        workflow: SecAggTrainingWorkflow,
+        *,
+        weighted_by_key: str = "num-examples",
+    ) -> None:
+        if not isinstance(grid, Grid):
+            raise ParameterTypeError("grid", "a flwr Grid", grid)
+        if not isinstance(workflow, SecAggTrainingWorkflow):
+            raise ParameterTypeError("workflow", "a SecAggTrainingWorkflow", workflow)
+        self.grid = grid
+        self.workflow = workflow
+        self.weighted_by_key = check_str("weighted_by_key", weighted_by_key)
+        self._rounds = 0
+
+    # -- delegated ---------------------------------------------------------------
+
+    def set_run(self, run: Run) -> None:
+        """Flower's ``Grid.set_run``, on the wrapped grid."""
+        self.grid.set_run(run)
+
+    @property
+    def run(self) -> Run:
+        """The wrapped grid's run."""
+        return self.grid.run
+
+    def create_message(
+        self,
+        content: RecordDict,
+        message_type: str,
+        dst_node_id: int,
+        group_id: str,
+        ttl: float | None = None,
+    ) -> Message:
+        """Flower's ``Grid.create_message``, on the wrapped grid."""
+        return self.grid.create_message(content, message_type, dst_node_id, group_id, ttl)
+
+    def get_node_ids(self) -> Iterable[int]:
+        """The wrapped grid's node ids."""
+        return self.grid.get_node_ids()
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        """Pushed as they are: only :meth:`send_and_receive` secures train rounds."""
+        return self.grid.push_messages(messages)
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        """Pulled from the wrapped grid."""
+        return self.grid.pull_messages(message_ids)
+
+    # -- secured -----------------------------------------------------------------
+
+    def send_and_receive(
+        self, messages: Iterable[Message], *, timeout: float | None = None
+    ) -> Iterable[Message]:
+        """Send ``messages``; train messages become one secure round and one reply.
+
+        Raises:
+            ParameterError: Two train messages for one node, or train messages
+                of different types.
+            RingOverflowError: The round's configuration could wrap the ring.
+        """
+        batch = list(messages)
+        train = [m for m in batch if m.metadata.message_type.split(".")[0] == MessageType.TRAIN]
+        other = [m for m in batch if m.metadata.message_type.split(".")[0] != MessageType.TRAIN]
+        replies = list(self.grid.send_and_receive(other, timeout=timeout)) if other else []
+        if train:
+            replies.extend(self._secure_round(train, timeout))
+        return replies
+
+    def _secure_round(self, train: list[Message], timeout: float | None) -> list[Message]:
+        instructions = {int(m.metadata.dst_node_id): m.content for m in train}
+        if len(instructions) != len(train):
+            raise ParameterError("messages", "one train message per node", "duplicates")
+        kinds = {m.metadata.message_type for m in train}
+        if len(kinds) != 1:
+            raise ParameterError("messages", "train messages of one type", sorted(kinds))
+        self._rounds += 1
+        round_index = _server_round(train[0].content, self._rounds)
+        state = TrainingRoundState(
+            round_index=round_index,
+            instructions=instructions,
+            message_type=kinds.pop(),
+            group_id=train[0].metadata.group_id or str(round_index),
+            reply_format="message",
+            weight_key=self.weighted_by_key,
+            timeout=self.workflow.timeout if self.workflow.timeout is not None else timeout,
+        )
+        aggregate = self.workflow.secure_aggregate(self.grid, state)
+        if aggregate is None:
+            return []
+        first = train[0].metadata
+        metadata = Metadata(
+            run_id=first.run_id,
+            message_id="",
+            src_node_id=AGGREGATE_NODE_ID,
+            dst_node_id=first.src_node_id,
+            reply_to_message_id="",
+            group_id=state.group_id,
+            created_at=time.time(),
+            ttl=first.ttl,
+            message_type=state.message_type,
+        )
+        # No single node sent it: Flower's constructor takes explicit metadata for that
+        # (its typed overloads leave the keyword out).
+        reply = Message(aggregate.to_content(self.weighted_by_key), metadata=metadata)  # type: ignore[call-overload]
+        return [cast(Message, reply)]
+
+
+def _server_round(content: RecordDict, fallback: int) -> int:
+    """The strategy's ``server-round`` (Flower's strategies put it in the train config)."""
+    for record in content.config_records.values():
+        value = record.get("server-round")
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**32:
+            return value
+    return fallback
