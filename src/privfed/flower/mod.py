@@ -148,9 +148,14 @@ class SecAggMod:
 
         def values(context: Context, config: SecAggConfig) -> npt.NDArray[np.integer]:
             encoding = _stored_encoding(context, config)
-            # The handler sees the strategy's instructions only.
-            del msg.content.config_records[_wire.RECORD]
-            reply = call_next(msg, context)
+            # The handler sees the strategy's instructions only; the message is
+            # left as it came (an in-process grid shares it with the server).
+            records = msg.content.config_records
+            ours = records.pop(_wire.RECORD)
+            try:
+                reply = call_next(msg, context)
+            finally:
+                records[_wire.RECORD] = ours
             if reply.has_error() or not reply.has_content():
                 raise ProtocolAbort("the train handler replied with an error")
             vector, shape = encoding.encode(reply.content)

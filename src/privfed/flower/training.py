@@ -53,7 +53,16 @@ from typing import Final, cast
 
 import numpy as np
 import numpy.typing as npt
-from flwr.app import Array, ArrayRecord, ConfigRecord, Message, Metadata, MetricRecord, RecordDict
+from flwr.app import (
+    Array,
+    ArrayRecord,
+    ConfigRecord,
+    Context,
+    Message,
+    Metadata,
+    MetricRecord,
+    RecordDict,
+)
 from flwr.app.message_type import MessageType
 from flwr.common import Code, FitRes, Status, ndarrays_to_parameters
 from flwr.compat.common import recorddict_compat as compat
@@ -326,7 +335,7 @@ class SecAggTrainingWorkflow:
 
     # -- Flower's fit workflow ----------------------------------------------------
 
-    def __call__(self, grid: Grid, context: LegacyContext) -> None:
+    def __call__(self, grid: Grid, context: Context) -> None:
         """Run one fit round of ``DefaultWorkflow``: configure, secure-aggregate, aggregate_fit.
 
         Raises:
