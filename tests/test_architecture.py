@@ -224,6 +224,8 @@ LOAD_BANS: tuple[LoadBan, ...] = (
             "privfed.flower.node_app",
             "privfed.flower.latent_node",
             "privfed.flower.declaration",
+            "privfed.flower.mod",
+            "privfed.flower.training",
         ),
         TORCH_LOADERS,
         "a Flower node imports torch only when a job needs it (the secure sum never does)",
