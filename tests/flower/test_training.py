@@ -247,13 +247,16 @@ def test_legacy_numpy_client_in_default_workflow(make_grid: Any, tmp_path: Path)
             new = [p + d for p, d in zip(parameters, deltas(self.pid).values(), strict=True)]
             return new, WEIGHTS[self.pid], {"train_loss": 1.0 + self.pid, "note": "text"}
 
+        def evaluate(self, parameters: list[np.ndarray], config: Any) -> Any:
+            return 0.5 + self.pid, 10, {}
+
     def client_fn(context: Context) -> Any:
         return Client(_pid(context)).to_client()
 
     app = ClientApp(client_fn=client_fn, mods=[SecAggMod(journal=JournalIn(tmp_path))])
     grid = make_grid(app, N)
     strategy = Recording(
-        fraction_evaluate=0.0,
+        min_evaluate_clients=N,
         min_fit_clients=N,
         min_available_clients=N,
         initial_parameters=ndarrays_to_parameters([a.numpy() for a in initial().values()]),
@@ -277,6 +280,26 @@ def test_legacy_numpy_client_in_default_workflow(make_grid: Any, tmp_path: Path)
     assert fitres.num_examples == sum(WEIGHTS)
     assert set(fitres.metrics) == {"train_loss"}  # the string metric never left a node
     assert context.history.metrics_distributed_fit["pairs"] == [(1, 1)]
+    # Evaluation is Flower's own (not secured): the mod passed it through.
+    assert context.history.losses_distributed == [(1, 2.5)]
+
+
+def test_evaluate_messages_pass_the_grid_as_they_are(make_grid: Any, tmp_path: Path) -> None:
+    app = message_app(tmp_path)
+
+    @app.evaluate()
+    def evaluate(msg: Message, context: Context) -> Message:
+        metrics = MetricRecord({"eval_loss": float(_pid(context)), "num-examples": 10})
+        return Message(RecordDict({"metrics": metrics}), reply_to=msg)
+
+    grid = make_grid(app, N)
+    strategy = FedAvg(min_train_nodes=N, min_evaluate_nodes=N, min_available_nodes=N)
+    result = strategy.start(
+        grid=SecAggGrid(grid, SecAggTrainingWorkflow(N, 3)), initial_arrays=initial(), num_rounds=1
+    )
+    assert result.evaluate_metrics_clientapp[1]["eval_loss"] == pytest.approx(2.0)
+    evaluated = [m for m in grid.delivered if m.metadata.message_type == "evaluate"]
+    assert len(evaluated) == N and all(_wire.RECORD not in m.content for m in evaluated)
 
 
 def test_weights_are_capped_at_max_weight(make_grid: Any, tmp_path: Path) -> None:
