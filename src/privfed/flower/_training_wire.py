@@ -38,7 +38,7 @@ import json
 import logging
 import math
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Final, Literal
 
 import numpy as np
@@ -56,15 +56,19 @@ from privfed.errors import (
 from privfed.secagg.protocol.config import MAX_VECTOR_LENGTH
 
 __all__ = [
+    "ENCODING_FIELD",
     "FITRES_ARRAYS",
     "FITRES_METRICS",
     "FITRES_WEIGHT",
     "STAGE_FIELD",
+    "STRUCTURE_FIELD",
     "ArraySpec",
+    "ReplyFormat",
     "Rounding",
     "Structure",
     "TrainingEncoding",
     "array_layout",
+    "dtype_and_shape",
 ]
 
 _LOG = logging.getLogger("privfed.flower")
@@ -531,8 +535,3 @@ def _pair(item: object) -> tuple[str, str]:
         raise ValueError("pair")
     first, second = item
     return _check_name("record", first), _check_name("name", second)
-
-
-def layouts_agree(layouts: Sequence[tuple[ArraySpec, ...]]) -> bool:
-    """Whether every train instruction carries the same array layout."""
-    return all(layout == layouts[0] for layout in layouts)

@@ -85,6 +85,7 @@ from privfed.flower._training_wire import (
     ENCODING_FIELD,
     STAGE_FIELD,
     STRUCTURE_FIELD,
+    ArraySpec,
     ReplyFormat,
     Rounding,
     Structure,
@@ -316,12 +317,18 @@ class SecAggTrainingWorkflow:
         self.reports: list[TrainingRoundReport] = []
 
     def encoding(
-        self, arrays: tuple[object, ...], reply_format: ReplyFormat = "message",
+        self,
+        arrays: tuple[ArraySpec, ...],
+        reply_format: ReplyFormat = "message",
         weight_key: str = "num-examples",
-    ) -> TrainingEncoding:  # fmt: skip
-        """The round's public encoding for this array layout."""
+    ) -> TrainingEncoding:
+        """The round's public encoding for this array layout (``array_layout`` of the instructions).
+
+        Raises:
+            ParameterError, ParameterTypeError: An encoding argument outside its domain.
+        """
         return TrainingEncoding(
-            arrays=arrays,  # type: ignore[arg-type]
+            arrays=arrays,
             clipping_range=self.clipping_range,
             quantization_range=self.quantization_range,
             max_weight=self.max_weight,
