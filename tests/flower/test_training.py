@@ -461,6 +461,32 @@ def test_a_malformed_masked_input_is_a_dropout(make_grid: Any, tmp_path: Path, h
     assert_close_to(result.arrays, fedavg([0, 1, 3, 4]), STEP / 2)
 
 
+def garbling(pid: int, stage: str) -> Callable[..., Message]:
+    """A mod around secagg_mod: partition ``pid`` replaces its protocol message by garbage."""
+
+    def mod(msg: Message, context: Context, call_next: Any) -> Message:
+        at = _stage(msg)
+        reply: Message = call_next(msg, context)
+        if at == stage and _pid(context) == pid:
+            reply.content.config_records[_wire.RECORD]["message"] = b"\x01garbage" * 9
+        return reply
+
+    return mod
+
+
+@pytest.mark.parametrize("stage", ["advertise", "share", "unmask"])
+def test_a_garbage_reply_at_a_key_stage_is_a_dropout(
+    make_grid: Any, tmp_path: Path, stage: str
+) -> None:
+    grid = make_grid(message_app(tmp_path, [garbling(1, stage)]), N)
+    flow = SecAggTrainingWorkflow(N, 3, rounding="nearest")
+    _, result = start(grid, flow)
+    report = flow.reports[0]
+    assert report.dropped[stage] == (1002,) and 1002 in report.refused
+    inside = range(N) if stage == "unmask" else (0, 2, 3, 4)
+    assert_close_to(result.arrays, fedavg(inside), STEP / 2)
+
+
 def test_a_late_reply_is_a_dropout_and_is_ignored_when_it_arrives(
     make_grid: Any, tmp_path: Path
 ) -> None:
