@@ -119,7 +119,9 @@ def test_latent_job_across_supernode_processes(tmp_path: Path) -> None:
 
     # Distributed: noise in every total, a different one per seed, privfed run's release.
     seven, other = (evaluation[n]["aggregate_ring_sha256"] for n in ("skellam-7", "skellam-123"))
-    assert exact not in (seven, other) and seven != other
+    exact_on_the_plans_grid = _exact_digest({**RUN, "noise": "distributed-skellam"})
+    assert exact_on_the_plans_grid != exact  # the distributed plan has its own grid
+    assert exact_on_the_plans_grid not in (seven, other) and seven != other
     noisy_local = _privfed_run(tmp_path, "local-skellam", "--noise", "distributed-skellam")
     releases = {
         name: json.loads((tmp_path / name / "release.json").read_text())

@@ -36,6 +36,7 @@ from flwr.clientapp import ClientApp
 from scipy.stats import chi2
 
 import privfed.engines.latent.distributed as distributed_module
+import privfed.engines.latent.job as job_module
 import privfed.flower.server as server_module
 from privfed.engines.latent.distributed import layers_supported
 from privfed.errors import DeclarationError, MessageFormatError, ProtocolAbort
@@ -89,8 +90,10 @@ class _Recorder:
         self.rounds: list[SecAggRoundResult] = []
         self.servers: list[SecAggServer] = []
         self.decoded: list[Any] = []
+        self.results: list[Any] = []
         recorder = self
         run, decode = SecAggWorkflow.run, distributed_module.decode_noisy_total
+        pipeline = job_module.run_pipeline
 
         class Recording(SecAggServer):
             def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -107,6 +110,12 @@ class _Recorder:
             recorder.decoded.append(out)
             return out
 
+        def recorded_pipeline(*args: Any, **kwargs: Any) -> Any:
+            out = pipeline(*args, **kwargs)
+            recorder.results.append(out)
+            return out
+
+        monkeypatch.setattr(job_module, "run_pipeline", recorded_pipeline)
         monkeypatch.setattr(server_module, "SecAggServer", Recording)
         monkeypatch.setattr(SecAggWorkflow, "run", recorded_run)
         monkeypatch.setattr(distributed_module, "decode_noisy_total", recorded_decode)
@@ -164,7 +173,13 @@ def test_every_entry_point_delivers_the_plans_noise(
     totals = []
     for seed in (7, 123):
         recorder = _Recorder(monkeypatch)
-        run = {**RUN, "noise": model, "noise-seed": seed, "output-dir": str(tmp_path / f"s{seed}")}
+        run = {
+            **RUN,
+            "journal-dir": str(tmp_path / "journals"),
+            "noise": model,
+            "noise-seed": seed,
+            "output-dir": str(tmp_path / f"s{seed}"),
+        }
         server_app, client_app = _entry_point(entry, tmp_path / f"journal-{seed}")
         grid = loopback(client_app, 6, run_config=run)
         _run_job(server_app, grid, run)
@@ -196,11 +211,15 @@ def test_every_entry_point_delivers_the_plans_noise(
         outside = np.setdiff1d(np.arange(noise.size), noised)
         assert not np.any(noise[outside])  # un-noised coordinates are exact (public counts)
 
-        # The server never held the survivors' exact total.
+        # The server never held the survivors' exact total, nor computed any client's
+        # exact statistics (the job's result holds no exact aggregate).
+        (job_result,) = recorder.results
+        assert job_result.aggregate is None
         seen: list[np.ndarray] = []
         for server in recorder.servers:
             _walk(vars(server), seen)
         _walk(result, seen)
+        _walk(job_result, seen)
         same_shape = [a for a in seen if a.shape == exact.shape]
         assert same_shape
         assert not any(np.array_equal(a.astype(np.uint64), exact) for a in same_shape)
@@ -212,6 +231,8 @@ def test_every_entry_point_delivers_the_plans_noise(
         )
         release = json.loads((tmp_path / f"s{seed}" / "release.json").read_text())
         assert release["dp"]["distributed"]["noise_model"] == model
+        # A seeded run says that whoever knows the seed can remove the noise.
+        assert "derived from the run's noise seed" in release["dp"]["trust"]
         totals.append(result.total)
         monkeypatch.undo()
     assert not np.array_equal(totals[0], totals[1])  # two seeds, two noisy totals
@@ -232,7 +253,13 @@ def test_a_node_that_declares_no_noise_is_refused(
     model: str, loopback: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     recorder = _Recorder(monkeypatch)
-    run = {**RUN, "noise": model, "noise-seed": 7, "scripted-dropouts": False}
+    run = {
+        **RUN,
+        "journal-dir": str(tmp_path / "journals"),
+        "noise": model,
+        "noise-seed": 7,
+        "scripted-dropouts": False,
+    }
     run["output-dir"] = str(tmp_path / "out")
     from privfed.flower import apps
 
@@ -252,7 +279,13 @@ def test_a_node_that_declares_no_noise_is_refused(
 def test_too_many_outdated_nodes_abort_before_any_release(
     loopback: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    run = {**RUN, "noise": "distributed-gaussian", "noise-seed": 7, "scripted-dropouts": False}
+    run = {
+        **RUN,
+        "journal-dir": str(tmp_path / "journals"),
+        "noise": "distributed-gaussian",
+        "noise-seed": 7,
+        "scripted-dropouts": False,
+    }
     run["output-dir"] = str(tmp_path / "out")
     from privfed.flower import apps
 
@@ -271,7 +304,13 @@ def test_a_node_with_another_plan_is_refused(
     loopback: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     recorder = _Recorder(monkeypatch)
-    run = {**RUN, "noise": "distributed-gaussian", "noise-seed": 7, "scripted-dropouts": False}
+    run = {
+        **RUN,
+        "journal-dir": str(tmp_path / "journals"),
+        "noise": "distributed-gaussian",
+        "noise-seed": 7,
+        "scripted-dropouts": False,
+    }
     run["output-dir"] = str(tmp_path / "out")
     from privfed.flower import apps
 
@@ -314,6 +353,10 @@ def test_declarations_round_trip_and_refuse_malformed_bytes() -> None:
         b"[1, 2]",
         b"x" * 5000,
         json.dumps({**good, "v": 2}).encode(),
+        json.dumps({**good, "v": True}).encode(),
+        json.dumps({**good, "v": 1.0}).encode(),
+        b"[" * 2000 + b"]" * 2000,  # deep nesting: RecursionError inside json
+        b'{"v":' + b"[" * 1500 + b"]" * 1500 + b"}",
         json.dumps({**good, "extra": 1}).encode(),
         json.dumps({k: v for k, v in good.items() if k != "plan_sha256"}).encode(),
         json.dumps({**good, "layers": True}).encode(),
@@ -412,7 +455,7 @@ def test_scripted_dropouts_are_error_replies_not_exceptions(
 ) -> None:
     from privfed.engines.latent.job import dropout_plan
 
-    run = {**RUN, "noise": "central"}
+    run = {**RUN, "journal-dir": str(tmp_path / "journals"), "noise": "central"}
     planned = {p for who in dropout_plan(pipeline_config(run)).values() for p in who}
     grid = loopback(latent_client_app(journal=JournalIn(tmp_path)), 6, run_config=run)
     flow = SecAggWorkflow(threshold=4, vector_length=280, timeout=1.0)
@@ -427,12 +470,20 @@ def test_scripted_dropouts_are_error_replies_not_exceptions(
     assert lines and all(r.exc_info is None for r in lines)
 
 
-def test_a_small_federation_fails_fast_with_one_line_saying_what_to_do(loopback: Any) -> None:
+def test_a_small_federation_fails_fast_with_one_line_saying_what_to_do(
+    loopback: Any, tmp_path: Path
+) -> None:
     import time
 
     from privfed.flower import apps
 
-    run = {**RUN, "num-clients": 10, "wait-s": 120.0, "join-grace-s": 0.5}
+    run = {
+        **RUN,
+        "journal-dir": str(tmp_path / "journals"),
+        "num-clients": 10,
+        "wait-s": 120.0,
+        "join-grace-s": 0.5,
+    }
     grid = loopback(apps.client_app, 2, run_config=run)
     start = time.monotonic()
     with pytest.raises(ProtocolAbort) as info:
@@ -486,3 +537,95 @@ def test_flower_logs_a_privfed_error_of_the_server_app_as_one_line() -> None:
         "only 2 of 10 Flower nodes connected"
     )
     assert "Traceback" in bug and "KeyError" in bug
+
+
+def _no_hello_app() -> ClientApp:
+    """A node that connects but fails every message (it never answers the hello)."""
+    return ClientApp()
+
+
+@pytest.mark.parametrize("model", ["distributed-gaussian", "central"])
+def test_a_node_missing_from_the_hello_is_a_dropout_not_the_end_of_the_job(
+    model: str, loopback: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its partition stays a client of the round (the nodes' plan counts n = 6 of them)."""
+    recorder = _Recorder(monkeypatch)
+    run = {**RUN, "journal-dir": str(tmp_path / "journals"), "noise": model}
+    run.update({"noise-seed": 7, "scripted-dropouts": False, "output-dir": str(tmp_path / "o")})
+    from privfed.flower import apps
+
+    grid = loopback(apps.client_app, 6, run_config=run, apps={1004: _no_hello_app()})
+    _run_job(apps.server_app, grid, run)
+    (result,) = recorder.rounds
+    assert len(result.config.client_ids) == 6
+    assert result.survivors == (1, 2, 3, 5, 6)
+    assert 4 in result.dropped[Stage.ADVERTISE_KEYS]
+    assert (tmp_path / "o" / "release.json").exists()
+
+
+def test_a_partition_id_outside_the_job_is_left_out(
+    loopback: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recorder = _Recorder(monkeypatch)
+    run = {**RUN, "journal-dir": str(tmp_path / "journals"), "noise": "distributed-gaussian"}
+    run.update({"noise-seed": 7, "scripted-dropouts": False, "output-dir": str(tmp_path / "o")})
+    from privfed.flower import apps
+
+    grid = loopback(apps.client_app, 6, run_config=run)
+    grid.contexts[1006].node_config["partition-id"] = 9  # outside [0, 6)
+    _run_job(apps.server_app, grid, run)
+    (result,) = recorder.rounds
+    assert 1006 not in result.clients and result.survivors == (1, 2, 3, 4, 5)
+
+
+def test_settings_flower_cannot_honour_are_refused_before_any_node_is_asked(
+    loopback: Any, tmp_path: Path
+) -> None:
+    from privfed.errors import ParameterError
+    from privfed.flower import apps
+
+    base = {**RUN, "journal-dir": str(tmp_path / "journals"), "output-dir": str(tmp_path / "o")}
+    for bad, key in (
+        ({"secagg-mode": "active", "noise": "distributed-gaussian"}, "secagg-mode"),
+        ({"baselines": True, "noise": "distributed-skellam"}, "baselines"),
+    ):
+        grid = loopback(apps.client_app, 6, run_config={**base, **bad})
+        with pytest.raises(ParameterError, match=key):
+            _run_job(apps.server_app, grid, {**base, **bad})
+        assert grid.delivered == []
+
+
+def test_a_node_refuses_a_round_in_another_security_mode() -> None:
+    from privfed.engines.latent.job import fit_codec, load_data, run_spec
+    from privfed.flower.latent_app import check_round_config
+    from privfed.secagg import SecAggConfig
+
+    config = pipeline_config({**RUN, "noise": "distributed-gaussian"})
+    data = load_data(config)
+    _, plan = run_spec(config, fit_codec(config, data.split.public), num_classes=10)
+    import dataclasses
+
+    semi_honest = SecAggConfig(
+        client_ids=tuple(range(1, 7)), threshold=plan.threshold,
+        vector_length=plan.spec.num_values, session_id=bytes(32),
+    )  # fmt: skip
+    check_round_config(semi_honest, plan)
+    active_plan = dataclasses.replace(plan, secagg_mode="active")
+    with pytest.raises(ProtocolAbort, match="mode semi-honest \\(plan: active\\)"):
+        check_round_config(semi_honest, active_plan)
+
+
+def test_an_unseeded_run_noises_from_the_csprng_and_claims_no_seed(
+    loopback: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recorder = _Recorder(monkeypatch)
+    run = {**RUN, "journal-dir": str(tmp_path / "journals"), "noise": "distributed-skellam"}
+    run.update({"noise-seed": -1, "output-dir": str(tmp_path / "o")})
+    from privfed.flower import apps
+
+    _run_job(apps.server_app, loopback(apps.client_app, 6, run_config=run), run)
+    (result,) = recorder.rounds
+    assert all(d is not None and not d.seeded for d in result.declarations.values())
+    release = json.loads((tmp_path / "o" / "release.json").read_text())
+    assert "noise seed" not in release["dp"]["trust"]
+    assert "server not trusted with the data" in release["dp"]["trust"]

@@ -108,7 +108,11 @@ def test_flwr_run_of_the_app_folder_adds_the_noise_its_release_claims(tmp_path: 
             assert "scripted dropout of partition" in logs[seed]
             assert "Traceback" not in logs[seed]  # ... logged as one line
 
-    config = pipeline_config({"num-clients": NODES, "samples-per-class": 40})  # the ring layout
+    # The exact total on the run's own grid (the distributed plan's fractional bits).
+    config = pipeline_config(
+        {"num-clients": NODES, "samples-per-class": 40, "dropout-rate": 0.34}
+        | {"noise": "distributed-skellam", "noise-seed": 7}
+    )
     seven = json.loads((tmp_path / "seed-7" / "flower_evaluation.json").read_text())
     survivors = seven["survivors"]
     exact = np.sum([node_ring_vector(config, p) for p in survivors], axis=0, dtype=np.uint64)

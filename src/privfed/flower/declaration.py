@@ -95,9 +95,10 @@ class NoiseDeclaration:
             raise MessageFormatError("the noise declaration is not a short byte string")
         try:
             doc = json.loads(data.decode())
-        except (UnicodeDecodeError, ValueError):
+        except (UnicodeDecodeError, ValueError, RecursionError):
             raise MessageFormatError("the noise declaration is not JSON") from None
-        if not isinstance(doc, dict) or doc.get("v") != DECLARATION_VERSION:
+        version = doc.get("v") if isinstance(doc, dict) else None
+        if type(version) is not int or version != DECLARATION_VERSION:
             raise MessageFormatError(f"the noise declaration is not version {DECLARATION_VERSION}")
         kinds = {
             "session": str,

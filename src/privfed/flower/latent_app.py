@@ -58,7 +58,12 @@ from privfed.flower.latent_node import (
     node_ring_vector,
     pipeline_config,
 )
-from privfed.flower.server import SecAggRoundResult, SecAggWorkflow, wait_for_federation
+from privfed.flower.server import (
+    SecAggRoundResult,
+    SecAggWorkflow,
+    quiet_privfed_errors,
+    wait_for_federation,
+)
 from privfed.secagg import Stage
 
 __all__ = [
@@ -116,8 +121,10 @@ class _FlowerAggregator:
         timeout: float,
         seeded: bool = False,
         noise_model: str = "central",
+        num_clients: int | None = None,
     ) -> None:
         self.grid = grid
+        self.num_clients = len(partitions) if num_clients is None else num_clients
         self.seeded = seeded
         self.noise_model = noise_model
         self.partitions = dict(partitions)  # node id -> partition id
@@ -188,7 +195,10 @@ class _FlowerAggregator:
             expected_input=expected,
         )
         mapping = {node: pid + 1 for node, pid in self.partitions.items()}
-        result = workflow.run(self.grid, mapping)
+        # Partitions without a node are still clients of the round (the nodes' noise plan
+        # counts n of them): dropouts before they advertise.
+        absent = set(range(1, self.num_clients + 1)) - set(mapping.values())
+        result = workflow.run(self.grid, mapping, absent=absent)
         self.round = result
         return result
 
@@ -292,13 +302,30 @@ def latent_main(
             f"0 or {threshold_for(config.num_clients)} with distributed noise",
             threshold,
         )
+    if config.secagg_mode != "semi-honest":
+        # The active mode needs each node's own policy (identity, registry): not yet over Flower.
+        raise ParameterError(
+            "secagg-mode", "'semi-honest' over Flower (the active mode runs in process)",
+            config.secagg_mode,
+        )  # fmt: skip
+    if distributed and config.baselines:
+        raise ParameterError(
+            "baselines", "false with distributed noise (the noiseless baseline needs the "
+            "exact total, which the server never holds)", config.baselines,
+        )  # fmt: skip
     output = str(run.get("output-dir", "runs/flower-latent"))
     overwrite = bool(run.get("overwrite", False))
     release_only = bool(run.get("release-only", False))
     check_output_dir(output, overwrite=overwrite)
     partitions = wait_for_federation(grid, run, config.num_clients)
-    if not all(0 <= p < config.num_clients for p in partitions.values()):
-        raise ProtocolAbort("nodes declare partitions outside [0, num-clients)")
+    outside = {node: p for node, p in partitions.items() if not 0 <= p < config.num_clients}
+    for node, pid in sorted(outside.items()):
+        _LOG.warning("left out node %d: partition-id %d outside [0, num-clients)", node, pid)
+    partitions = {node: p for node, p in partitions.items() if node not in outside}
+    if len(partitions) < 2:
+        raise ProtocolAbort(
+            f"only {len(partitions)} node(s) declare a partition-id in [0, {config.num_clients})"
+        )
     aggregator = _FlowerAggregator(
         grid,
         partitions,
@@ -306,6 +333,7 @@ def latent_main(
         timeout=float(run.get("timeout", 120.0)),
         seeded=config.noise_seed is not None,
         noise_model=str(config.noise),
+        num_clients=config.num_clients,
     )
     if distributed:
         result = run_pipeline(config, noisy_aggregator=aggregator.noisy)
@@ -337,6 +365,7 @@ def latent_server_app(
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
+        quiet_privfed_errors()
         latent_main(grid, source.of(context), on_result=on_result)
 
     return app

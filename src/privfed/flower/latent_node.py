@@ -233,6 +233,7 @@ def check_round_config(config: SecAggConfig, plan: Any) -> None:
         "vector_length": plan.spec.num_values,
         "noise_layers": plan.layers,
         "graph": GraphMode.COMPLETE,
+        "mode": str(plan.secagg_mode),
     }
     got = {
         "clients": len(config.client_ids),
@@ -240,6 +241,7 @@ def check_round_config(config: SecAggConfig, plan: Any) -> None:
         "vector_length": config.vector_length,
         "noise_layers": config.noise_layers,
         "graph": config.graph,
+        "mode": str(getattr(config.mode, "value", config.mode)),
     }
     wrong = sorted(k for k in wanted if wanted[k] != got[k])
     if wrong:

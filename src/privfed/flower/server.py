@@ -41,7 +41,7 @@ from privfed.errors import (
     MessageFormatError,
     ParameterError,
     ParameterTypeError,
-    PrivfedError,
+    PrivacyError,
     ProtocolAbort,
 )
 from privfed.flower import _wire
@@ -203,12 +203,16 @@ def wait_for_nodes(
         time.sleep(poll)
 
 
+# What a user meets for a setting or a federation, not a bug: one line, no traceback.
+_USER_FACING = (ParameterError, ParameterTypeError, ProtocolAbort, PrivacyError)
+
+
 class _OneLinePrivfedErrors(logging.Filter):
     """Flower logs a failing ServerApp with its traceback; a privfed error needs one line."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        if isinstance(exc, PrivfedError):
+        if isinstance(exc, _USER_FACING):
             record.msg = f"{record.getMessage()}: {type(exc).__name__}: {exc}"
             record.args = None
             record.exc_info = None
@@ -218,6 +222,11 @@ class _OneLinePrivfedErrors(logging.Filter):
 
 def quiet_privfed_errors() -> None:
     """Make Flower log a ServerApp's privfed errors as one line (bugs keep their traceback).
+
+    One line for a bad setting (``ParameterError``, ``ParameterTypeError``),
+    a round that could not complete (``ProtocolAbort``) and a refused
+    release (``PrivacyError``); everything else, privfed's other errors
+    included, keeps Flower's traceback.
 
     Idempotent; call it from a ServerApp's ``main``.  Flower's own line
     ("ServerApp raised an exception") stays, followed by privfed's message.
@@ -367,6 +376,7 @@ class SecAggWorkflow:
         session_id: bytes | None = None,
         group_id: str | None = None,
         extra: Mapping[str, int | str | bytes] | None = None,
+        absent: Iterable[int] = (),
     ) -> SecAggRoundResult:
         """Run one round over ``grid``.
 
@@ -379,6 +389,10 @@ class SecAggWorkflow:
             group_id: Flower group id of the messages (default: the round index).
             extra: Small public fields added to every node's ADVERTISE_KEYS
                 message (e.g. job parameters), in the privfed record.
+            absent: Client ids of the round that have no Flower node (they
+                never connected or answered the hello): they are in the
+                round's config -- whose client count a node's noise plan
+                checks -- and are dropouts of ADVERTISE_KEYS.
 
         Returns:
             A :class:`SecAggRoundResult`.
@@ -390,8 +404,13 @@ class SecAggWorkflow:
             ReconstructionError: Revealed shares are inconsistent.
         """
         mapping = _client_map(clients)
+        missing = {int(c) for c in absent}
+        if missing & set(mapping.values()) or any(c < 1 for c in missing):
+            raise ParameterError(
+                "absent", "client ids >= 1 without a node in clients", sorted(missing)
+            )
         config = self.make_config(
-            sorted(mapping.values()), session_id=session_id, round_index=round_index
+            sorted({*mapping.values(), *missing}), session_id=session_id, round_index=round_index
         )
         server = SecAggServer(config)
         node_of = {cid: node for node, cid in mapping.items()}
@@ -439,6 +458,15 @@ class SecAggWorkflow:
                 except _REFUSALS as exc:
                     state.refused[cid] = str(exc)
                     _LOG.warning("refused client %d's %s reply: %s", cid, stage.name, exc)
+                except Exception as exc:  # a peer's bytes must never end the round
+                    state.refused[cid] = f"{type(exc).__name__}: {exc}"
+                    _LOG.error(
+                        "refused client %d's %s reply (unexpected %s)",
+                        cid,
+                        stage.name,
+                        type(exc).__name__,
+                        exc_info=exc,
+                    )
             state.server[stage] += time.perf_counter() - start
 
         def receive_bytes(cid: int, content: RecordDict) -> None:
@@ -477,6 +505,7 @@ class SecAggWorkflow:
                 {_wire.RECORD: ConfigRecord({**fields, "config": config_bytes, "client-id": cid})}
             )
             for cid in config.client_ids
+            if cid in node_of  # an absent client is asked nothing: a dropout of this stage
         }
         state.server[Stage.ADVERTISE_KEYS] += time.perf_counter() - start
         exchange(Stage.ADVERTISE_KEYS, advertise, receive_bytes)

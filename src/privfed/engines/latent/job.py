@@ -552,7 +552,7 @@ class PipelineResult(WritesArtifacts):
     split: DatasetSplit
     client_indices: tuple[np.ndarray, ...]
     codec: Codec
-    aggregate: LatentStatistics = field(repr=False)
+    aggregate: LatentStatistics | None = field(repr=False)
     release: NoisyLatentStatistics = field(repr=False)
     gaussians: ClassGaussians = field(repr=False)
     synthetic_images: np.ndarray = field(repr=False)
@@ -695,14 +695,16 @@ class Aggregation:
     """What secure aggregation delivered to the server.
 
     Attributes:
-        aggregate: The exact total of the survivors' statistics.
+        aggregate: The exact total of the survivors' statistics; ``None`` when
+            the process never held it (distributed noise over an external
+            round, e.g. Flower: the nodes noise before masking).
         survivors: Indices (0-based) of the clients whose input is in the total.
         dropouts: Scripted dropouts per stage (0-based client indices).
         threshold: The secure-aggregation threshold.
         bytes_per_client: Mean bytes a client that finished the round sent.
     """
 
-    aggregate: LatentStatistics = field(repr=False)
+    aggregate: LatentStatistics | None = field(repr=False)
     survivors: tuple[int, ...]
     dropouts: Mapping[Stage, tuple[int, ...]]
     threshold: int
@@ -855,8 +857,16 @@ def distributed_facts(plan: DistributedNoisePlan, dist: DistributedAggregation) 
     claimed = plan.claimed_stds()
     delivered = plan.delivered_stds(u)
     central = plan.central.noise_std_sum
+    facts = plan.describe()
+    if dist.noisy.seeded:
+        # A public seed makes every client's noise known to whoever knows the run config.
+        facts["trust"] = (
+            f"{facts['trust']}. The clients' noise was derived from the run's noise seed "
+            "(reproduction only): whoever knows that seed, the server included, can remove "
+            "it, so this run gives no DP against them"
+        )
     return {
-        **plan.describe(),
+        **facts,
         "independent_noise_inflation": dropout_inflation(u, plan.threshold, plan.corrupted),
         "delivered_vs_claimed_std": delivered[0] / claimed[0],
         "delivered_vs_central_std": delivered[0] / central,
@@ -1047,9 +1057,10 @@ def run_pipeline(
             (see :data:`Aggregator`); ``None`` runs them here.  Central noise only.
         noisy_aggregator: Replaces the distributed round (see
             :data:`NoisyAggregator`); distributed noise models only.  The job
-            still computes the exact statistics in its own process for the
-            evaluation (noiseless baseline, record count), as it does in
-            process; the release never touches them.
+            then never computes the clients' exact statistics or their total
+            (the point of distributed noise: whoever runs this job holds only
+            the noisy total), so ``baselines`` must be off and the report's
+            record count is the one the release carries.
 
     Returns:
         The result: a JSON-able :class:`PipelineReport` plus artefacts.
@@ -1086,6 +1097,11 @@ def _run(
             "plays the active mode)",
             config.secagg_mode,
         )
+    if noisy_aggregator is not None and config.baselines:
+        # The noiseless baseline needs the exact total, which this job must never hold.
+        raise ParameterError(
+            "baselines", "False with an external distributed round", config.baselines
+        )
 
     clock.start("data", f"loading {config.dataset!r}")
     data = load_data(config)
@@ -1107,12 +1123,8 @@ def _run(
 
     latents: torch.Tensor | None = None
     client_stats: list[LatentStatistics] = []
-    if aggregator is None:
-        clock.start(
-            "clients",
-            "encoding and computing exact statistics"
-            + ("" if noisy_aggregator is None else " (evaluation only; the nodes send theirs)"),
-        )
+    if aggregator is None and noisy_aggregator is None:
+        clock.start("clients", "encoding and computing exact statistics")
         latents = encode(codec, split.private.images, device)
         client_stats = [
             client_statistics(latents[idx], split.private.labels[idx], spec, device)
@@ -1138,8 +1150,12 @@ def _run(
         else:
             delivered = noisy_aggregator(data, dplan, dropouts)
             dist = delivered.distributed
-            agg = _evaluation_aggregation(
-                client_stats, dist, delivered.dropouts, dplan.threshold, spec
+            agg = Aggregation(
+                aggregate=None,  # the nodes' exact statistics never reach this process
+                survivors=dist.survivors,
+                dropouts={stage: tuple(ids) for stage, ids in delivered.dropouts.items()},
+                threshold=dplan.threshold,
+                bytes_per_client=dist.bytes_per_client,
             )
     elif aggregator is None:
         agg = aggregate(
@@ -1152,9 +1168,16 @@ def _run(
         )
     else:
         agg = aggregator(data, spec, threshold, dropouts)
+    records = (
+        agg.aggregate.total_records
+        if agg.aggregate is not None
+        else round(float(np.sum(dist.noisy.counts)))
+        if dist is not None
+        else 0
+    )
     clock.finish(
         "secagg",
-        f"{len(agg.survivors)} survivors, {agg.aggregate.total_records} records, "
+        f"{len(agg.survivors)} survivors, {records} records, "
         + ("exact" if dist is None else f"noisy ({config.noise})"),
     )
 
@@ -1162,6 +1185,7 @@ def _run(
         "release", f"planning (epsilon={config.epsilon}, delta={config.delta}, {config.adjacency})"
     )
     if dplan is None or dist is None or ledger is None:
+        assert agg.aggregate is not None  # noqa: S101 -- central noise: the server holds it
         rel = release(agg.aggregate, config, spec)
     else:  # the clients' noise is already in the total: decoding was the release
         rel = LatentRelease(plan=dplan.claimed_plan(), ledger=ledger, noisy=dist.noisy)
@@ -1184,9 +1208,13 @@ def _run(
     if config.baselines:
         clock.start("baselines", "real private data, and noiseless synthetic data")
         acc_real = train_evaluate(
-            np.array(split.private.images), np.array(split.private.labels), split.test, config,
+            np.array(split.private.images),
+            np.array(split.private.labels),
+            split.test,
+            config,
             device,
         )
+        assert agg.aggregate is not None  # noqa: S101 -- refused above otherwise
         clean = fit_class_gaussians(nonprivate_release(agg.aggregate))
         clean_synthetic = synthesize(codec, clean, config, device, offset=2)
         acc_nondp = train_evaluate(
@@ -1240,7 +1268,7 @@ def _run(
         dropped_clients={stage.name: list(ids) for stage, ids in agg.dropouts.items()},
         records_public=len(split.public),
         records_private=len(split.private),
-        records_aggregated=agg.aggregate.total_records,
+        records_aggregated=records,
         records_test=len(split.test),
         seconds=dict(clock.seconds)
         | (
