@@ -284,6 +284,54 @@ def test_legacy_numpy_client_in_default_workflow(make_grid: Any, tmp_path: Path)
     assert context.history.losses_distributed == [(1, 2.5)]
 
 
+def test_flower_dp_shape_fixedclipping_mod_after_secagg_mod(make_grid: Any, tmp_path: Path) -> None:
+    """examples/fl-dp-sa's stack: clients clip with fixedclipping_mod, the server wraps FedAvg.
+
+    Noise multiplier 0 keeps the check exact: the aggregate is FedAvg of the
+    clipped updates within half a step (plus float32 rounding).
+    """
+    from flwr.client.mod import fixedclipping_mod
+    from flwr.server.strategy import DifferentialPrivacyClientSideFixedClipping
+
+    class Client(NumPyClient):
+        def __init__(self, pid: int) -> None:
+            self.pid = pid
+
+        def fit(self, parameters: list[np.ndarray], config: Any) -> Any:
+            new = [p + d for p, d in zip(parameters, deltas(self.pid).values(), strict=True)]
+            return new, WEIGHTS[self.pid], {}
+
+    mods: list[Any] = [SecAggMod(journal=JournalIn(tmp_path)), fixedclipping_mod]
+    app = ClientApp(client_fn=lambda context: Client(_pid(context)).to_client(), mods=mods)
+    start_params = [a.numpy() for a in initial().values()]
+    inner = LegacyFedAvg(
+        fraction_evaluate=0.0, min_fit_clients=N, min_available_clients=N,
+        initial_parameters=ndarrays_to_parameters(start_params),
+    )  # fmt: skip
+    strategy = DifferentialPrivacyClientSideFixedClipping(
+        inner, noise_multiplier=0.0, clipping_norm=1.0, num_sampled_clients=N
+    )
+    context = LegacyContext(
+        Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config={}),
+        config=ServerConfig(num_rounds=1),
+        strategy=strategy,
+    )
+    flow = SecAggTrainingWorkflow(num_shares=N, reconstruction_threshold=3, rounding="nearest")
+    DefaultWorkflow(fit_workflow=flow)(make_grid(app, N), context)
+    final = context.state.array_records[MAIN_PARAMS_RECORD].to_numpy_ndarrays()
+    total = sum(WEIGHTS)
+    for i, name in enumerate(SHAPES):
+        clipped = []
+        for pid in range(N):
+            update = list(deltas(pid).values())
+            norm = np.sqrt(sum(float(np.sum(u.astype(np.float64) ** 2)) for u in update))
+            clipped.append(update[i].astype(np.float64) * min(1.0, 1.0 / norm))
+        mean = sum(w * c for w, c in zip(WEIGHTS, clipped, strict=True)) / total
+        want = start_params[i].astype(np.float64) + mean
+        assert np.all(np.abs(final[i] - want) <= STEP / 2 + 1e-6), name
+        assert np.abs(mean).max() > 100 * STEP  # the clipped updates moved the model
+
+
 def test_evaluate_messages_pass_the_grid_as_they_are(make_grid: Any, tmp_path: Path) -> None:
     app = message_app(tmp_path)
 
