@@ -4,7 +4,7 @@ In ONE run, the same job -- N clients, complete graph, threshold t, a vector of
 ``--length`` values per client, 10 % of the clients dropping before their
 masked input -- three ways:
 
-1. ``privfed-flower``: privfed's Flower apps (:class:`privfed.flower.SecAggWorkflow`
+1. ``privfed-flower``: privfed's Flower apps (:class:`privfed.flower.SecAggRound`
    + :func:`privfed.flower.add_secagg_handlers`) in Flower's simulation engine;
    dropouts are nodes whose ClientApp raises at MASKED_INPUT;
 2. ``flower-secaggplus``: Flower 1.42's own ``SecAggPlusWorkflow``
@@ -65,7 +65,7 @@ def _dropped(n: int, fraction: float) -> list[int]:
 def run_privfed_flower(
     n: int, t: int, length: int, dropped: list[int], cpus: int
 ) -> dict[str, Any]:
-    from privfed.flower import SecAggWorkflow, run_simulation, wait_for_nodes
+    from privfed.flower import SecAggRound, run_simulation, wait_for_nodes
     from privfed.flower.secagg_app import expected_sum, sum_client_app
     from privfed.secagg import Stage
 
@@ -83,7 +83,7 @@ def run_privfed_flower(
         from privfed.flower import hello
 
         partitions = hello(grid, nodes, timeout=600)
-        flow = SecAggWorkflow(threshold=t, vector_length=length, timeout=600)
+        flow = SecAggRound(threshold=t, vector_length=length, timeout=600)
         cpu0, wall0 = time.thread_time(), time.perf_counter()
         result = flow.run(grid, {node: pid + 1 for node, pid in partitions.items()})
         out["wall_s"] = time.perf_counter() - wall0

@@ -50,7 +50,7 @@ from privfed.flower.latent_app import (
     node_ring_vector,
     pipeline_config,
 )
-from privfed.flower.server import SecAggRoundResult, SecAggWorkflow, quiet_privfed_errors
+from privfed.flower.server import SecAggRound, SecAggRoundResult, quiet_privfed_errors
 from privfed.secagg import SecAggServer, Stage
 
 RUN: dict[str, Any] = {
@@ -92,7 +92,7 @@ class _Recorder:
         self.decoded: list[Any] = []
         self.results: list[Any] = []
         recorder = self
-        run, decode = SecAggWorkflow.run, distributed_module.decode_noisy_total
+        run, decode = SecAggRound.run, distributed_module.decode_noisy_total
         pipeline = job_module.run_pipeline
 
         class Recording(SecAggServer):
@@ -100,7 +100,7 @@ class _Recorder:
                 super().__init__(*args, **kwargs)
                 recorder.servers.append(self)
 
-        def recorded_run(flow: SecAggWorkflow, *args: Any, **kwargs: Any) -> SecAggRoundResult:
+        def recorded_run(flow: SecAggRound, *args: Any, **kwargs: Any) -> SecAggRoundResult:
             result = run(flow, *args, **kwargs)
             recorder.rounds.append(result)
             return result
@@ -117,7 +117,7 @@ class _Recorder:
 
         monkeypatch.setattr(job_module, "run_pipeline", recorded_pipeline)
         monkeypatch.setattr(server_module, "SecAggServer", Recording)
-        monkeypatch.setattr(SecAggWorkflow, "run", recorded_run)
+        monkeypatch.setattr(SecAggRound, "run", recorded_run)
         monkeypatch.setattr(distributed_module, "decode_noisy_total", recorded_decode)
 
 
@@ -442,7 +442,7 @@ def test_a_malformed_masked_input_is_a_dropout_not_the_end_of_the_round(
 
     app = add_secagg_handlers(ClientApp(mods=[_tamper(kind)]), values, journal=JournalIn(tmp_path))
     grid = loopback(app, 4)
-    flow = SecAggWorkflow(threshold=3, vector_length=16, timeout=1.0)
+    flow = SecAggRound(threshold=3, vector_length=16, timeout=1.0)
     result = flow.run(grid, {1001 + i: i + 1 for i in range(4)})
     assert result.survivors == (2, 3, 4)
     assert 1 in result.refused, dict(result.errors)
@@ -458,7 +458,7 @@ def test_scripted_dropouts_are_error_replies_not_exceptions(
     run = {**RUN, "journal-dir": str(tmp_path / "journals"), "noise": "central"}
     planned = {p for who in dropout_plan(pipeline_config(run)).values() for p in who}
     grid = loopback(latent_client_app(journal=JournalIn(tmp_path)), 6, run_config=run)
-    flow = SecAggWorkflow(threshold=4, vector_length=280, timeout=1.0)
+    flow = SecAggRound(threshold=4, vector_length=280, timeout=1.0)
     with caplog.at_level(logging.INFO, logger="privfed.flower"):
         flow.run(grid, {1001 + i: i + 1 for i in range(6)})
     errors = [m for m in grid.delivered if m.has_error()]

@@ -184,12 +184,10 @@ def test_the_state_codec_round_trips_the_noise_seeds() -> None:
 def test_a_node_without_layer_seeds_refuses_a_layered_round(loopback: Any) -> None:
     from flwr.clientapp import ClientApp
 
-    from privfed.flower import SecAggWorkflow, add_secagg_handlers
+    from privfed.flower import SecAggRound, add_secagg_handlers
 
     app = add_secagg_handlers(ClientApp(), lambda c, k: np.zeros(4, np.uint64))
-    flow = SecAggWorkflow(
-        threshold=2, vector_length=4, timeout=1.0, config_fields={"noise_layers": 1}
-    )
+    flow = SecAggRound(threshold=2, vector_length=4, timeout=1.0, config_fields={"noise_layers": 1})
     with pytest.raises(ProtocolAbort) as info:
         flow.run(loopback(app, 3), [1001, 1002, 1003])
     assert info.value.stage == "ADVERTISE_KEYS"

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from privfed.errors import ProtocolAbort
-from privfed.flower import SecAggRoundResult, SecAggWorkflow, run_simulation
+from privfed.flower import SecAggRound, SecAggRoundResult, run_simulation
 from privfed.flower.client import JournalIn
 from privfed.flower.secagg_app import expected_sum, sum_client_app, sum_server_app
 from privfed.secagg import Stage
@@ -66,7 +66,7 @@ def test_secagg_over_the_simulation_engine(tmp_path: Path) -> None:
             # SuperNode handles its messages one after another, so wait for the late ones here.
             time.sleep(FAULT_DELAY - TIMEOUT + 5.0)
 
-    workflow = SecAggWorkflow(threshold=T, vector_length=LENGTH, timeout=TIMEOUT)
+    workflow = SecAggRound(threshold=T, vector_length=LENGTH, timeout=TIMEOUT)
     server = sum_server_app(rounds=5, on_round=on_round, workflow=workflow, num_clients=N)
     client = sum_client_app(
         faults=FAULTS, fault_delay=FAULT_DELAY, journal=JournalIn(tmp_path / "journals")

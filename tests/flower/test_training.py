@@ -1,7 +1,7 @@
 """Flower training with privfed's secure aggregation, over the in-process Grid (no Ray).
 
 Message-API strategies run through :class:`~privfed.flower.SecAggGrid`, legacy
-ones through :class:`~privfed.flower.SecAggTrainingWorkflow` inside Flower's
+ones through :class:`~privfed.flower.SecAggWorkflow` inside Flower's
 ``DefaultWorkflow``; nodes run :func:`~privfed.flower.secagg_mod` (a
 :class:`~privfed.flower.SecAggMod` with a journal in ``tmp_path``).
 
@@ -37,7 +37,7 @@ from flwr.server.workflow.constant import MAIN_PARAMS_RECORD
 from flwr.serverapp.strategy import FedAvg
 
 from privfed.errors import ParameterError, ParameterTypeError, RingOverflowError
-from privfed.flower import SecAggGrid, SecAggMod, SecAggTrainingWorkflow, _wire, secagg_mod
+from privfed.flower import SecAggGrid, SecAggMod, SecAggWorkflow, _wire, secagg_mod
 from privfed.flower._training_wire import (
     ENCODING_FIELD,
     STAGE_FIELD,
@@ -190,7 +190,7 @@ class RecordingFedAvg(FedAvg):
         return super().aggregate_train(server_round, replies)
 
 
-def start(grid: Any, flow: SecAggTrainingWorkflow, rounds: int = 1) -> Any:
+def start(grid: Any, flow: SecAggWorkflow, rounds: int = 1) -> Any:
     strategy = RecordingFedAvg()
     result = strategy.start(
         grid=SecAggGrid(grid, flow), initial_arrays=initial(), num_rounds=rounds
@@ -216,7 +216,7 @@ def test_message_api_aggregate_is_fedavg_within_a_step(
 ) -> None:
     """Complete graph and a SecAgg+ graph (3 shares of 5); float32 and float64 arrays."""
     grid = make_grid(message_app(tmp_path), N)
-    flow = SecAggTrainingWorkflow(num_shares, 2, rounding=rounding)  # type: ignore[arg-type]
+    flow = SecAggWorkflow(num_shares, 2, rounding=rounding)  # type: ignore[arg-type]
     _, result = start(grid, flow)
     bound = STEP if rounding == "stochastic" else STEP / 2
     assert_close_to(result.arrays, fedavg(range(N)), bound)
@@ -267,7 +267,7 @@ def test_legacy_numpy_client_in_default_workflow(make_grid: Any, tmp_path: Path)
         config=ServerConfig(num_rounds=1),
         strategy=strategy,
     )
-    DefaultWorkflow(fit_workflow=SecAggTrainingWorkflow(num_shares=3, reconstruction_threshold=2))(
+    DefaultWorkflow(fit_workflow=SecAggWorkflow(num_shares=3, reconstruction_threshold=2))(
         grid, context
     )
     final = context.state.array_records[MAIN_PARAMS_RECORD].to_numpy_ndarrays()
@@ -316,7 +316,7 @@ def test_flower_dp_shape_fixedclipping_mod_after_secagg_mod(make_grid: Any, tmp_
         config=ServerConfig(num_rounds=1),
         strategy=strategy,
     )
-    flow = SecAggTrainingWorkflow(num_shares=N, reconstruction_threshold=3, rounding="nearest")
+    flow = SecAggWorkflow(num_shares=N, reconstruction_threshold=3, rounding="nearest")
     DefaultWorkflow(fit_workflow=flow)(make_grid(app, N), context)
     final = context.state.array_records[MAIN_PARAMS_RECORD].to_numpy_ndarrays()
     total = sum(WEIGHTS)
@@ -343,7 +343,7 @@ def test_evaluate_messages_pass_the_grid_as_they_are(make_grid: Any, tmp_path: P
     grid = make_grid(app, N)
     strategy = FedAvg(min_train_nodes=N, min_evaluate_nodes=N, min_available_nodes=N)
     result = strategy.start(
-        grid=SecAggGrid(grid, SecAggTrainingWorkflow(N, 3)), initial_arrays=initial(), num_rounds=1
+        grid=SecAggGrid(grid, SecAggWorkflow(N, 3)), initial_arrays=initial(), num_rounds=1
     )
     assert result.evaluate_metrics_clientapp[1]["eval_loss"] == pytest.approx(2.0)
     evaluated = [m for m in grid.delivered if m.metadata.message_type == "evaluate"]
@@ -352,7 +352,7 @@ def test_evaluate_messages_pass_the_grid_as_they_are(make_grid: Any, tmp_path: P
 
 def test_weights_are_capped_at_max_weight(make_grid: Any, tmp_path: Path) -> None:
     grid = make_grid(message_app(tmp_path), N)
-    flow = SecAggTrainingWorkflow(N, 3, max_weight=30.5, rounding="nearest")
+    flow = SecAggWorkflow(N, 3, max_weight=30.5, rounding="nearest")
     strategy, result = start(grid, flow)
     capped = [min(w, 30) for w in WEIGHTS]
     [[reply]] = strategy.seen
@@ -364,7 +364,7 @@ def test_weights_are_capped_at_max_weight(make_grid: Any, tmp_path: Path) -> Non
 
 def test_the_strategy_never_sees_a_nodes_count_or_metrics(make_grid: Any, tmp_path: Path) -> None:
     grid = make_grid(message_app(tmp_path), N)
-    strategy, _ = start(grid, SecAggTrainingWorkflow(N, 3))
+    strategy, _ = start(grid, SecAggWorkflow(N, 3))
     [[reply]] = strategy.seen
     assert reply.metadata.src_node_id == 0  # from no single node
     assert list(reply.content.array_records) == ["arrays"]
@@ -401,7 +401,7 @@ def test_dropouts_at_each_stage_down_to_the_threshold(
     make_grid: Any, tmp_path: Path, stage: str
 ) -> None:
     grid = make_grid(message_app(tmp_path, [dropping(stage, {1, 3})]), N)
-    flow = SecAggTrainingWorkflow(N, 3, rounding="nearest")
+    flow = SecAggWorkflow(N, 3, rounding="nearest")
     _, result = start(grid, flow)
     report = flow.reports[0]
     assert report.skipped is None
@@ -416,7 +416,7 @@ def test_below_the_threshold_the_round_is_skipped(
     make_grid: Any, tmp_path: Path, stage: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     grid = make_grid(message_app(tmp_path, [dropping(stage, {0, 1, 2})]), N)
-    flow = SecAggTrainingWorkflow(N, 3)
+    flow = SecAggWorkflow(N, 3)
     with caplog.at_level(logging.WARNING, logger="privfed.flower"):
         strategy, result = start(grid, flow, rounds=2)
     assert strategy.seen == [[], []]  # no reply: nothing to aggregate
@@ -448,7 +448,7 @@ def test_legacy_round_below_the_threshold_leaves_the_model(make_grid: Any, tmp_p
             initial_parameters=ndarrays_to_parameters(start_params),
         ),
     )  # fmt: skip
-    DefaultWorkflow(fit_workflow=SecAggTrainingWorkflow(N, 3))(make_grid(app, N), context)
+    DefaultWorkflow(fit_workflow=SecAggWorkflow(N, 3))(make_grid(app, N), context)
     final = context.state.array_records[MAIN_PARAMS_RECORD].to_numpy_ndarrays()
     np.testing.assert_array_equal(final[0], start_params[0])
     assert context.history.metrics_distributed_fit == {}
@@ -501,7 +501,7 @@ def tampering(pid: int, how: str) -> Callable[..., Message]:
 )
 def test_a_malformed_masked_input_is_a_dropout(make_grid: Any, tmp_path: Path, how: str) -> None:
     grid = make_grid(message_app(tmp_path, [tampering(2, how)]), N)
-    flow = SecAggTrainingWorkflow(N, 3, rounding="nearest")
+    flow = SecAggWorkflow(N, 3, rounding="nearest")
     _, result = start(grid, flow)
     report = flow.reports[0]
     assert report.dropped["mask"] == (1003,)
@@ -527,7 +527,7 @@ def test_a_garbage_reply_at_a_key_stage_is_a_dropout(
     make_grid: Any, tmp_path: Path, stage: str
 ) -> None:
     grid = make_grid(message_app(tmp_path, [garbling(1, stage)]), N)
-    flow = SecAggTrainingWorkflow(N, 3, rounding="nearest")
+    flow = SecAggWorkflow(N, 3, rounding="nearest")
     _, result = start(grid, flow)
     report = flow.reports[0]
     assert report.dropped[stage] == (1002,) and 1002 in report.refused
@@ -539,7 +539,7 @@ def test_a_late_reply_is_a_dropout_and_is_ignored_when_it_arrives(
     make_grid: Any, tmp_path: Path
 ) -> None:
     grid = make_grid(message_app(tmp_path), N, withhold={"share": {4}, "mask": {0}})
-    flow = SecAggTrainingWorkflow(N, 3, rounding="nearest")
+    flow = SecAggWorkflow(N, 3, rounding="nearest")
     _, result = start(grid, flow)
     report = flow.reports[0]
     assert report.dropped["share"] == (1005,)
@@ -558,7 +558,7 @@ def test_a_reply_with_a_different_structure_is_refused(make_grid: Any, tmp_path:
             content = RecordDict({"other": content["arrays"], "metrics": content["metrics"]})
         return Message(content, reply_to=msg)
 
-    flow = SecAggTrainingWorkflow(N, 3, rounding="nearest")
+    flow = SecAggWorkflow(N, 3, rounding="nearest")
     _, result = start(make_grid(app, N), flow)
     assert "majority" in flow.reports[0].refused[1005]
     assert_close_to(result.arrays, fedavg(range(4)), STEP / 2)
@@ -571,9 +571,9 @@ def test_a_configuration_that_could_wrap_is_refused_before_any_key(
     make_grid: Any, tmp_path: Path
 ) -> None:
     with pytest.raises(RingOverflowError):
-        SecAggTrainingWorkflow(N, 3, max_weight=2.0**40, quantization_range=2**40)
+        SecAggWorkflow(N, 3, max_weight=2.0**40, quantization_range=2**40)
     # Fine for two nodes (2 * 2**20 * 2**41 = 2**62), not for five.
-    flow = SecAggTrainingWorkflow(N, 3, max_weight=2.0**20, quantization_range=2**42)
+    flow = SecAggWorkflow(N, 3, max_weight=2.0**20, quantization_range=2**42)
     grid = make_grid(message_app(tmp_path), N)
     with pytest.raises(RingOverflowError):
         start(grid, flow)
@@ -610,7 +610,7 @@ def test_a_node_refuses_an_encoding_that_could_wrap_before_making_keys(
 
 def test_non_float_arrays_and_bad_arguments_are_refused(make_grid: Any, tmp_path: Path) -> None:
     grid = make_grid(message_app(tmp_path), N)
-    flow = SecAggTrainingWorkflow(N, 3)
+    flow = SecAggWorkflow(N, 3)
     arrays = ArrayRecord({"counter": Array(np.zeros(2, dtype=np.int64))})
     with pytest.raises(ParameterError, match="float32 or float64"):
         RecordingFedAvg().start(grid=SecAggGrid(grid, flow), initial_arrays=arrays, num_rounds=1)
@@ -629,7 +629,7 @@ def test_non_float_arrays_and_bad_arguments_are_refused(make_grid: Any, tmp_path
     for bad in bad_arguments:
         kwargs: dict[str, Any] = {"num_shares": N, "reconstruction_threshold": 3, **bad}
         with pytest.raises(ParameterError):
-            SecAggTrainingWorkflow(**kwargs)
+            SecAggWorkflow(**kwargs)
     with pytest.raises(ParameterTypeError):
         SecAggGrid(grid, object())  # type: ignore[arg-type]
     with pytest.raises(ParameterTypeError, match="LegacyContext"):
@@ -673,7 +673,7 @@ def test_other_messages_pass_through_untouched(
 
 def test_fresh_keys_every_round(make_grid: Any, tmp_path: Path) -> None:
     grid = make_grid(message_app(tmp_path), N)
-    start(grid, SecAggTrainingWorkflow(N, 3), rounds=2)
+    start(grid, SecAggWorkflow(N, 3), rounds=2)
     keys: dict[int, list[bytes]] = {}
     for reply in grid.delivered:
         data = reply.content.config_records[_wire.RECORD].get("message")
@@ -726,7 +726,7 @@ def test_the_server_never_holds_a_nodes_unmasked_update(make_grid: Any, tmp_path
         "reconstruction_threshold": 3,
         "rounding": "nearest",
     }
-    encoding = SecAggTrainingWorkflow(**flow_args).encoding(layout)
+    encoding = SecAggWorkflow(**flow_args).encoding(layout)
     secrets_: list[np.ndarray] = []
     for pid in range(N):
         reply = reply_of(pid, initial())
@@ -755,7 +755,7 @@ def test_the_server_never_holds_a_nodes_unmasked_update(make_grid: Any, tmp_path
 
     checked: list[str] = []
 
-    class Watched(SecAggTrainingWorkflow):
+    class Watched(SecAggWorkflow):
         def _watch(self, name: str, done: bool, grid: Any, state: Any) -> bool:
             assert not holds_a_secret([self, state, state.server, grid, list(grid.delivered)])
             checked.append(name)

@@ -3,7 +3,7 @@
 A Flower app in the shape of ``examples/flower-secure-aggregation``: a
 ``NumPyClient`` (here a 3-feature linear regression trained by a few steps of
 gradient descent on local data) in a ``ClientApp`` with ``mods=[secagg_mod]``,
-and ``DefaultWorkflow(fit_workflow=SecAggTrainingWorkflow(...))`` with legacy
+and ``DefaultWorkflow(fit_workflow=SecAggWorkflow(...))`` with legacy
 FedAvg on the server; 4 virtual nodes, 2 rounds, one node dropping out at
 SHARE_KEYS in round 2.
 
@@ -90,7 +90,7 @@ def server_app(out: dict[str, Any]) -> Any:
     from flwr.server.workflow.constant import MAIN_PARAMS_RECORD
     from flwr.serverapp import Grid, ServerApp
 
-    from privfed.flower import SecAggTrainingWorkflow
+    from privfed.flower import SecAggWorkflow
 
     app = ServerApp()
 
@@ -104,7 +104,7 @@ def server_app(out: dict[str, Any]) -> Any:
             initial_parameters=ndarrays_to_parameters(start),
         )
         legacy = LegacyContext(context, config=ServerConfig(num_rounds=ROUNDS), strategy=strategy)
-        flow = SecAggTrainingWorkflow(
+        flow = SecAggWorkflow(
             num_shares=N, reconstruction_threshold=3, rounding="nearest", timeout=60.0
         )
         DefaultWorkflow(fit_workflow=flow)(grid, legacy)

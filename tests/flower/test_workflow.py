@@ -11,7 +11,7 @@ from flwr.app import ConfigRecord, RecordDict
 from flwr.clientapp import ClientApp
 
 from privfed.errors import MessageFormatError, ParameterError, ProtocolAbort
-from privfed.flower import SecAggWorkflow, _wire, add_secagg_handlers, hello
+from privfed.flower import SecAggRound, _wire, add_secagg_handlers, hello
 from privfed.flower.client import STATE_KEY, JournalIn
 from privfed.flower.faults import fault_mod
 from privfed.flower.secagg_app import demo_values, expected_sum, sum_client_app
@@ -36,7 +36,7 @@ def test_hello_maps_nodes_to_partitions(make_grid: Any) -> None:
 
 def test_a_round_sums_exactly_and_reports_costs(make_grid: Any) -> None:
     grid = make_grid(5)
-    flow = SecAggWorkflow(threshold=3, vector_length=LENGTH, timeout=1.0)
+    flow = SecAggRound(threshold=3, vector_length=LENGTH, timeout=1.0)
     result = flow.run(
         grid, {node: pid + 1 for node, pid in hello(grid, grid.get_node_ids()).items()}
     )
@@ -53,7 +53,7 @@ def test_a_round_sums_exactly_and_reports_costs(make_grid: Any) -> None:
 def test_the_sender_is_the_delivering_node(make_grid: Any) -> None:
     """A masked input in another client's name is refused; the others' sum is exact."""
     grid = make_grid(5, {(0, 1): (Stage.MASKED_INPUT, "forge")})
-    flow = SecAggWorkflow(threshold=3, vector_length=LENGTH, timeout=1.0)
+    flow = SecAggRound(threshold=3, vector_length=LENGTH, timeout=1.0)
     result = flow.run(grid, {1001 + i: i + 1 for i in range(5)})
     assert 2 in result.refused and "delivered by client 2" in result.refused[2]
     assert result.survivors == (1, 3, 4, 5)
@@ -62,7 +62,7 @@ def test_the_sender_is_the_delivering_node(make_grid: Any) -> None:
 
 def test_a_rolled_back_node_refuses_and_drops_out(make_grid: Any) -> None:
     grid = make_grid(5, {(0, 3): (Stage.UNMASKING, "rollback")})
-    flow = SecAggWorkflow(threshold=3, vector_length=LENGTH, timeout=1.0)
+    flow = SecAggRound(threshold=3, vector_length=LENGTH, timeout=1.0)
     result = flow.run(grid, {1001 + i: i + 1 for i in range(5)})
     assert "rolled-back" in result.errors[4]
     assert result.dropped[Stage.UNMASKING] == (4,)
@@ -73,7 +73,7 @@ def test_a_rolled_back_node_refuses_and_drops_out(make_grid: Any) -> None:
 def test_below_the_threshold_the_round_aborts_before_any_reveal(make_grid: Any) -> None:
     faults = {(0, p): (Stage.MASKED_INPUT, "raise") for p in (0, 1, 2)}
     grid = make_grid(5, faults)
-    flow = SecAggWorkflow(threshold=3, vector_length=LENGTH, timeout=1.0)
+    flow = SecAggRound(threshold=3, vector_length=LENGTH, timeout=1.0)
     with pytest.raises(ProtocolAbort, match="threshold is 3") as info:
         flow.run(grid, {1001 + i: i + 1 for i in range(5)})
     assert info.value.stage == "MASKED_INPUT"
@@ -82,7 +82,7 @@ def test_below_the_threshold_the_round_aborts_before_any_reveal(make_grid: Any) 
 
 def test_a_reply_from_an_unasked_node_is_ignored(make_grid: Any) -> None:
     grid = make_grid(4)
-    flow = SecAggWorkflow(threshold=2, vector_length=LENGTH, timeout=1.0)
+    flow = SecAggRound(threshold=2, vector_length=LENGTH, timeout=1.0)
     # Node 1004 exists but is not part of the round.
     result = flow.run(grid, {1001: 1, 1002: 2, 1003: 3})
     assert result.survivors == (1, 2, 3)
@@ -91,7 +91,7 @@ def test_a_reply_from_an_unasked_node_is_ignored(make_grid: Any) -> None:
 
 def test_a_node_keeps_no_input_in_its_stored_state(make_grid: Any) -> None:
     grid = make_grid(3)
-    SecAggWorkflow(threshold=2, vector_length=LENGTH, timeout=1.0).run(grid, [1001, 1002, 1003])
+    SecAggRound(threshold=2, vector_length=LENGTH, timeout=1.0).run(grid, [1001, 1002, 1003])
     blob = grid.contexts[1001].state.config_records[STATE_KEY]["state"]
     assert isinstance(blob, bytes)
     assert demo_values(0, 0, LENGTH).tobytes() not in blob
@@ -112,10 +112,10 @@ def test_malformed_payloads_are_typed_errors() -> None:
 
 def test_bad_workflow_arguments_are_refused(loopback: Any) -> None:
     with pytest.raises(ParameterError, match="threshold"):
-        SecAggWorkflow(threshold=1, vector_length=4)
+        SecAggRound(threshold=1, vector_length=4)
     with pytest.raises(ParameterError, match="timeout"):
-        SecAggWorkflow(threshold=2, vector_length=4, timeout=0.0)
-    flow = SecAggWorkflow(threshold=2, vector_length=4)
+        SecAggRound(threshold=2, vector_length=4, timeout=0.0)
+    flow = SecAggRound(threshold=2, vector_length=4)
     grid = loopback(add_secagg_handlers(ClientApp(), lambda c, k: np.zeros(4, np.uint64)), 2)
     with pytest.raises(ParameterError, match="clients"):
         flow.run(grid, {1001: 1, 1002: 1})
@@ -126,7 +126,7 @@ def test_bad_workflow_arguments_are_refused(loopback: Any) -> None:
 def test_a_node_takes_part_in_a_session_once(make_grid: Any) -> None:
     """Asked to advertise fresh keys for a session it already answered, a node refuses."""
     grid = make_grid(3)
-    flow = SecAggWorkflow(threshold=2, vector_length=LENGTH, timeout=1.0)
+    flow = SecAggRound(threshold=2, vector_length=LENGTH, timeout=1.0)
     session = bytes(range(32))
     flow.run(grid, [1001, 1002, 1003], session_id=session)
     with pytest.raises(ProtocolAbort, match="threshold is 2") as info:

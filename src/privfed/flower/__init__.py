@@ -8,7 +8,7 @@ separate processes or machines, over Flower's Message API.
   handlers of a ``ClientApp`` (message types ``query.privfed_secagg_*``), with
   its state in ``Context.state`` through the versioned state codec and a
   durable reveal journal against rollback.
-* Server: :class:`SecAggWorkflow` drives ``SecAggServer`` from a
+* Server: :class:`SecAggRound` drives ``SecAggServer`` from a
   ``ServerApp`` with ``Grid.send_and_receive`` and stage timeouts; the sender
   of each reply is the Flower node that sent it.
 * Noise declarations: a node's masked input says what noise it added
@@ -17,7 +17,7 @@ separate processes or machines, over Flower's Message API.
 * The one ClientApp of privfed's jobs: :func:`privfed.flower.node_app.make_client_app`
   (every entry point runs it).
 * Training: :func:`secagg_mod` (a Flower Mod, where ``secaggplus_mod``
-  goes) with :class:`SecAggTrainingWorkflow` (a ``fit_workflow`` for
+  goes) with :class:`SecAggWorkflow` (a ``fit_workflow`` for
   ``DefaultWorkflow`` and the legacy strategies, where ``SecAggPlusWorkflow``
   goes) or :class:`SecAggGrid` (any Message-API strategy's
   ``start(grid=SecAggGrid(grid, workflow), ...)``): the strategy receives one
@@ -48,15 +48,15 @@ from privfed.flower.declaration import DeclaredInput, NoiseDeclaration  # noqa: 
 from privfed.flower.mod import SecAggMod, secagg_mod  # noqa: E402
 from privfed.flower.server import (  # noqa: E402
     HELLO_TYPE,
+    SecAggRound,
     SecAggRoundResult,
-    SecAggWorkflow,
     hello,
     wait_for_nodes,
 )
 from privfed.flower.simulation import run_simulation  # noqa: E402
 from privfed.flower.training import (  # noqa: E402
     SecAggGrid,
-    SecAggTrainingWorkflow,
+    SecAggWorkflow,
     SecureAggregate,
     TrainingRoundReport,
     TrainingRoundState,
@@ -70,8 +70,8 @@ __all__ = [
     "NoiseDeclaration",
     "SecAggGrid",
     "SecAggMod",
+    "SecAggRound",
     "SecAggRoundResult",
-    "SecAggTrainingWorkflow",
     "SecAggWorkflow",
     "SecureAggregate",
     "TrainingRoundReport",

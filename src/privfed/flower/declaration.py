@@ -8,7 +8,7 @@ claims noise it does not carry.  So every node of a privfed job attaches a
 :class:`NoiseDeclaration` to its masked input -- which mechanism it applied,
 the digest of the public noise plan it calibrated it with, how many noise
 layers it Shamir-shared and whether its noise came from a public seed -- and
-the server (:class:`~privfed.flower.SecAggWorkflow` with ``expected_input``):
+the server (:class:`~privfed.flower.SecAggRound` with ``expected_input``):
 
 * refuses a masked input whose declaration is missing, malformed, bound to
   another session or different from the one the job expects (the node is a

@@ -4,7 +4,7 @@ Each node loads the dataset, takes its own partition (``partition-id`` of its
 node config), encodes it with the public codec (fitted on the public split,
 the same on every node) and computes its exact statistics
 (:func:`privfed.engines.latent.job.client_statistics`); the statistics leave
-the node only masked, through :class:`~privfed.flower.SecAggWorkflow`.  The
+the node only masked, through :class:`~privfed.flower.SecAggRound`.  The
 server runs :func:`privfed.engines.latent.job.run_pipeline` with that
 aggregation in place of the in-process one -- the same release (plan, noise,
 ledger), synthesis, training, evaluation and artefacts as ``privfed run``.
@@ -59,8 +59,8 @@ from privfed.flower.latent_node import (
     pipeline_config,
 )
 from privfed.flower.server import (
+    SecAggRound,
     SecAggRoundResult,
-    SecAggWorkflow,
     quiet_privfed_errors,
     wait_for_federation,
 )
@@ -187,7 +187,7 @@ class _FlowerAggregator:
     def _round(
         self, threshold: int, length: int, layers: int, expected: NoiseDeclaration
     ) -> SecAggRoundResult:
-        workflow = SecAggWorkflow(
+        workflow = SecAggRound(
             threshold=threshold,
             vector_length=length,
             timeout=self.timeout,

@@ -10,7 +10,7 @@ train handler::
     def train(msg, context): ...
 
 It acts only on ``train`` messages that carry privfed's record with a
-training stage (sent by :class:`~privfed.flower.SecAggTrainingWorkflow` or
+training stage (sent by :class:`~privfed.flower.SecAggWorkflow` or
 :class:`~privfed.flower.SecAggGrid`); every other message goes to
 ``call_next`` untouched.  The four stages are privfed's protocol
 (:class:`~privfed.secagg.SecAggClient`), with the client's state in
@@ -186,7 +186,7 @@ def secagg_mod(msg: Message, ctxt: Context, call_next: ClientAppCallable) -> Mes
     """privfed's secure aggregation of a train handler's reply: a Flower Mod.
 
     Use it where Flower's ``secaggplus_mod`` goes (``ClientApp(..., mods=[secagg_mod])``),
-    with :class:`~privfed.flower.SecAggTrainingWorkflow` (legacy strategies) or
+    with :class:`~privfed.flower.SecAggWorkflow` (legacy strategies) or
     :class:`~privfed.flower.SecAggGrid` (Message-API strategies) on the server.
     ``SecAggMod()`` with the default journal; see :class:`SecAggMod`.
     """

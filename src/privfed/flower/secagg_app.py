@@ -3,7 +3,7 @@
 The smallest complete use of :mod:`privfed.flower`: each node's input is a
 pseudo-random ring vector derived from its ``partition-id`` and the round (so
 the server -- and a test -- can recompute the exact expected sum), aggregated
-with :class:`~privfed.flower.SecAggWorkflow`.  Used by the tests, the
+with :class:`~privfed.flower.SecAggRound`.  Used by the tests, the
 benchmark and as a template for one's own ``values`` callback.
 
 Run config keys (all optional): ``num-clients`` (nodes to wait for, default:
@@ -28,8 +28,8 @@ from privfed.flower.client import JournalFn
 from privfed.flower.faults import Fault
 from privfed.flower.node_app import demo_values, make_client_app
 from privfed.flower.server import (
+    SecAggRound,
     SecAggRoundResult,
-    SecAggWorkflow,
     hello,
     quiet_privfed_errors,
     wait_for_nodes,
@@ -71,7 +71,7 @@ def sum_server_app(
     rounds: int | None = None,
     on_round: Callable[[int, SecAggRoundResult | ProtocolAbort, dict[int, int]], None]
     | None = None,
-    workflow: SecAggWorkflow | None = None,
+    workflow: SecAggRound | None = None,
     num_clients: int | None = None,
 ) -> ServerApp:
     """The demo ServerApp.
@@ -93,7 +93,7 @@ def sum_server_app(
         count = num_clients if num_clients is not None else int(cfg.get("num-clients", 2))
         wait = float(cfg.get("wait-s", 300.0))
         nodes = wait_for_nodes(grid, count, timeout=wait)
-        flow = workflow or SecAggWorkflow(
+        flow = workflow or SecAggRound(
             threshold=int(cfg.get("threshold", len(nodes) // 2 + 1)),
             vector_length=int(cfg.get("vector-length", 1000)),
             timeout=float(cfg.get("timeout", 60.0)),

@@ -1,6 +1,6 @@
 """The server side: a workflow that drives ``SecAggServer`` over a Flower ``Grid``.
 
-:class:`SecAggWorkflow` runs one secure-aggregation round inside a
+:class:`SecAggRound` runs one secure-aggregation round inside a
 ``ServerApp``'s ``main(grid, context)``: per stage it sends each node its
 privfed message (``query.privfed_secagg_<stage>``) with
 ``grid.send_and_receive(..., timeout=...)`` and feeds the replies to
@@ -13,13 +13,13 @@ privfed message (``query.privfed_secagg_<stage>``) with
   never the id claimed inside the payload: a message in another client's name
   is refused.  A reply from a node that was not asked is ignored.
 * Fewer than ``threshold`` clients left at a stage abort the round cleanly:
-  :class:`~privfed.errors.ProtocolAbort` from :meth:`SecAggWorkflow.run`, and
+  :class:`~privfed.errors.ProtocolAbort` from :meth:`SecAggRound.run`, and
   no survivor is asked to reveal anything.
 
 Threat model: Flower authenticates nodes (with ``--enable-supernode-auth``)
 and TLS protects the channel; this workflow relies on both in a deployment
 (see SECURITY.md).  The node-to-client map is the identity binding: give it
-from your registry, or let :meth:`SecAggWorkflow.run` number the nodes.
+from your registry, or let :meth:`SecAggRound.run` number the nodes.
 """
 
 from __future__ import annotations
@@ -62,8 +62,8 @@ from privfed.secagg.protocol.state import encode_config
 
 __all__ = [
     "HELLO_TYPE",
+    "SecAggRound",
     "SecAggRoundResult",
-    "SecAggWorkflow",
     "hello",
     "quiet_privfed_errors",
     "say",
@@ -293,7 +293,7 @@ def hello(grid: Grid, nodes: Iterable[int], *, timeout: float = 60.0) -> dict[in
     return result
 
 
-class SecAggWorkflow:
+class SecAggRound:
     """Drive one privfed secure-aggregation round per :meth:`run` over a Flower grid.
 
     Args:

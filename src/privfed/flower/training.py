@@ -1,13 +1,13 @@
 """The server side of a training round: privfed's secure aggregation under any Flower strategy.
 
-Two entry points, one protocol (the stages of :class:`SecAggTrainingWorkflow`):
+Two entry points, one protocol (the stages of :class:`SecAggWorkflow`):
 
 * **Legacy strategies** (``flwr.server.strategy.FedAvg`` ... inside
-  ``DefaultWorkflow``): :class:`SecAggTrainingWorkflow` is a ``fit_workflow``,
+  ``DefaultWorkflow``): :class:`SecAggWorkflow` is a ``fit_workflow``,
   with the arguments of Flower's ``SecAggPlusWorkflow``::
 
       workflow = DefaultWorkflow(
-          fit_workflow=SecAggTrainingWorkflow(num_shares=3, reconstruction_threshold=2)
+          fit_workflow=SecAggWorkflow(num_shares=3, reconstruction_threshold=2)
       )
 
 * **Message-API strategies** (``flwr.serverapp.strategy.FedAvg``, ``FedProx``,
@@ -105,7 +105,7 @@ from privfed.secagg.protocol.state import encode_config
 
 __all__ = [
     "SecAggGrid",
-    "SecAggTrainingWorkflow",
+    "SecAggWorkflow",
     "SecureAggregate",
     "TrainingRoundReport",
     "TrainingRoundState",
@@ -190,7 +190,7 @@ class TrainingRoundReport:
 
 @dataclasses.dataclass
 class TrainingRoundState:
-    """The state of one round across the stages of :class:`SecAggTrainingWorkflow`.
+    """The state of one round across the stages of :class:`SecAggWorkflow`.
 
     Attributes:
         round_index: The server round (the protocol's public round index).
@@ -239,7 +239,7 @@ class _AggregateProxy(ClientProxy):
     get_properties = get_parameters = fit = evaluate = reconnect = _no  # type: ignore[assignment]
 
 
-class SecAggTrainingWorkflow:
+class SecAggWorkflow:
     """privfed's secure aggregation as a Flower ``fit_workflow``, where ``SecAggPlusWorkflow`` goes.
 
     The arguments Flower's ``SecAggPlusWorkflow`` has mean what they mean there;
@@ -773,20 +773,20 @@ class SecAggGrid(Grid):
 
     Raises:
         ParameterTypeError: ``grid`` is not a Grid or ``workflow`` not a
-            :class:`SecAggTrainingWorkflow`.
+            :class:`SecAggWorkflow`.
     """
 
     def __init__(
         self,
         grid: Grid,
-        workflow: SecAggTrainingWorkflow,
+        workflow: SecAggWorkflow,
         *,
         weighted_by_key: str = "num-examples",
     ) -> None:
         if not isinstance(grid, Grid):
             raise ParameterTypeError("grid", "a flwr Grid", grid)
-        if not isinstance(workflow, SecAggTrainingWorkflow):
-            raise ParameterTypeError("workflow", "a SecAggTrainingWorkflow", workflow)
+        if not isinstance(workflow, SecAggWorkflow):
+            raise ParameterTypeError("workflow", "a SecAggWorkflow", workflow)
         self.grid = grid
         self.workflow = workflow
         self.weighted_by_key = check_str("weighted_by_key", weighted_by_key)
