@@ -207,6 +207,7 @@ def test_every_entry_point_delivers_the_plans_noise(
         )
         n = noised.size
         low, high = chi2.ppf(FALSE_FAILURE / 2, n), chi2.ppf(1 - FALSE_FAILURE / 2, n)
+        print(f"{entry} {model} seed {seed}: S/N {stat / n:.3f} in [{low / n:.3f}, {high / n:.3f}]")
         assert low <= stat <= high, (stat / n, low / n, high / n)
         outside = np.setdiff1d(np.arange(noise.size), noised)
         assert not np.any(noise[outside])  # un-noised coordinates are exact (public counts)
