@@ -8,7 +8,7 @@ STAMP := $(VENV)/.privfed-installed
 # pytest workers; CI machines have 2 cores.
 WORKERS ?= 2
 
-.PHONY: setup bytecode run test lint typecheck unit bench figures clean
+.PHONY: setup bytecode run test lint typecheck unit alltests bench figures clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,10 +33,15 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
+# Everything not marked slow: the quick loop while you work.
 unit: bytecode
+	$(VENV)/bin/pytest -n $(WORKERS) -m "not slow"
+
+# The whole suite, slow tests included (what CI runs).
+alltests: bytecode
 	$(VENV)/bin/pytest -n $(WORKERS)
 
-test: lint typecheck unit
+test: lint typecheck alltests
 
 # Regenerate README.md's figures table from benchmarks/results/*.json.
 figures: $(STAMP)
