@@ -261,6 +261,7 @@ INTERNAL: dict[str, frozenset[str]] = {
         (
             "JournalEntry",
             "RevealKind",
+            "CONFIG_VERSION",
             "STATE_MAGIC",
             "STATE_VERSION",
             "client_step",

@@ -705,7 +705,7 @@ def test_an_active_client_survives_export_and_restore_mid_round() -> None:
     r = active_round()
     consistency = to_consistency(r)
     restored = restore_client_state(
-        export_client_state(r.clients[1]), journal=MemoryRevealJournal()
+        export_client_state(r.clients[1]), journal=MemoryRevealJournal(), identity=r.keys[1]
     )
     assert restored.config == r.config
     r.clients[1] = restored

@@ -149,8 +149,8 @@ def test_two_restores_of_one_state_cannot_sign_two_survivor_sets(kind: str, tmp_
     request = server.consistency_requests()[1]
     assert request.survivors == tuple(range(1, n + 1))
     state = export_client_state(clients[1])
-    first = restore_client_state(state, journal=journal)
-    second = restore_client_state(state, journal=journal)
+    first = restore_client_state(state, journal=journal, identity=clients[1]._identity)
+    second = restore_client_state(state, journal=journal, identity=clients[1]._identity)
     record_answer(journal, first, first.consistency_check(request))
     other = dataclasses.replace(request, survivors=tuple(range(1, n)))
     answer = second.consistency_check(other)  # the copy cannot know; the journal must
@@ -160,7 +160,7 @@ def test_two_restores_of_one_state_cannot_sign_two_survivor_sets(kind: str, tmp_
     record_answer(journal, first, first.consistency_check(request))
     # ... and the old state can no longer be restored at all.
     with pytest.raises(ProtocolAbort, match="rolled-back"):
-        restore_client_state(state, journal=journal)
+        restore_client_state(state, journal=journal, identity=clients[1]._identity)
     if kind == "file":  # a second process reading the file enforces the same
         reopened = FileRevealJournal(tmp_path / "j.jsonl")
         with pytest.raises(ProtocolAbort, match="differ"):
@@ -197,8 +197,8 @@ def test_two_restores_cannot_send_two_masked_inputs_over_different_views() -> No
         deliver(server, EncryptedSharesBundle.from_shares(shares))
     routed = server.routed_shares()[1]
     state = export_client_state(clients[1])
-    first = restore_client_state(state, journal=journal)
-    second = restore_client_state(state, journal=journal)
+    first = restore_client_state(state, journal=journal, identity=clients[1]._identity)
+    second = restore_client_state(state, journal=journal, identity=clients[1]._identity)
     record_answer(journal, first, first.masked_input(routed))
     narrow = dataclasses.replace(routed, shares=tuple(s for s in routed.shares if s.sender != 7))
     masked = second.masked_input(narrow)

@@ -265,8 +265,9 @@ def test_bad_arguments_are_typed_errors() -> None:
         MemoryRevealJournal().record("entry")  # type: ignore[arg-type]
 
 
-def test_an_active_mode_client_round_trips_with_its_identity_key() -> None:
-    """Active mode adds an Ed25519 identity key (client) and a registry (config)."""
+def test_an_active_mode_client_round_trips_with_its_identity_key_supplied_at_restore() -> None:
+    """Active mode: the registry travels in the state, the identity key never does."""
+    from privfed.errors import ParameterError
     from privfed.secagg.protocol.identity import IdentityKey, IdentityRegistry
 
     ids = tuple(range(1, 9))
@@ -284,10 +285,45 @@ def test_an_active_mode_client_round_trips_with_its_identity_key() -> None:
     answer = client.advertise_keys()
     record_answer(journal, client, answer)
     blob = export_client_state(client)
-    restored = restore_client_state(blob, journal=journal)
+    assert keys[3].private_bytes() not in blob
+    assert b"IdentityKey" not in blob
+    restored = restore_client_state(blob, journal=journal, identity=keys[3])
     assert restored.config == config
     assert export_client_state(restored) == blob
-    assert restored._identity.public_key == keys[3].public_key  # type: ignore[attr-defined]
+    assert restored._identity is keys[3]  # type: ignore[attr-defined]
+    with pytest.raises(ParameterTypeError, match="identity"):
+        restore_client_state(blob, journal=journal)
+    with pytest.raises(ParameterError, match="registry"):
+        restore_client_state(blob, journal=journal, identity=keys[4])
+    # The restored client signs with the supplied key: its round goes on.
+    roster = SecAggServer(config)
+    roster.receive(answer, sender=3)
+    assert roster.advertised == {3}
+
+
+def test_a_version_1_state_is_refused_by_version() -> None:
+    """Version 1 held the identity key; this build reads version 2 only."""
+    blob = _state()
+    assert STATE_VERSION == 2
+    old = blob[:4] + bytes([1]) + blob[5:]
+    with pytest.raises(MessageFormatError, match="version 1"):
+        restore_client_state(old, journal=MemoryRevealJournal())
+
+
+def test_a_state_naming_the_identity_attribute_is_refused() -> None:
+    """Crafted bytes cannot smuggle an ``_identity`` into a restored client."""
+    blob = _state()
+    (count,) = struct.unpack(">I", blob[5:9])
+    forged = (
+        blob[:5]
+        + struct.pack(">I", count + 1)
+        + blob[9:]
+        + struct.pack(">I", 9)
+        + b"_identity"
+        + bytes([0])
+    )
+    with pytest.raises(MessageFormatError, match="attribute name"):
+        restore_client_state(forged, journal=MemoryRevealJournal())
 
 
 @pytest.mark.parametrize(
@@ -303,8 +339,11 @@ def test_crafted_unhashable_keys_are_format_errors(body: bytes) -> None:
     """A server can send a node any config bytes: unhashable keys are refused, not TypeError."""
     from privfed.secagg.protocol.state import decode_config
 
-    blob = STATE_MAGIC + bytes([STATE_VERSION]) + body
+    from privfed.secagg.protocol.state import CONFIG_VERSION
+
+    config_blob = STATE_MAGIC + bytes([CONFIG_VERSION]) + body
     with pytest.raises(MessageFormatError, match="unhashable"):
-        decode_config(blob)
+        decode_config(config_blob)
+    blob = STATE_MAGIC + bytes([STATE_VERSION]) + body
     with pytest.raises(MessageFormatError):
         restore_client_state(blob, journal=MemoryRevealJournal())

@@ -7,15 +7,21 @@ byte format for that state, and a *reveal journal* that makes restoring an
 old state visible.
 
 Format: ``b"PFCS"``, a one-byte :data:`STATE_VERSION`, then one tagged value
-(the attributes of the client, by name).  The encoding is type-directed over a
-whitelist -- ``None``, ``bool``, ``int``, ``str``, ``bytes``, tuples, lists,
-frozensets, dicts, the protocol's enums, 1-D numpy ``uint64`` arrays, X25519
-:class:`~privfed.secagg.primitives.keys.KeyPair`, :class:`SecAggConfig` and
-protocol :class:`~privfed.secagg.protocol.messages.Message` objects, plus the
-types registered in :data:`_EXTENSIONS`.  Decoding builds only those types;
-nothing is unpickled, imported or called by name from the data.  A client
-attribute of any other type makes :func:`export_client_state` raise, naming
-the attribute.
+(the attributes of the client, by name).  Version 2 leaves out the client's
+long-term identity key (active mode): the key is the node's, not the state's,
+and is supplied again at every :func:`restore_client_state` (version 1 stored
+it; this build refuses such a state).  A config alone (:func:`encode_config`,
+what a server sends a new client) carries :data:`CONFIG_VERSION`.
+
+The encoding is type-directed over a whitelist -- ``None``, ``bool``,
+``int``, ``str``, ``bytes``, tuples, lists, frozensets, dicts, the protocol's
+enums, 1-D numpy ``uint64`` arrays, X25519
+:class:`~privfed.secagg.primitives.keys.KeyPair`, :class:`SecAggConfig` (its
+identity registry included: public) and protocol
+:class:`~privfed.secagg.protocol.messages.Message` objects, plus the types
+registered in :data:`_EXTENSIONS`.  Decoding builds only those types; nothing
+is unpickled, imported or called by name from the data.  A client attribute
+of any other type makes :func:`export_client_state` raise, naming the attribute.
 
 Rollback.  Every answer of a client reveals something, and one answer
 (UNMASKING) reveals, per peer, one of two share kinds; a client that could be
@@ -34,8 +40,10 @@ view and reveal the other kind -- both shares of a peer, i.e. its input.  So:
 
 Threat model: the journal, not the state, is what must be stored durably and
 out of the reach of whoever can replace the state (see SECURITY.md).  The
-state holds the client's secrets (private keys, Shamir shares, the input
-until it is masked): store it as confidentially as the client's own memory.
+state holds the client's round secrets (private round keys, Shamir shares, the
+input until it is masked): store it as confidentially as the client's own
+memory.  It never holds the long-term identity key: a copy of the state is
+worth one round, not the client's identity.
 A state lost after its answer was journaled can never be used again -- the
 client then counts as a dropout, which the protocol tolerates.
 """
@@ -47,6 +55,7 @@ import contextlib
 import dataclasses
 import enum
 import hashlib
+import hmac
 import json
 import os
 import struct
@@ -71,10 +80,12 @@ from privfed.secagg.protocol import messages as _messages_module
 from privfed.secagg.protocol import stages as _stages_module
 from privfed.secagg.protocol.client import SecAggClient
 from privfed.secagg.protocol.config import SecAggConfig
+from privfed.secagg.protocol.identity import IdentityKey
 from privfed.secagg.protocol.messages import Message, UnmaskResponse, decode_message
 from privfed.secagg.protocol.stages import Stage
 
 __all__ = [
+    "CONFIG_VERSION",
     "STATE_MAGIC",
     "STATE_VERSION",
     "FileRevealJournal",
@@ -92,8 +103,12 @@ __all__ = [
 
 #: First four bytes of an exported client state.
 STATE_MAGIC: Final = b"PFCS"
-#: Format version written and accepted.
-STATE_VERSION: Final = 1
+#: Client-state format version written and accepted (2: no identity key inside).
+STATE_VERSION: Final = 2
+#: Format version of a config on its own (:func:`encode_config`).
+CONFIG_VERSION: Final = 1
+#: Client attributes never exported: supplied again at each restore.
+_NOT_EXPORTED: Final = frozenset({"_identity"})
 
 # -- the type-directed value codec ------------------------------------------------------
 
@@ -142,14 +157,13 @@ _EXTENSIONS: dict[str, tuple[type[Any], Callable[[Any], bytes], Callable[[bytes]
 
 
 def _register_identity_types() -> None:
-    """Active mode: the client's Ed25519 identity key and the config's registry."""
-    from privfed.secagg.protocol.identity import IdentityKey, IdentityRegistry
+    """Active mode: the config's registry (public).
 
-    _EXTENSIONS["identity.IdentityKey"] = (
-        IdentityKey,
-        lambda key: key.private_bytes(),
-        IdentityKey,
-    )
+    The client's :class:`~privfed.secagg.IdentityKey` is deliberately not a
+    codec type: encoding one anywhere raises, so it cannot reach a state.
+    """
+    from privfed.secagg.protocol.identity import IdentityRegistry
+
     _EXTENSIONS["identity.IdentityRegistry"] = (
         IdentityRegistry,
         lambda registry: registry.to_json().encode(),
@@ -372,7 +386,7 @@ def encode_config(config: SecAggConfig) -> bytes:
     if not isinstance(config, SecAggConfig):
         raise ParameterTypeError("config", "a SecAggConfig", config)
     out = bytearray(STATE_MAGIC)
-    out.append(STATE_VERSION)
+    out.append(CONFIG_VERSION)
     _encode(config, out)
     return bytes(out)
 
@@ -387,7 +401,7 @@ def decode_config(data: bytes) -> SecAggConfig:
     if not isinstance(data, bytes):
         raise ParameterTypeError("data", "bytes", data)
     reader = _Reader(data)
-    if reader.take(4) != STATE_MAGIC or reader.u8() != STATE_VERSION:
+    if reader.take(4) != STATE_MAGIC or reader.u8() != CONFIG_VERSION:
         raise MessageFormatError("not a privfed config of this format version")
     config = _decode(reader)
     reader.finish()
@@ -417,7 +431,10 @@ def client_step(client: SecAggClient) -> int:
 
 
 def export_client_state(client: SecAggClient) -> bytes:
-    """Serialize every attribute of ``client`` (secrets included) in the versioned format.
+    """Serialize ``client``'s attributes (round secrets included) in the versioned format.
+
+    Every attribute but the long-term identity key (active mode), which the
+    caller keeps and hands to :func:`restore_client_state` again.
 
     Args:
         client: The client to export; it is not changed.
@@ -434,7 +451,7 @@ def export_client_state(client: SecAggClient) -> bytes:
         raise ParameterTypeError("client", "a SecAggClient", client)
     out = bytearray(STATE_MAGIC)
     out.append(STATE_VERSION)
-    attributes = vars(client)
+    attributes = {k: v for k, v in vars(client).items() if k not in _NOT_EXPORTED}
     out += _U32.pack(len(attributes))
     for name in sorted(attributes):
         _put_blob(out, name.encode())
@@ -465,26 +482,34 @@ def _parse_state(data: bytes) -> dict[str, Any]:
     attributes: dict[str, Any] = {}
     for _ in range(reader.u32()):
         name = _text(reader.blob())
-        if not name.isidentifier() or name in attributes:
+        if not name.isidentifier() or name in attributes or name in _NOT_EXPORTED:
             raise MessageFormatError("client state holds a bad attribute name")
         attributes[name] = _decode(reader)
     reader.finish()
     return attributes
 
 
-def restore_client_state(data: bytes, *, journal: RevealJournal) -> SecAggClient:
+def restore_client_state(
+    data: bytes, *, journal: RevealJournal, identity: IdentityKey | None = None
+) -> SecAggClient:
     """Rebuild a client from :func:`export_client_state` bytes, refusing a rolled-back state.
 
     Args:
         data: The state bytes.
         journal: The client's durable reveal journal.
+        identity: The client's long-term Ed25519 key: required when the
+            state's config is in active mode (the state never holds it), and
+            it must be the key the config's registry holds for the client;
+            ignored in semi-honest mode.
 
     Returns:
         A :class:`SecAggClient` in the exported state.
 
     Raises:
-        ParameterTypeError: ``data`` is not bytes or ``journal`` not a
-            :class:`RevealJournal`.
+        ParameterTypeError: ``data`` is not bytes, ``journal`` not a
+            :class:`RevealJournal`, or an active-mode state without an
+            :class:`~privfed.secagg.IdentityKey`.
+        ParameterError: ``identity`` is not the registry's key for the client.
         MessageFormatError: ``data`` is not a state of this format version, or
             holds a value outside the whitelist or an invalid one.
         ProtocolAbort: The state's step counter is older than the latest the
@@ -507,6 +532,7 @@ def restore_client_state(data: bytes, *, journal: RevealJournal) -> SecAggClient
         raise MessageFormatError("client state lacks its config, id or phase") from None
     if not isinstance(config, SecAggConfig) or client_id not in config.client_ids:
         raise MessageFormatError("client state's id is not one of its config's clients")
+    object.__setattr__(client, "_identity", _restored_identity(config, client_id, identity))
     latest = journal.latest_step(config.session_id, config.round_index, client_id)
     if latest is not None and step < latest:
         raise ProtocolAbort(
@@ -516,12 +542,30 @@ def restore_client_state(data: bytes, *, journal: RevealJournal) -> SecAggClient
     return client
 
 
+def _restored_identity(
+    config: SecAggConfig, client_id: int, identity: IdentityKey | None
+) -> IdentityKey | None:
+    """The identity key a restored client holds: the supplied one (active mode), else ``None``."""
+    if not config.active:
+        return None
+    if not isinstance(identity, IdentityKey):
+        raise ParameterTypeError(
+            "identity", "the client's IdentityKey (an active-mode state never holds it)", identity
+        )
+    registry = config.identities
+    if registry is None or not hmac.compare_digest(
+        registry.public_key(client_id), identity.public_key
+    ):
+        raise ParameterError("identity", "the key the registry holds for this client", identity)
+    return identity
+
+
 def _client_attribute_names() -> tuple[str, ...]:
     """The attribute names of a freshly built client (the format's expected set)."""
     cached = _ATTRIBUTES.get("names")
     if cached is None:
         probe = SecAggClient(SecAggConfig(client_ids=(1, 2), threshold=2, vector_length=1), 1)
-        cached = tuple(sorted(vars(probe)))
+        cached = tuple(sorted(set(vars(probe)) - _NOT_EXPORTED))
         _ATTRIBUTES["names"] = cached
     return cached
 
@@ -793,19 +837,3 @@ def record_answer(journal: RevealJournal, client: SecAggClient, answer: object) 
             answer=digest,
         )
     )
-
-
-# -- types of the active security mode (appended by the protocol layer) -----------------
-
-from privfed.secagg.protocol.identity import IdentityKey, IdentityRegistry  # noqa: E402
-
-_EXTENSIONS["identity.IdentityKey"] = (
-    IdentityKey,
-    lambda key: key.private_bytes(),
-    IdentityKey,
-)
-_EXTENSIONS["identity.IdentityRegistry"] = (
-    IdentityRegistry,
-    lambda registry: registry.to_json().encode(),
-    lambda raw: IdentityRegistry.from_json(raw.decode("utf-8")),
-)
