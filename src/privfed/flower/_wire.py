@@ -30,6 +30,7 @@ ACTIONS: Final = {
     Stage.ADVERTISE_KEYS: "privfed_secagg_advertise",
     Stage.SHARE_KEYS: "privfed_secagg_share",
     Stage.MASKED_INPUT: "privfed_secagg_mask",
+    Stage.CONSISTENCY_CHECK: "privfed_secagg_consist",
     Stage.UNMASKING: "privfed_secagg_unmask",
 }
 #: Flower action of the hello round.

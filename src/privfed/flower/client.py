@@ -9,14 +9,21 @@ against the node's durable reveal journal, runs one step, journals the answer
 *before* it leaves, and stores the new state.  A state older than the
 journal (a rollback) refuses to answer.
 
+The node's policy (:mod:`privfed.flower.policy`, from its node config) is
+checked against the round the server proposes before any key is made; in the
+active mode the node's identity key is read from its file and handed to the
+client at every restore, never stored (the ConsistencyCheck stage,
+``query.privfed_secagg_consist``, runs between masked input and unmasking).
+
 The node's input vector is asked for only at the masked-input stage, through
 the ``values`` callback, so a node can run the key stages while it is still
 computing its update and its input never sits in the stored state.
 
 Threat model: the node trusts the server for nothing but relaying; every check
-of :class:`~privfed.secagg.SecAggClient` applies.  The stored state holds the
-node's secrets: ``Context.state`` stays on the SuperNode, but whoever can read
-the SuperNode's state store can read them.  The journal must live on storage
+of :class:`~privfed.secagg.SecAggClient` and of the node's policy applies.
+The stored state holds the node's round secrets (never its identity key):
+``Context.state`` stays on the SuperNode, but whoever can read the
+SuperNode's state store can read them.  The journal must live on storage
 that is never restored together with the state (see SECURITY.md).
 """
 
@@ -35,7 +42,9 @@ from flwr.clientapp import ClientApp
 from privfed.errors import AuthenticationError, MessageFormatError, ProtocolAbort
 from privfed.flower import _wire
 from privfed.flower.declaration import DeclaredInput
+from privfed.flower.policy import NodePolicy, PolicyFn, default_policy
 from privfed.secagg import (
+    ConsistencyRequest,
     EncryptedSharesBundle,
     MaskedInput,
     Roster,
@@ -133,6 +142,8 @@ class _Handlers:
         noise_seeds: The node's noise-layer seeds (:data:`NoiseSeedsFn`), or ``None``.
         state_key: Where in ``Context.state`` the protocol state lives (one
             key per kind of round, so a training round never meets a query round's state).
+        policy: The node's policy (:data:`~privfed.flower.policy.PolicyFn`);
+            default :func:`~privfed.flower.policy.default_policy` (node config).
     """
 
     def __init__(
@@ -142,11 +153,17 @@ class _Handlers:
         noise_seeds: NoiseSeedsFn | None = None,
         *,
         state_key: str = STATE_KEY,
+        policy: PolicyFn | None = None,
     ) -> None:
         self._values = values
         self._journal = journal
         self._noise_seeds = noise_seeds
         self._state_key = state_key
+        self._policy = default_policy if policy is None else policy
+
+    def policy(self, context: Context) -> NodePolicy:
+        """This node's policy, read afresh (its identity key from its file)."""
+        return self._policy(context)
 
     # -- state -----------------------------------------------------------------------
 
@@ -158,7 +175,9 @@ class _Handlers:
         blob = record.get("state")
         if not isinstance(blob, bytes):
             raise MessageFormatError("the node's stored protocol state is not bytes")
-        return restore_client_state(blob, journal=journal), journal
+        # The identity key comes from the node's own file at every restore: never the state.
+        identity = self.policy(context).identity
+        return restore_client_state(blob, journal=journal, identity=identity), journal
 
     def _commit(
         self, context: Context, journal: RevealJournal, client: SecAggClient, answer: object
@@ -192,16 +211,29 @@ class _Handlers:
 
     # -- the stages ------------------------------------------------------------------
 
-    def advertise(self, message: Message, context: Context) -> Message:
+    def proposed(self, message: Message, context: Context) -> tuple[SecAggConfig, int, NodePolicy]:
+        """The round the server proposes, checked against this node's policy.
+
+        Raises:
+            MessageFormatError: A malformed proposal.
+            ProtocolAbort: The round is weaker than the node's policy.
+        """
         record = _wire.config_record(message.content)
         config = decode_config(_wire.get_bytes(record, "config"))
         client_id = _wire.get_int(record, "client-id")
+        policy = self.policy(context)
+        policy.check(config, client_id)
+        return config, client_id, policy
+
+    def advertise(self, message: Message, context: Context) -> Message:
+        config, client_id, policy = self.proposed(message, context)
         seeds: Sequence[bytes] = ()
         if config.noise_layers:
             if self._noise_seeds is None:
                 raise ProtocolAbort("this node has no noise layers to share (noise_layers > 0)")
             seeds = self._noise_seeds(context, config, client_id)
-        client = SecAggClient(config, client_id, noise_seeds=seeds)
+        identity = policy.identity if config.active else None
+        client = SecAggClient(config, client_id, noise_seeds=seeds, identity=identity)
         journal = self._journal(context)
         if journal.latest_step(config.session_id, config.round_index, client.client_id) is not None:
             # Fresh keys for a session this node already answered would let the
@@ -248,6 +280,14 @@ class _Handlers:
         content = _wire.masked_input_content(answer, declaration=declaration)
         return Message(content, reply_to=message)
 
+    def consistency(self, message: Message, context: Context) -> Message:
+        """Active mode: sign the survivor set (once per session)."""
+        request = ConsistencyRequest.from_bytes(
+            _wire.get_bytes(_wire.config_record(message.content), "message")
+        )
+        answer = self._step(context, request.session_id, lambda c: c.consistency_check(request))
+        return Message(_wire.bytes_content(answer.to_bytes()), reply_to=message)  # type: ignore[attr-defined]
+
     def unmask(self, message: Message, context: Context) -> Message:
         request = UnmaskRequest.from_bytes(
             _wire.get_bytes(_wire.config_record(message.content), "message")
@@ -262,6 +302,7 @@ def add_secagg_handlers(
     *,
     journal: JournalFn | None = None,
     noise_seeds: NoiseSeedsFn | None = None,
+    policy: PolicyFn | None = None,
 ) -> ClientApp:
     """Register privfed's secure-aggregation handlers on a Flower ``ClientApp``.
 
@@ -278,21 +319,28 @@ def add_secagg_handlers(
         noise_seeds: ``noise_seeds(context, config, client_id)`` returns the
             node's secret layer seeds for a round with ``config.noise_layers
             > 0`` (see :data:`NoiseSeedsFn`); without it such a round is refused.
+        policy: ``policy(context)`` returns the node's
+            :class:`~privfed.flower.policy.NodePolicy`; default
+            :func:`~privfed.flower.policy.default_policy` (its node config).
 
     Returns:
         ``app``, with handlers for ``query.privfed_secagg_advertise``,
-        ``..._share``, ``..._mask`` and ``..._unmask``, and
+        ``..._share``, ``..._mask``, ``..._consist`` (active mode) and
+        ``..._unmask``, and
         ``query.privfed_hello`` (the node's public partition id).
 
     Raises:
         ValueError: ``app`` already has a handler of one of these names
             (Flower's own check).
     """
-    handlers = _Handlers(values, default_journal if journal is None else journal, noise_seeds)
+    handlers = _Handlers(
+        values, default_journal if journal is None else journal, noise_seeds, policy=policy
+    )
     table = {
         Stage.ADVERTISE_KEYS: handlers.advertise,
         Stage.SHARE_KEYS: handlers.share,
         Stage.MASKED_INPUT: handlers.mask,
+        Stage.CONSISTENCY_CHECK: handlers.consistency,
         Stage.UNMASKING: handlers.unmask,
     }
     for stage, handler in table.items():

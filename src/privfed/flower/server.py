@@ -83,7 +83,13 @@ _REFUSALS = (
     ParameterTypeError,
     DeclarationError,
 )
-_STAGES = (Stage.ADVERTISE_KEYS, Stage.SHARE_KEYS, Stage.MASKED_INPUT, Stage.UNMASKING)
+_STAGES = (
+    Stage.ADVERTISE_KEYS,
+    Stage.SHARE_KEYS,
+    Stage.MASKED_INPUT,
+    Stage.CONSISTENCY_CHECK,
+    Stage.UNMASKING,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -304,8 +310,12 @@ class SecAggRound:
         degree: Neighbours per client in Harary mode.
         timeout: Seconds each stage waits for replies; a node that has not
             answered by then is a dropout of that stage.  ``> 0``.
-        config_fields: Further :class:`~privfed.secagg.SecAggConfig` fields
-            (e.g. a security mode the protocol layer offers).
+        config_fields: Further :class:`~privfed.secagg.SecAggConfig` fields:
+            e.g. ``{"mode": "active", "identities": registry, "corrupted": 1}``
+            for the active mode (the server's copy of the registry: each node
+            refuses a round over any other than its own, and a round weaker
+            than its policy; the ConsistencyCheck stage then runs between
+            masked input and unmasking).
         progress: Optional callback; a
             :class:`~privfed.progress.ProgressEvent` (stage name in lower
             case) when each stage closes.
@@ -529,18 +539,21 @@ class SecAggRound:
         )
         state.dropped[Stage.SHARE_KEYS] = tuple(sorted(set(rosters) - server.shared))
 
-        # MASKED_INPUT
+        # MASKED_INPUT, then (active mode) CONSISTENCY_CHECK
         assert isinstance(routed, dict)  # noqa: S101
         exchange(Stage.MASKED_INPUT, routed, receive_masked)
-        requests = close(
-            Stage.MASKED_INPUT,
-            routed,
-            server.survivors,
-            lambda: {
-                cid: _wire.bytes_content(m.to_bytes())
-                for cid, m in server.unmask_requests().items()
-            },
-        )
+        asking = server.consistency_requests if config.active else server.unmask_requests
+        requests = close(Stage.MASKED_INPUT, routed, server.survivors, lambda: _contents(asking()))
+        if config.active:
+            assert isinstance(requests, dict)  # noqa: S101
+            exchange(Stage.CONSISTENCY_CHECK, requests, receive_bytes)
+            asked = requests
+            requests = close(
+                Stage.CONSISTENCY_CHECK,
+                asked,
+                server.signers,
+                lambda: _contents(server.unmask_requests()),
+            )
 
         # UNMASKING
         assert isinstance(requests, dict)  # noqa: S101
@@ -616,6 +629,11 @@ def _per_client(server: SecAggServer, clients: list[int]) -> dict[int, RecordDic
         data = server.roster().to_bytes()
         return {cid: _wire.bytes_content(data) for cid in clients}
     return {cid: _wire.bytes_content(server.roster(cid).to_bytes()) for cid in clients}
+
+
+def _contents(messages: Mapping[int, ProtocolMessage]) -> dict[int, RecordDict]:
+    """Each client's protocol message as Flower content."""
+    return {cid: _wire.bytes_content(m.to_bytes()) for cid, m in messages.items()}
 
 
 def _complete_senders(server: SecAggServer) -> frozenset[int]:
