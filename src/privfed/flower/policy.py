@@ -278,9 +278,10 @@ class NodePolicy:
         without an identity; a threshold below ``min_threshold``, or not above
         ``n_C`` (semi-honest: ``n_C`` colluders hold fewer than ``t`` shares),
         or with ``2t <= s + n_C`` (active) -- a sparse graph cannot lower a
-        neighbourhood below the minimum, since ``t <= s``; ``corrupted`` below :attr:`assumed_corrupted`; an
-        active round over a registry other than the node's own; a client id
-        that is not the registry's id of this node's key.
+        neighbourhood below the minimum, since ``t <= s``; ``corrupted``
+        below :attr:`assumed_corrupted`; an active round over a registry other
+        than the node's own; a client id that is not the registry's id of
+        this node's key.
 
         Args:
             config: The round the server proposes.
