@@ -618,7 +618,9 @@ class _RoundState:
         self.errors: dict[int, str] = {}
         self.dropped: dict[Stage, tuple[int, ...]] = {}
         self.seconds: dict[Stage, float] = {}
-        self.server: dict[Stage, float] = dict.fromkeys(_STAGES, 0.0)
+        # The stages this round plays (ConsistencyCheck in active mode only).
+        played = _STAGES if config.active else tuple(_STAGES[i] for i in (0, 1, 2, 4))
+        self.server: dict[Stage, float] = dict.fromkeys(played, 0.0)
         self.declarations: dict[int, NoiseDeclaration | None] = {}
         self.stage_start = 0.0
 
