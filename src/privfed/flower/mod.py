@@ -28,12 +28,20 @@ journal, exactly as the query handlers of :mod:`privfed.flower.client`:
    that leaves the node holds the masked vector and the public structure
    (record names, array dtypes, metric names) only: no value, no example
    count, no metric, no non-float array, no string metric;
-4. unmask.
+4. active mode only: the ConsistencyCheck (sign the survivor set);
+5. unmask.
 
-Threat model: that of :mod:`privfed.flower.client` (semi-honest server; the
-node trusts it for relaying only; ``Context.state`` and the journal hold the
-node's secrets).  The plaintext update exists on the node only, inside this
-call.
+In the active mode the server first asks each node who it is (stage
+``identify``: the node answers the id its own registry holds for its identity
+key, nothing else).  At advertise keys the node checks the proposed round
+against its own policy (:class:`~privfed.flower.policy.NodePolicy`, from its
+node config) before any key exists, exactly as the query handlers do, and
+refuses a weaker one.
+
+Threat model: that of :mod:`privfed.flower.client` (the node trusts the
+server for relaying only; its policy pins what it accepts; ``Context.state``
+and the journal hold the node's round secrets, never its identity key).  The
+plaintext update exists on the node only, inside this call.
 """
 
 from __future__ import annotations
@@ -42,7 +50,7 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
-from flwr.app import ConfigRecord, Context, Message
+from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp.typing import ClientAppCallable
 
 from privfed.errors import MessageFormatError, ProtocolAbort
@@ -54,6 +62,7 @@ from privfed.flower._training_wire import (
     TrainingEncoding,
 )
 from privfed.flower.client import JournalFn, _Handlers, _wire_session, default_journal
+from privfed.flower.policy import PolicyFn
 from privfed.secagg import SecAggConfig
 from privfed.secagg.protocol.state import decode_config
 
@@ -70,7 +79,7 @@ TRAIN_STATE_KEY: Final = "privfed_secagg_train"
 #: Where it keeps the round's public encoding (bound to the round's session).
 _ENCODING_KEY: Final = "privfed_secagg_train_encoding"
 #: The stage names of a training round (field ``train-stage`` of the privfed record).
-TRAIN_STAGES: Final = ("advertise", "share", "mask", "unmask")
+TRAIN_STAGES: Final = ("identify", "advertise", "share", "mask", "consist", "unmask")
 
 
 def carries_training_stage(message: Message) -> bool:
@@ -95,10 +104,14 @@ class SecAggMod:
             :class:`~privfed.secagg.protocol.state.RevealJournal`; default
             :func:`~privfed.flower.default_journal` (node config
             ``privfed-journal``, run config ``journal-dir``, else the XDG state folder).
+        policy: ``policy(context)`` -> the node's
+            :class:`~privfed.flower.policy.NodePolicy`; default
+            :func:`~privfed.flower.policy.default_policy` (its node config).
     """
 
-    def __init__(self, *, journal: JournalFn | None = None) -> None:
+    def __init__(self, *, journal: JournalFn | None = None, policy: PolicyFn | None = None) -> None:
         self._journal = default_journal if journal is None else journal
+        self._policy = policy
 
     def __call__(self, msg: Message, ctxt: Context, call_next: ClientAppCallable) -> Message:
         """Handle ``msg``: a privfed training stage, or anything else untouched.
@@ -114,13 +127,19 @@ class SecAggMod:
         if not carries_training_stage(msg):
             return call_next(msg, ctxt)
         stage = _wire.config_record(msg.content).get(STAGE_FIELD)
-        handlers = _Handlers(_no_values, self._journal, state_key=TRAIN_STATE_KEY)
+        handlers = _Handlers(
+            _no_values, self._journal, state_key=TRAIN_STATE_KEY, policy=self._policy
+        )
+        if stage == "identify":
+            return _identify(msg, ctxt, handlers)
         if stage == "advertise":
             return self._advertise(msg, ctxt, handlers)
         if stage == "share":
             return handlers.share(msg, ctxt)
         if stage == "mask":
             return self._mask(msg, ctxt, call_next, handlers)
+        if stage == "consist":
+            return handlers.consistency(msg, ctxt)
         if stage == "unmask":
             return handlers.unmask(msg, ctxt)
         raise MessageFormatError(f"unknown privfed training stage {stage!r}")
@@ -166,6 +185,17 @@ class SecAggMod:
         content = _wire.masked_input_content(answer)
         content.config_records[_wire.RECORD][STRUCTURE_FIELD] = structure[0]
         return Message(content, reply_to=msg)
+
+
+def _identify(msg: Message, ctxt: Context, handlers: _Handlers) -> Message:
+    """Active mode: this node's client id, as its own registry holds its identity key."""
+    client_id = handlers.policy(ctxt).client_id
+    if client_id is None:
+        raise ProtocolAbort(
+            "this node has no identity for an active round (node config privfed-identity-key "
+            "and privfed-registry)"
+        )
+    return Message(RecordDict({_wire.RECORD: ConfigRecord({"client-id": client_id})}), reply_to=msg)
 
 
 def _stored_encoding(context: Context, config: SecAggConfig) -> TrainingEncoding:

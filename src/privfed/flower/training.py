@@ -37,8 +37,16 @@ that stage (one log line per node); below the threshold the round is skipped
 whose sum could wrap the ring raises :class:`~privfed.errors.RingOverflowError`
 before any message is sent.
 
-Threat model: that of :mod:`privfed.flower.server` (semi-honest server, Flower
-node authentication and TLS in a deployment).  The server holds masked
+Active mode (``mode="active"``, ``identities=`` the server's copy of the
+integrator's registry, ``corrupted=`` n_C): the server asks each sampled node
+for its registry id (stage ``identify``, once per node), the round keys are
+signed and a ConsistencyCheck stage runs between the masked updates and the
+unmasking; each node checks the proposed round against its own policy and
+registry (:mod:`privfed.flower.policy`) and refuses a weaker one.  A round
+whose threshold breaks the active rule ``2t > s + n_C`` is skipped.
+
+Threat model: that of :mod:`privfed.flower.server` (semi-honest server unless
+``mode="active"``; Flower node authentication and TLS in a deployment).  The server holds masked
 vectors, the ring sum of the survivors and the public structure; it never
 holds a node's unmasked update.
 """
@@ -75,6 +83,7 @@ from flwr.supercore.run import Run
 
 from privfed._checks import check_choice, check_float, check_int, check_str
 from privfed.errors import (
+    MessageFormatError,
     ParameterError,
     ParameterTypeError,
     ProtocolAbort,
@@ -95,9 +104,11 @@ from privfed.flower._training_wire import (
 from privfed.flower.server import _per_client
 from privfed.secagg import (
     GraphMode,
+    IdentityRegistry,
     MaskedInput,
     SecAggConfig,
     SecAggServer,
+    SecurityMode,
     Stage,
     decode_message,
 )
@@ -120,6 +131,7 @@ _STAGE_NAMES: Final = {
     Stage.ADVERTISE_KEYS: "advertise",
     Stage.SHARE_KEYS: "share",
     Stage.MASKED_INPUT: "mask",
+    Stage.CONSISTENCY_CHECK: "consist",
     Stage.UNMASKING: "unmask",
 }
 
@@ -271,6 +283,14 @@ class SecAggWorkflow:
         metric_quantization_range: Quantization range of train metrics.
         metric_slots: Numeric train metrics aggregated per round, an int in
             ``[0, 1024]``; a node's extra metrics (by name) are not sent.
+        mode: ``"semi-honest"`` (default) or ``"active"`` (signed keys and the
+            ConsistencyCheck stage; nodes need an identity in their policy).
+        identities: Active mode: the registry of the nodes' identity keys
+            (:class:`~privfed.secagg.IdentityRegistry`; every node checks that
+            it is its own); ``None`` otherwise.
+        corrupted: ``n_C``, clients assumed to collude with the server (at
+            least the registry's ``assumed_corrupted``; nodes refuse fewer
+            than their policy's).
 
     Raises:
         ParameterError, ParameterTypeError: An argument outside its domain.
@@ -290,7 +310,15 @@ class SecAggWorkflow:
         metric_clipping_range: float = 2.0**16,
         metric_quantization_range: int = 2**36,
         metric_slots: int = 8,
+        mode: SecurityMode | str = SecurityMode.SEMI_HONEST,
+        identities: IdentityRegistry | None = None,
+        corrupted: int = 0,
     ) -> None:
+        self.mode = _security_mode(mode, identities)
+        self.identities = identities
+        self.corrupted = check_int("corrupted", corrupted, minimum=0)
+        #: Active mode: Flower node id -> the registry id the node answered with.
+        self.identified: dict[int, int] = {}
         self.num_shares = _share_count(num_shares)
         self.reconstruction_threshold = _threshold_arg(reconstruction_threshold)
         if (
@@ -419,6 +447,7 @@ class SecAggWorkflow:
             self.setup_stage,
             self.share_keys_stage,
             self.collect_masked_vectors_stage,
+            self.consistency_check_stage,
             self.unmask_stage,
         )
         try:
@@ -441,27 +470,38 @@ class SecAggWorkflow:
 
     def setup_stage(self, grid: Grid, state: TrainingRoundState) -> bool:
         """Fix the round's config and encoding, send it, collect fresh public keys."""
-        n = len(state.instructions)
-        if n < 2:
-            return _skip(state, f"{n} node sampled; secure aggregation needs at least 2")
+        if len(state.instructions) < 2:
+            return _skip(state, f"{len(state.instructions)} node sampled; needs at least 2")
         layouts = [array_layout(content) for content in state.instructions.values()]
         if any(layout != layouts[0] for layout in layouts):
             raise ParameterError("instructions", "the same arrays for every node", "different")
+        if self.mode is SecurityMode.ACTIVE:
+            state.clients = self._identify(grid, state)
+        else:
+            state.clients = {node: cid for cid, node in enumerate(sorted(state.instructions), 1)}
+        n = len(state.clients)
+        if n < 2:
+            return _skip(state, f"{n} node(s) identified; secure aggregation needs at least 2")
         graph, degree, size = self._graph(n)
         threshold = self._threshold(size)
         if threshold > size:
             return _skip(state, f"reconstruction threshold {threshold} > {size} shares")
         encoding = self.encoding(layouts[0], state.reply_format, state.weight_key)
         encoding.check_no_wrap(n)  # before any key is made, anywhere
-        state.clients = {node: cid for cid, node in enumerate(sorted(state.instructions), 1)}
-        config = SecAggConfig(
-            client_ids=tuple(range(1, n + 1)),
-            threshold=threshold,
-            vector_length=encoding.vector_length,
-            graph=graph,
-            degree=degree,
-            round_index=state.round_index,
-        )
+        try:
+            config = SecAggConfig(
+                client_ids=tuple(sorted(state.clients.values())),
+                threshold=threshold,
+                vector_length=encoding.vector_length,
+                graph=graph,
+                degree=degree,
+                round_index=state.round_index,
+                mode=self.mode,
+                corrupted=self.corrupted,
+                identities=self.identities,
+            )
+        except ParameterError as exc:  # e.g. 2t <= s + n_C with the nodes this round has
+            return _skip(state, str(exc))
         server = state.server = SecAggServer(config)
         state.encoding = encoding
         fields: dict[str, str | bytes] = {
@@ -475,12 +515,58 @@ class SecAggWorkflow:
         }
         replies = self._exchange(grid, state, Stage.ADVERTISE_KEYS, payloads)
         self._receive_each(state, Stage.ADVERTISE_KEYS, payloads, replies, _receive_bytes)
+        for cid in set(payloads) - server.advertised:  # asked again next round
+            self.identified.pop(state.node_of[cid], None)
         try:
             rosters = _per_client(server, sorted(server.advertised))
         except ProtocolAbort as exc:
             return _skip(state, exc.reason)
         state.payloads = {cid: _restage(content, "share") for cid, content in rosters.items()}
         return True
+
+    def _identify(self, grid: Grid, state: TrainingRoundState) -> dict[int, int]:
+        """Active mode: ``{node: registry id}`` of the sampled nodes (unknown ones are asked).
+
+        A node's answer is only a claim: its signed keys prove it.  Nodes that
+        fail, answer an id the registry does not enrol, or one another node
+        claims, are left out of the round.
+        """
+        registry = self.identities
+        assert registry is not None  # noqa: S101 -- active mode has one
+        unknown = sorted(set(state.instructions) - set(self.identified))
+        if unknown:
+            messages = [
+                Message(
+                    RecordDict({_wire.RECORD: ConfigRecord({STAGE_FIELD: "identify"})}),
+                    dst_node_id=node,
+                    message_type=state.message_type,
+                    group_id=state.group_id,
+                )
+                for node in unknown
+            ]
+            for reply in grid.send_and_receive(messages, timeout=state.timeout):
+                node = int(reply.metadata.src_node_id)
+                if node not in unknown or reply.has_error():
+                    continue
+                try:
+                    cid = _wire.get_int(_wire.config_record(reply.content), "client-id")
+                except MessageFormatError:
+                    continue
+                if cid in registry.public_keys:
+                    self.identified[node] = cid
+        sampled = {
+            node: self.identified[node] for node in state.instructions if node in self.identified
+        }
+        claims: dict[int, int] = {}
+        for cid in sampled.values():
+            claims[cid] = claims.get(cid, 0) + 1
+        left_out = sorted(
+            set(state.instructions) - {n for n, c in sampled.items() if claims[c] == 1}
+        )
+        if left_out:
+            _LOG.warning("active mode: nodes %s gave no registry id of their own", left_out)
+        state.dropped["identify"] = tuple(left_out)
+        return {node: cid for node, cid in sampled.items() if claims[cid] == 1}
 
     def share_keys_stage(self, grid: Grid, state: TrainingRoundState) -> bool:
         """Send each node its roster; collect and route the encrypted shares."""
@@ -538,6 +624,27 @@ class SecAggWorkflow:
             except Exception as exc:
                 _refuse(state, cid, Stage.MASKED_INPUT, exc)
         _note_dropouts(state, Stage.MASKED_INPUT, asked, server.survivors)
+        active = server.config.active
+        try:
+            requests = server.consistency_requests() if active else server.unmask_requests()
+        except ProtocolAbort as exc:
+            return _skip(state, exc.reason)
+        state.payloads = {
+            cid: _wire.bytes_content(
+                m.to_bytes(), **{STAGE_FIELD: "consist" if active else "unmask"}
+            )
+            for cid, m in requests.items()
+        }
+        return True
+
+    def consistency_check_stage(self, grid: Grid, state: TrainingRoundState) -> bool:
+        """Active mode: collect the survivors' signatures on one survivor set (else nothing)."""
+        server = _server(state)
+        if not server.config.active:
+            return True
+        asked = state.payloads
+        replies = self._exchange(grid, state, Stage.CONSISTENCY_CHECK, asked)
+        self._receive_each(state, Stage.CONSISTENCY_CHECK, asked, replies, _receive_bytes)
         try:
             requests = server.unmask_requests()
         except ProtocolAbort as exc:
@@ -723,6 +830,18 @@ def _report(state: TrainingRoundState) -> TrainingRoundReport:
         skipped=state.skipped,
         seconds=dict(state.seconds),
     )
+
+
+def _security_mode(mode: object, identities: object) -> SecurityMode:
+    try:
+        chosen = mode if isinstance(mode, SecurityMode) else SecurityMode(mode)
+    except ValueError:
+        raise ParameterError("mode", "'semi-honest' or 'active'", mode) from None
+    if chosen is SecurityMode.ACTIVE and not isinstance(identities, IdentityRegistry):
+        raise ParameterTypeError("identities", "an IdentityRegistry with mode='active'", identities)
+    if chosen is SecurityMode.SEMI_HONEST and identities is not None:
+        raise ParameterError("identities", "None in semi-honest mode", "a registry")
+    return chosen
 
 
 def _share_count(value: object) -> int | float:
