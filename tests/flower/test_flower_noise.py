@@ -587,7 +587,8 @@ def test_settings_flower_cannot_honour_are_refused_before_any_node_is_asked(
 
     base = {**RUN, "journal-dir": str(tmp_path / "journals"), "output-dir": str(tmp_path / "o")}
     for bad, key in (
-        ({"secagg-mode": "active", "noise": "distributed-gaussian"}, "secagg-mode"),
+        # The active mode needs the server's copy of the registry (named in the run config).
+        ({"secagg-mode": "active", "noise": "distributed-gaussian"}, "secagg-registry"),
         ({"baselines": True, "noise": "distributed-skellam"}, "baselines"),
     ):
         grid = loopback(apps.client_app, 6, run_config={**base, **bad})

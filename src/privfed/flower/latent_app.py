@@ -24,9 +24,20 @@ noise or statistics; the server never holds a noiseless total.  With
 in-process job's derivation: the same run gives the same noisy total, and the
 ledger records the release as seeded); leave it -1 in a deployment.
 
+Active mode (``secagg-mode = "active"``): the run config's ``secagg-registry``
+names the server's copy of the integrator's registry (a file on the
+ServerApp's machine, :class:`~privfed.secagg.IdentityRegistry` JSON) which
+enrols partition ``p`` as client id ``p + 1``, and ``assumed-corrupted`` is
+n_C.  The round's keys are signed and the ConsistencyCheck stage runs; every
+node checks the round against its own policy (:mod:`privfed.flower.policy`:
+its node config's identity key, registry, minimum threshold and n_C) and
+refuses a registry other than its own, a client id that is not its identity,
+or a weaker round.
+
 Run config (``[tool.flwr.app.config]`` or ``flwr run ... --run-config``):
 the keys of :func:`pipeline_config` (``epsilon``, ``delta``, ``codec``,
-``num-clients``, ``noise-seed`` ...), plus ``threshold`` (0: the job's
+``num-clients``, ``noise-seed``, ``secagg-mode`` ...), plus ``secagg-registry``
+(active mode), ``threshold`` (0: the job's
 strict majority), ``timeout`` (stage timeout, s), ``wait-s`` (how long to
 wait for nodes), ``output-dir``, ``overwrite``, ``release-only`` and
 ``scripted-dropouts`` (nodes named by the job's dropout plan drop out for
@@ -68,6 +79,7 @@ from privfed.secagg import Stage
 
 __all__ = [
     "FLOWER_EVALUATION_FILE",
+    "active_fields",
     "check_declarations",
     "check_round_config",
     "client_app",
@@ -122,8 +134,11 @@ class _FlowerAggregator:
         seeded: bool = False,
         noise_model: str = "central",
         num_clients: int | None = None,
+        secagg_fields: Mapping[str, Any] | None = None,
     ) -> None:
         self.grid = grid
+        #: Further SecAggConfig fields of the round (the active mode's).
+        self.secagg_fields = dict(secagg_fields or {})
         self.num_clients = len(partitions) if num_clients is None else num_clients
         self.seeded = seeded
         self.noise_model = noise_model
@@ -187,11 +202,14 @@ class _FlowerAggregator:
     def _round(
         self, threshold: int, length: int, layers: int, expected: NoiseDeclaration
     ) -> SecAggRoundResult:
+        fields = dict(self.secagg_fields)
+        if layers:
+            fields["noise_layers"] = layers
         workflow = SecAggRound(
             threshold=threshold,
             vector_length=length,
             timeout=self.timeout,
-            config_fields={"noise_layers": layers} if layers else None,
+            config_fields=fields or None,
             expected_input=expected,
         )
         mapping = {node: pid + 1 for node, pid in self.partitions.items()}
@@ -275,6 +293,40 @@ def _write_flower_evaluation(out: Path, agg: _FlowerAggregator, result: Any) -> 
     (out / FLOWER_EVALUATION_FILE).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
 
 
+def active_fields(run: Mapping[str, Any], config: Any) -> dict[str, Any]:
+    """The round's active-mode config fields (``{}`` in semi-honest mode), checked before waiting.
+
+    Raises:
+        ParameterError: Active mode without a ``secagg-registry`` file, or with
+            one that does not enrol ids ``1..num-clients`` or assumes more
+            corrupted clients than ``assumed-corrupted``.
+    """
+    if config.secagg_mode == "semi-honest":
+        return {}
+    from privfed.flower.policy import load_registry
+
+    path = run.get("secagg-registry")
+    if not isinstance(path, str) or not path:
+        raise ParameterError(
+            "secagg-registry", "the path of the identity registry with secagg-mode='active'", path
+        )
+    registry = load_registry(path, name="secagg-registry")
+    missing = sorted(set(range(1, config.num_clients + 1)) - set(registry.client_ids))
+    if missing:
+        raise ParameterError(
+            "secagg-registry",
+            f"a registry enrolling client ids 1..{config.num_clients} (partition p is id p + 1)",
+            f"{path} without {missing[:5]}",
+        )
+    if registry.assumed_corrupted > config.assumed_corrupted:
+        raise ParameterError(
+            "assumed-corrupted",
+            f"at least the registry's assumed_corrupted ({registry.assumed_corrupted})",
+            config.assumed_corrupted,
+        )
+    return {"mode": "active", "identities": registry, "corrupted": config.assumed_corrupted}
+
+
 def latent_main(
     grid: Grid, run: Mapping[str, Any], *, on_result: Callable[[Any], None] | None = None
 ) -> Any:
@@ -302,12 +354,7 @@ def latent_main(
             f"0 or {threshold_for(config.num_clients)} with distributed noise",
             threshold,
         )
-    if config.secagg_mode != "semi-honest":
-        # The active mode needs each node's own policy (identity, registry): not yet over Flower.
-        raise ParameterError(
-            "secagg-mode", "'semi-honest' over Flower (the active mode runs in process)",
-            config.secagg_mode,
-        )  # fmt: skip
+    secagg_fields = active_fields(run, config)
     if distributed and config.baselines:
         raise ParameterError(
             "baselines", "false with distributed noise (the noiseless baseline needs the "
@@ -334,11 +381,13 @@ def latent_main(
         seeded=config.noise_seed is not None,
         noise_model=str(config.noise),
         num_clients=config.num_clients,
+        secagg_fields=secagg_fields,
     )
+    mode = config.secagg_mode
     if distributed:
-        result = run_pipeline(config, noisy_aggregator=aggregator.noisy)
+        result = run_pipeline(config, noisy_aggregator=aggregator.noisy, aggregator_mode=mode)
     else:
-        result = run_pipeline(config, aggregator=aggregator)
+        result = run_pipeline(config, aggregator=aggregator, aggregator_mode=mode)
     result.write(output, overwrite=overwrite, release_only=release_only)
     if not release_only:
         _write_flower_evaluation(Path(output), aggregator, result)

@@ -107,8 +107,8 @@ def test_violating_config_is_refused_naming_the_parameter() -> None:
         PipelineConfig(secagg_mode="malicious")
 
 
-def test_external_aggregator_refuses_the_active_mode() -> None:
-    """The Flower path plays its own (semi-honest) round: no release may claim active."""
+def test_external_aggregator_must_play_the_configured_mode() -> None:
+    """An external round declares its mode; no release may claim one that was not run."""
 
     def never(*_: Any) -> Any:
         raise AssertionError("the aggregator must not be called")
@@ -116,6 +116,9 @@ def test_external_aggregator_refuses_the_active_mode() -> None:
     config = PipelineConfig(secagg_mode="active", **TINY)
     with pytest.raises(ParameterError, match="secagg_mode"):
         run_pipeline(config, aggregator=never)
+    semi = PipelineConfig(**TINY)
+    with pytest.raises(ParameterError, match="secagg_mode"):
+        run_pipeline(semi, aggregator=never, aggregator_mode="active")
 
 
 def test_cli_secagg_mode_active(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

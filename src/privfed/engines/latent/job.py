@@ -1045,6 +1045,7 @@ def run_pipeline(
     progress: ProgressFn | None = None,
     aggregator: Aggregator | None = None,
     noisy_aggregator: NoisyAggregator | None = None,
+    aggregator_mode: str = "semi-honest",
 ) -> PipelineResult:
     """Run the latent-statistic job once; see the module docstring for the stages.
 
@@ -1061,6 +1062,10 @@ def run_pipeline(
             (the point of distributed noise: whoever runs this job holds only
             the noisy total), so ``baselines`` must be off and the report's
             record count is the one the release carries.
+        aggregator_mode: The secure-aggregation mode the external aggregator
+            plays (``"semi-honest"`` or ``"active"``); it must be
+            ``config.secagg_mode``, so a release never claims a mode that was
+            not run.
 
     Returns:
         The result: a JSON-able :class:`PipelineReport` plus artefacts.
@@ -1075,7 +1080,7 @@ def run_pipeline(
         config.device,
         _idle_cores() if config.num_threads is None else config.num_threads,
         progress,
-        lambda clock: _run(config, clock, aggregator, noisy_aggregator),
+        lambda clock: _run(config, clock, aggregator, noisy_aggregator, aggregator_mode),
     )
 
 
@@ -1084,17 +1089,17 @@ def _run(
     clock: StageClock,
     aggregator: Aggregator | None = None,
     noisy_aggregator: NoisyAggregator | None = None,
+    aggregator_mode: str = "semi-honest",
 ) -> PipelineResult:
     device = torch.device(config.device)
-    if config.secagg_mode != "semi-honest" and (
+    if config.secagg_mode != aggregator_mode and (
         aggregator is not None or noisy_aggregator is not None
     ):
         # An external aggregator plays its own round; the release must not claim a
         # mode that was not run.
         raise ParameterError(
             "secagg_mode",
-            "'semi-honest' with an external aggregator (only the in-process round "
-            "plays the active mode)",
+            f"{aggregator_mode!r}: the mode the external aggregator plays",
             config.secagg_mode,
         )
     if noisy_aggregator is not None and config.baselines:
