@@ -11,6 +11,10 @@ separate processes or machines, over Flower's Message API.
 * Server: :class:`SecAggRound` drives ``SecAggServer`` from a
   ``ServerApp`` with ``Grid.send_and_receive`` and stage timeouts; the sender
   of each reply is the Flower node that sent it.
+* Node policy: :class:`NodePolicy` (:mod:`privfed.flower.policy`), the node
+  operator's -- security mode, minimum threshold, n_C, identity key and
+  registry, from the node config -- checked against every proposed round
+  before any key exists; the active mode over Flower rests on it.
 * Noise declarations: a node's masked input says what noise it added
   (:class:`NoiseDeclaration`); the workflow refuses inputs whose declaration
   is missing or not the job's plan (:mod:`privfed.flower.declaration`).
@@ -46,6 +50,14 @@ from privfed.flower.client import (  # noqa: E402
 )
 from privfed.flower.declaration import DeclaredInput, NoiseDeclaration  # noqa: E402
 from privfed.flower.mod import SecAggMod, secagg_mod  # noqa: E402
+from privfed.flower.policy import (  # noqa: E402
+    POLICY_NODE_CONFIG_KEY,
+    NodePolicy,
+    default_policy,
+    load_identity_key,
+    load_registry,
+    write_identity_key,
+)
 from privfed.flower.server import (  # noqa: E402
     HELLO_TYPE,
     SecAggRound,
@@ -65,8 +77,10 @@ from privfed.flower.training import (  # noqa: E402
 __all__ = [
     "HELLO_TYPE",
     "JOURNAL_NODE_CONFIG_KEY",
+    "POLICY_NODE_CONFIG_KEY",
     "STATE_KEY",
     "DeclaredInput",
+    "NodePolicy",
     "NoiseDeclaration",
     "SecAggGrid",
     "SecAggMod",
@@ -78,8 +92,12 @@ __all__ = [
     "TrainingRoundState",
     "add_secagg_handlers",
     "default_journal",
+    "default_policy",
     "hello",
+    "load_identity_key",
+    "load_registry",
     "run_simulation",
     "secagg_mod",
     "wait_for_nodes",
+    "write_identity_key",
 ]
