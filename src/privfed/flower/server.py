@@ -29,6 +29,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -83,6 +84,7 @@ _REFUSALS = (
     ParameterTypeError,
     DeclarationError,
 )
+_T = TypeVar("_T")
 _STAGES = (
     Stage.ADVERTISE_KEYS,
     Stage.SHARE_KEYS,
@@ -422,161 +424,8 @@ class SecAggRound:
         config = self.make_config(
             sorted({*mapping.values(), *missing}), session_id=session_id, round_index=round_index
         )
-        server = SecAggServer(config)
-        node_of = {cid: node for node, cid in mapping.items()}
         group = str(round_index) if group_id is None else group_id
-        state = _RoundState(config, mapping)
-
-        def exchange(
-            stage: Stage,
-            payloads: Mapping[int, RecordDict],
-            accept: Callable[[int, RecordDict], None],
-        ) -> None:
-            start = time.perf_counter()
-            messages = []
-            for cid, content in payloads.items():
-                state.sent[cid] = state.sent.get(cid, 0) + _wire.content_bytes(content)
-                messages.append(
-                    Message(
-                        content,
-                        dst_node_id=node_of[cid],
-                        message_type=_wire.MESSAGE_TYPES[stage],
-                        group_id=group,
-                    )
-                )
-            state.server[stage] += time.perf_counter() - start
-            replies = list(grid.send_and_receive(messages, timeout=self.timeout))
-            start = time.perf_counter()
-            answered: set[int] = set()
-            for reply in replies:
-                found = mapping.get(int(reply.metadata.src_node_id))
-                if found is None or found not in payloads or found in answered:
-                    _LOG.warning("ignoring a reply from node %s", reply.metadata.src_node_id)
-                    continue
-                cid = found
-                answered.add(cid)
-                if reply.has_error():
-                    state.errors[cid] = str(reply.error.reason)
-                    _LOG.warning(
-                        "client %d dropped out at %s: %s", cid, stage.name, reply.error.reason
-                    )
-                    continue
-                content = reply.content
-                state.received[cid] = state.received.get(cid, 0) + _wire.content_bytes(content)
-                try:
-                    accept(cid, content)
-                except _REFUSALS as exc:
-                    state.refused[cid] = str(exc)
-                    _LOG.warning("refused client %d's %s reply: %s", cid, stage.name, exc)
-                except Exception as exc:  # a peer's bytes must never end the round
-                    state.refused[cid] = f"{type(exc).__name__}: {exc}"
-                    _LOG.error(
-                        "refused client %d's %s reply (unexpected %s)",
-                        cid,
-                        stage.name,
-                        type(exc).__name__,
-                        exc_info=exc,
-                    )
-            state.server[stage] += time.perf_counter() - start
-
-        def receive_bytes(cid: int, content: RecordDict) -> None:
-            data = _wire.get_bytes(_wire.config_record(content), "message")
-            message: ProtocolMessage = decode_message(data)
-            server.receive(message, sender=cid)
-
-        def receive_masked(cid: int, content: RecordDict) -> None:
-            masked = _wire.parse_masked_input(content)
-            declaration = self._declaration(content, masked.session_id)
-            server.receive(masked, sender=cid)
-            state.declarations[cid] = declaration
-
-        def close(
-            stage: Stage, asked: Iterable[int], accepted: Iterable[int], fn: Callable[[], object]
-        ) -> object:
-            asked_set, accepted_set = set(asked), set(accepted)
-            state.dropped[stage] = tuple(sorted(asked_set - accepted_set))
-            start = time.perf_counter()
-            try:
-                return fn()
-            finally:
-                state.server[stage] += time.perf_counter() - start
-                state.seconds[stage] = time.perf_counter() - state.stage_start
-                state.stage_start = time.perf_counter()
-                if self.progress is not None:
-                    self.progress(ProgressEvent(stage.name.lower(), 1, 1))
-
-        # ADVERTISE_KEYS
-        state.stage_start = time.perf_counter()
-        start = time.perf_counter()
-        config_bytes = encode_config(config)
-        fields = dict(extra or {})
-        advertise = {
-            cid: RecordDict(
-                {_wire.RECORD: ConfigRecord({**fields, "config": config_bytes, "client-id": cid})}
-            )
-            for cid in config.client_ids
-            if cid in node_of  # an absent client is asked nothing: a dropout of this stage
-        }
-        state.server[Stage.ADVERTISE_KEYS] += time.perf_counter() - start
-        exchange(Stage.ADVERTISE_KEYS, advertise, receive_bytes)
-        rosters = close(
-            Stage.ADVERTISE_KEYS,
-            config.client_ids,
-            server.advertised,
-            lambda: _per_client(server, sorted(server.advertised)),
-        )
-
-        # SHARE_KEYS
-        assert isinstance(rosters, dict)  # noqa: S101
-        exchange(Stage.SHARE_KEYS, rosters, receive_bytes)
-        routed = close(
-            Stage.SHARE_KEYS,
-            rosters,
-            _complete_senders(server),
-            lambda: {
-                cid: _wire.bytes_content(m.to_bytes()) for cid, m in server.routed_shares().items()
-            },
-        )
-        state.dropped[Stage.SHARE_KEYS] = tuple(sorted(set(rosters) - server.shared))
-
-        # MASKED_INPUT, then (active mode) CONSISTENCY_CHECK
-        assert isinstance(routed, dict)  # noqa: S101
-        exchange(Stage.MASKED_INPUT, routed, receive_masked)
-        asking = server.consistency_requests if config.active else server.unmask_requests
-        requests = close(Stage.MASKED_INPUT, routed, server.survivors, lambda: _contents(asking()))
-        if config.active:
-            assert isinstance(requests, dict)  # noqa: S101
-            exchange(Stage.CONSISTENCY_CHECK, requests, receive_bytes)
-            asked = requests
-            requests = close(
-                Stage.CONSISTENCY_CHECK,
-                asked,
-                server.signers,
-                lambda: _contents(server.unmask_requests()),
-            )
-
-        # UNMASKING
-        assert isinstance(requests, dict)  # noqa: S101
-        exchange(Stage.UNMASKING, requests, receive_bytes)
-        total = close(Stage.UNMASKING, requests, server.responders, server.finalize)
-        assert isinstance(total, np.ndarray)  # noqa: S101
-        return SecAggRoundResult(
-            total=total,
-            config=config,
-            clients=MappingProxyType(dict(mapping)),
-            survivors=tuple(sorted(server.survivors)),
-            dropped=MappingProxyType(dict(state.dropped)),
-            refused=MappingProxyType(dict(state.refused)),
-            errors=MappingProxyType(dict(state.errors)),
-            seconds=MappingProxyType(dict(state.seconds)),
-            server_seconds=MappingProxyType(dict(state.server)),
-            bytes_received=MappingProxyType(dict(state.received)),
-            bytes_sent=MappingProxyType(dict(state.sent)),
-            revealed_noise_seeds=MappingProxyType(server.revealed_noise_seeds),
-            declarations=MappingProxyType(
-                {cid: state.declarations.get(cid) for cid in sorted(server.survivors)}
-            ),
-        )
+        return _Drive(self, grid, config, mapping, group).play(extra or {})
 
     def _declaration(self, content: RecordDict, session_id: bytes) -> NoiseDeclaration | None:
         """The masked input's noise declaration, checked against :attr:`expected_input`.
@@ -606,6 +455,184 @@ class SecAggRound:
                 + "; ".join(differences)
             )
         return declaration
+
+
+class _Drive:
+    """One round of :class:`SecAggRound` over a grid: one method per step, shared bookkeeping."""
+
+    def __init__(
+        self,
+        flow: SecAggRound,
+        grid: Grid,
+        config: SecAggConfig,
+        mapping: Mapping[int, int],
+        group: str,
+    ) -> None:
+        self.flow = flow
+        self.grid = grid
+        self.server = SecAggServer(config)
+        self.node_of = {cid: node for node, cid in mapping.items()}
+        self.group = group
+        self.state = _RoundState(config, mapping)
+
+    def play(self, extra: Mapping[str, int | str | bytes]) -> SecAggRoundResult:
+        """Every stage in protocol order (ConsistencyCheck in active mode); the result."""
+        server, state, config = self.server, self.state, self.state.config
+        state.stage_start = time.perf_counter()
+        start = time.perf_counter()
+        config_bytes = encode_config(config)
+        fields = dict(extra)
+        advertise = {
+            cid: RecordDict(
+                {_wire.RECORD: ConfigRecord({**fields, "config": config_bytes, "client-id": cid})}
+            )
+            for cid in config.client_ids
+            if cid in self.node_of  # an absent client is asked nothing: a dropout of this stage
+        }
+        state.server[Stage.ADVERTISE_KEYS] += time.perf_counter() - start
+        self.exchange(Stage.ADVERTISE_KEYS, advertise, self.receive_bytes)
+        rosters = self.close(
+            Stage.ADVERTISE_KEYS,
+            config.client_ids,
+            server.advertised,
+            lambda: _per_client(server, sorted(server.advertised)),
+        )
+        self.exchange(Stage.SHARE_KEYS, rosters, self.receive_bytes)
+        routed = self.close(
+            Stage.SHARE_KEYS,
+            rosters,
+            _complete_senders(server),
+            lambda: _contents(server.routed_shares()),
+        )
+        state.dropped[Stage.SHARE_KEYS] = tuple(sorted(set(rosters) - server.shared))
+        self.exchange(Stage.MASKED_INPUT, routed, self.receive_masked)
+        asking = server.consistency_requests if config.active else server.unmask_requests
+        requests = self.close(
+            Stage.MASKED_INPUT, routed, server.survivors, lambda: _contents(asking())
+        )
+        if config.active:
+            self.exchange(Stage.CONSISTENCY_CHECK, requests, self.receive_bytes)
+            requests = self.close(
+                Stage.CONSISTENCY_CHECK,
+                requests,
+                server.signers,
+                lambda: _contents(server.unmask_requests()),
+            )
+        self.exchange(Stage.UNMASKING, requests, self.receive_bytes)
+        total = self.close(Stage.UNMASKING, requests, server.responders, server.finalize)
+        return self.result(total)
+
+    def result(self, total: npt.NDArray[np.uint64]) -> SecAggRoundResult:
+        """The round's :class:`SecAggRoundResult`."""
+        server, state = self.server, self.state
+        return SecAggRoundResult(
+            total=total,
+            config=state.config,
+            clients=MappingProxyType(dict(state.mapping)),
+            survivors=tuple(sorted(server.survivors)),
+            dropped=MappingProxyType(dict(state.dropped)),
+            refused=MappingProxyType(dict(state.refused)),
+            errors=MappingProxyType(dict(state.errors)),
+            seconds=MappingProxyType(dict(state.seconds)),
+            server_seconds=MappingProxyType(dict(state.server)),
+            bytes_received=MappingProxyType(dict(state.received)),
+            bytes_sent=MappingProxyType(dict(state.sent)),
+            revealed_noise_seeds=MappingProxyType(server.revealed_noise_seeds),
+            declarations=MappingProxyType(
+                {cid: state.declarations.get(cid) for cid in sorted(server.survivors)}
+            ),
+        )
+
+    def exchange(
+        self,
+        stage: Stage,
+        payloads: Mapping[int, RecordDict],
+        accept: Callable[[int, RecordDict], None],
+    ) -> None:
+        """Send each client its content; feed each reply to ``accept`` (refusals logged)."""
+        state = self.state
+        start = time.perf_counter()
+        messages = []
+        for cid, content in payloads.items():
+            state.sent[cid] = state.sent.get(cid, 0) + _wire.content_bytes(content)
+            messages.append(
+                Message(
+                    content,
+                    dst_node_id=self.node_of[cid],
+                    message_type=_wire.MESSAGE_TYPES[stage],
+                    group_id=self.group,
+                )
+            )
+        state.server[stage] += time.perf_counter() - start
+        replies = list(self.grid.send_and_receive(messages, timeout=self.flow.timeout))
+        start = time.perf_counter()
+        answered: set[int] = set()
+        for reply in replies:
+            found = state.mapping.get(int(reply.metadata.src_node_id))
+            if found is None or found not in payloads or found in answered:
+                _LOG.warning("ignoring a reply from node %s", reply.metadata.src_node_id)
+                continue
+            answered.add(found)
+            self._accept(stage, found, reply, accept)
+        state.server[stage] += time.perf_counter() - start
+
+    def _accept(
+        self, stage: Stage, cid: int, reply: Message, accept: Callable[[int, RecordDict], None]
+    ) -> None:
+        state = self.state
+        if reply.has_error():
+            state.errors[cid] = str(reply.error.reason)
+            _LOG.warning("client %d dropped out at %s: %s", cid, stage.name, reply.error.reason)
+            return
+        content = reply.content
+        state.received[cid] = state.received.get(cid, 0) + _wire.content_bytes(content)
+        try:
+            accept(cid, content)
+        except _REFUSALS as exc:
+            state.refused[cid] = str(exc)
+            _LOG.warning("refused client %d's %s reply: %s", cid, stage.name, exc)
+        except Exception as exc:  # a peer's bytes must never end the round
+            state.refused[cid] = f"{type(exc).__name__}: {exc}"
+            _LOG.error(
+                "refused client %d's %s reply (unexpected %s)",
+                cid,
+                stage.name,
+                type(exc).__name__,
+                exc_info=exc,
+            )
+
+    def receive_bytes(self, cid: int, content: RecordDict) -> None:
+        """A reply holding one protocol message's bytes."""
+        data = _wire.get_bytes(_wire.config_record(content), "message")
+        message: ProtocolMessage = decode_message(data)
+        self.server.receive(message, sender=cid)
+
+    def receive_masked(self, cid: int, content: RecordDict) -> None:
+        """A masked input, with the noise declaration the round expects."""
+        masked = _wire.parse_masked_input(content)
+        declaration = self.flow._declaration(content, masked.session_id)
+        self.server.receive(masked, sender=cid)
+        self.state.declarations[cid] = declaration
+
+    def close(
+        self,
+        stage: Stage,
+        asked: Iterable[int],
+        accepted: Iterable[int],
+        fn: Callable[[], _T],
+    ) -> _T:
+        """Close ``stage``: record its dropouts and time, then run ``fn`` (the next payloads)."""
+        state = self.state
+        state.dropped[stage] = tuple(sorted(set(asked) - set(accepted)))
+        start = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            state.server[stage] += time.perf_counter() - start
+            state.seconds[stage] = time.perf_counter() - state.stage_start
+            state.stage_start = time.perf_counter()
+            if self.flow.progress is not None:
+                self.flow.progress(ProgressEvent(stage.name.lower(), 1, 1))
 
 
 class _RoundState:
