@@ -1,0 +1,1 @@
+"""privfed_dp_training: Flower's fl-dp-sa example (central DP + secure aggregation) with privfed."""

@@ -1,0 +1,1 @@
+"""privfed_secagg_training: Flower's SecAgg+ example with privfed's secure aggregation."""
