@@ -10,18 +10,27 @@ key never reaches ``Context.state``.
 from __future__ import annotations
 
 import types
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from flwr.app import Array, ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.app import (
+    Array,
+    ArrayRecord,
+    ConfigRecord,
+    Context,
+    Message,
+    MetricRecord,
+    RecordDict,
+)
 from flwr.clientapp import ClientApp
 from flwr.serverapp.strategy import FedAvg
 
 from privfed.errors import ParameterError, ParameterTypeError
-from privfed.flower import SecAggGrid, SecAggMod, SecAggWorkflow
+from privfed.flower import SecAggGrid, SecAggMod, SecAggWorkflow, _wire
+from privfed.flower._training_wire import STAGE_FIELD
 from privfed.flower.client import JournalIn
 from privfed.flower.mod import TRAIN_STATE_KEY
 from privfed.flower.policy import write_identity_key
@@ -37,8 +46,8 @@ def _delta(pid: int) -> np.ndarray:
     return np.random.default_rng(500 + pid).normal(0, 1.0, SHAPE)
 
 
-def _app(tmp_path: Path) -> ClientApp:
-    app = ClientApp(mods=[SecAggMod(journal=JournalIn(tmp_path / "journals"))])
+def _app(tmp_path: Path, mods: Sequence[Any] = ()) -> ClientApp:
+    app = ClientApp(mods=[*mods, SecAggMod(journal=JournalIn(tmp_path / "journals"))])
 
     @app.train()
     def train(msg: Message, context: Context) -> Message:
@@ -193,3 +202,33 @@ def test_a_threshold_breaking_the_active_rule_skips_the_round(
     result = _start(grid, flow)
     assert len(result.arrays) == 0
     assert flow.reports[0].skipped is not None and "threshold" in flow.reports[0].skipped
+
+
+def test_a_node_claiming_another_nodes_id_is_left_out_alone(
+    loopback: type, tmp_path: Path, registry: IdentityRegistry
+) -> None:
+    """A node answers ``identify`` with its neighbour's id: its signature fails, only it is out."""
+    from flwr.clientapp.typing import ClientAppCallable
+
+    grid = _grid(loopback, tmp_path)
+    liar, victim = 7001, 7002  # registry ids 5 and 4
+
+    def claim(msg: Message, ctxt: Context, call_next: ClientAppCallable) -> Message:
+        record = msg.content.config_records.get(_wire.RECORD)
+        if record is not None and record.get(STAGE_FIELD) == "identify":
+            claimed.append(4)
+            fields = ConfigRecord({"client-id": 4, "signature": bytes(64)})
+            return Message(RecordDict({_wire.RECORD: fields}), reply_to=msg)
+        return call_next(msg, ctxt)
+
+    grid.apps[liar] = _app(tmp_path, [claim])
+    claimed: list[int] = []
+    flow = _active(registry)
+    result = _start(grid, flow)
+    (report,) = flow.reports
+    assert claimed == [4]  # the liar answered (it did not just fail)
+    assert report.dropped["identify"] == (liar,)
+    assert victim in report.survivors and liar not in report.survivors
+    assert flow.identified[victim] == 4 and liar not in flow.identified
+    got = result.arrays["w"].numpy()
+    assert np.all(np.abs(got - _expected(range(1, N))) <= STEP)

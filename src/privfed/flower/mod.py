@@ -71,6 +71,7 @@ __all__ = [
     "TRAIN_STATE_KEY",
     "SecAggMod",
     "carries_training_stage",
+    "identify_payload",
     "secagg_mod",
 ]
 
@@ -78,6 +79,7 @@ __all__ = [
 TRAIN_STATE_KEY: Final = "privfed_secagg_train"
 #: Where it keeps the round's public encoding (bound to the round's session).
 _ENCODING_KEY: Final = "privfed_secagg_train_encoding"
+_IDENTIFY_DOMAIN: Final = b"privfed/flower/identify/v1"
 #: The stage names of a training round (field ``train-stage`` of the privfed record).
 TRAIN_STAGES: Final = ("identify", "advertise", "share", "mask", "consist", "unmask")
 
@@ -188,14 +190,33 @@ class SecAggMod:
 
 
 def _identify(msg: Message, ctxt: Context, handlers: _Handlers) -> Message:
-    """Active mode: this node's client id, as its own registry holds its identity key."""
-    client_id = handlers.policy(ctxt).client_id
-    if client_id is None:
+    """Active mode: this node's client id (its registry's id of its key), signed over a nonce.
+
+    The signature (over :func:`identify_payload`, its own domain) proves that
+    the node holds the key, so no node can claim another's id.
+    """
+    policy = handlers.policy(ctxt)
+    client_id, identity = policy.client_id, policy.identity
+    if client_id is None or identity is None:
         raise ProtocolAbort(
             "this node has no identity for an active round (node config privfed-identity-key "
             "and privfed-registry)"
         )
-    return Message(RecordDict({_wire.RECORD: ConfigRecord({"client-id": client_id})}), reply_to=msg)
+    nonce = _wire.get_bytes(_wire.config_record(msg.content), "nonce")
+    signature = identity.sign(identify_payload(nonce, client_id))
+    record = ConfigRecord({"client-id": client_id, "signature": signature})
+    return Message(RecordDict({_wire.RECORD: record}), reply_to=msg)
+
+
+def identify_payload(nonce: bytes, client_id: int) -> bytes:
+    """What a node signs to answer ``identify``: domain, the server's nonce, its id.
+
+    Raises:
+        MessageFormatError: The nonce is not 16 to 64 bytes.
+    """
+    if not isinstance(nonce, bytes) or not 16 <= len(nonce) <= 64:
+        raise MessageFormatError("the identify nonce is not 16 to 64 bytes")
+    return _IDENTIFY_DOMAIN + bytes((len(nonce),)) + nonce + client_id.to_bytes(4, "big")
 
 
 def _stored_encoding(context: Context, config: SecAggConfig) -> TrainingEncoding:

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Final, cast
@@ -101,6 +102,7 @@ from privfed.flower._training_wire import (
     TrainingEncoding,
     array_layout,
 )
+from privfed.flower.mod import identify_payload
 from privfed.flower.server import _per_client
 from privfed.secagg import (
     GraphMode,
@@ -527,46 +529,54 @@ class SecAggWorkflow:
     def _identify(self, grid: Grid, state: TrainingRoundState) -> dict[int, int]:
         """Active mode: ``{node: registry id}`` of the sampled nodes (unknown ones are asked).
 
-        A node's answer is only a claim: its signed keys prove it.  Nodes that
-        fail, answer an id the registry does not enrol, or one another node
-        claims, are left out of the round.
+        Each node signs its answer over a fresh nonce with its identity key
+        (:func:`~privfed.flower.mod.identify_payload`), checked against the
+        registry, so no node can claim another's id.  Nodes that fail, answer
+        an id the registry does not enrol or a bad signature are left out of
+        the round (and asked again next round).
         """
         registry = self.identities
         assert registry is not None  # noqa: S101 -- active mode has one
         unknown = sorted(set(state.instructions) - set(self.identified))
-        if unknown:
-            messages = [
-                Message(
-                    RecordDict({_wire.RECORD: ConfigRecord({STAGE_FIELD: "identify"})}),
-                    dst_node_id=node,
-                    message_type=state.message_type,
-                    group_id=state.group_id,
-                )
-                for node in unknown
-            ]
-            for reply in grid.send_and_receive(messages, timeout=state.timeout):
-                node = int(reply.metadata.src_node_id)
-                if node not in unknown or reply.has_error():
-                    continue
-                try:
-                    cid = _wire.get_int(_wire.config_record(reply.content), "client-id")
-                except MessageFormatError:
-                    continue
-                if cid in registry.public_keys:
+        nonce = secrets.token_bytes(32)
+        ask = ConfigRecord({STAGE_FIELD: "identify", "nonce": nonce})
+        messages = [
+            Message(
+                RecordDict({_wire.RECORD: ask}),
+                dst_node_id=node,
+                message_type=state.message_type,
+                group_id=state.group_id,
+            )
+            for node in unknown
+        ]
+        replies = grid.send_and_receive(messages, timeout=state.timeout) if messages else ()
+        for reply in replies:
+            node = int(reply.metadata.src_node_id)
+            if node not in unknown or reply.has_error():
+                continue
+            try:
+                record = _wire.config_record(reply.content)
+                cid = _wire.get_int(record, "client-id")
+                signature = _wire.get_bytes(record, "signature")
+                if 0 < cid < 2**32 and registry.verify(
+                    cid, identify_payload(nonce, cid), signature
+                ):
                     self.identified[node] = cid
-        sampled = {
-            node: self.identified[node] for node in state.instructions if node in self.identified
-        }
+            except MessageFormatError:
+                continue
+        known = self.identified
+        sampled = {node: known[node] for node in state.instructions if node in known}
         claims: dict[int, int] = {}
         for cid in sampled.values():
             claims[cid] = claims.get(cid, 0) + 1
-        left_out = sorted(
-            set(state.instructions) - {n for n, c in sampled.items() if claims[c] == 1}
-        )
+        taking_part = {node: cid for node, cid in sampled.items() if claims[cid] == 1}
+        left_out = sorted(set(state.instructions) - set(taking_part))
+        for node in left_out:
+            known.pop(node, None)
         if left_out:
             _LOG.warning("active mode: nodes %s gave no registry id of their own", left_out)
         state.dropped["identify"] = tuple(left_out)
-        return {node: cid for node, cid in sampled.items() if claims[cid] == 1}
+        return taking_part
 
     def share_keys_stage(self, grid: Grid, state: TrainingRoundState) -> bool:
         """Send each node its roster; collect and route the encrypted shares."""
