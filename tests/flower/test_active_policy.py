@@ -581,3 +581,50 @@ def test_a_key_the_registry_does_not_enrol_is_refused(
                 "privfed-registry": str(federation.folder / "registry.json"),
             }
         )
+
+
+# -- the one-shot sum app ---------------------------------------------------------------------
+
+
+def test_the_sum_app_runs_the_active_mode_from_its_run_config(
+    federation: Federation, loopback: Any
+) -> None:
+    from flwr.app import RecordDict
+
+    from privfed.flower.secagg_app import expected_sum, sum_client_app, sum_server_app
+
+    run: dict[str, bool | float | int | str] = {
+        "num-clients": N, "threshold": 4, "vector-length": L, "rounds": 2, "wait-s": 1.0,
+        "secagg-mode": "active", "assumed-corrupted": 1,
+        "secagg-registry": str(federation.folder / "registry.json"),
+    }  # fmt: skip
+    grid = loopback(sum_client_app(journal=JournalIn(federation.folder / "j")), N, run_config=run)
+    for i, context in enumerate(grid.contexts.values()):
+        context.node_config.update(federation.node_config(i + 1))
+    outcomes: list[Any] = []
+    app = sum_server_app(on_round=lambda r, outcome, by_client: outcomes.append((r, outcome)))
+    app(grid, Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config=run))
+    assert [r for r, _ in outcomes] == [0, 1]
+    for r, outcome in outcomes:
+        assert not isinstance(outcome, ProtocolAbort), outcome
+        assert outcome.config.active and outcome.survivors == (1, 2, 3, 4, 5)
+        np.testing.assert_array_equal(outcome.total, expected_sum(range(N), r, L))
+    consist = [r for r in grid.delivered if r.metadata.message_type.endswith("_consist")]
+    assert len(consist) == 2 * N
+
+
+def test_the_one_shot_server_checks_its_mode_and_registry(federation: Federation) -> None:
+    from privfed.flower.server import active_mode_fields
+
+    registry = str(federation.folder / "registry.json")
+    assert active_mode_fields("semi-honest", None, num_clients=N, corrupted=0) == {}
+    with pytest.raises(ParameterError, match="secagg-mode"):
+        active_mode_fields("paranoid", registry, num_clients=N, corrupted=1)
+    with pytest.raises(ParameterError, match="secagg-registry"):
+        active_mode_fields("active", None, num_clients=N, corrupted=1)
+    with pytest.raises(ParameterError, match="secagg-registry"):
+        active_mode_fields("active", registry, num_clients=N + 1, corrupted=1)
+    with pytest.raises(ParameterError, match="assumed-corrupted"):
+        active_mode_fields("active", registry, num_clients=N, corrupted=0)
+    fields = active_mode_fields("active", registry, num_clients=N, corrupted=1)
+    assert fields["identities"] == federation.registry and fields["corrupted"] == 1

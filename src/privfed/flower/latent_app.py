@@ -72,6 +72,7 @@ from privfed.flower.latent_node import (
 from privfed.flower.server import (
     SecAggRound,
     SecAggRoundResult,
+    active_mode_fields,
     quiet_privfed_errors,
     wait_for_federation,
 )
@@ -296,35 +297,20 @@ def _write_flower_evaluation(out: Path, agg: _FlowerAggregator, result: Any) -> 
 def active_fields(run: Mapping[str, Any], config: Any) -> dict[str, Any]:
     """The round's active-mode config fields (``{}`` in semi-honest mode), checked before waiting.
 
+    See :func:`~privfed.flower.server.active_mode_fields` (``secagg-registry``,
+    n_C from ``assumed-corrupted``).
+
     Raises:
         ParameterError: Active mode without a ``secagg-registry`` file, or with
             one that does not enrol ids ``1..num-clients`` or assumes more
             corrupted clients than ``assumed-corrupted``.
     """
-    if config.secagg_mode == "semi-honest":
-        return {}
-    from privfed.flower.policy import load_registry
-
-    path = run.get("secagg-registry")
-    if not isinstance(path, str) or not path:
-        raise ParameterError(
-            "secagg-registry", "the path of the identity registry with secagg-mode='active'", path
-        )
-    registry = load_registry(path, name="secagg-registry")
-    missing = sorted(set(range(1, config.num_clients + 1)) - set(registry.client_ids))
-    if missing:
-        raise ParameterError(
-            "secagg-registry",
-            f"a registry enrolling client ids 1..{config.num_clients} (partition p is id p + 1)",
-            f"{path} without {missing[:5]}",
-        )
-    if registry.assumed_corrupted > config.assumed_corrupted:
-        raise ParameterError(
-            "assumed-corrupted",
-            f"at least the registry's assumed_corrupted ({registry.assumed_corrupted})",
-            config.assumed_corrupted,
-        )
-    return {"mode": "active", "identities": registry, "corrupted": config.assumed_corrupted}
+    return active_mode_fields(
+        config.secagg_mode,
+        run.get("secagg-registry"),
+        num_clients=config.num_clients,
+        corrupted=config.assumed_corrupted,
+    )
 
 
 def latent_main(

@@ -9,7 +9,11 @@ benchmark and as a template for one's own ``values`` callback.
 Run config keys (all optional): ``num-clients`` (nodes to wait for, default:
 all connected after ``wait-s``), ``threshold`` (default majority),
 ``vector-length`` (default 1000), ``timeout`` (stage timeout s, default 60),
-``rounds`` (default 1), ``journal-dir``.
+``rounds`` (default 1), ``journal-dir``; ``secagg-mode`` (``"active"``:
+signed keys and the ConsistencyCheck stage, with ``secagg-registry`` the
+server's copy of the registry enrolling partition ``p`` as id ``p + 1``, and
+``assumed-corrupted``; each node's own policy decides what it accepts, see
+:mod:`privfed.flower.policy`).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from privfed.flower.node_app import demo_values, make_client_app
 from privfed.flower.server import (
     SecAggRound,
     SecAggRoundResult,
+    active_mode_fields,
     hello,
     quiet_privfed_errors,
     wait_for_nodes,
@@ -92,11 +97,18 @@ def sum_server_app(
         cfg = context.run_config
         count = num_clients if num_clients is not None else int(cfg.get("num-clients", 2))
         wait = float(cfg.get("wait-s", 300.0))
+        fields = active_mode_fields(
+            cfg.get("secagg-mode", "semi-honest"),
+            cfg.get("secagg-registry"),
+            num_clients=count,
+            corrupted=int(cfg.get("assumed-corrupted", 0)),
+        )
         nodes = wait_for_nodes(grid, count, timeout=wait)
         flow = workflow or SecAggRound(
             threshold=int(cfg.get("threshold", len(nodes) // 2 + 1)),
             vector_length=int(cfg.get("vector-length", 1000)),
             timeout=float(cfg.get("timeout", 60.0)),
+            config_fields=fields or None,
         )
         # The first message to a node may wait for its worker to start: a long timeout.
         partitions = hello(grid, nodes, timeout=wait)

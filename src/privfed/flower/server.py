@@ -65,6 +65,7 @@ __all__ = [
     "HELLO_TYPE",
     "SecAggRound",
     "SecAggRoundResult",
+    "active_mode_fields",
     "hello",
     "quiet_privfed_errors",
     "say",
@@ -299,6 +300,55 @@ def hello(grid: Grid, nodes: Iterable[int], *, timeout: float = 60.0) -> dict[in
     if not result:
         raise ProtocolAbort("no Flower node answered the hello round")
     return result
+
+
+def active_mode_fields(
+    mode: object, registry_path: object, *, num_clients: int, corrupted: int
+) -> dict[str, object]:
+    """A one-shot job's :class:`SecAggRound` ``config_fields`` for its security mode.
+
+    Semi-honest: ``{}``.  Active: the mode, ``corrupted`` and the registry read
+    from ``registry_path`` (the server's copy, run config ``secagg-registry``),
+    checked before any node is asked.
+
+    Args:
+        mode: Run config ``secagg-mode``: ``"semi-honest"`` or ``"active"``.
+        registry_path: Run config ``secagg-registry``.
+        num_clients: Client ids ``1..num_clients`` the registry must enrol.
+        corrupted: Run config ``assumed-corrupted`` (n_C).
+
+    Raises:
+        ParameterError: Another mode; active mode without a registry file, or
+            with one that does not enrol ``1..num_clients`` or assumes more
+            corrupted clients than ``corrupted``.
+    """
+    if mode == "semi-honest":
+        return {}
+    if mode != "active":
+        raise ParameterError("secagg-mode", "'semi-honest' or 'active'", mode)
+    from privfed.flower.policy import load_registry
+
+    if not isinstance(registry_path, str) or not registry_path:
+        raise ParameterError(
+            "secagg-registry",
+            "the path of the identity registry with secagg-mode='active'",
+            registry_path,
+        )
+    registry = load_registry(registry_path, name="secagg-registry")
+    missing = sorted(set(range(1, num_clients + 1)) - set(registry.client_ids))
+    if missing:
+        raise ParameterError(
+            "secagg-registry",
+            f"a registry enrolling client ids 1..{num_clients} (partition p is id p + 1)",
+            f"{registry_path} without {missing[:5]}",
+        )
+    if registry.assumed_corrupted > corrupted:
+        raise ParameterError(
+            "assumed-corrupted",
+            f"at least the registry's assumed_corrupted ({registry.assumed_corrupted})",
+            corrupted,
+        )
+    return {"mode": "active", "identities": registry, "corrupted": corrupted}
 
 
 class SecAggRound:
