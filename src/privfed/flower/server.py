@@ -19,7 +19,13 @@ privfed message (``query.privfed_secagg_<stage>``) with
 Threat model: Flower authenticates nodes (with ``--enable-supernode-auth``)
 and TLS protects the channel; this workflow relies on both in a deployment
 (see SECURITY.md).  The node-to-client map is the identity binding: give it
-from your registry, or let :meth:`SecAggRound.run` number the nodes.
+from your registry, or let :meth:`SecAggRound.run` number the nodes.  In the
+active mode (``config_fields`` with ``mode="active"``, the server's copy of
+the registry and ``corrupted``) a node takes part only under the client id
+its own registry gives its key, every round key is signed, the
+ConsistencyCheck stage runs, and each node refuses a round weaker than its own
+policy (:mod:`privfed.flower.policy`): the server is then not trusted to
+follow the protocol either.
 """
 
 from __future__ import annotations
