@@ -628,3 +628,26 @@ def test_the_one_shot_server_checks_its_mode_and_registry(federation: Federation
         active_mode_fields("active", registry, num_clients=N, corrupted=0)
     fields = active_mode_fields("active", registry, num_clients=N, corrupted=1)
     assert fields["identities"] == federation.registry and fields["corrupted"] == 1
+
+
+def test_a_policy_in_code_for_simulated_nodes(federation: Federation, loopback: Any) -> None:
+    """``PolicyFiles`` (picklable): node ``p`` reads its key by partition id; same refusals."""
+    import pickle
+
+    from privfed.flower import PolicyFiles
+
+    for cid, key in federation.keys.items():
+        write_identity_key(federation.folder / f"pid-{cid - 1}.key", key)
+    policy = PolicyFiles(
+        federation.folder, min_threshold=4, corrupted=1, key_file="pid-{partition-id}.key"
+    )
+    policy = pickle.loads(pickle.dumps(policy))  # noqa: S301 -- Ray ships it so
+    app = add_secagg_handlers(
+        ClientApp(), _values, journal=JournalIn(federation.folder / "j"), policy=policy
+    )
+    grid = loopback(app, N, first_node_id=FIRST)  # no privfed key in any node config
+    np.testing.assert_array_equal(_round(federation).run(grid, MAPPING).total, _expected(range(N)))
+    with pytest.raises(ProtocolAbort):
+        SecAggRound(threshold=4, vector_length=L, timeout=1.0).run(grid, MAPPING)
+    errors = _errors(grid, Stage.ADVERTISE_KEYS)
+    assert len(errors) == N and all("mode 'semi-honest' is below" in e for e in errors.values())

@@ -53,6 +53,7 @@ from privfed.flower.mod import SecAggMod, secagg_mod  # noqa: E402
 from privfed.flower.policy import (  # noqa: E402
     POLICY_NODE_CONFIG_KEY,
     NodePolicy,
+    PolicyFiles,
     default_policy,
     load_identity_key,
     load_registry,
@@ -82,6 +83,7 @@ __all__ = [
     "DeclaredInput",
     "NodePolicy",
     "NoiseDeclaration",
+    "PolicyFiles",
     "SecAggGrid",
     "SecAggMod",
     "SecAggRound",

@@ -38,6 +38,7 @@ from privfed.flower.client import JournalFn, add_secagg_handlers
 from privfed.flower.declaration import DeclaredInput
 from privfed.flower.faults import Fault, fault_mod
 from privfed.flower.latent_node import _LayerSeeds, _RunConfig, _ScriptedDropouts, _Values
+from privfed.flower.policy import PolicyFn
 from privfed.secagg import SecAggConfig
 
 __all__ = ["JOBS", "demo_values", "job_of", "make_client_app"]
@@ -123,6 +124,7 @@ def make_client_app(
     journal: JournalFn | None = None,
     faults: Mapping[tuple[int, int], Fault] | None = None,
     fault_delay: float = 5.0,
+    policy: PolicyFn | None = None,
 ) -> ClientApp:
     """The ClientApp of privfed's Flower jobs (see the module docstring).
 
@@ -135,6 +137,9 @@ def make_client_app(
         faults: Injected faults (:func:`privfed.flower.faults.fault_mod`),
             for rehearsals; ``None`` in a deployment.
         fault_delay: Seconds a ``"silent"`` fault waits before answering.
+        policy: The nodes' policy (default: each node's node config,
+            :func:`~privfed.flower.policy.default_policy`); e.g. a
+            :class:`~privfed.flower.policy.PolicyFiles` in a simulation.
 
     Returns:
         A ClientApp with privfed's secure-aggregation, hello and factory handlers.
@@ -149,6 +154,7 @@ def make_client_app(
         _JobValues(run_config, _Values(run_config, seeds)),
         journal=journal,
         noise_seeds=_JobSeeds(run_config, seeds),
+        policy=policy,
     )
     from privfed.flower.factory_app import add_factory_handlers
 

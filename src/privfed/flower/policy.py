@@ -66,6 +66,7 @@ __all__ = [
     "POLICY_KEYS",
     "POLICY_NODE_CONFIG_KEY",
     "NodePolicy",
+    "PolicyFiles",
     "PolicyFn",
     "default_policy",
     "load_identity_key",
@@ -382,6 +383,53 @@ def _read_policy_file(file: Path) -> dict[str, tuple[Any, str, Path]]:
         )
     folder = file.resolve().parent
     return {key: (value, f"{file}: {key}", folder) for key, value in document.items()}
+
+
+class PolicyFiles:
+    """A picklable :data:`PolicyFn` for simulations: one key file per partition in a folder.
+
+    Flower's simulation engine gives its virtual nodes no node config of their
+    own (only ``partition-id``), so a simulated federation names its policy in
+    code: node ``p`` reads ``folder / key_file`` with ``{partition-id}``
+    replaced by ``p``, and ``folder / registry_file``.  In a deployment use the
+    node config (:func:`default_policy`): the policy is then each operator's.
+
+    Args:
+        folder: Folder of the key files and the registry.
+        mode: The policy's mode (default ``"active"``).
+        min_threshold: The policy's minimum threshold.
+        corrupted: The policy's ``n_C``.
+        key_file: Key file name, with ``{partition-id}``.
+        registry_file: Registry file name.
+    """
+
+    def __init__(
+        self,
+        folder: str | os.PathLike[str],
+        *,
+        mode: str = "active",
+        min_threshold: int = 2,
+        corrupted: int = 0,
+        key_file: str = "node-{partition-id}.key",
+        registry_file: str = "registry.json",
+    ) -> None:
+        self.folder = Path(folder)
+        self.mode = mode
+        self.min_threshold = min_threshold
+        self.corrupted = corrupted
+        self.key_file = key_file
+        self.registry_file = registry_file
+
+    def __call__(self, context: Context) -> NodePolicy:
+        pid = str(context.node_config.get("partition-id", ""))
+        key = self.folder / self.key_file.replace("{partition-id}", pid)
+        return NodePolicy(
+            mode=_mode(self.mode, "mode"),
+            min_threshold=self.min_threshold,
+            corrupted=self.corrupted,
+            identity=load_identity_key(key),
+            registry=load_registry(self.folder / self.registry_file),
+        )
 
 
 def default_policy(context: Context) -> NodePolicy:

@@ -31,6 +31,7 @@ from privfed.errors import ProtocolAbort
 from privfed.flower.client import JournalFn
 from privfed.flower.faults import Fault
 from privfed.flower.node_app import demo_values, make_client_app
+from privfed.flower.policy import PolicyFn
 from privfed.flower.server import (
     SecAggRound,
     SecAggRoundResult,
@@ -65,10 +66,14 @@ def sum_client_app(
     faults: Mapping[tuple[int, int], Fault] | None = None,
     fault_delay: float = 5.0,
     journal: JournalFn | None = None,
+    policy: PolicyFn | None = None,
 ) -> ClientApp:
     """The demo ClientApp: privfed's one ClientApp (:mod:`privfed.flower.node_app`) with
-    ``job = "sum"``, optionally with injected faults (:mod:`privfed.flower.faults`)."""
-    return make_client_app({"job": "sum"}, journal=journal, faults=faults, fault_delay=fault_delay)
+    ``job = "sum"``, optionally with injected faults (:mod:`privfed.flower.faults`)
+    and a policy in code (:class:`~privfed.flower.policy.PolicyFiles`)."""
+    return make_client_app(
+        {"job": "sum"}, journal=journal, faults=faults, fault_delay=fault_delay, policy=policy
+    )
 
 
 def sum_server_app(
