@@ -20,6 +20,9 @@ given individually override the file's)::
                    privfed-identity-key="/etc/privfed/node.key"
                    privfed-registry="/etc/privfed/registry.json"'
 
+Paths given as node-config keys are relative to the SuperNode's working
+folder; use absolute ones.
+
 Policy file (TOML; paths relative to the file's folder; unknown keys refused)::
 
     mode = "active"              # "semi-honest" (default) or "active"
@@ -53,7 +56,7 @@ import stat
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -312,7 +315,7 @@ class NodePolicy:
             self._check_active(config, client_id, refuse)
 
     def _check_active(
-        self, config: SecAggConfig, client_id: int, refuse: Callable[[str], None]
+        self, config: SecAggConfig, client_id: int, refuse: Callable[[str], NoReturn]
     ) -> None:
         registry = self.registry
         assert registry is not None  # noqa: S101 -- checked by the caller
@@ -328,7 +331,7 @@ class NodePolicy:
             )
 
 
-def _refuse(reason: str) -> None:
+def _refuse(reason: str) -> NoReturn:
     raise ProtocolAbort(f"this node's policy refuses the round: {reason}", stage="ADVERTISE_KEYS")
 
 
