@@ -2,16 +2,30 @@
 """Run a privfed Flower app on Flower's deployment engine, all on this machine.
 
 Starts one SuperLink and N SuperNodes as separate processes on 127.0.0.1
-(free ports, ``--insecure``), submits the app with ``flwr run --stream``,
-waits for the run to finish and stops every process it started, also on an
-error, Ctrl-C or SIGTERM.  Each SuperNode gets ``--node-config
-'partition-id=i num-partitions=N privfed-journal=...'``.
+(free ports), submits the app with ``flwr run --stream``, waits for the run
+to finish and stops every process it started, also on an error, Ctrl-C or
+SIGTERM.  Each SuperNode gets ``--node-config 'partition-id=i
+num-partitions=N privfed-journal=...'``.
 
-The logs (``superlink.log``, ``supernode-<i>.log``, ``flwr-run.log``) and the
-SuperLink's state are kept in ``--workdir`` (default: a fresh
-``runs/flower-deploy-logs/<UTC timestamp>`` under the current folder).  The
-Flower processes run in the current folder, so a relative ``output-dir`` in
-``--run-config`` (and the app's default) is relative to it.
+Every channel is TLS and only registered SuperNodes can join.  At start the
+script writes to ``<workdir>/credentials`` (mode 0700; private keys 0600) a
+throwaway CA (its private key is never written), a server certificate for
+127.0.0.1 and localhost signed by it, and one EC P-384 key pair per SuperNode
+(OpenSSH format), all with the ``cryptography`` package.  The SuperLink runs
+with ``--ssl-ca-certfile/--ssl-certfile/--ssl-keyfile`` and
+``--enable-supernode-auth``; each node's public key is registered with
+``flwr supernode register`` before the node starts with
+``--root-certificates`` and ``--auth-supernode-private-key`` (and TLS on its
+own Runtime API); the ``flwr`` connection has ``root-certificates`` instead
+of ``insecure = true``.  A SuperNode whose key is not registered is refused,
+and so is a plaintext client.  ``--insecure`` turns both off, for debugging
+only, with a warning.
+
+The logs (``superlink.log``, ``supernode-<i>.log``, ``flwr-run.log``), the
+credentials and the SuperLink's state are kept in ``--workdir`` (default: a
+fresh ``runs/flower-deploy-logs/<UTC timestamp>`` under the current folder).
+The Flower processes run in the current folder, so a relative ``output-dir``
+in ``--run-config`` (and the app's default) is relative to it.
 
 ``flwr run --stream`` exits 0 even when the ServerApp failed, so the script
 reads the streamed log (and asks the SuperLink for the run's status): it
@@ -22,11 +36,9 @@ exits 1.  Bad arguments: one line, exit 2, nothing started.  Interrupted
 signal number (130 for Ctrl-C).
 
 Loopback only: a real deployment runs the same commands on different
-machines with TLS (``--ssl-certfile/--ssl-keyfile/--ssl-ca-certfile`` on the
-SuperLink, ``--root-certificates`` on the SuperNodes and in the ``flwr``
-connection) and node authentication (``--enable-supernode-auth`` on the
-SuperLink, ``--auth-supernode-private-key/--auth-supernode-public-key`` on
-each SuperNode); see SECURITY.md.
+machines, with a certificate from a CA the nodes trust for the SuperLink's
+address and each node's key pair generated on that node, its public key
+registered by the SuperLink's operator; see SECURITY.md.
 
 Example::
 
@@ -40,6 +52,7 @@ import argparse
 import contextlib
 import ctypes
 import datetime as dt
+import ipaddress
 import json
 import os
 import re
@@ -54,6 +67,11 @@ from pathlib import Path
 from types import FrameType
 from typing import NamedTuple, NoReturn
 
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_APP = ROOT / "examples" / "flower_app"
 DEFAULT_LOG_ROOT = Path("runs") / "flower-deploy-logs"
@@ -65,6 +83,17 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _LOG_LEVEL = re.compile(r"(ERROR|WARNING|INFO|DEBUG)\s*:\s*")
 _RUN_ID = re.compile(r"Successfully started run (\d+)")
 _REASON_CHARS = 500
+CONNECTION = "privfed-loopback"
+# The names the SuperLink's certificate is valid for: the loopback deployment's only host.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
+# Flower's SuperNode keys must be on a NIST curve (flwr/supercore/primitives/asymmetric.py);
+# Flower's documentation uses P-384.
+_CURVE = ec.SECP384R1
+_CERT_DAYS = 7
+INSECURE_WARNING = (
+    "[deploy] WARNING: --insecure: no TLS and no SuperNode authentication; any process "
+    "on this machine can join as a node or read the traffic (debugging only)"
+)
 _HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # When set (by main), orphaned descendants are re-parented to this process, so
 # every process the script's children started can still be found and stopped.
@@ -104,6 +133,181 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+class NodeKey(NamedTuple):
+    """One SuperNode's authentication key pair (OpenSSH files, EC P-384)."""
+
+    private: Path
+    """``--auth-supernode-private-key`` (OpenSSH private key, mode 0600)."""
+    public: Path
+    """What ``flwr supernode register`` registers (OpenSSH public key)."""
+
+
+class Credentials(NamedTuple):
+    """The TLS material and SuperNode keys of one loopback deployment."""
+
+    ca_cert: Path
+    """The throwaway CA's certificate: ``--ssl-ca-certfile``, ``--root-certificates``."""
+    server_cert: Path
+    """The servers' certificate (signed by the CA; SAN 127.0.0.1 and localhost):
+    the SuperLink's and each SuperNode's Runtime API's."""
+    server_key: Path
+    """Its private key (PEM, PKCS #8, mode 0600)."""
+    nodes: list[NodeKey]
+    """One authentication key pair per SuperNode."""
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to a new file that only its owner can read or write (mode 0600)."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "wb") as out:
+        os.fchmod(out.fileno(), 0o600)  # whatever the umask
+        out.write(data)
+
+
+def _write_public(path: Path, data: bytes) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    path.write_bytes(data)
+    path.chmod(0o644)
+
+
+def node_key_pair(private: Path, public: Path) -> NodeKey:
+    """A fresh SuperNode key pair in Flower's formats, written to ``private`` and ``public``.
+
+    Flower's SuperNode reads an OpenSSH EC private key (``load_ssh_private_key``),
+    ``flwr supernode register`` an OpenSSH public key on a NIST curve
+    (``load_ssh_public_key``).
+    """
+    key = ec.generate_private_key(_CURVE())
+    _write_private(
+        private,
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.OpenSSH,
+            serialization.NoEncryption(),
+        ),
+    )
+    _write_public(
+        public,
+        key.public_key().public_bytes(
+            serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+        )
+        + b"\n",
+    )
+    return NodeKey(private, public)
+
+
+def _name_of(common_name: str) -> x509.Name:
+    return x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "privfed loopback deployment"),
+            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
+        ]
+    )
+
+
+def generate_credentials(folder: Path, nodes: int) -> Credentials:
+    """A throwaway CA, a server certificate and ``nodes`` SuperNode key pairs.
+
+    Written to ``folder`` (created with mode 0700; existing files of an earlier
+    start are replaced): ``ca.pem``, ``server.pem``, ``server.key``, and
+    ``node-<i>.key`` / ``node-<i>.pub``.  Private keys are mode 0600.  The CA's
+    private key is never written: once the server certificate is signed,
+    nobody can issue another certificate this CA vouches for.  The certificates
+    are valid for a week; the servers' one for 127.0.0.1 and localhost only.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    now = dt.datetime.now(dt.UTC)
+    not_before, not_after = now - dt.timedelta(minutes=5), now + dt.timedelta(days=_CERT_DAYS)
+
+    ca_key = ec.generate_private_key(_CURVE())
+    ca_name = _name_of("privfed loopback CA")
+    ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=False,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(ca_ski, critical=False)
+        .sign(ca_key, hashes.SHA384())
+    )
+
+    server_key = ec.generate_private_key(_CURVE())
+    server_cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name_of("privfed loopback server"))
+        .issuer_name(ca_name)
+        .public_key(server_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address(LOOPBACK_HOSTS[0]))]
+                + [x509.DNSName(name) for name in LOOPBACK_HOSTS[1:]]
+            ),
+            critical=False,
+        )
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.SubjectKeyIdentifier.from_public_key(server_key.public_key()), critical=False
+        )
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA384())
+    )
+
+    pem = serialization.Encoding.PEM
+    _write_public(folder / "ca.pem", ca_cert.public_bytes(pem))
+    _write_public(folder / "server.pem", server_cert.public_bytes(pem))
+    _write_private(
+        folder / "server.key",
+        server_key.private_bytes(
+            pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ),
+    )
+    keys = [node_key_pair(folder / f"node-{i}.key", folder / f"node-{i}.pub") for i in range(nodes)]
+    return Credentials(folder / "ca.pem", folder / "server.pem", folder / "server.key", keys)
 
 
 def _name(proc: subprocess.Popen[bytes]) -> str:
@@ -252,6 +456,91 @@ def _stop(
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
 
 
+class DeploymentInfo:
+    """What :func:`deployment` started: the SuperLink's address, the credentials, node ids.
+
+    (No dataclass: the tests load this script without registering it as a module.)
+    """
+
+    def __init__(self) -> None:
+        self.address = ""
+        """``127.0.0.1:<port>`` of the SuperLink (Fleet, Control and Runtime APIs)."""
+        self.credentials: Credentials | None = None
+        """The TLS material and node keys; ``None`` with ``insecure``."""
+        self.node_ids: list[int] = []
+        """The SuperLink's node ids of the SuperNodes: in start order (registered keys),
+        sorted with ``insecure``."""
+
+
+def _flwr(env: dict[str, str], *args: str, timeout: float = 60.0) -> dict[str, object]:
+    """``flwr ARGS --format json``: its JSON answer (``{"success": false, ...}`` on failure)."""
+    argv = [str(Path(sys.executable).parent / "flwr"), *args, "--format", "json"]
+    try:
+        done = subprocess.run(  # noqa: S603 -- fixed argv of the installed flwr
+            argv, capture_output=True, text=True, env=env, timeout=timeout, check=False
+        )
+        answer = json.loads(done.stdout[done.stdout.find("{") :])
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        return {"success": False, "error-message": f"{type(exc).__name__}: {exc}"}
+    return answer if isinstance(answer, dict) else {"success": False, "error-message": "?"}
+
+
+def _one_line(answer: dict[str, object]) -> str:
+    message = str(answer.get("error-message", "no answer"))
+    return " ".join(line.strip() for line in message.splitlines() if line.strip())[:300]
+
+
+def list_nodes(connection: str, env: dict[str, str]) -> list[dict[str, object]] | None:
+    """The SuperLink's SuperNodes (``flwr supernode ls``); ``None`` when it does not answer."""
+    answer = _flwr(env, "supernode", "ls", connection)
+    nodes = answer.get("nodes")
+    if answer.get("success") is not True or not isinstance(nodes, list):
+        return None
+    return [node for node in nodes if isinstance(node, dict) and "node-id" in node]
+
+
+def register_node(connection: str, env: dict[str, str], public_key: Path) -> int:
+    """``flwr supernode register``: authorize ``public_key`` on the SuperLink; its node id."""
+    answer = _flwr(env, "supernode", "register", str(public_key), connection)
+    node_id = answer.get("node-id")
+    if answer.get("success") is not True or not isinstance(node_id, int):
+        raise RuntimeError(f"flwr supernode register {public_key.name}: {_one_line(answer)}")
+    return node_id
+
+
+def _wait_online(
+    connection: str,
+    env: dict[str, str],
+    *,
+    expected: int,
+    node_ids: Sequence[int],
+    timeout: float,
+    procs: Sequence[subprocess.Popen[bytes]],
+) -> list[int]:
+    """Wait until the SuperLink lists ``expected`` SuperNodes online (``node_ids`` if known)."""
+    deadline = time.monotonic() + timeout
+    online: list[int] = []
+    while True:
+        dead = [_name(p) for p in procs if p.poll() is not None]
+        if dead:
+            raise RuntimeError(f"{', '.join(dead)} exited at start")
+        listed = list_nodes(connection, env) or []
+        online = [
+            int(str(node["node-id"]))
+            for node in listed
+            if node.get("status") == "online" and str(node["node-id"]).isdigit()
+        ]
+        if (node_ids and set(node_ids) <= set(online)) or (
+            not node_ids and len(online) >= expected
+        ):
+            return list(node_ids) or sorted(online)
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"{len(online)} of {expected} SuperNodes online after {timeout:.0f} s"
+            )
+        time.sleep(1.0)
+
+
 @contextlib.contextmanager
 def deployment(
     nodes: int,
@@ -261,26 +550,48 @@ def deployment(
     startup_timeout: float = 60.0,
     cwd: Path | None = None,
     report: StopReport | None = None,
+    insecure: bool = False,
+    info: DeploymentInfo | None = None,
 ) -> Iterator[tuple[str, dict[str, str], list[subprocess.Popen[bytes]]]]:
-    """Start a SuperLink and ``nodes`` SuperNodes.
+    """Start a SuperLink and ``nodes`` SuperNodes, with TLS and SuperNode authentication.
 
-    Yields ``(connection name, env for flwr, the processes)``; everything
-    started (and every descendant) is stopped on exit, and ``report`` (if
-    given) says how many processes that was.  Logs go to ``workdir/*.log``;
-    the processes run in ``cwd`` (default: ``workdir``).
+    At start, :func:`generate_credentials` writes a throwaway CA, a
+    certificate for 127.0.0.1 and one key pair per SuperNode to
+    ``workdir/credentials``.  The SuperLink serves its Fleet, Control and
+    Runtime APIs over TLS with ``--enable-supernode-auth``; each node's
+    public key is registered with ``flwr supernode register`` before the
+    node starts with ``--root-certificates`` and its
+    ``--auth-supernode-private-key``; the ``flwr`` connection trusts the CA
+    (``root-certificates``).  ``insecure``: plaintext and no node
+    authentication (debugging only).
+
+    Yields ``(connection name, env for flwr, the processes)`` once the
+    SuperLink lists every SuperNode online; everything started (and every
+    descendant) is stopped on exit, and ``report`` (if given) says how many
+    processes that was; ``info`` (if given) is filled with the address, the
+    credentials and the node ids.  Logs go to ``workdir/*.log``; the
+    processes run in ``cwd`` (default: ``workdir``).
     """
     bin_dir = Path(sys.executable).parent
     base_env = {**os.environ, **(env or {})}
     flwr_home = workdir / "flwr-home"
     flwr_home.mkdir(parents=True, exist_ok=True)
     link_port = free_port()
+    address = f"127.0.0.1:{link_port}"
+    credentials = None if insecure else generate_credentials(workdir / "credentials", nodes)
+    channel = (
+        "insecure = true\n"
+        if credentials is None
+        else f"root-certificates = {json.dumps(str(credentials.ca_cert))}\n"
+    )
     (flwr_home / "config.toml").write_text(
         "[superlink]\n"
-        'default = "privfed-loopback"\n\n'
-        "[superlink.privfed-loopback]\n"
-        f'address = "127.0.0.1:{link_port}"\n'
-        "insecure = true\n"
+        f'default = "{CONNECTION}"\n\n'
+        f"[superlink.{CONNECTION}]\n"
+        f'address = "{address}"\n' + channel
     )
+    if info is not None:
+        info.address, info.credentials, info.node_ids = address, credentials, []
     # Flower's tools start each other by name (flower-superexec, flwr-serverapp ...).
     path = f"{bin_dir}{os.pathsep}{base_env.get('PATH', '')}"
     cli_env = {**base_env, "FLWR_HOME": str(flwr_home), "PATH": path}
@@ -299,12 +610,24 @@ def deployment(
         procs.append(proc)
         return proc
 
+    if credentials is None:
+        link_security = ["--insecure"]
+    else:
+        link_security = [
+            "--ssl-ca-certfile",
+            str(credentials.ca_cert),
+            "--ssl-certfile",
+            str(credentials.server_cert),
+            "--ssl-keyfile",
+            str(credentials.server_key),
+            "--enable-supernode-auth",
+        ]
     try:
         link = start(
             "superlink",
             [
                 str(bin_dir / "flower-superlink"),
-                "--insecure",
+                *link_security,
                 "--host",
                 "127.0.0.1",
                 "--port",
@@ -316,30 +639,57 @@ def deployment(
             ],
         )
         _wait_port(link_port, startup_timeout, link)
+        node_ids: list[int] = []
+        if credentials is not None:
+            node_ids = [register_node(CONNECTION, cli_env, key.public) for key in credentials.nodes]
         for i in range(nodes):
-            port = free_port()
             journal = workdir / "journals" / f"node-{i}.jsonl"
             node_config = f'partition-id={i} num-partitions={nodes} privfed-journal="{journal}"'
+            if credentials is None:
+                node_security = ["--insecure"]
+            else:
+                node_security = [
+                    "--root-certificates",
+                    str(credentials.ca_cert),
+                    "--auth-supernode-private-key",
+                    str(credentials.nodes[i].private),
+                    # The node's own Runtime API (its SuperExec and ClientApps) too.
+                    "--ssl-certfile",
+                    str(credentials.server_cert),
+                    "--ssl-keyfile",
+                    str(credentials.server_key),
+                    "--ssl-ca-certfile",
+                    str(credentials.ca_cert),
+                ]
             start(
                 f"supernode-{i}",
                 [
                     str(bin_dir / "flower-supernode"),
-                    "--insecure",
+                    *node_security,
                     "--superlink",
-                    f"127.0.0.1:{link_port}",
+                    address,
                     "--host",
                     "127.0.0.1",
                     "--port",
-                    str(port),
+                    str(free_port()),
                     "--node-config",
                     node_config,
                 ],
             )
-        time.sleep(1.0)
-        dead = [_name(p) for p in procs if p.poll() is not None]
-        if dead:
-            raise RuntimeError(f"{', '.join(dead)} exited at start (see {workdir}/*.log)")
-        yield "privfed-loopback", cli_env, procs
+        try:
+            node_ids = _wait_online(
+                CONNECTION,
+                cli_env,
+                expected=nodes,
+                node_ids=node_ids,
+                timeout=startup_timeout,
+                procs=procs,
+            )
+        except (RuntimeError, TimeoutError) as exc:
+            raise RuntimeError(f"{exc} (see {workdir}/*.log)") from None
+        if info is not None:
+            info.node_ids = node_ids
+        yield CONNECTION, cli_env, procs
     finally:
         _stop(list(reversed(procs)), orphans=_subreaper, report=report)
 
@@ -380,15 +730,10 @@ def run_status(log_text: str, connection: str, env: dict[str, str]) -> str | Non
     match = _RUN_ID.search(_ANSI.sub("", log_text))
     if match is None:
         return None
-    flwr = str(Path(sys.executable).parent / "flwr")
-    argv = [flwr, "ls", connection, "--run-id", match.group(1), "--format", "json"]
+    runs = _flwr(env, "ls", connection, "--run-id", match.group(1)).get("runs")
     try:
-        done = subprocess.run(  # noqa: S603 -- fixed argv of the installed flwr
-            argv, capture_output=True, text=True, env=env, timeout=60, check=False
-        )
-        runs = json.loads(done.stdout[done.stdout.find("{") :])["runs"]
-        return str(runs[0]["status"])
-    except (OSError, subprocess.SubprocessError, ValueError, KeyError, IndexError, TypeError):
+        return str(runs[0]["status"])  # type: ignore[index]
+    except (KeyError, IndexError, TypeError):
         return None
 
 
@@ -502,10 +847,15 @@ def _parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace, str]:
     )
     parser.add_argument("--timeout", type=float, default=600.0, help="Run timeout (s)")
     parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="Debugging only: no TLS and no SuperNode authentication (default: both on)",
+    )
+    parser.add_argument(
         "--workdir",
         type=Path,
         default=None,
-        help=f"Logs and SuperLink state (default: {DEFAULT_LOG_ROOT}/<UTC timestamp>)",
+        help=f"Logs, credentials, SuperLink state (default: {DEFAULT_LOG_ROOT}/<UTC timestamp>)",
     )
     args = parser.parse_args(argv)
     if args.nodes < 1:
@@ -559,12 +909,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         _become_subreaper()
         log_path = workdir / "flwr-run.log"
         start = time.perf_counter()
-        _say(f"[deploy] starting 1 SuperLink + {args.nodes} SuperNodes; logs in {workdir}")
-        with deployment(args.nodes, workdir=workdir, cwd=Path.cwd(), report=report) as (
-            connection,
-            env,
-            _,
-        ):
+        security = "insecure" if args.insecure else "TLS, SuperNode authentication"
+        _say(
+            f"[deploy] starting 1 SuperLink + {args.nodes} SuperNodes ({security}); "
+            f"logs in {workdir}"
+        )
+        if args.insecure:
+            print(INSECURE_WARNING, file=sys.stderr, flush=True)
+        with deployment(
+            args.nodes,
+            workdir=workdir,
+            cwd=Path.cwd(),
+            report=report,
+            insecure=args.insecure,
+        ) as (connection, env, _):
             _say(f"[deploy] up after {time.perf_counter() - start:.1f} s; flwr run {args.app}")
             _say(f"[deploy] run config: {shlex.quote(overrides)}")
             flwr_status = run_app(

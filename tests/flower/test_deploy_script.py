@@ -3,23 +3,32 @@
 Most tests need no Flower job: the script is loaded as a module (as in
 ``test_deployment.py``) and its log reading, process stopping and ``main``
 (with the deployment replaced by a stand-in) are called directly.  The slow
-tests start the real script (a SuperLink and SuperNodes on 127.0.0.1), each
-bounded by timeouts: a failing run must exit 1 with the ServerApp's error in
-one line, and SIGINT (Ctrl-C) or SIGTERM must stop every process, print no
-traceback and exit 128 + the signal.  Leftover processes are found by a
-marker in their environment, which every process the script starts inherits.
+tests start the real script (a SuperLink and SuperNodes on 127.0.0.1, with TLS
+and SuperNode authentication, the default), each bounded by timeouts: a failing
+run must exit 1 with the ServerApp's error in one line, SIGINT (Ctrl-C) or
+SIGTERM must stop every process, print no traceback and exit 128 + the signal,
+and the SuperLink must refuse a SuperNode whose key is not registered and any
+plaintext client.  The fast tests check the generated TLS material and keys.
+Leftover processes are found by a marker in their environment, which every
+process the script starts inherits.
 """
 
 from __future__ import annotations
 
 import contextlib
+import http.client
 import importlib.util
+import ipaddress
 import os
 import re
 import signal
+import socket
+import ssl
+import stat
 import subprocess
 import sys
 import time
+import tomllib
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +36,10 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "flower_deploy.py"
@@ -140,9 +153,13 @@ def test_a_long_traceback_is_cut_short(deploy: ModuleType) -> None:
 
 def _fake_deployment(
     deploy: ModuleType, monkeypatch: pytest.MonkeyPatch, log_text: str, status: int = 0
-) -> None:
+) -> list[dict[str, Any]]:
+    """Replace the deployment; the keyword arguments of each call are recorded."""
+    calls: list[dict[str, Any]] = []
+
     @contextlib.contextmanager
     def deployment(nodes: int, **kwargs: Any) -> Iterator[tuple[str, dict[str, str], list[Any]]]:
+        calls.append(kwargs)
         try:
             yield "fake", {}, []
         finally:
@@ -156,6 +173,7 @@ def _fake_deployment(
     monkeypatch.setattr(deploy, "run_app", run_app)
     monkeypatch.setattr(deploy, "run_status", lambda *args: None)
     monkeypatch.setattr(deploy, "_become_subreaper", lambda: None)
+    return calls
 
 
 def test_success_prints_the_result_and_keeps_the_logs(
@@ -258,6 +276,132 @@ def test_bad_arguments_are_one_line_and_exit_2(tmp_path: Path, args: list[str]) 
     assert done.stdout == ""  # nothing was started
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+# --- TLS material and SuperNode keys ------------------------------------------------------
+
+
+def _pump_handshake(server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext, host: str) -> None:
+    """A TLS handshake in memory between the two contexts; raises what the client raises."""
+    c_in, c_out, s_in, s_out = (ssl.MemoryBIO() for _ in range(4))
+    client = client_ctx.wrap_bio(c_in, c_out, server_hostname=host)
+    server = server_ctx.wrap_bio(s_in, s_out, server_side=True)
+    for _ in range(10):
+        pending = False
+        for side, out, peer in ((client, c_out, s_in), (server, s_out, c_in)):
+            try:
+                side.do_handshake()
+            except ssl.SSLWantReadError:
+                pending = True
+            peer.write(out.read())
+        if not pending:
+            return
+    raise AssertionError("the handshake did not finish")
+
+
+def _client_context(ca: Path) -> ssl.SSLContext:
+    """What a TLS client that trusts ``ca`` does (strict X.509, as Python 3.13's default)."""
+    ctx = ssl.create_default_context(cafile=str(ca))
+    ctx.verify_flags |= getattr(ssl, "VERIFY_X509_STRICT", 0)
+    return ctx
+
+
+def test_the_ca_signs_a_server_certificate_for_loopback_only(
+    deploy: ModuleType, tmp_path: Path
+) -> None:
+    creds = deploy.generate_credentials(tmp_path / "credentials", 2)
+    ca = x509.load_pem_x509_certificate(creds.ca_cert.read_bytes())
+    server = x509.load_pem_x509_certificate(creds.server_cert.read_bytes())
+    server.verify_directly_issued_by(ca)  # raises unless the CA's key signed it
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    assert not server.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    san = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert san.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("127.0.0.1")]
+    assert san.get_values_for_type(x509.DNSName) == ["localhost"]
+    eku = server.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert list(eku) == [ExtendedKeyUsageOID.SERVER_AUTH]
+    # The key file is the certificate's key.
+    key = serialization.load_pem_private_key(creds.server_key.read_bytes(), None)
+    assert key.public_key() == server.public_key()
+
+    # A client that trusts the CA accepts the certificate for 127.0.0.1 and localhost ...
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(creds.server_cert, creds.server_key)
+    for host in ("127.0.0.1", "localhost"):
+        _pump_handshake(server_ctx, _client_context(creds.ca_cert), host)
+    # ... for no other name, and a client that trusts another CA refuses it.
+    with pytest.raises(ssl.SSLCertVerificationError, match="mismatch"):
+        _pump_handshake(server_ctx, _client_context(creds.ca_cert), "example.org")
+    other = deploy.generate_credentials(tmp_path / "other", 0)
+    with pytest.raises(ssl.SSLCertVerificationError):
+        _pump_handshake(server_ctx, _client_context(other.ca_cert), "127.0.0.1")
+
+
+def test_private_keys_are_owner_only_and_the_ca_key_is_never_written(
+    deploy: ModuleType, tmp_path: Path
+) -> None:
+    folder = tmp_path / "credentials"
+    folder.mkdir()
+    (folder / "server.key").write_text("an earlier start's key")
+    (folder / "server.key").chmod(0o644)
+    old_umask = os.umask(0)  # the modes do not depend on the umask
+    try:
+        creds = deploy.generate_credentials(folder, 3)
+    finally:
+        os.umask(old_umask)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    private = [creds.server_key, *(key.private for key in creds.nodes)]
+    assert len(private) == 4
+    for path in private:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    assert "earlier" not in creds.server_key.read_text()  # replaced, not kept
+    # Only those files hold a private key: the CA's is gone once it has signed.
+    holders = sorted(p for p in folder.iterdir() if b"PRIVATE KEY" in p.read_bytes())
+    assert holders == sorted(private)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        ["ca.pem", "server.pem", "server.key"]
+        + [f"node-{i}.{ext}" for i in range(3) for ext in ("key", "pub")]
+    )
+
+
+def test_node_keys_are_in_the_formats_flower_reads(deploy: ModuleType, tmp_path: Path) -> None:
+    from flwr.cli.supernode.register import try_load_public_key
+    from flwr.supercore.primitives.asymmetric import bytes_to_public_key, uses_nist_ec_curve
+
+    creds = deploy.generate_credentials(tmp_path / "credentials", 2)
+    seen = set()
+    for key in creds.nodes:
+        # What flower-supernode --auth-supernode-private-key reads ...
+        private = serialization.load_ssh_private_key(key.private.read_bytes(), None)
+        assert isinstance(private, ec.EllipticCurvePrivateKey)
+        assert isinstance(private.curve, ec.SECP384R1)
+        # ... and what flwr supernode register sends: the same key, on a NIST curve.
+        registered = bytes_to_public_key(try_load_public_key(key.public))
+        assert uses_nist_ec_curve(registered) and registered == private.public_key()
+        seen.add(key.public.read_bytes())
+    assert len(seen) == 2  # one key pair per node
+
+
+def test_tls_and_node_auth_are_the_default_and_insecure_warns(
+    deploy: ModuleType,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    calls = _fake_deployment(deploy, monkeypatch, SUCCESS_LOG)
+    assert deploy.main(["--nodes", "2", "--workdir", "a"]) == 0
+    default = capsys.readouterr()
+    assert calls[-1]["insecure"] is False
+    assert "(TLS, SuperNode authentication)" in default.out.splitlines()[0]
+    assert "WARNING" not in default.out + default.err
+
+    assert deploy.main(["--nodes", "2", "--workdir", "b", "--insecure"]) == 0
+    opted_out = capsys.readouterr()
+    assert calls[-1]["insecure"] is True
+    assert "(insecure)" in opted_out.out.splitlines()[0]
+    assert opted_out.err.splitlines() == [deploy.INSECURE_WARNING]
+    assert "WARNING" not in opted_out.out
 
 
 # --- stopping processes -----------------------------------------------------------------
@@ -403,3 +547,136 @@ def test_a_failing_job_on_real_processes(tmp_path: Path) -> None:
     assert lines[-1].startswith(f"[deploy] full log: {logs / 'flwr-run.log'}")
     assert "no-such-job" in (logs / "flwr-run.log").read_text()
     assert "Traceback" not in text
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _stranger(
+    env: dict[str, str], workdir: Path, name: str, address: str, *flags: str
+) -> subprocess.Popen[bytes]:
+    """A SuperNode the deployment did not start (its log: ``workdir/<name>.log``)."""
+    with (workdir / f"{name}.log").open("wb") as log:
+        return subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "flower-supernode"),
+                "--superlink",
+                address,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(_free_port()),
+                "--max-retries",
+                "2",
+                "--max-wait-time",
+                "20",
+                *flags,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=workdir,
+            start_new_session=True,
+        )
+
+
+@pytest.mark.slow
+@needs_proc
+def test_strangers_and_plaintext_clients_are_refused(deploy: ModuleType, tmp_path: Path) -> None:
+    """The SuperLink admits registered SuperNodes over TLS only.
+
+    A SuperNode with a key pair that was never registered, one with no key and
+    one speaking plaintext all exit without a node id, and the SuperLink still
+    lists just the registered node; a plaintext HTTP request and an ``insecure``
+    ``flwr`` connection get no answer; a client that trusts another CA refuses
+    the SuperLink's certificate.
+    """
+    tag = f"PRIVFED_DEPLOY_TEST={uuid.uuid4().hex}"
+    workdir = tmp_path / "deploy"
+    info = deploy.DeploymentInfo()
+    strangers: list[subprocess.Popen[bytes]] = []
+    try:
+        with deploy.deployment(
+            1, workdir=workdir, env={"PRIVFED_DEPLOY_TEST": tag.split("=")[1]}, info=info
+        ) as (connection, env, _):
+            creds = info.credentials
+            assert creds is not None and len(info.node_ids) == 1
+            config = tomllib.loads((Path(env["FLWR_HOME"]) / "config.toml").read_text())
+            channel = config["superlink"][connection]
+            assert channel == {"address": info.address, "root-certificates": str(creds.ca_cert)}
+            assert "Uvicorn running on https://" in (workdir / "superlink.log").read_text()
+            host, port = info.address.split(":")
+
+            rogue = deploy.node_key_pair(tmp_path / "rogue.key", tmp_path / "rogue.pub")
+            tls = ("--root-certificates", str(creds.ca_cert))
+            strangers += [
+                _stranger(env, workdir, "unregistered", info.address, *tls,
+                          "--auth-supernode-private-key", str(rogue.private)),
+                _stranger(env, workdir, "no-key", info.address, *tls),
+                _stranger(env, workdir, "plaintext", info.address, "--insecure"),
+            ]  # fmt: skip
+
+            # Plaintext HTTP: the TLS server closes the connection without an answer.
+            plain = http.client.HTTPConnection(host, int(port), timeout=10)
+            with pytest.raises((http.client.HTTPException, OSError)):
+                plain.request("GET", "/")
+                plain.getresponse()
+            plain.close()
+            # The flwr CLI through an insecure connection: no answer either ...
+            home = tmp_path / "plain-home"
+            home.mkdir()
+            (home / "config.toml").write_text(
+                f'[superlink]\ndefault = "plain"\n\n[superlink.plain]\n'
+                f'address = "{info.address}"\ninsecure = true\n'
+            )
+            assert deploy.list_nodes("plain", {**env, "FLWR_HOME": str(home)}) is None
+            # ... and a TLS client that trusts another CA refuses the certificate.
+            other = deploy.generate_credentials(tmp_path / "other", 0)
+            for ca, ok in ((creds.ca_cert, True), (other.ca_cert, False)):
+                with socket.create_connection((host, int(port)), timeout=10) as sock:
+                    context = _client_context(ca)
+                    if ok:
+                        with context.wrap_socket(sock, server_hostname=host) as tls_sock:
+                            der = tls_sock.getpeercert(binary_form=True)
+                        assert der == x509.load_pem_x509_certificate(
+                            creds.server_cert.read_bytes()
+                        ).public_bytes(serialization.Encoding.DER)
+                    else:
+                        with pytest.raises(ssl.SSLCertVerificationError):
+                            context.wrap_socket(sock, server_hostname=host)
+
+            codes = {}
+            for proc, name in zip(strangers, ("unregistered", "no-key", "plaintext"), strict=True):
+                codes[name] = proc.wait(timeout=120)
+            logs = {name: (workdir / f"{name}.log").read_text() for name in codes}
+            for name, code in codes.items():
+                assert code != 0, (name, logs[name][-2000:])
+                assert "SuperNode ID" not in logs[name], (name, logs[name][-2000:])
+            # The SuperLink refused the unregistered key itself, and self-registration.
+            spki = serialization.load_ssh_public_key(rogue.public.read_bytes()).public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
+            link_log = (workdir / "superlink.log").read_text()
+            refusals = [
+                line
+                for line in link_log.splitlines()
+                if "No SuperNode found with the given public key" in line
+            ]
+            assert any(spki.decode().splitlines()[1] in line for line in refusals), refusals
+            assert "must be registered" in logs["no-key"], logs["no-key"][-2000:]
+            nodes = deploy.list_nodes(connection, env)
+            assert nodes is not None
+            assert [int(str(n["node-id"])) for n in nodes] == info.node_ids
+            assert [n["status"] for n in nodes] == ["online"]
+    finally:
+        for proc in strangers:
+            deploy._stop([proc], grace=2.0)
+        time.sleep(0.5)
+        leaked = _tagged(tag)  # nothing the deployment or the strangers started
+        for pid, _ in leaked:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert leaked == []

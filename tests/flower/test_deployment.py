@@ -1,13 +1,14 @@
 """The latent job on Flower's deployment engine: a SuperLink and three SuperNode processes.
 
-``scripts/flower_deploy.py`` starts them on 127.0.0.1 (free ports,
-``--insecure``) and stops every process (and descendant) it started, also
-when the test fails.  The run's secure-aggregation total must be
-bit-identical to :func:`privfed.secagg.run_in_memory` on the same
-partitions' statistics, and its ``release.json`` equal to what
-``privfed run`` writes with the same noise seed.  (Each SuperNode starts a
-ClientApp process per message and polls every few seconds, so this takes a
-minute or two on two cores.)
+``scripts/flower_deploy.py`` starts them on 127.0.0.1 (free ports) with
+TLS (a throwaway CA and a certificate for 127.0.0.1 generated at start) and
+SuperNode authentication (each node's key registered before it starts), and
+stops every process (and descendant) it started, also when the test fails.
+The run's secure-aggregation total must be bit-identical to
+:func:`privfed.secagg.run_in_memory` on the same partitions' statistics, and
+its ``release.json`` equal to what ``privfed run`` writes with the same noise
+seed.  (Each SuperNode starts a ClientApp process per message and polls every
+few seconds, so this takes a few minutes on two cores.)
 """
 
 from __future__ import annotations
@@ -91,7 +92,14 @@ def test_latent_job_across_supernode_processes(tmp_path: Path) -> None:
         "skellam-7": {**RUN, "noise": '"distributed-skellam"'},
         "skellam-123": {**RUN, "noise": '"distributed-skellam"', "noise-seed": 123},
     }
-    with deploy.deployment(NODES, workdir=tmp_path / "deploy") as (connection, env, procs):
+    info = deploy.DeploymentInfo()
+    with deploy.deployment(NODES, workdir=tmp_path / "deploy", info=info) as (
+        connection,
+        env,
+        procs,
+    ):
+        # TLS and node authentication on: every node is a registered key.
+        assert info.credentials is not None and len(set(info.node_ids)) == NODES
         for name, run in runs.items():
             out = tmp_path / name
             config = f'job="latent" timeout=120.0 output-dir="{out}" {_toml(run)}'
