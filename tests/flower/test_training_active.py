@@ -137,8 +137,15 @@ def test_the_identity_key_never_reaches_the_training_state(
     _start(grid, _active(registry))
     for i, context in enumerate(grid.contexts.values()):
         pem = (tmp_path / f"node-{N - i}.key").read_bytes()
-        blob = context.state.config_records[TRAIN_STATE_KEY]["state"]
-        assert isinstance(blob, bytes) and len(blob) > 1000
+        protocol = context.state.config_records[TRAIN_STATE_KEY]["state"]
+        assert isinstance(protocol, bytes) and len(protocol) > 1000
+        # Every record of the node's state (protocol state, encoding, anything else).
+        blob = b"".join(
+            item if isinstance(item, bytes) else str(item).encode()
+            for record in context.state.config_records.values()
+            for value in record.values()
+            for item in (value if isinstance(value, list) else [value])
+        )
         key = IdentityKey(_raw(pem))
         assert key.private_bytes() not in blob and b"PRIVATE KEY" not in blob
         assert key.public_key.hex().encode() in blob  # the registry is there
