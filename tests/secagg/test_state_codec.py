@@ -290,7 +290,7 @@ def test_an_active_mode_client_round_trips_with_its_identity_key_supplied_at_res
     restored = restore_client_state(blob, journal=journal, identity=keys[3])
     assert restored.config == config
     assert export_client_state(restored) == blob
-    assert restored._identity is keys[3]  # type: ignore[attr-defined]
+    assert restored._identity is keys[3]
     with pytest.raises(ParameterTypeError, match="identity"):
         restore_client_state(blob, journal=journal)
     with pytest.raises(ParameterError, match="registry"):
@@ -337,9 +337,7 @@ def test_a_state_naming_the_identity_attribute_is_refused() -> None:
 )
 def test_crafted_unhashable_keys_are_format_errors(body: bytes) -> None:
     """A server can send a node any config bytes: unhashable keys are refused, not TypeError."""
-    from privfed.secagg.protocol.state import decode_config
-
-    from privfed.secagg.protocol.state import CONFIG_VERSION
+    from privfed.secagg.protocol.state import CONFIG_VERSION, decode_config
 
     config_blob = STATE_MAGIC + bytes([CONFIG_VERSION]) + body
     with pytest.raises(MessageFormatError, match="unhashable"):
