@@ -663,3 +663,25 @@ def test_a_policy_in_code_for_simulated_nodes(federation: Federation, loopback: 
         SecAggRound(threshold=4, vector_length=L, timeout=1.0).run(grid, MAPPING)
     errors = _errors(grid, Stage.ADVERTISE_KEYS)
     assert len(errors) == N and all("mode 'semi-honest' is below" in e for e in errors.values())
+
+
+def test_an_active_hello_keeps_only_nodes_that_sign_for_their_partition(
+    federation: Federation, loopback: Any
+) -> None:
+    """Node 1002 claims partition 0 (node 1001's): it cannot sign as id 1, so only it is out.
+
+    Without the registry (semi-honest) the same claim pushes both nodes out.
+    """
+    from privfed.flower import hello
+
+    grid = _grid(federation, loopback)
+    grid.contexts[FIRST + 1].node_config["partition-id"] = 0
+    nodes = list(grid.contexts)
+    assert hello(grid, nodes, registry=federation.registry) == {
+        FIRST: 0, FIRST + 2: 2, FIRST + 3: 3, FIRST + 4: 4,
+    }  # fmt: skip
+    assert hello(grid, nodes) == {FIRST + 2: 2, FIRST + 3: 3, FIRST + 4: 4}
+    # A node without an identity is left out of an active hello.
+    for key in ("privfed-identity-key", "privfed-registry", "privfed-mode"):
+        del grid.contexts[FIRST + 4].node_config[key]
+    assert FIRST + 4 not in hello(grid, nodes, registry=federation.registry)

@@ -28,17 +28,31 @@ from flwr.serverapp import Grid, ServerApp
 from privfed.flower.latent_app import latent_main
 from privfed.flower.node_app import JOBS, job_of, make_client_app
 from privfed.flower.secagg_app import expected_sum
-from privfed.flower.server import SecAggRound, quiet_privfed_errors, say, wait_for_federation
+from privfed.flower.server import (
+    SecAggRound,
+    active_mode_fields,
+    quiet_privfed_errors,
+    say,
+    wait_for_federation,
+)
 
 __all__ = ["JOBS", "client_app", "server_app"]
 
 
 def _sum_main(grid: Grid, run: Any) -> None:
-    partitions = wait_for_federation(grid, run, int(run.get("num-clients", 2)))
+    count = int(run.get("num-clients", 2))
+    fields = active_mode_fields(
+        run.get("secagg-mode", "semi-honest"),
+        run.get("secagg-registry"),
+        num_clients=count,
+        corrupted=int(run.get("assumed-corrupted", 0)),
+    )
+    partitions = wait_for_federation(grid, run, count, registry=fields.get("identities"))
     flow = SecAggRound(
         threshold=int(run.get("threshold", 0)) or len(partitions) // 2 + 1,
         vector_length=int(run.get("vector-length", 1000)),
         timeout=float(run.get("timeout", 60.0)),
+        config_fields=fields or None,
     )
     result = flow.run(grid, {node: pid + 1 for node, pid in partitions.items()})
     expected = expected_sum([c - 1 for c in result.survivors], 0, flow.vector_length)

@@ -42,7 +42,7 @@ from flwr.clientapp import ClientApp
 from privfed.errors import AuthenticationError, MessageFormatError, ProtocolAbort
 from privfed.flower import _wire
 from privfed.flower.declaration import DeclaredInput
-from privfed.flower.policy import NodePolicy, PolicyFn, default_policy
+from privfed.flower.policy import NodePolicy, PolicyFn, default_policy, identify_payload
 from privfed.secagg import (
     ConsistencyRequest,
     EncryptedSharesBundle,
@@ -345,14 +345,33 @@ def add_secagg_handlers(
     }
     for stage, handler in table.items():
         app.query(_wire.ACTIONS[stage])(handler)
-    app.query(_wire.HELLO_ACTION)(_hello)
+    app.query(_wire.HELLO_ACTION)(_Hello(handlers))
     return app
 
 
-def _hello(message: Message, context: Context) -> Message:
-    """Report the node's public ``partition-id`` (node config; -1 if unset)."""
-    raw = context.node_config.get("partition-id", -1)
-    pid = int(raw) if isinstance(raw, (int, float, str)) else -1
-    return Message(
-        RecordDict({_wire.RECORD: ConfigRecord({"partition-id": pid})}), reply_to=message
-    )
+class _Hello:
+    """The hello handler: the node's public ``partition-id`` (node config; -1 if unset).
+
+    Asked with a nonce (an active job), a node with an identity also answers
+    its registry id, signed over the nonce
+    (:func:`~privfed.flower.policy.identify_payload`).
+    """
+
+    def __init__(self, handlers: _Handlers) -> None:
+        self.handlers = handlers
+
+    def __call__(self, message: Message, context: Context) -> Message:
+        raw = context.node_config.get("partition-id", -1)
+        pid = int(raw) if isinstance(raw, (int, float, str)) else -1
+        fields: dict[str, int | bytes] = {"partition-id": pid}
+        asked = message.content.config_records.get(_wire.RECORD) if message.has_content() else None
+        nonce = None if asked is None else asked.get("nonce")
+        if isinstance(nonce, bytes):
+            policy = self.handlers.policy(context)
+            if policy.identity is not None and policy.client_id is not None:
+                fields["client-id"] = policy.client_id
+                fields["signature"] = policy.identity.sign(
+                    identify_payload(nonce, policy.client_id)
+                )
+        record = ConfigRecord(fields)  # type: ignore[arg-type]
+        return Message(RecordDict({_wire.RECORD: record}), reply_to=message)

@@ -350,7 +350,9 @@ def latent_main(
     overwrite = bool(run.get("overwrite", False))
     release_only = bool(run.get("release-only", False))
     check_output_dir(output, overwrite=overwrite)
-    partitions = wait_for_federation(grid, run, config.num_clients)
+    # Active mode: only a node signing as registry id partition + 1 keeps its partition.
+    registry = secagg_fields.get("identities")
+    partitions = wait_for_federation(grid, run, config.num_clients, registry=registry)
     outside = {node: p for node, p in partitions.items() if not 0 <= p < config.num_clients}
     for node, pid in sorted(outside.items()):
         _LOG.warning("left out node %d: partition-id %d outside [0, num-clients)", node, pid)

@@ -62,7 +62,7 @@ from privfed.flower._training_wire import (
     TrainingEncoding,
 )
 from privfed.flower.client import JournalFn, _Handlers, _wire_session, default_journal
-from privfed.flower.policy import PolicyFn
+from privfed.flower.policy import PolicyFn, identify_payload
 from privfed.secagg import SecAggConfig
 from privfed.secagg.protocol.state import decode_config
 
@@ -71,7 +71,6 @@ __all__ = [
     "TRAIN_STATE_KEY",
     "SecAggMod",
     "carries_training_stage",
-    "identify_payload",
     "secagg_mod",
 ]
 
@@ -79,7 +78,6 @@ __all__ = [
 TRAIN_STATE_KEY: Final = "privfed_secagg_train"
 #: Where it keeps the round's public encoding (bound to the round's session).
 _ENCODING_KEY: Final = "privfed_secagg_train_encoding"
-_IDENTIFY_DOMAIN: Final = b"privfed/flower/identify/v1"
 #: The stage names of a training round (field ``train-stage`` of the privfed record).
 TRAIN_STAGES: Final = ("identify", "advertise", "share", "mask", "consist", "unmask")
 
@@ -192,7 +190,7 @@ class SecAggMod:
 def _identify(msg: Message, ctxt: Context, handlers: _Handlers) -> Message:
     """Active mode: this node's client id (its registry's id of its key), signed over a nonce.
 
-    The signature (over :func:`identify_payload`, its own domain) proves that
+    The signature (over :func:`~privfed.flower.policy.identify_payload`) proves that
     the node holds the key, so no node can claim another's id.
     """
     policy = handlers.policy(ctxt)
@@ -206,17 +204,6 @@ def _identify(msg: Message, ctxt: Context, handlers: _Handlers) -> Message:
     signature = identity.sign(identify_payload(nonce, client_id))
     record = ConfigRecord({"client-id": client_id, "signature": signature})
     return Message(RecordDict({_wire.RECORD: record}), reply_to=msg)
-
-
-def identify_payload(nonce: bytes, client_id: int) -> bytes:
-    """What a node signs to answer ``identify``: domain, the server's nonce, its id.
-
-    Raises:
-        MessageFormatError: The nonce is not 16 to 64 bytes.
-    """
-    if not isinstance(nonce, bytes) or not 16 <= len(nonce) <= 64:
-        raise MessageFormatError("the identify nonce is not 16 to 64 bytes")
-    return _IDENTIFY_DOMAIN + bytes((len(nonce),)) + nonce + client_id.to_bytes(4, "big")
 
 
 def _stored_encoding(context: Context, config: SecAggConfig) -> TrainingEncoding:

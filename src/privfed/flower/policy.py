@@ -62,7 +62,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from flwr.app import Context
 
-from privfed.errors import ParameterError, ParameterTypeError, ProtocolAbort
+from privfed.errors import MessageFormatError, ParameterError, ParameterTypeError, ProtocolAbort
 from privfed.secagg import IdentityKey, IdentityRegistry, SecAggConfig, SecurityMode
 
 __all__ = [
@@ -72,6 +72,7 @@ __all__ = [
     "PolicyFiles",
     "PolicyFn",
     "default_policy",
+    "identify_payload",
     "load_identity_key",
     "load_registry",
     "write_identity_key",
@@ -82,6 +83,7 @@ POLICY_NODE_CONFIG_KEY: Final = "privfed-policy"
 #: The policy's keys (node config: with the ``privfed-`` prefix; policy file: without).
 POLICY_KEYS: Final = ("mode", "min-threshold", "corrupted", "identity-key", "registry")
 _PREFIX: Final = "privfed-"
+_IDENTIFY_DOMAIN: Final = b"privfed/flower/identify/v1"
 #: Permission bits a private key file must not have (group and others: nothing).
 _KEY_FORBIDDEN_BITS: Final = 0o077
 
@@ -433,6 +435,20 @@ class PolicyFiles:
             identity=load_identity_key(key),
             registry=load_registry(self.folder / self.registry_file),
         )
+
+
+def identify_payload(nonce: bytes, client_id: int) -> bytes:
+    """What a node signs to prove its client id: a domain of its own, the server's nonce, the id.
+
+    Answers the training workflow's ``identify`` stage and an active job's
+    hello round; the domain keeps it apart from every protocol signature.
+
+    Raises:
+        MessageFormatError: The nonce is not 16 to 64 bytes.
+    """
+    if not isinstance(nonce, bytes) or not 16 <= len(nonce) <= 64:
+        raise MessageFormatError("the identify nonce is not 16 to 64 bytes")
+    return _IDENTIFY_DOMAIN + bytes((len(nonce),)) + nonce + client_id.to_bytes(4, "big")
 
 
 def default_policy(context: Context) -> NodePolicy:

@@ -116,7 +116,7 @@ def sum_server_app(
             config_fields=fields or None,
         )
         # The first message to a node may wait for its worker to start: a long timeout.
-        partitions = hello(grid, nodes, timeout=wait)
+        partitions = hello(grid, nodes, timeout=wait, registry=fields.get("identities"))
         mapping = {node: pid + 1 for node, pid in partitions.items()}
         by_client = {pid + 1: pid for pid in partitions.values()}
         total_rounds = rounds if rounds is not None else int(cfg.get("rounds", 1))

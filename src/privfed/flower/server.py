@@ -32,10 +32,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -53,9 +54,11 @@ from privfed.errors import (
 )
 from privfed.flower import _wire
 from privfed.flower.declaration import NoiseDeclaration
+from privfed.flower.policy import identify_payload
 from privfed.progress import ProgressEvent, ProgressFn
 from privfed.secagg import (
     GraphMode,
+    IdentityRegistry,
     SecAggConfig,
     SecAggServer,
     Stage,
@@ -256,12 +259,19 @@ def say(line: str) -> None:
     print(f"privfed: {line}", flush=True)
 
 
-def wait_for_federation(grid: Grid, run: Mapping[str, object], count: int) -> dict[int, int]:
+def wait_for_federation(
+    grid: Grid,
+    run: Mapping[str, object],
+    count: int,
+    *,
+    registry: IdentityRegistry | None = None,
+) -> dict[int, int]:
     """A job's start: wait for ``count`` nodes, then ``{node_id: partition_id}`` (:func:`hello`).
 
     Run config: ``wait-s`` (longest wait, default 300 s) and ``join-grace-s``
     (give up once no node has joined for this long while too few are
-    connected, default 15 s); progress lines go to stdout.
+    connected, default 15 s); progress lines go to stdout.  ``registry``
+    (active mode): see :func:`hello`.
 
     Raises:
         ProtocolAbort: Too few nodes (one line saying how to run with them),
@@ -272,22 +282,37 @@ def wait_for_federation(grid: Grid, run: Mapping[str, object], count: int) -> di
     nodes = wait_for_nodes(
         grid, count, timeout=wait, settle=grace if grace > 0 else None, report=say
     )
-    return hello(grid, nodes, timeout=wait)
+    return hello(grid, nodes, timeout=wait, registry=registry)
 
 
-def hello(grid: Grid, nodes: Iterable[int], *, timeout: float = 60.0) -> dict[int, int]:
+def hello(
+    grid: Grid,
+    nodes: Iterable[int],
+    *,
+    timeout: float = 60.0,
+    registry: IdentityRegistry | None = None,
+) -> dict[int, int]:
     """Ask each node for its ``partition-id`` (node config); ``{node_id: partition_id}``.
 
     Nodes that fail or do not answer in time are left out.  The partition id
     is the node operator's declaration (public); two nodes declaring the same
-    one are both left out.
+    one are both left out.  With ``registry`` (an active job) the nodes are
+    asked with a fresh nonce, and only a node that signs, with the key the
+    registry holds for id ``partition-id + 1``, is kept: no node can take
+    another's partition (or push it out by claiming it too).
 
     Raises:
         ProtocolAbort: No node answered.
     """
     asked = [int(n) for n in nodes]
+    nonce = secrets.token_bytes(32)
+    content = (
+        RecordDict()
+        if registry is None
+        else RecordDict({_wire.RECORD: ConfigRecord({"nonce": nonce})})
+    )
     messages = [
-        Message(RecordDict(), dst_node_id=node, message_type=HELLO_TYPE, group_id="hello")
+        Message(content, dst_node_id=node, message_type=HELLO_TYPE, group_id="hello")
         for node in asked
     ]
     found: dict[int, int] = {}
@@ -296,7 +321,12 @@ def hello(grid: Grid, nodes: Iterable[int], *, timeout: float = 60.0) -> dict[in
         if node not in asked or reply.has_error():
             continue
         try:
-            found[node] = _wire.get_int(_wire.config_record(reply.content), "partition-id")
+            record = _wire.config_record(reply.content)
+            pid = _wire.get_int(record, "partition-id")
+            if registry is not None and not _signed_partition(registry, record, nonce, pid):
+                _LOG.warning("left out node %d: no signed identity for partition %d", node, pid)
+                continue
+            found[node] = pid
         except MessageFormatError:
             continue
     counts: dict[int, int] = {}
@@ -308,9 +338,20 @@ def hello(grid: Grid, nodes: Iterable[int], *, timeout: float = 60.0) -> dict[in
     return result
 
 
+def _signed_partition(
+    registry: IdentityRegistry, record: ConfigRecord, nonce: bytes, pid: int
+) -> bool:
+    """Whether the hello reply proves the key of registry id ``pid + 1``."""
+    cid = record.get("client-id")
+    signature = record.get("signature")
+    if cid != pid + 1 or not isinstance(signature, bytes) or not 0 < pid + 1 < 2**32:
+        return False
+    return registry.verify(pid + 1, identify_payload(nonce, pid + 1), signature)
+
+
 def active_mode_fields(
     mode: object, registry_path: object, *, num_clients: int, corrupted: int
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """A one-shot job's :class:`SecAggRound` ``config_fields`` for its security mode.
 
     Semi-honest: ``{}``.  Active: the mode, ``corrupted`` and the registry read

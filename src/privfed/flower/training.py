@@ -102,7 +102,7 @@ from privfed.flower._training_wire import (
     TrainingEncoding,
     array_layout,
 )
-from privfed.flower.mod import identify_payload
+from privfed.flower.policy import identify_payload
 from privfed.flower.server import _per_client
 from privfed.secagg import (
     GraphMode,
@@ -530,7 +530,7 @@ class SecAggWorkflow:
         """Active mode: ``{node: registry id}`` of the sampled nodes (unknown ones are asked).
 
         Each node signs its answer over a fresh nonce with its identity key
-        (:func:`~privfed.flower.mod.identify_payload`), checked against the
+        (:func:`~privfed.flower.policy.identify_payload`), checked against the
         registry, so no node can claim another's id.  Nodes that fail, answer
         an id the registry does not enrol or a bad signature are left out of
         the round (and asked again next round).
