@@ -685,3 +685,25 @@ def test_an_active_hello_keeps_only_nodes_that_sign_for_their_partition(
     for key in ("privfed-identity-key", "privfed-registry", "privfed-mode"):
         del grid.contexts[FIRST + 4].node_config[key]
     assert FIRST + 4 not in hello(grid, nodes, registry=federation.registry)
+
+
+def test_by_default_a_node_takes_only_a_strict_majority_threshold() -> None:
+    """Without privfed-min-threshold a server cannot propose t = 2 of 10; with it, it can."""
+    from privfed.errors import ProtocolAbort
+    from privfed.flower import NodePolicy
+    from privfed.secagg import SecAggConfig
+
+    def config(t: int, n: int = 10) -> SecAggConfig:
+        return SecAggConfig(
+            client_ids=tuple(range(1, n + 1)), threshold=t, vector_length=4, session_id=bytes(32)
+        )
+
+    default = NodePolicy.from_node_config({})
+    default.check(config(6), 1)
+    for t in (2, 5):
+        with pytest.raises(ProtocolAbort, match="strict majority"):
+            default.check(config(t), 1)
+    lowered = NodePolicy.from_node_config({"privfed-min-threshold": 2})
+    lowered.check(config(2), 1)
+    with pytest.raises(ProtocolAbort, match="privfed-min-threshold 3"):
+        NodePolicy.from_node_config({"privfed-min-threshold": 3}).check(config(2), 1)

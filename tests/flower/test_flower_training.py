@@ -216,7 +216,9 @@ def test_message_api_aggregate_is_fedavg_within_a_step(
 ) -> None:
     """Complete graph and a SecAgg+ graph (3 shares of 5); float32 and float64 arrays."""
     grid = make_grid(message_app(tmp_path), N)
-    flow = SecAggWorkflow(num_shares, 2, rounding=rounding)  # type: ignore[arg-type]
+    # A strict majority of each neighbourhood (the nodes' default policy): 3 of 5, 2 of 3.
+    threshold = num_shares // 2 + 1
+    flow = SecAggWorkflow(num_shares, threshold, rounding=rounding)  # type: ignore[arg-type]
     _, result = start(grid, flow)
     bound = STEP if rounding == "stochastic" else STEP / 2
     assert_close_to(result.arrays, fedavg(range(N)), bound)

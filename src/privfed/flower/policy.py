@@ -26,7 +26,7 @@ folder; use absolute ones.
 Policy file (TOML; paths relative to the file's folder; unknown keys refused)::
 
     mode = "active"              # "semi-honest" (default) or "active"
-    min-threshold = 4            # fewest shares t a round may use (default 2)
+    min-threshold = 4            # fewest shares t a round may use (default: a strict majority)
     corrupted = 1                # n_C the node assumes (default 0)
     identity-key = "node.key"    # the node's Ed25519 private key
     registry = "registry.json"   # the integrator's registry of public keys
@@ -175,7 +175,10 @@ class NodePolicy:
     Args:
         mode: The weakest security mode the node takes part in: semi-honest
             (default: either mode, active needing ``identity``) or active.
-        min_threshold: The lowest Shamir threshold ``t`` it accepts, ``>= 2``.
+        min_threshold: The lowest Shamir threshold ``t`` it accepts, ``>= 2``;
+            ``None`` (default): a strict majority of the node's neighbourhood,
+            ``2t > s`` -- a server cannot propose ``t = 2`` of 100 unless the
+            operator lowers the floor explicitly.
         corrupted: The ``n_C`` it assumes: a round must assume at least as many
             (and, with the registry's ``assumed_corrupted``, the larger).
         identity: The node's Ed25519 identity key (needed for active rounds).
@@ -189,7 +192,7 @@ class NodePolicy:
     """
 
     mode: SecurityMode = SecurityMode.SEMI_HONEST
-    min_threshold: int = 2
+    min_threshold: int | None = None
     corrupted: int = 0
     identity: IdentityKey | None = dataclasses.field(default=None, repr=False)
     registry: IdentityRegistry | None = dataclasses.field(default=None, repr=False)
@@ -198,7 +201,9 @@ class NodePolicy:
     def __post_init__(self) -> None:
         mode = _mode(self.mode, "mode")
         object.__setattr__(self, "mode", mode)
-        object.__setattr__(self, "min_threshold", _int(self.min_threshold, "min-threshold", 2))
+        if self.min_threshold is not None:
+            floor = _int(self.min_threshold, "min-threshold", 2)
+            object.__setattr__(self, "min_threshold", floor)
         object.__setattr__(self, "corrupted", _int(self.corrupted, "corrupted", 0))
         if self.identity is not None and not isinstance(self.identity, IdentityKey):
             raise ParameterTypeError(_PREFIX + "identity-key", "an IdentityKey", self.identity)
@@ -303,11 +308,18 @@ class NodePolicy:
         if config.active and (self.identity is None or self.registry is None):
             refuse("an active round needs this node's identity (privfed-identity-key, -registry)")
         t, n_c = config.threshold, self.assumed_corrupted
-        if t < self.min_threshold:
+        s = config.neighbourhood_size
+        if self.min_threshold is None and 2 * t <= s:
+            refuse(
+                f"threshold {t} is not a strict majority of its {s}-client neighbourhood "
+                f"(graph {config.graph.value}); the default floor, lowered only by "
+                "privfed-min-threshold"
+            )
+        if self.min_threshold is not None and t < self.min_threshold:
             # Also a sparse graph whose neighbourhoods are smaller: t <= s always.
             refuse(
                 f"threshold {t} is below this node's privfed-min-threshold {self.min_threshold} "
-                f"(graph {config.graph.value}, {config.neighbourhood_size} per neighbourhood)"
+                f"(graph {config.graph.value}, {s} per neighbourhood)"
             )
         if config.corrupted < n_c:
             refuse(f"corrupted {config.corrupted} is below this node's assumed n_C = {n_c}")
@@ -402,7 +414,7 @@ class PolicyFiles:
     Args:
         folder: Folder of the key files and the registry.
         mode: The policy's mode (default ``"active"``).
-        min_threshold: The policy's minimum threshold.
+        min_threshold: The policy's minimum threshold (``None``: a strict majority).
         corrupted: The policy's ``n_C``.
         key_file: Key file name, with ``{partition-id}``.
         registry_file: Registry file name.
@@ -413,7 +425,7 @@ class PolicyFiles:
         folder: str | os.PathLike[str],
         *,
         mode: str = "active",
-        min_threshold: int = 2,
+        min_threshold: int | None = None,
         corrupted: int = 0,
         key_file: str = "node-{partition-id}.key",
         registry_file: str = "registry.json",
