@@ -106,3 +106,13 @@ def test_the_deprecated_node_count_is_not_what_the_docs_recommend() -> None:
     before, _, _ = text.partition("options.num-supernodes")
     assert "--federation-config 'num-supernodes=" in before
     assert "deprecated" in text[text.index("options.num-supernodes") - 400 :]
+
+
+def test_the_app_declares_every_key_its_server_and_nodes_read() -> None:
+    """Flower refuses an override of an undeclared key ("Invalid run configuration")."""
+    read: set[str] = set()
+    for module in ("apps", "latent_app", "server", "node_app", "latent_node", "client"):
+        source = (ROOT / "src" / "privfed" / "flower" / f"{module}.py").read_text()
+        read |= set(re.findall(r'\brun(?:_config)?\.get\("([a-z-]+)"', source))
+    assert {"job", "wait-s", "join-grace-s", "secagg-registry", "journal-dir"} <= read
+    assert read <= set(_run_config()), sorted(read - set(_run_config()))
