@@ -641,13 +641,39 @@ def test_non_float_arrays_and_bad_arguments_are_refused(make_grid: Any, tmp_path
 # -- the mod passes everything else through ----------------------------------------------
 
 
+PLAIN_TRAIN = [
+    ("train", RecordDict({"arrays": ArrayRecord({"w": Array(np.ones(2))})})),
+    ("train.custom", RecordDict({"config": ConfigRecord({"lr": 0.1})})),
+    ("train", RecordDict({_wire.RECORD: ConfigRecord({"message": b"not a stage"})})),
+]
+
+
+@pytest.mark.parametrize(("kind", "content"), PLAIN_TRAIN)
+def test_a_plain_train_message_is_refused(make_grid: Any, kind: str, content: RecordDict) -> None:
+    """A server that skips secure aggregation would get the node's update in the clear."""
+    from privfed.errors import ProtocolAbort
+
+    make_grid(ClientApp(), 1)  # sets Flower's task identity for Message()
+    message = Message(content, dst_node_id=1001, message_type=kind)
+    context = Context(run_id=1, node_id=1001, node_config={}, state=RecordDict(), run_config={})
+    trained: list[Message] = []
+
+    def handler(msg: Message, ctxt: Context) -> Message:
+        trained.append(msg)
+        return Message(RecordDict(), reply_to=msg)
+
+    with pytest.raises(ProtocolAbort, match="plain train message is refused"):
+        secagg_mod(message, context, handler)
+    assert trained == []  # the handler never ran
+    opted_out = SecAggMod(allow_plain_train=True)(message, context, handler)
+    assert trained == [message] and not opted_out.has_error()
+
+
 @pytest.mark.parametrize(
     ("kind", "content"),
     [
-        ("train", RecordDict({"arrays": ArrayRecord({"w": Array(np.ones(2))})})),
-        ("train.custom", RecordDict({"config": ConfigRecord({"lr": 0.1})})),
-        ("train", RecordDict({_wire.RECORD: ConfigRecord({"message": b"not a stage"})})),
         ("evaluate", RecordDict({_wire.RECORD: ConfigRecord({STAGE_FIELD: "advertise"})})),
+        ("evaluate", RecordDict({"arrays": ArrayRecord({"w": Array(np.ones(2))})})),
         ("query.privfed_secagg_advertise", RecordDict()),
     ],
 )

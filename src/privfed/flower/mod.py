@@ -53,6 +53,7 @@ import numpy.typing as npt
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp.typing import ClientAppCallable
 
+from privfed._checks import check_bool
 from privfed.errors import MessageFormatError, ProtocolAbort
 from privfed.flower import _wire
 from privfed.flower._training_wire import (
@@ -82,10 +83,14 @@ _ENCODING_KEY: Final = "privfed_secagg_train_encoding"
 TRAIN_STAGES: Final = ("identify", "advertise", "share", "mask", "consist", "unmask")
 
 
+def _is_train(message: Message) -> bool:
+    kind = message.metadata.message_type
+    return kind == "train" or kind.startswith("train.")
+
+
 def carries_training_stage(message: Message) -> bool:
     """Whether ``message`` is a ``train`` message with privfed's training-stage record."""
-    kind = message.metadata.message_type
-    if kind != "train" and not kind.startswith("train."):
+    if not _is_train(message):
         return False
     if not message.has_content():
         return False
@@ -104,14 +109,25 @@ class SecAggMod:
             :class:`~privfed.secagg.protocol.state.RevealJournal`; default
             :func:`~privfed.flower.default_journal` (node config
             ``privfed-journal``, run config ``journal-dir``, else the XDG state folder).
+        allow_plain_train: Whether the node also answers plain ``train``
+            messages (no privfed stage) with its update in the clear; default
+            ``False``: a server could otherwise bypass secure aggregation (and
+            the node's policy) by sending one.
         policy: ``policy(context)`` -> the node's
             :class:`~privfed.flower.policy.NodePolicy`; default
             :func:`~privfed.flower.policy.default_policy` (its node config).
     """
 
-    def __init__(self, *, journal: JournalFn | None = None, policy: PolicyFn | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        journal: JournalFn | None = None,
+        policy: PolicyFn | None = None,
+        allow_plain_train: bool = False,
+    ) -> None:
         self._journal = default_journal if journal is None else journal
         self._policy = policy
+        self._allow_plain_train = check_bool("allow_plain_train", allow_plain_train)
 
     def __call__(self, msg: Message, ctxt: Context, call_next: ClientAppCallable) -> Message:
         """Handle ``msg``: a privfed training stage, or anything else untouched.
@@ -125,6 +141,13 @@ class SecAggMod:
                 fit the layout, a replayed session, ...).
         """
         if not carries_training_stage(msg):
+            if _is_train(msg) and not self._allow_plain_train:
+                # A server that sends a plain train message would receive the node's
+                # update in the clear: a node under secure aggregation never answers one.
+                raise ProtocolAbort(
+                    "this node trains only under privfed's secure aggregation; a plain "
+                    "train message is refused (SecAggMod(allow_plain_train=True) to allow it)"
+                )
             return call_next(msg, ctxt)
         stage = _wire.config_record(msg.content).get(STAGE_FIELD)
         handlers = _Handlers(
