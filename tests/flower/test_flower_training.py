@@ -16,6 +16,7 @@ float32 rounding of the result (``2**-24`` relative) for float32 arrays.
 from __future__ import annotations
 
 import io
+import json
 import logging
 import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -40,14 +41,18 @@ from privfed.errors import ParameterError, ParameterTypeError, RingOverflowError
 from privfed.flower import SecAggGrid, SecAggMod, SecAggWorkflow, _wire, secagg_mod
 from privfed.flower._training_wire import (
     ENCODING_FIELD,
+    INSTRUCTIONS_FIELD,
+    NONCE_FIELD,
     STAGE_FIELD,
     STRUCTURE_FIELD,
     ArraySpec,
     TrainingEncoding,
     array_layout,
+    training_session_id,
 )
 from privfed.flower.client import JournalIn
 from privfed.flower.mod import TRAIN_STATE_KEY
+from privfed.flower.training import TrainingRoundState
 from privfed.secagg import AdvertiseKeys, SecAggConfig, decode_message
 from privfed.secagg.protocol.state import encode_config
 
@@ -589,14 +594,20 @@ def test_a_node_refuses_an_encoding_that_could_wrap_before_making_keys(
     encoding = TrainingEncoding(
         arrays=(ArraySpec("w", (2,)),), max_weight=2.0**20, quantization_range=2**42
     )
+    nonce, instructions = bytes(32), bytes(32)
     config = SecAggConfig(
-        client_ids=tuple(range(1, N + 1)), threshold=3, vector_length=encoding.vector_length
+        client_ids=tuple(range(1, N + 1)),
+        threshold=3,
+        vector_length=encoding.vector_length,
+        session_id=training_session_id(nonce, encoding.to_bytes(), instructions),
     )
     record = ConfigRecord(
         {
             STAGE_FIELD: "advertise",
             "config": encode_config(config),
             ENCODING_FIELD: encoding.to_bytes(),
+            NONCE_FIELD: nonce,
+            INSTRUCTIONS_FIELD: instructions,
             "client-id": 1,
         }
     )
@@ -806,3 +817,77 @@ def test_the_server_never_holds_a_nodes_unmasked_update(make_grid: Any, tmp_path
     strategy, result = start(grid, flow)
     assert checked == ["setup", "share", "mask", "unmask"]
     assert not holds_a_secret([flow, strategy, result, list(grid.delivered)])
+
+
+def _rewriting(grid: Any, stage: str, node: int, rewrite: Any) -> Any:
+    """``grid``, with a lying server rewriting one node's message of one stage."""
+    send = grid.send_and_receive
+
+    def send_and_receive(messages: Any, *, timeout: float | None = None) -> Any:
+        out = []
+        for message in messages:
+            if _stage(message) == stage and message.metadata.dst_node_id == node:
+                message = Message(
+                    rewrite(message.content),
+                    dst_node_id=node,
+                    message_type=message.metadata.message_type,
+                    group_id=message.metadata.group_id,
+                )
+            out.append(message)
+        return send(out, timeout=timeout)
+
+    grid.send_and_receive = send_and_receive
+    return grid
+
+
+def _other_ranges(content: RecordDict) -> RecordDict:
+    """The isolation attack: huge clipping range and weight 1 for every node but one."""
+    record = dict(content.config_records[_wire.RECORD])
+    fields = json.loads(record[ENCODING_FIELD])
+    fields.update({"clipping_range": 1e300, "max_weight": 1.0})
+    record[ENCODING_FIELD] = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
+    return RecordDict({**dict(content), _wire.RECORD: ConfigRecord(record)})
+
+
+def _other_model(content: RecordDict) -> RecordDict:
+    arrays = content.array_records["arrays"]
+    changed = {k: Array(np.zeros_like(a.numpy())) for k, a in arrays.items()}
+    return RecordDict({**dict(content), "arrays": ArrayRecord(changed)})
+
+
+@pytest.mark.parametrize(
+    ("stage", "rewrite", "why"),
+    [
+        ("advertise", _other_ranges, "does not commit to its encoding"),
+        ("mask", _other_model, "not the ones the round's session commits to"),
+    ],
+)
+def test_a_server_cannot_give_one_node_other_ranges_or_another_model(
+    make_grid: Any, tmp_path: Path, stage: str, rewrite: Any, why: str
+) -> None:
+    """The session id commits to the encoding and the instructions (isolation attacks)."""
+    grid = make_grid(message_app(tmp_path), N)
+    flow = SecAggWorkflow(N, 3)
+    start(_rewriting(grid, stage, 1002, rewrite), flow)
+    (report,) = flow.reports
+    assert 2 not in report.survivors  # node 1002 (client 2) refused the round
+    errors = [m.error.reason for m in grid.delivered if m.has_error()]
+    assert any(why in reason for reason in errors), errors
+
+
+def test_nodes_with_different_instructions_are_refused_by_the_server(
+    make_grid: Any, tmp_path: Path
+) -> None:
+    grid = make_grid(message_app(tmp_path), N)
+    flow = SecAggWorkflow(N, 3)
+    first, second = (
+        RecordDict({"arrays": initial(), "config": ConfigRecord({"lr": lr})}) for lr in (0.1, 0.2)
+    )
+    state = TrainingRoundState(
+        round_index=1,
+        instructions={1001: first, 1002: second, 1003: first},
+        timeout=1.0,
+        group_id="1",
+    )
+    with pytest.raises(ParameterError, match="the same train instructions"):
+        flow.setup_stage(grid, state)

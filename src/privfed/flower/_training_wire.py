@@ -33,6 +33,7 @@ and metric names).  Values never are.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
 import json
 import logging
@@ -53,6 +54,7 @@ from privfed.errors import (
     ParameterTypeError,
     RingOverflowError,
 )
+from privfed.flower._wire import RECORD as RECORD_NAME
 from privfed.secagg.protocol.config import MAX_VECTOR_LENGTH
 
 __all__ = [
@@ -60,6 +62,8 @@ __all__ = [
     "FITRES_ARRAYS",
     "FITRES_METRICS",
     "FITRES_WEIGHT",
+    "INSTRUCTIONS_FIELD",
+    "NONCE_FIELD",
     "STAGE_FIELD",
     "STRUCTURE_FIELD",
     "ArraySpec",
@@ -69,6 +73,8 @@ __all__ = [
     "TrainingEncoding",
     "array_layout",
     "dtype_and_shape",
+    "instructions_digest",
+    "training_session_id",
 ]
 
 _LOG = logging.getLogger("privfed.flower")
@@ -77,6 +83,9 @@ _LOG = logging.getLogger("privfed.flower")
 STAGE_FIELD: Final = "train-stage"
 #: Field of the privfed record carrying a :class:`TrainingEncoding`.
 ENCODING_FIELD: Final = "encoding"
+#: Advertise-stage fields that the round's session id commits to (with the encoding).
+NONCE_FIELD: Final = "session-nonce"
+INSTRUCTIONS_FIELD: Final = "instructions-sha256"
 #: Header field of a masked input carrying the node's :class:`Structure`.
 STRUCTURE_FIELD: Final = "structure"
 #: Where Flower's legacy ``FitRes`` keeps its parts (``flwr.compat`` record names).
@@ -535,3 +544,50 @@ def _pair(item: object) -> tuple[str, str]:
         raise ValueError("pair")
     first, second = item
     return _check_name("record", first), _check_name("name", second)
+
+
+def instructions_digest(content: RecordDict) -> bytes:
+    """SHA-256 of a round's train instructions (every record but privfed's own), canonical.
+
+    Array records hash their arrays' dtype, shape, serialization type and bytes;
+    config and metric records their values' ``repr``; all in sorted order.
+    """
+    h = hashlib.sha256(b"privfed.flower.training/instructions/v1")
+
+    def put(item: bytes) -> None:
+        h.update(len(item).to_bytes(8, "big"))
+        h.update(item)
+
+    for name in sorted(content.array_records):
+        put(b"arrays:" + name.encode())
+        arrays = content.array_records[name]
+        for key in sorted(arrays):
+            array = arrays[key]
+            put(key.encode())
+            put(f"{array.dtype}|{tuple(array.shape)}|{array.stype}".encode())
+            put(bytes(array.data))
+    for kind, records in (("config", content.config_records), ("metric", content.metric_records)):
+        for name in sorted(records):
+            if kind == "config" and name == RECORD_NAME:
+                continue
+            put(f"{kind}:{name}".encode())
+            record = records[name]
+            for key in sorted(record):
+                put(key.encode())
+                put(repr(record[key]).encode())
+    return h.digest()
+
+
+def training_session_id(nonce: bytes, encoding: bytes, instructions: bytes) -> bytes:
+    """The round's session id: a commitment to its encoding and its train instructions.
+
+    Every node checks it at ADVERTISE_KEYS (encoding) and at MASKED_INPUT
+    (instructions): two nodes given different ranges, layouts or models hold
+    different sessions, so their masks cannot cancel and their messages are
+    refused (in active mode their signatures cover it too).
+    """
+    h = hashlib.sha256(b"privfed.flower.training/session/v1")
+    for part in (nonce, hashlib.sha256(encoding).digest(), instructions):
+        h.update(len(part).to_bytes(8, "big"))
+        h.update(part)
+    return h.digest()

@@ -58,9 +58,13 @@ from privfed.errors import MessageFormatError, ProtocolAbort
 from privfed.flower import _wire
 from privfed.flower._training_wire import (
     ENCODING_FIELD,
+    INSTRUCTIONS_FIELD,
+    NONCE_FIELD,
     STAGE_FIELD,
     STRUCTURE_FIELD,
     TrainingEncoding,
+    instructions_digest,
+    training_session_id,
 )
 from privfed.flower.client import JournalFn, _Handlers, _wire_session, default_journal
 from privfed.flower.policy import PolicyFn, identify_payload
@@ -170,15 +174,26 @@ class SecAggMod:
     @staticmethod
     def _advertise(msg: Message, ctxt: Context, handlers: _Handlers) -> Message:
         record = _wire.config_record(msg.content)
-        encoding = TrainingEncoding.from_bytes(record.get(ENCODING_FIELD))
+        raw = _wire.get_bytes(record, ENCODING_FIELD)
+        encoding = TrainingEncoding.from_bytes(raw)
         config = decode_config(_wire.get_bytes(record, "config"))
+        instructions = _wire.get_bytes(record, INSTRUCTIONS_FIELD)
+        nonce = _wire.get_bytes(record, NONCE_FIELD)
+        if config.session_id != training_session_id(nonce, raw, instructions):
+            # Every node of the session holds this encoding and will check these
+            # instructions: the server cannot give one node other ranges or a model.
+            raise ProtocolAbort("the round's session id does not commit to its encoding")
         if config.vector_length != encoding.vector_length:
             raise MessageFormatError("the round's vector length does not match its encoding")
         # Before any key exists: a sum of this round could not wrap.
         encoding.check_no_wrap(len(config.client_ids))
         reply = handlers.advertise(msg, ctxt)
         ctxt.state[_ENCODING_KEY] = ConfigRecord(
-            {"session": _wire_session(config), "encoding": encoding.to_bytes()}
+            {
+                "session": _wire_session(config),
+                "encoding": encoding.to_bytes(),
+                "instructions": instructions,
+            }
         )
         return reply
 
@@ -195,6 +210,10 @@ class SecAggMod:
             records = msg.content.config_records
             ours = records.pop(_wire.RECORD)
             try:
+                if instructions_digest(msg.content) != _stored_instructions(context, config):
+                    raise ProtocolAbort(
+                        "the train instructions are not the ones the round's session commits to"
+                    )
                 reply = call_next(msg, context)
             finally:
                 records[_wire.RECORD] = ours
@@ -234,6 +253,16 @@ def _stored_encoding(context: Context, config: SecAggConfig) -> TrainingEncoding
     if record is None or record.get("session") != _wire_session(config):
         raise ProtocolAbort("this node holds no training encoding for that session")
     return TrainingEncoding.from_bytes(record.get("encoding"))
+
+
+def _stored_instructions(context: Context, config: SecAggConfig) -> bytes:
+    record = context.state.config_records.get(_ENCODING_KEY)
+    if record is None or record.get("session") != _wire_session(config):
+        raise ProtocolAbort("this node holds no training encoding for that session")
+    stored = record.get("instructions")
+    if not isinstance(stored, bytes):
+        raise ProtocolAbort("this node holds no instructions digest for that session")
+    return stored
 
 
 def _no_values(context: Context, config: SecAggConfig) -> npt.NDArray[np.integer]:

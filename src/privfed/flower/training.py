@@ -93,6 +93,8 @@ from privfed.errors import (
 from privfed.flower import _wire
 from privfed.flower._training_wire import (
     ENCODING_FIELD,
+    INSTRUCTIONS_FIELD,
+    NONCE_FIELD,
     STAGE_FIELD,
     STRUCTURE_FIELD,
     ArraySpec,
@@ -101,6 +103,8 @@ from privfed.flower._training_wire import (
     Structure,
     TrainingEncoding,
     array_layout,
+    instructions_digest,
+    training_session_id,
 )
 from privfed.flower.policy import identify_payload
 from privfed.flower.server import _per_client
@@ -490,8 +494,19 @@ class SecAggWorkflow:
             return _skip(state, f"reconstruction threshold {threshold} > {size} shares")
         encoding = self.encoding(layouts[0], state.reply_format, state.weight_key)
         encoding.check_no_wrap(n)  # before any key is made, anywhere
+        digests = {instructions_digest(content) for content in state.instructions.values()}
+        if len(digests) != 1:
+            # One session commits to one set of instructions: a server that could give
+            # nodes different models or settings could isolate one node's update.
+            raise ParameterError(
+                "instructions", "the same train instructions for every node", "different"
+            )
+        (instructions,) = digests
+        nonce = secrets.token_bytes(32)
+        encoded = encoding.to_bytes()
         try:
             config = SecAggConfig(
+                session_id=training_session_id(nonce, encoded, instructions),
                 client_ids=tuple(sorted(state.clients.values())),
                 threshold=threshold,
                 vector_length=encoding.vector_length,
@@ -509,7 +524,9 @@ class SecAggWorkflow:
         fields: dict[str, str | bytes] = {
             STAGE_FIELD: "advertise",
             "config": encode_config(config),
-            ENCODING_FIELD: encoding.to_bytes(),
+            ENCODING_FIELD: encoded,
+            NONCE_FIELD: nonce,
+            INSTRUCTIONS_FIELD: instructions,
         }
         payloads = {
             cid: RecordDict({_wire.RECORD: ConfigRecord({**fields, "client-id": cid})})
