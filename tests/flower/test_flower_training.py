@@ -891,3 +891,27 @@ def test_nodes_with_different_instructions_are_refused_by_the_server(
     )
     with pytest.raises(ParameterError, match="the same train instructions"):
         flow.setup_stage(grid, state)
+
+
+def test_a_node_contributes_once_per_round_of_a_run(make_grid: Any, tmp_path: Path) -> None:
+    """Two sessions of one round would let a server difference two sums (one node's update)."""
+    grid = make_grid(message_app(tmp_path), N)
+    first = SecAggWorkflow(N, 3)
+    start(grid, first)
+    assert len(first.reports[0].survivors) == N
+    again = SecAggWorkflow(N, 3)
+    start(grid, again)  # the same run (Context.run_id), round 1 again
+    (report,) = again.reports
+    assert report.survivors == ()
+    errors = [m.error.reason for m in grid.delivered if m.has_error()]
+    assert sum("already trained for round 1" in reason for reason in errors) == N
+
+
+def test_the_journal_knows_a_session_under_any_client_id() -> None:
+    from privfed.secagg.protocol.state import JournalEntry, MemoryRevealJournal
+
+    journal = MemoryRevealJournal()
+    session = bytes(range(32))
+    assert not journal.knows_session(session)
+    journal.record(JournalEntry(session_id=session, round_index=3, client_id=7, step=1))
+    assert journal.knows_session(session) and not journal.knows_session(bytes(32))

@@ -134,3 +134,21 @@ def test_a_node_takes_part_in_a_session_once(make_grid: Any) -> None:
     assert info.value.stage == "ADVERTISE_KEYS"
     last = grid.delivered[-3:]
     assert all(m.has_error() and "already took part" in m.error.reason for m in last)
+
+
+def test_a_node_takes_part_in_a_session_once_under_any_client_id(
+    loopback: Any, tmp_path: Path
+) -> None:
+    """Fresh keys under another client id in a session already answered: refused."""
+    from privfed.errors import ProtocolAbort
+    from privfed.flower import SecAggRound
+
+    grid = loopback(sum_client_app(journal=JournalIn(tmp_path)), 4)
+    flow = SecAggRound(threshold=3, vector_length=8, timeout=1.0)
+    session = bytes(range(32))
+    flow.run(grid, {1001 + i: i + 1 for i in range(4)}, session_id=session)
+    shifted = {1001 + i: (i + 1) % 4 + 1 for i in range(4)}  # every node under another id
+    with pytest.raises(ProtocolAbort):
+        flow.run(grid, shifted, session_id=session)
+    errors = [m.error.reason for m in grid.delivered[-4:] if m.has_error()]
+    assert len(errors) == 4 and all("already took part in that session" in e for e in errors)

@@ -235,9 +235,10 @@ class _Handlers:
         identity = policy.identity if config.active else None
         client = SecAggClient(config, client_id, noise_seeds=seeds, identity=identity)
         journal = self._journal(context)
-        if journal.latest_step(config.session_id, config.round_index, client.client_id) is not None:
-            # Fresh keys for a session this node already answered would let the
-            # server pick between two key sets: one session, one client.
+        if journal.knows_session(config.session_id):
+            # Fresh keys for a session this node already answered -- under any client
+            # id or round -- would let the server pick between two key sets: one
+            # session, one client.
             raise ProtocolAbort("this node already took part in that session")
         answer = client.advertise_keys()
         self._commit(context, journal, client, answer)
@@ -265,6 +266,9 @@ class _Handlers:
         declared: list[bytes] = []
 
         def act(client: SecAggClient) -> object:
+            if client.stage is not Stage.MASKED_INPUT:
+                # Before the input is computed (a train handler would run again).
+                raise ProtocolAbort("this node is not at the masked-input stage of that session")
             produced = produce(context, client.config)
             if isinstance(produced, DeclaredInput):
                 declared.append(produced.declaration.to_bytes(_wire_session(client.config)))

@@ -46,6 +46,7 @@ plaintext update exists on the node only, inside this call.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Final
 
 import numpy as np
@@ -69,7 +70,7 @@ from privfed.flower._training_wire import (
 from privfed.flower.client import JournalFn, _Handlers, _wire_session, default_journal
 from privfed.flower.policy import PolicyFn, identify_payload
 from privfed.secagg import SecAggConfig
-from privfed.secagg.protocol.state import decode_config
+from privfed.secagg.protocol.state import JournalEntry, decode_config
 
 __all__ = [
     "TRAIN_STAGES",
@@ -205,6 +206,7 @@ class SecAggMod:
 
         def values(context: Context, config: SecAggConfig) -> npt.NDArray[np.integer]:
             encoding = _stored_encoding(context, config)
+            _claim_round(handlers, context, config)
             # The handler sees the strategy's instructions only; the message is
             # left as it came (an in-process grid shares it with the server).
             records = msg.content.config_records
@@ -253,6 +255,37 @@ def _stored_encoding(context: Context, config: SecAggConfig) -> TrainingEncoding
     if record is None or record.get("session") != _wire_session(config):
         raise ProtocolAbort("this node holds no training encoding for that session")
     return TrainingEncoding.from_bytes(record.get("encoding"))
+
+
+def _claim_round(handlers: _Handlers, context: Context, config: SecAggConfig) -> None:
+    """Journal that this node contributes to round ``r`` of this Flower run, once.
+
+    Two sessions of one round (or a round at or below one the node already
+    trained for) would let a server difference two sums over different node
+    sets and read one node's update; the node's durable journal refuses that
+    before its handler trains.  One journal line per run: session
+    ``SHA-256(tag || run id)``, step ``r + 1``, answer the session it serves.
+
+    Raises:
+        ProtocolAbort: This run's round ``>= r`` already had this node's input.
+    """
+    journal = handlers._journal(context)
+    run = hashlib.sha256(
+        b"privfed.flower.training/contribution/v1" + int(context.run_id).to_bytes(8, "big")
+    ).digest()
+    latest = journal.latest_step(run, 0, 0)
+    step = config.round_index + 1
+    if latest is not None and latest >= step:
+        raise ProtocolAbort(
+            f"this node already trained for round {latest - 1} of this run: it contributes "
+            f"once per round, in increasing rounds (asked for round {config.round_index})"
+        )
+    journal.record(
+        JournalEntry(
+            session_id=run, round_index=0, client_id=0, step=step,
+            answer=_wire_session(config).hex(),
+        )
+    )  # fmt: skip
 
 
 def _stored_instructions(context: Context, config: SecAggConfig) -> bytes:

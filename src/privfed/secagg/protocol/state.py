@@ -663,6 +663,11 @@ class RevealJournal(abc.ABC):
         with self._lock, self._exclusive():
             return self._latest.get((session_id, round_index, client_id))
 
+    def knows_session(self, session_id: bytes) -> bool:
+        """Whether any answer of any client of any round of ``session_id`` is journaled."""
+        with self._lock, self._exclusive():
+            return any(key[0] == session_id for key in self._latest)
+
     def record(self, entry: JournalEntry) -> None:
         """Check ``entry`` against the journal, then store it durably.
 
