@@ -688,7 +688,7 @@ def test_an_active_hello_keeps_only_nodes_that_sign_for_their_partition(
 
 
 def test_by_default_a_node_takes_only_a_strict_majority_threshold() -> None:
-    """Without privfed-min-threshold a server cannot propose t = 2 of 10; with it, it can."""
+    """A server cannot propose t = 2 of 10, whatever the node's explicit minimum."""
     from privfed.errors import ProtocolAbort
     from privfed.flower import NodePolicy
     from privfed.secagg import SecAggConfig
@@ -703,7 +703,10 @@ def test_by_default_a_node_takes_only_a_strict_majority_threshold() -> None:
     for t in (2, 5):
         with pytest.raises(ProtocolAbort, match="strict majority"):
             default.check(config(t), 1)
-    lowered = NodePolicy.from_node_config({"privfed-min-threshold": 2})
-    lowered.check(config(2), 1)
-    with pytest.raises(ProtocolAbort, match="privfed-min-threshold 3"):
-        NodePolicy.from_node_config({"privfed-min-threshold": 3}).check(config(2), 1)
+    # An explicit minimum adds to the majority floor; it never lowers it.
+    explicit = NodePolicy.from_node_config({"privfed-min-threshold": 3})
+    with pytest.raises(ProtocolAbort, match="strict majority"):
+        explicit.check(config(3), 1)
+    with pytest.raises(ProtocolAbort, match="privfed-min-threshold 8"):
+        NodePolicy.from_node_config({"privfed-min-threshold": 8}).check(config(7), 1)
+    NodePolicy.from_node_config({"privfed-min-threshold": 8}).check(config(8), 1)

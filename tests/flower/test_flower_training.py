@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import sys
 import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -915,3 +916,42 @@ def test_the_journal_knows_a_session_under_any_client_id() -> None:
     assert not journal.knows_session(session)
     journal.record(JournalEntry(session_id=session, round_index=3, client_id=7, step=1))
     assert journal.knows_session(session) and not journal.knows_session(bytes(32))
+
+
+def _liar(kind: str) -> Any:
+    """A node's Mod that rewrites its own encoding before it masks (no range proofs)."""
+
+    def mod(msg: Message, ctxt: Context, call_next: Any) -> Message:
+        if _stage(msg) == "advertise" and int(ctxt.node_config["partition-id"]) == 0:
+            # Its stored copy is what it encodes with; the server's copy is unchanged.
+            reply = call_next(msg, ctxt)
+            from privfed.flower.mod import _ENCODING_KEY
+
+            record = dict(ctxt.state.config_records[_ENCODING_KEY])
+            fields = json.loads(record["encoding"])
+            if kind == "range":
+                fields["quantization_range"] = 2**40
+            else:
+                fields["max_weight"] = 10.0**9
+            record["encoding"] = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
+            ctxt.state[_ENCODING_KEY] = ConfigRecord(record)
+            return reply
+        return call_next(msg, ctxt)
+
+    return mod
+
+
+@pytest.mark.parametrize("kind", ["range", "weight"])
+def test_a_sum_outside_the_encodings_range_is_not_applied(
+    make_grid: Any, tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One node encoding beyond its clip (or weight cap) cannot move the model anywhere."""
+    if kind == "weight":  # node 0 reports 10**8 examples and lifts its own cap
+        monkeypatch.setattr(sys.modules[__name__], "WEIGHTS", (10**8, *WEIGHTS[1:]))
+    grid = make_grid(message_app(tmp_path, mods=[_liar(kind)]), N)
+    flow = SecAggWorkflow(N, 3)
+    _, result = start(grid, flow)
+    (report,) = flow.reports
+    assert report.skipped and "outside" in report.skipped, report
+    for name, array in result.arrays.items():  # the model is the initial one
+        np.testing.assert_array_equal(array.numpy(), initial()[name].numpy())

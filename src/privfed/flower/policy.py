@@ -26,7 +26,7 @@ folder; use absolute ones.
 Policy file (TOML; paths relative to the file's folder; unknown keys refused)::
 
     mode = "active"              # "semi-honest" (default) or "active"
-    min-threshold = 4            # fewest shares t a round may use (default: a strict majority)
+    min-threshold = 4            # fewest shares t a round may use (always also a strict majority)
     corrupted = 1                # n_C the node assumes (default 0)
     identity-key = "node.key"    # the node's Ed25519 private key
     registry = "registry.json"   # the integrator's registry of public keys
@@ -175,10 +175,10 @@ class NodePolicy:
     Args:
         mode: The weakest security mode the node takes part in: semi-honest
             (default: either mode, active needing ``identity``) or active.
-        min_threshold: The lowest Shamir threshold ``t`` it accepts, ``>= 2``;
-            ``None`` (default): a strict majority of the node's neighbourhood,
-            ``2t > s`` -- a server cannot propose ``t = 2`` of 100 unless the
-            operator lowers the floor explicitly.
+        min_threshold: The lowest Shamir threshold ``t`` it accepts, ``>= 2``,
+            on top of the floor every node keeps: a strict majority of its
+            neighbourhood, ``2t > s`` (a server cannot propose ``t = 2`` of
+            100).  ``None`` (default): that floor alone.
         corrupted: The ``n_C`` it assumes: a round must assume at least as many
             (and, with the registry's ``assumed_corrupted``, the larger).
         identity: The node's Ed25519 identity key (needed for active rounds).
@@ -309,12 +309,6 @@ class NodePolicy:
             refuse("an active round needs this node's identity (privfed-identity-key, -registry)")
         t, n_c = config.threshold, self.assumed_corrupted
         s = config.neighbourhood_size
-        if self.min_threshold is None and 2 * t <= s:
-            refuse(
-                f"threshold {t} is not a strict majority of its {s}-client neighbourhood "
-                f"(graph {config.graph.value}); the default floor, lowered only by "
-                "privfed-min-threshold"
-            )
         if self.min_threshold is not None and t < self.min_threshold:
             # Also a sparse graph whose neighbourhoods are smaller: t <= s always.
             refuse(
@@ -325,6 +319,12 @@ class NodePolicy:
             refuse(f"corrupted {config.corrupted} is below this node's assumed n_C = {n_c}")
         if t <= max(n_c, config.corrupted):
             refuse(f"threshold {t} does not exceed n_C = {max(n_c, config.corrupted)}")
+        if 2 * t <= s:
+            # Two disjoint groups of t could then be shown different survivor views.
+            refuse(
+                f"threshold {t} is not a strict majority of its {s}-client neighbourhood "
+                f"(graph {config.graph.value})"
+            )
         if config.active:
             self._check_active(config, client_id, refuse)
 

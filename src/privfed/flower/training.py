@@ -695,6 +695,11 @@ class SecAggWorkflow:
             return _skip(state, str(exc))
         structure = state.structure
         assert structure is not None  # noqa: S101 -- set with the survivors
+        out_of_range = _outside_the_encoding(total, encoding, len(server.survivors))
+        if out_of_range:
+            # A node that encodes outside its ranges (no range proofs) could move the model
+            # anywhere: no honest sum leaves these bounds, so the round is not applied.
+            return _skip(state, out_of_range)
         weight, arrays, metrics = encoding.decode(total, structure)
         if weight <= 0:
             return _skip(state, "the survivors' total weight is 0")
@@ -842,6 +847,31 @@ def _note_dropouts(
     state.dropped[_STAGE_NAMES[stage]] = tuple(
         sorted(node_of[cid] for cid in set(asked) - set(accepted))
     )
+
+
+def _outside_the_encoding(
+    total: npt.NDArray[np.uint64], encoding: TrainingEncoding, survivors: int
+) -> str:
+    """Why ``total`` cannot be a sum of ``survivors`` honest encodings ("" if it can be).
+
+    An honest node contributes a weight in ``[0, cap]`` and slots of magnitude
+    at most ``weight * ceil(Q / 2)``, so the sum's weight lies in ``[1,
+    survivors * cap]`` and every slot within ``weight * ceil(Q / 2)``.
+    """
+    signed = np.asarray(total, dtype=np.uint64).view(np.int64)
+    weight = int(signed[0])
+    cap = survivors * encoding.weight_cap
+    if not 1 <= weight <= cap:
+        return f"the survivors' total weight {weight} is outside [1, {cap}] (a node lied)"
+    end = 1 + encoding.model_size
+    for name, part, levels in (
+        ("an array value", signed[1:end], encoding.quantization_range),
+        ("a metric", signed[end:], encoding.metric_quantization_range),
+    ):
+        bound = weight * -(-levels // 2)
+        if part.size and (int(part.max()) > bound or int(part.min()) < -bound):
+            return f"{name} of the sum is outside its range (a node encoded beyond its clip)"
+    return ""
 
 
 def _report(state: TrainingRoundState) -> TrainingRoundReport:
