@@ -955,3 +955,20 @@ def test_a_sum_outside_the_encodings_range_is_not_applied(
     assert report.skipped and "outside" in report.skipped, report
     for name, array in result.arrays.items():  # the model is the initial one
         np.testing.assert_array_equal(array.numpy(), initial()[name].numpy())
+
+
+def test_a_structure_whose_record_names_overlap_is_malformed() -> None:
+    """Arrays and metrics under one record name could not be handed to the strategy."""
+    from privfed.errors import MessageFormatError
+    from privfed.flower._training_wire import Structure
+
+    encoding = TrainingEncoding(arrays=(ArraySpec("w", (2,)),))
+    good = {"arrays": [["arrays", "float32"]], "metrics": [], "weight": ["metrics", "num-examples"]}
+    Structure.from_bytes(json.dumps(good).encode(), encoding)
+    for bad in (
+        {**good, "weight": ["arrays", "num-examples"]},
+        {**good, "metrics": [["arrays", "loss"]]},
+        {**good, "metrics": [["metrics", "num-examples"]]},
+    ):
+        with pytest.raises(MessageFormatError, match="overlap"):
+            Structure.from_bytes(json.dumps(bad).encode(), encoding)

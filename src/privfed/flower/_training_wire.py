@@ -536,6 +536,11 @@ class Structure:
             raise MessageFormatError("the reply structure does not match the round's arrays")
         if len(metrics) > encoding.metric_slots or list(metrics) != sorted(set(metrics)):
             raise MessageFormatError("the reply structure's metrics are not a sorted, short list")
+        array_records = {record for record, _ in arrays}
+        metric_records = {record for record, _ in metrics} | {weight[0]}
+        if array_records & metric_records or weight in metrics:
+            # One record name cannot hold both arrays and metrics in the aggregate's reply.
+            raise MessageFormatError("the reply structure's record names overlap")
         return cls(arrays, metrics, weight)
 
 

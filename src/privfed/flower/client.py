@@ -372,10 +372,9 @@ class _Hello:
         nonce = None if asked is None else asked.get("nonce")
         if isinstance(nonce, bytes):
             policy = self.handlers.policy(context)
-            if policy.identity is not None and policy.client_id is not None:
-                fields["client-id"] = policy.client_id
-                fields["signature"] = policy.identity.sign(
-                    identify_payload(nonce, policy.client_id)
-                )
+            key, cid, registry = policy.identity, policy.client_id, policy.registry
+            if key is not None and cid is not None and registry is not None:
+                fields["client-id"] = cid
+                fields["signature"] = key.sign(identify_payload(nonce, cid, registry.digest))
         record = ConfigRecord(fields)  # type: ignore[arg-type]
         return Message(RecordDict({_wire.RECORD: record}), reply_to=message)

@@ -245,7 +245,7 @@ def _identify(msg: Message, ctxt: Context, handlers: _Handlers) -> Message:
             "and privfed-registry)"
         )
     nonce = _wire.get_bytes(_wire.config_record(msg.content), "nonce")
-    signature = identity.sign(identify_payload(nonce, client_id))
+    signature = identity.sign(identify_payload(nonce, client_id, _registry_digest(policy)))
     record = ConfigRecord({"client-id": client_id, "signature": signature})
     return Message(RecordDict({_wire.RECORD: record}), reply_to=msg)
 
@@ -255,6 +255,13 @@ def _stored_encoding(context: Context, config: SecAggConfig) -> TrainingEncoding
     if record is None or record.get("session") != _wire_session(config):
         raise ProtocolAbort("this node holds no training encoding for that session")
     return TrainingEncoding.from_bytes(record.get("encoding"))
+
+
+def _registry_digest(policy: object) -> bytes:
+    registry = getattr(policy, "registry", None)
+    if registry is None:  # pragma: no cover -- a policy with an identity has a registry
+        raise ProtocolAbort("this node has no registry for an active round")
+    return bytes(registry.digest)
 
 
 def _claim_round(handlers: _Handlers, context: Context, config: SecAggConfig) -> None:

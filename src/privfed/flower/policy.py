@@ -449,18 +449,28 @@ class PolicyFiles:
         )
 
 
-def identify_payload(nonce: bytes, client_id: int) -> bytes:
-    """What a node signs to prove its client id: a domain of its own, the server's nonce, the id.
+def identify_payload(nonce: bytes, client_id: int, registry_digest: bytes) -> bytes:
+    """What a node signs to prove its client id: a domain of its own, the server's nonce,
+    the registry's digest and the id.
 
     Answers the training workflow's ``identify`` stage and an active job's
-    hello round; the domain keeps it apart from every protocol signature.
+    hello round; the domain keeps it apart from every protocol signature, and
+    the registry digest keeps an answer from proving anything to a server of
+    another federation that uses the same key.
 
     Raises:
         MessageFormatError: The nonce is not 16 to 64 bytes.
     """
     if not isinstance(nonce, bytes) or not 16 <= len(nonce) <= 64:
         raise MessageFormatError("the identify nonce is not 16 to 64 bytes")
-    return _IDENTIFY_DOMAIN + bytes((len(nonce),)) + nonce + client_id.to_bytes(4, "big")
+    return (
+        _IDENTIFY_DOMAIN
+        + bytes((len(nonce),))
+        + nonce
+        + bytes((len(registry_digest),))
+        + registry_digest
+        + client_id.to_bytes(4, "big")
+    )
 
 
 def default_policy(context: Context) -> NodePolicy:

@@ -346,7 +346,7 @@ def _signed_partition(
     signature = record.get("signature")
     if cid != pid + 1 or not isinstance(signature, bytes) or not 0 < pid + 1 < 2**32:
         return False
-    return registry.verify(pid + 1, identify_payload(nonce, pid + 1), signature)
+    return registry.verify(pid + 1, identify_payload(nonce, pid + 1, registry.digest), signature)
 
 
 def active_mode_fields(

@@ -576,7 +576,7 @@ class SecAggWorkflow:
                 cid = _wire.get_int(record, "client-id")
                 signature = _wire.get_bytes(record, "signature")
                 if 0 < cid < 2**32 and registry.verify(
-                    cid, identify_payload(nonce, cid), signature
+                    cid, identify_payload(nonce, cid, registry.digest), signature
                 ):
                     self.identified[node] = cid
             except MessageFormatError:
