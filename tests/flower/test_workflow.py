@@ -152,3 +152,23 @@ def test_a_node_takes_part_in_a_session_once_under_any_client_id(
         flow.run(grid, shifted, session_id=session)
     errors = [m.error.reason for m in grid.delivered[-4:] if m.has_error()]
     assert len(errors) == 4 and all("already took part in that session" in e for e in errors)
+
+
+def test_no_node_helps_unmask_a_sum_with_fewer_than_two_honest_inputs(make_grid: Any) -> None:
+    """3 nodes, n_C = 1, one dropout: the 2 survivors' sum could be one honest input."""
+    M = Stage.MASKED_INPUT
+    grid = make_grid(3, faults={(0, 0): (M, "raise")})
+    flow = SecAggRound(
+        threshold=2, vector_length=LENGTH, timeout=1.0, config_fields={"corrupted": 1}
+    )
+    with pytest.raises(ProtocolAbort) as info:
+        flow.run(grid, {1001 + i: i + 1 for i in range(3)})
+    assert info.value.stage == "UNMASKING"
+    errors = [m.error.reason for m in grid.delivered if m.has_error()]
+    assert sum("fewer than 2 honest inputs" in e for e in errors) == 2
+    # With n_C = 0 the same dropout leaves two honest inputs: the round completes.
+    again = make_grid(3, faults={(0, 0): (M, "raise")})
+    done = SecAggRound(threshold=2, vector_length=LENGTH, timeout=1.0).run(
+        again, {1001 + i: i + 1 for i in range(3)}
+    )
+    assert done.survivors == (2, 3)

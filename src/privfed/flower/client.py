@@ -74,6 +74,10 @@ __all__ = [
     "default_journal",
 ]
 
+#: A node helps unmask a sum only if, after ``n_C`` colluders, this many honest inputs
+#: remain in it (itself and at least one other): else the sum is one node's input.
+MIN_HONEST_SURVIVORS: Final = 2
+
 #: Where the node keeps its protocol state in ``Context.state``.
 STATE_KEY: Final = "privfed_secagg"
 #: Node-config key naming the node's journal file (``--node-config
@@ -296,7 +300,20 @@ class _Handlers:
         request = UnmaskRequest.from_bytes(
             _wire.get_bytes(_wire.config_record(message.content), "message")
         )
-        answer = self._step(context, request.session_id, lambda c: c.unmask(request))
+        policy = self.policy(context)
+
+        def act(client: SecAggClient) -> object:
+            # With n_C of the survivors colluding, fewer than two honest ones would make
+            # the unmasked sum one honest input: refuse to help unmask it.
+            colluders = max(client.config.corrupted, policy.assumed_corrupted)
+            if len(request.survivors) - colluders < MIN_HONEST_SURVIVORS:
+                raise ProtocolAbort(
+                    f"{len(request.survivors)} survivors with n_C = {colluders} leave fewer "
+                    f"than {MIN_HONEST_SURVIVORS} honest inputs in the sum"
+                )
+            return client.unmask(request)
+
+        answer = self._step(context, request.session_id, act)
         return Message(_wire.bytes_content(answer.to_bytes()), reply_to=message)  # type: ignore[attr-defined]
 
 
