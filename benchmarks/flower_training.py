@@ -361,8 +361,10 @@ def client_app(task: Task, journals: str, identities: str | None = None) -> Any:
     from privfed.flower import SecAggMod
     from privfed.flower.client import JournalIn
 
-    policy = {} if identities is None else {"policy": FilePolicy(identities)}
-    privfed_mod = SecAggMod(journal=JournalIn(journals), **policy)
+    options: dict[str, Any] = {} if identities is None else {"policy": FilePolicy(identities)}
+    if "allow_plain_train" in inspect.signature(SecAggMod.__init__).parameters:
+        options["allow_plain_train"] = True  # the plain arm and Flower's arms use this app too
+    privfed_mod = SecAggMod(journal=JournalIn(journals), **options)
     return ClientApp(
         client_fn=functools.partial(client_fn, task), mods=[clock, privfed_mod, flower_secaggplus]
     )
@@ -469,6 +471,10 @@ class ArmRecord:
         }
 
 
+#: Arms started in this process (their protocol rounds are offset by 1000 each).
+_ARM_COUNTER = [0]
+
+
 class TimedFit:
     """A ``fit_workflow`` wrapper: times the inner workflow, counts bytes, keeps the budget."""
 
@@ -488,14 +494,16 @@ class TimedFit:
         self.profile_round = profile_round
         self.profile: str | None = None
         self.pending: dict[str, Any] | None = None
+        _ARM_COUNTER[0] += 1
+        #: Added to the round the protocol sees (see :meth:`__call__`).
+        self.offset = 1000 * _ARM_COUNTER[0]
 
     def __call__(self, grid: Any, context: Any) -> None:
         from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD
         from flwr.server.workflow.constant import Key as WorkflowKey
 
-        server_round = int(
-            context.state.config_records[MAIN_CONFIGS_RECORD][WorkflowKey.CURRENT_ROUND]
-        )
+        cfg = context.state.config_records[MAIN_CONFIGS_RECORD]
+        server_round = int(cfg[WorkflowKey.CURRENT_ROUND])
         elapsed = time.perf_counter() - self.record.started
         done = [r for r in self.record.rounds if r.get("status") == "ok"]
         expected = done[-1]["wall_s"] if done else 0.0
@@ -515,9 +523,13 @@ class TimedFit:
         w0, c0, p0 = time.perf_counter(), time.thread_time(), time.process_time()
         if profiler is not None:
             profiler.enable()
+        # The protocol sees rounds offset per arm: a node contributes once per round of a
+        # run, in increasing rounds (every arm shares one run); training seeds use `round`.
+        cfg[WorkflowKey.CURRENT_ROUND] = self.offset + server_round
         try:
             self.inner(counting, context)
         finally:
+            cfg[WorkflowKey.CURRENT_ROUND] = server_round
             if profiler is not None:
                 profiler.disable()
         wall = time.perf_counter() - w0 - counting.overhead_wall
@@ -726,7 +738,7 @@ def run_arm(
         min_available_clients=n,
         initial_parameters=ndarrays_to_parameters(task.initial()),
         evaluate_fn=evaluate,
-        on_fit_config_fn=lambda r: {"server-round": r},
+        on_fit_config_fn=lambda r: {"server-round": r - timed.offset},
     )
     context = Context(
         run_id=base.run_id,
