@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from flower_helpers import walk_arrays
 from flwr.app import Array, ArrayRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 from scipy.stats import chi2
@@ -149,20 +150,7 @@ def _ring(noisy: Any, spec: Any) -> np.ndarray:
     return ring.reshape(-1)
 
 
-def _walk(value: object, seen: list[np.ndarray], depth: int = 0) -> None:
-    if depth > 6:
-        return
-    if isinstance(value, np.ndarray):
-        seen.append(value)
-    elif isinstance(value, dict):
-        for v in value.values():
-            _walk(v, seen, depth + 1)
-    elif isinstance(value, list | tuple | set | frozenset):
-        for v in value:
-            _walk(v, seen, depth + 1)
-    elif hasattr(value, "__dict__") and not isinstance(value, type):
-        for v in vars(value).values():
-            _walk(v, seen, depth + 1)
+
 
 
 @pytest.mark.parametrize("entry", ["app-folder", "latent-apps"])
@@ -218,9 +206,9 @@ def test_every_entry_point_delivers_the_plans_noise(
         assert job_result.aggregate is None
         seen: list[np.ndarray] = []
         for server in recorder.servers:
-            _walk(vars(server), seen)
-        _walk(result, seen)
-        _walk(job_result, seen)
+            walk_arrays(vars(server), seen)
+        walk_arrays(result, seen)
+        walk_arrays(job_result, seen)
         same_shape = [a for a in seen if a.shape == exact.shape]
         assert same_shape
         assert not any(np.array_equal(a.astype(np.uint64), exact) for a in same_shape)

@@ -14,19 +14,16 @@ the test stops every process whose environment names its Flower home.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+from flower_helpers import flower_home
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = 3
@@ -40,36 +37,6 @@ RUN = {
 }
 
 
-def _processes_of(home: Path) -> list[int]:
-    """PIDs of live processes whose environment has ``FLWR_HOME=home``."""
-    marker = f"FLWR_HOME={home}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        with contextlib.suppress(OSError):
-            if marker in (entry / "environ").read_bytes().split(b"\0"):
-                found.append(int(entry.name))
-    return found
-
-
-@contextlib.contextmanager
-def _flower_home(tmp_path: Path) -> Iterator[Path]:
-    home = tmp_path / "flwr-home"
-    home.mkdir()
-    try:
-        yield home
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            for pid in _processes_of(home):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, sig)
-            deadline = time.monotonic() + 10.0
-            while _processes_of(home) and time.monotonic() < deadline:
-                time.sleep(0.2)
-        assert _processes_of(home) == []
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_flwr_run_of_the_app_folder_adds_the_noise_its_release_claims(tmp_path: Path) -> None:
@@ -77,7 +44,7 @@ def test_flwr_run_of_the_app_folder_adds_the_noise_its_release_claims(tmp_path: 
 
     bin_dir = Path(sys.executable).parent
     digests, logs = {}, {}
-    with _flower_home(tmp_path) as home:
+    with flower_home(tmp_path) as home:
         env = {
             **os.environ,
             "FLWR_HOME": str(home),

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from flower_helpers import walk_arrays
 
 import privfed.flower.server as server_module
 from privfed.engines.latent.distributed import exact_ring_vector, layers_supported
@@ -57,20 +58,7 @@ RUN: dict[str, Any] = {
 needs_layers = pytest.mark.skipif(not layers_supported(), reason="no noise layers in secagg")
 
 
-def _walk(value: object, seen: list[np.ndarray], depth: int = 0) -> None:
-    if depth > 6:
-        return
-    if isinstance(value, np.ndarray):
-        seen.append(value)
-    elif isinstance(value, dict):
-        for v in value.values():
-            _walk(v, seen, depth + 1)
-    elif isinstance(value, list | tuple | set | frozenset):
-        for v in value:
-            _walk(v, seen, depth + 1)
-    elif hasattr(value, "__dict__") and not isinstance(value, type):
-        for v in vars(value).values():
-            _walk(v, seen, depth + 1)
+
 
 
 @pytest.mark.parametrize(
@@ -130,8 +118,8 @@ def test_flower_round_delivers_the_in_process_noisy_total(
     exact_ring = exact_ring_vector(exact)
     (server,) = servers
     seen: list[np.ndarray] = []
-    _walk(vars(server), seen)
-    _walk(agg.round, seen)
+    walk_arrays(vars(server), seen)
+    walk_arrays(agg.round, seen)
     same_shape = [a for a in seen if a.shape == exact_ring.shape]
     assert same_shape  # the walk reaches the unmasked total
     assert not any(np.array_equal(a.astype(np.uint64), exact_ring) for a in same_shape)

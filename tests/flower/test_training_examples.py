@@ -22,19 +22,15 @@ process whose environment names that Flower home.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import io
 import os
-import signal
 import subprocess
 import sys
 import tarfile
-import time
 import tomllib
 import types
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +42,7 @@ pytest.importorskip("torch", reason="the examples need privfed[engines]")
 pytest.importorskip("sklearn", reason="the examples need privfed[engines]")
 
 import torch
+from flower_helpers import flower_home
 from flwr.app import Context, RecordDict, UserConfig
 from flwr.server.workflow.constant import MAIN_PARAMS_RECORD
 
@@ -315,34 +312,7 @@ def test_the_sdist_carries_both_examples(tmp_path: Path) -> None:
 # -- flwr run ----------------------------------------------------------------------------
 
 
-def _processes_of(home: Path) -> list[int]:
-    """PIDs of live processes whose environment has ``FLWR_HOME=home``."""
-    marker = f"FLWR_HOME={home}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        with contextlib.suppress(OSError):
-            if marker in (entry / "environ").read_bytes().split(b"\0"):
-                found.append(int(entry.name))
-    return found
 
-
-@contextlib.contextmanager
-def _flower_home(tmp_path: Path) -> Iterator[Path]:
-    home = tmp_path / "flwr-home"
-    home.mkdir()
-    try:
-        yield home
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            for pid in _processes_of(home):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, sig)
-            deadline = time.monotonic() + 10.0
-            while _processes_of(home) and time.monotonic() < deadline:
-                time.sleep(0.2)
-        assert _processes_of(home) == []
 
 
 @pytest.mark.slow
@@ -361,7 +331,7 @@ def test_flwr_run_of_the_example_completes_its_rounds(name: str, run: str, tmp_p
     pytest.importorskip("ray")
     folder, _ = EXAMPLES[name]
     bin_dir = Path(sys.executable).parent
-    with _flower_home(tmp_path) as home:
+    with flower_home(tmp_path) as home:
         env = {
             **os.environ,
             "FLWR_HOME": str(home),

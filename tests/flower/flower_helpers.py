@@ -1,0 +1,60 @@
+"""Helpers shared by the Flower tests (not fixtures: plain functions)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+
+def walk_arrays(value: object, seen: list[np.ndarray], depth: int = 0) -> None:
+    """Append to ``seen`` every numpy array reachable from ``value`` (6 levels deep)."""
+    if depth > 6:
+        return
+    if isinstance(value, np.ndarray):
+        seen.append(value)
+    elif isinstance(value, dict):
+        for v in value.values():
+            walk_arrays(v, seen, depth + 1)
+    elif isinstance(value, list | tuple | set | frozenset):
+        for v in value:
+            walk_arrays(v, seen, depth + 1)
+    elif hasattr(value, "__dict__") and not isinstance(value, type):
+        for v in vars(value).values():
+            walk_arrays(v, seen, depth + 1)
+
+
+def processes_of(home: Path) -> list[int]:
+    """PIDs of live processes whose environment has ``FLWR_HOME=home`` (Linux /proc)."""
+    marker = f"FLWR_HOME={home}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            if marker in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+    return found
+
+
+@contextlib.contextmanager
+def flower_home(tmp_path: Path) -> Iterator[Path]:
+    """A fresh Flower home; on exit every process naming it is stopped (and checked gone)."""
+    home = tmp_path / "flwr-home"
+    home.mkdir()
+    try:
+        yield home
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid in processes_of(home):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+            deadline = time.monotonic() + 10.0
+            while processes_of(home) and time.monotonic() < deadline:
+                time.sleep(0.2)
+        assert processes_of(home) == []
