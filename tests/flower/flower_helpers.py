@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,3 +60,28 @@ def flower_home(tmp_path: Path) -> Iterator[Path]:
             while processes_of(home) and time.monotonic() < deadline:
                 time.sleep(0.2)
         assert processes_of(home) == []
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def flower_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment of a ``flwr run`` as a user runs it, isolated from any other run.
+
+    The venv's ``bin`` on PATH (an activated venv), ``FLWR_HOME=home``, and free
+    ports for the local SuperLink: with Flower's fixed defaults (39091/39093)
+    a second test -- or a user's own SuperLink -- would share one SuperLink and
+    stop it under the other run.
+    """
+    bin_dir = Path(sys.executable).parent
+    return {
+        **os.environ,
+        "FLWR_HOME": str(home),
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "FLWR_LOCAL_SUPERLINK_HTTP_API_PORT": str(_free_port()),
+        "FLWR_LOCAL_CONTROL_API_PORT": str(_free_port()),
+        **extra,
+    }

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from flower_helpers import flower_home
+from flower_helpers import flower_env, flower_home
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = 3
@@ -45,11 +44,7 @@ def test_flwr_run_of_the_app_folder_adds_the_noise_its_release_claims(tmp_path: 
     bin_dir = Path(sys.executable).parent
     digests, logs = {}, {}
     with flower_home(tmp_path) as home:
-        env = {
-            **os.environ,
-            "FLWR_HOME": str(home),
-            "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-        }
+        env = flower_env(home)
         for seed in (7, 123):
             out = tmp_path / f"seed-{seed}"
             run = " ".join(f"{k}={v}" for k, v in RUN.items())

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import importlib
 import io
-import os
 import subprocess
 import sys
 import tarfile
@@ -42,7 +41,7 @@ pytest.importorskip("torch", reason="the examples need privfed[engines]")
 pytest.importorskip("sklearn", reason="the examples need privfed[engines]")
 
 import torch
-from flower_helpers import flower_home
+from flower_helpers import flower_env, flower_home
 from flwr.app import Context, RecordDict, UserConfig
 from flwr.server.workflow.constant import MAIN_PARAMS_RECORD
 
@@ -332,12 +331,7 @@ def test_flwr_run_of_the_example_completes_its_rounds(name: str, run: str, tmp_p
     folder, _ = EXAMPLES[name]
     bin_dir = Path(sys.executable).parent
     with flower_home(tmp_path) as home:
-        env = {
-            **os.environ,
-            "FLWR_HOME": str(home),
-            "XDG_STATE_HOME": str(tmp_path / "state"),
-            "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-        }
+        env = flower_env(home, XDG_STATE_HOME=str(tmp_path / "state"))
         argv = [
             str(bin_dir / "flwr"), "run", str(ROOT / "examples" / folder), "--stream",
             "--federation-config", f"num-supernodes={NODES}",
