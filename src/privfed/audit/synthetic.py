@@ -527,122 +527,265 @@ def audit_synthetic_release(
     d = members.shape[1]
     _check_same_dim("nonmember_latents", nonmembers, d)
     _check_same_dim("synthetic_latents", synthetic, d)
-    labelled = member_labels is not None
-    label_args = (member_labels, nonmember_labels, synthetic_labels)
-    if any((x is not None) != labelled for x in label_args):
-        raise ParameterError(
-            "member_labels/nonmember_labels/synthetic_labels", "all given or all None", "mixed"
+    labelled = _check_label_args(member_labels, nonmember_labels, synthetic_labels)
+    release = _check_noisy_release(noisy_sums, counts, noise_std_sum)
+    attacks = _check_attacks(attacks, release is not None)
+    scoring = _Scoring.checked(delta, significance, confidence, ridge, seed, fprs)
+    m_lab = _labels_or_zeros("member_labels", member_labels, members.shape[0], labelled)
+    n_lab = _labels_or_zeros("nonmember_labels", nonmember_labels, nonmembers.shape[0], labelled)
+    s_lab = _labels_or_zeros("synthetic_labels", synthetic_labels, synthetic.shape[0], labelled)
+    reference, r_lab, nonmembers, n_lab = _reference_and_evaluation(
+        nonmembers, n_lab, reference_latents, reference_labels, labelled, scoring.rng
+    )
+    data = _AuditRecords.of(members, m_lab, nonmembers, n_lab, synthetic, s_lab, reference, r_lab)
+    results = [_attack_result(attack, data, release, scoring) for attack in attacks]
+    return SyntheticReleaseAudit(
+        results=tuple(results),
+        num_members=data.num_members,
+        num_nonmembers=nonmembers.shape[0],
+        num_reference=reference.shape[0],
+        confidence=scoring.confidence,
+    )
+
+
+@dataclass(frozen=True)
+class _Scoring:
+    """How each attack is scored: the metric settings, the bound's δ and α, the split generator."""
+
+    ridge: float
+    fprs: tuple[float, ...]
+    confidence: float
+    delta: float | None
+    significance: float
+    rng: np.random.Generator
+
+    @classmethod
+    def checked(
+        cls,
+        delta: float | None,
+        significance: float,
+        confidence: float,
+        ridge: float,
+        seed: int | None,
+        fprs: tuple[float, ...],
+    ) -> _Scoring:
+        """Check the scalar settings of :func:`audit_synthetic_release` (in this order)."""
+        d_val = (
+            None
+            if delta is None
+            else check_probability("delta", delta, open_low=True, open_high=True)
         )
+        alpha = check_probability("significance", significance, open_low=True, open_high=True)
+        level = check_probability("confidence", confidence, open_low=True, open_high=True)
+        load = check_float("ridge", ridge, low=0)
+        rng = np.random.default_rng(check_seed("seed", seed))
+        return cls(load, fprs, level, d_val, alpha, rng)
+
+
+@dataclass(frozen=True)
+class _NoisyRelease:
+    """The released statistics the noisy-sum attack tests against (as the caller gave them)."""
+
+    noisy_sums: ArrayLike
+    counts: ArrayLike
+    noise_std_sum: float
+
+
+@dataclass(frozen=True)
+class _AuditRecords:
+    """What one audit scores: the queries (members first), the synthetic data, the reference."""
+
+    queries: NDArray[np.float64]
+    query_labels: NDArray[np.int64]
+    num_members: int
+    synthetic: NDArray[np.float64]
+    synthetic_labels: NDArray[np.int64]
+    reference: NDArray[np.float64]
+    reference_labels: NDArray[np.int64]
+    classes: int
+
+    @classmethod
+    def of(
+        cls,
+        members: NDArray[np.float64],
+        member_labels: NDArray[np.int64],
+        nonmembers: NDArray[np.float64],
+        nonmember_labels: NDArray[np.int64],
+        synthetic: NDArray[np.float64],
+        synthetic_labels: NDArray[np.int64],
+        reference: NDArray[np.float64],
+        reference_labels: NDArray[np.int64],
+    ) -> _AuditRecords:
+        """The records with the queries stacked members first; C from the largest label."""
+        all_labels = (member_labels, nonmember_labels, synthetic_labels, reference_labels)
+        return cls(
+            queries=np.concatenate([members, nonmembers]),
+            query_labels=np.concatenate([member_labels, nonmember_labels]),
+            num_members=members.shape[0],
+            synthetic=synthetic,
+            synthetic_labels=synthetic_labels,
+            reference=reference,
+            reference_labels=reference_labels,
+            classes=int(max(lab.max() for lab in all_labels)) + 1,
+        )
+
+
+def _check_noisy_release(
+    noisy_sums: ArrayLike | None, counts: ArrayLike | None, noise_std_sum: float | None
+) -> _NoisyRelease | None:
+    """The release statistics when all three are given, None when none is."""
     release_given = [x is not None for x in (noisy_sums, counts, noise_std_sum)]
     if any(release_given) and not all(release_given):
         raise ParameterError(
             "noisy_sums/counts/noise_std_sum", "all given or all None", "partly given"
         )
+    if not all(release_given):
+        return None
+    return _NoisyRelease(noisy_sums, counts, noise_std_sum)  # type: ignore[arg-type]
+
+
+def _check_label_args(*label_args: ArrayLike | None) -> bool:
+    """Whether labels are used: the member, non-member and synthetic labels all given or none."""
+    labelled = label_args[0] is not None
+    if any((x is not None) != labelled for x in label_args):
+        raise ParameterError(
+            "member_labels/nonmember_labels/synthetic_labels", "all given or all None", "mixed"
+        )
+    return labelled
+
+
+def _check_attacks(
+    attacks: tuple[SyntheticAttack, ...] | None, release_given: bool
+) -> tuple[SyntheticAttack, ...]:
+    """The attacks to run: the default set (plus the noisy-sum one with a release) or checked."""
     if attacks is None:
         attacks = _DEFAULT_ATTACKS
-        if all(release_given):
+        if release_given:
             attacks = (*attacks, SyntheticAttack.NOISY_SUM_LIKELIHOOD_RATIO)
     if not attacks or not all(isinstance(a, SyntheticAttack) for a in attacks):
         raise ParameterError("attacks", "a non-empty tuple of SyntheticAttack", attacks)
-    if SyntheticAttack.NOISY_SUM_LIKELIHOOD_RATIO in attacks and not all(release_given):
+    if SyntheticAttack.NOISY_SUM_LIKELIHOOD_RATIO in attacks and not release_given:
         raise ParameterError("noisy_sums", "given when the noisy-sum attack is requested", None)
-    d_val = (
-        None if delta is None else check_probability("delta", delta, open_low=True, open_high=True)
-    )
-    alpha = check_probability("significance", significance, open_low=True, open_high=True)
-    level = check_probability("confidence", confidence, open_low=True, open_high=True)
-    load = check_float("ridge", ridge, low=0)
-    rng = np.random.default_rng(check_seed("seed", seed))
-    m_lab = (
-        _check_labels("member_labels", member_labels, members.shape[0])
-        if labelled
-        else np.zeros(members.shape[0], np.int64)
-    )
-    n_lab = (
-        _check_labels("nonmember_labels", nonmember_labels, nonmembers.shape[0])
-        if labelled
-        else np.zeros(nonmembers.shape[0], np.int64)
-    )
-    s_lab = (
-        _check_labels("synthetic_labels", synthetic_labels, synthetic.shape[0])
-        if labelled
-        else np.zeros(synthetic.shape[0], np.int64)
-    )
+    return attacks
+
+
+def _labels_or_zeros(name: str, labels: Any, n: int, labelled: bool) -> NDArray[np.int64]:
+    """Checked class labels, or one pooled class (all zeros) when labels are not used."""
+    return _check_labels(name, labels, n) if labelled else np.zeros(n, np.int64)
+
+
+def _reference_and_evaluation(
+    nonmembers: NDArray[np.float64],
+    labels: NDArray[np.int64],
+    reference_latents: ArrayLike | None,
+    reference_labels: ArrayLike | None,
+    labelled: bool,
+    rng: np.random.Generator,
+) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.float64], NDArray[np.int64]]:
+    """(reference, its labels, evaluation non-members, their labels): given, or split off."""
     if reference_latents is None:
         if reference_labels is not None:
             raise ParameterError("reference_labels", "None when reference_latents is None", "given")
-        if nonmembers.shape[0] < 8:
-            raise ParameterError(
-                "nonmember_latents",
-                "at least 8 rows when no reference is given",
-                nonmembers.shape[0],
-            )
-        perm = rng.permutation(nonmembers.shape[0])
-        half = nonmembers.shape[0] // 2
-        reference, r_lab = nonmembers[perm[:half]], n_lab[perm[:half]]
-        nonmembers, n_lab = nonmembers[perm[half:]], n_lab[perm[half:]]
-    else:
-        reference = check_matrix("reference_latents", reference_latents, min_rows=2)
-        _check_same_dim("reference_latents", reference, d)
-        if labelled:
-            if reference_labels is None:
-                raise ParameterError("reference_labels", "given when labels are used", None)
-            r_lab = _check_labels("reference_labels", reference_labels, reference.shape[0])
-        else:
-            if reference_labels is not None:
-                raise ParameterError("reference_labels", "None when no labels are used", "given")
-            r_lab = np.zeros(reference.shape[0], np.int64)
-    classes = int(max(m_lab.max(), n_lab.max(), s_lab.max(), r_lab.max())) + 1
-    queries = np.concatenate([members, nonmembers])
-    q_lab = np.concatenate([m_lab, n_lab])
-    n1 = members.shape[0]
+        return _split_reference(nonmembers, labels, rng)
+    reference, r_lab = _check_reference(
+        reference_latents, reference_labels, nonmembers.shape[1], labelled
+    )
+    return reference, r_lab, nonmembers, labels
 
-    results = []
-    for attack in attacks:
-        if attack is SyntheticAttack.DISTANCE_TO_CLOSEST_RECORD:
-            scores = distance_to_closest_record_scores(queries, synthetic)
-        elif attack is SyntheticAttack.DENSITY_RATIO_GAUSSIAN:
-            scores = density_ratio_scores(queries, synthetic, reference, ridge=load)
-        elif attack is SyntheticAttack.DENSITY_RATIO_KDE:
-            scores = density_ratio_scores(queries, synthetic, reference, density=DensityModel.KDE)
-        elif attack is SyntheticAttack.NOISY_SUM_LIKELIHOOD_RATIO:
-            sums = np.asarray(noisy_sums, dtype=np.float64)
-            n_classes = max(classes, sums.shape[0] if sums.ndim == 2 else 0)
-            pm, pc = _class_fits(reference, r_lab, n_classes, load)
-            scores = noisy_sum_likelihood_ratio_scores(
-                queries,
-                q_lab,
-                noisy_sums=sums,
-                counts=np.asarray(counts, dtype=np.float64),
-                noise_std_sum=float(noise_std_sum),  # type: ignore[arg-type]
-                reference_means=pm,
-                reference_covariances=pc,
-            )
-        else:
-            sm, sc = _class_fits(synthetic, s_lab, classes, load)
-            pm, pc = _class_fits(reference, r_lab, classes, load)
-            scores = latent_gaussian_likelihood_ratio_scores(
-                queries,
-                q_lab,
-                released_means=sm,
-                released_covariances=sc,
-                reference_means=pm,
-                reference_covariances=pc,
-            )
-        member_scores, nonmember_scores = scores[:n1], scores[n1:]
-        metrics = membership_metrics(member_scores, nonmember_scores, fprs=fprs, confidence=level)
-        bound = None
-        if d_val is not None:
-            bound = _held_out_bound(member_scores, nonmember_scores, d_val, alpha, rng)
-        results.append(
-            SyntheticAttackResult(attack, metrics, bound, member_scores, nonmember_scores)
+
+def _split_reference(
+    nonmembers: NDArray[np.float64], labels: NDArray[np.int64], rng: np.random.Generator
+) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.float64], NDArray[np.int64]]:
+    """Split the non-members at random into (reference, its labels, evaluation, its labels)."""
+    if nonmembers.shape[0] < 8:
+        raise ParameterError(
+            "nonmember_latents",
+            "at least 8 rows when no reference is given",
+            nonmembers.shape[0],
         )
-    return SyntheticReleaseAudit(
-        results=tuple(results),
-        num_members=n1,
-        num_nonmembers=nonmembers.shape[0],
-        num_reference=reference.shape[0],
-        confidence=level,
+    perm = rng.permutation(nonmembers.shape[0])
+    half = nonmembers.shape[0] // 2
+    return (
+        nonmembers[perm[:half]],
+        labels[perm[:half]],
+        nonmembers[perm[half:]],
+        labels[perm[half:]],
+    )
+
+
+def _check_reference(
+    reference_latents: ArrayLike, reference_labels: ArrayLike | None, d: int, labelled: bool
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """The given population reference and its labels (zeros when labels are not used)."""
+    reference = check_matrix("reference_latents", reference_latents, min_rows=2)
+    _check_same_dim("reference_latents", reference, d)
+    if labelled:
+        if reference_labels is None:
+            raise ParameterError("reference_labels", "given when labels are used", None)
+        return reference, _check_labels("reference_labels", reference_labels, reference.shape[0])
+    if reference_labels is not None:
+        raise ParameterError("reference_labels", "None when no labels are used", "given")
+    return reference, np.zeros(reference.shape[0], np.int64)
+
+
+def _attack_result(
+    attack: SyntheticAttack,
+    data: _AuditRecords,
+    release: _NoisyRelease | None,
+    scoring: _Scoring,
+) -> SyntheticAttackResult:
+    """Run one attack: its scores, metrics and (with a δ) held-out lower bound."""
+    scores = _attack_scores(attack, data, release, scoring.ridge)
+    member_scores, nonmember_scores = scores[: data.num_members], scores[data.num_members :]
+    metrics = membership_metrics(
+        member_scores, nonmember_scores, fprs=scoring.fprs, confidence=scoring.confidence
+    )
+    bound = None
+    if scoring.delta is not None:
+        bound = _held_out_bound(
+            member_scores, nonmember_scores, scoring.delta, scoring.significance, scoring.rng
+        )
+    return SyntheticAttackResult(attack, metrics, bound, member_scores, nonmember_scores)
+
+
+def _attack_scores(
+    attack: SyntheticAttack,
+    data: _AuditRecords,
+    release: _NoisyRelease | None,
+    load: float,
+) -> NDArray[np.float64]:
+    """One attack's score for every query (members first, then the evaluation non-members)."""
+    queries, synthetic, reference = data.queries, data.synthetic, data.reference
+    if attack is SyntheticAttack.DISTANCE_TO_CLOSEST_RECORD:
+        return distance_to_closest_record_scores(queries, synthetic)
+    if attack is SyntheticAttack.DENSITY_RATIO_GAUSSIAN:
+        return density_ratio_scores(queries, synthetic, reference, ridge=load)
+    if attack is SyntheticAttack.DENSITY_RATIO_KDE:
+        return density_ratio_scores(queries, synthetic, reference, density=DensityModel.KDE)
+    if attack is SyntheticAttack.NOISY_SUM_LIKELIHOOD_RATIO:
+        if release is None:  # _check_attacks refuses this already
+            raise ParameterError("noisy_sums", "given when the noisy-sum attack is requested", None)
+        sums = np.asarray(release.noisy_sums, dtype=np.float64)
+        n_classes = max(data.classes, sums.shape[0] if sums.ndim == 2 else 0)
+        pm, pc = _class_fits(reference, data.reference_labels, n_classes, load)
+        return noisy_sum_likelihood_ratio_scores(
+            queries,
+            data.query_labels,
+            noisy_sums=sums,
+            counts=np.asarray(release.counts, dtype=np.float64),
+            noise_std_sum=float(release.noise_std_sum),
+            reference_means=pm,
+            reference_covariances=pc,
+        )
+    sm, sc = _class_fits(synthetic, data.synthetic_labels, data.classes, load)
+    pm, pc = _class_fits(reference, data.reference_labels, data.classes, load)
+    return latent_gaussian_likelihood_ratio_scores(
+        queries,
+        data.query_labels,
+        released_means=sm,
+        released_covariances=sc,
+        reference_means=pm,
+        reference_covariances=pc,
     )
 
 
