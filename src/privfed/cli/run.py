@@ -123,6 +123,23 @@ def register(subparsers: Any) -> None:
         ),
     )
     add = parser.add_argument
+    _add_data_options(add)
+    _add_codec_options(add)
+    _add_release_options(add)
+    _add_evaluation_options(add)
+    _add_factory_options(add)
+    _add_compute_options(add)
+    _add_noise_options(add)
+    _add_output_options(add)
+    one_line_errors(parser)
+    parser.set_defaults(func=_run)
+
+
+# The option groups, in the order ``privfed run --help`` lists them.
+
+
+def _add_data_options(add: Any) -> None:
+    """The engine, the dataset and its splits, and how records are spread over clients."""
     add("--engine", choices=("latent", "factory"), default="latent")
     add(
         "--dataset", default=None,
@@ -154,6 +171,10 @@ def register(subparsers: Any) -> None:
         "single-class | dirichlet[:ALPHA] (default {default})",
     )
     add("--clients", type=int, default=None, help="clients (default {default})")
+
+
+def _add_codec_options(add: Any) -> None:
+    """The codec that maps records to latents, and its clipping."""
     add(
         "--codec", default=None,
         help="latent: pca | conv-ae | a diffusers model directory (default {default})",
@@ -171,6 +192,10 @@ def register(subparsers: Any) -> None:
         help="codec dimension; factory: of the Gaussian factories (default {default})",
     )
     add("--clip-norm", type=float, default=None, help="latent: default the codec's")
+
+
+def _add_release_options(add: Any) -> None:
+    """The DP target and its neighbouring relation, and the secure-aggregation dropouts."""
     add(
         "--epsilon", type=float, default=None,
         help="latent: ε of the release; factory: target ε of every factory (edm: DP-SGD, "
@@ -190,6 +215,10 @@ def register(subparsers: Any) -> None:
         "--dropout-rate", type=float, default=None,
         help="latent: secagg dropouts (default {default})",
     )
+
+
+def _add_evaluation_options(add: Any) -> None:
+    """Synthesis, the classifier trained on it, the baselines and the audit."""
     add(
         "--samples-per-class", type=int, default=None,
         help="synthetic samples per class (default {default})",
@@ -212,17 +241,29 @@ def register(subparsers: Any) -> None:
         default=None,
         help="skip the membership-inference audit stage",
     )
+
+
+def _add_factory_options(add: Any) -> None:
+    """The factory engine's own options."""
     add("--factory", choices=("gaussian", "edm"), default=None, help="factory (default {default})")
     add(
         "--fedavg-rounds", type=int, default=None,
         help="factory: FedAvg rounds (default {default})",
     )
+
+
+def _add_compute_options(add: Any) -> None:
+    """Where and how the job computes, and its experimental-design seed."""
     add("--device", default="cpu", help="torch device: cpu (default), cuda or cuda:N")
     add(
         "--threads", type=int, default=None,
         help="CPU threads torch may use (default {default}; none: the cores not already busy)",
     )
     add("--seed", type=int, default=0, help="experimental-design seed")
+
+
+def _add_noise_options(add: Any) -> None:
+    """Who adds the DP noise and from which seed, and the secure-aggregation security mode."""
     add(
         "--noise-seed",
         type=int,
@@ -252,6 +293,10 @@ def register(subparsers: Any) -> None:
         "the protocol) or active (signed keys and a ConsistencyCheck; needs 2t > clients + "
         "--assumed-corrupted) (default {default})",
     )
+
+
+def _add_output_options(add: Any) -> None:
+    """The run directory, what is written there, and the model card's declarations."""
     add(
         "--output-dir",
         default="privfed-run",
@@ -277,8 +322,6 @@ def register(subparsers: Any) -> None:
         "intended_use, out_of_scope_uses, limitations, contact, owner (all optional strings)",
     )
     add("--quiet", action="store_true")
-    one_line_errors(parser)
-    parser.set_defaults(func=_run)
 
 
 class _DefaultsHelp(argparse.HelpFormatter):
