@@ -50,6 +50,7 @@ import os
 import tempfile
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -62,7 +63,16 @@ from privfed.flower import _wire
 from privfed.flower.server import wait_for_federation
 
 if TYPE_CHECKING:  # pragma: no cover
-    from privfed.engines.factory.job import FactoryPipelineConfig
+    import numpy as np
+    import torch
+    from numpy.typing import NDArray
+
+    from privfed.engines.factory.job import (
+        DownstreamResult,
+        FactoryPipelineConfig,
+        FactoryPipelineReport,
+    )
+    from privfed.engines.factory.matrix import FactoryMatrix
     from privfed.engines.job import StageClock
 
 __all__ = [
@@ -332,14 +342,7 @@ def _serve(
     import numpy as np
     import torch
 
-    from privfed.engines.factory.job import (
-        FactoryPipelineReport,
-        downstream_stage,
-        load_partitions,
-        public_codec,
-        weight_bytes,
-    )
-    from privfed.engines.factory.matrix import FactoryMatrix
+    from privfed.engines.factory.job import downstream_stage, load_partitions, public_codec
 
     partitions = wait_for_federation(
         grid,
@@ -360,6 +363,86 @@ def _serve(
         clock.step("codec", 1, 1)
 
     clock.start("factories")
+    got = _collect_factories(
+        grid, partitions, config.num_clients, k_classes, codec, float(_server_value(run, "timeout"))
+    )
+    clock.finish("factories")
+    if len(got.matrix) == 0:
+        raise ProtocolAbort("no factory was accepted")
+
+    test_x = torch.from_numpy(np.array(split.test.images))
+    test_y = torch.from_numpy(np.array(split.test.labels))
+    first = downstream_stage(config, got.matrix, k_classes, test_x, test_y, clock)
+    doc: dict[str, Any] = {
+        "kind": "evaluation: accuracy on real test data; factories are the clients' release",
+        "transport": "flower",
+        "clients": sorted(partitions.values()),
+        "num_factories": len(got.matrix),
+        "matrix_digest": got.matrix.digest(),
+        "factory_bytes_per_client": (
+            float(np.mean(list(got.shipped.values()))) if got.shipped else 0.0
+        ),
+        "shipped_bytes": {str(k): v for k, v in sorted(got.shipped.items())},
+        "refused": {str(k): v for k, v in got.refused.items()},
+        "accuracy": first.accuracy,
+    }
+    final = first
+    if forget is not None:
+        if _unlearn(forget, got, doc):
+            final = downstream_stage(
+                config,
+                got.matrix,
+                k_classes,
+                test_x,
+                test_y,
+                clock,
+                consumer="downstream-classifier-after-unlearning",
+            )
+        doc["accuracy_after_unlearning"] = final.accuracy
+
+    report = _pipeline_report(config, got, final, test_x, test_y, codec_seconds, clock)
+    report.write(output, overwrite=overwrite, release_only=release_only)
+    _write_flower_result(output, doc, release_only)
+    print(
+        f"privfed factory job over Flower: {len(got.matrix)} factories, "
+        f"accuracy {final.accuracy:.4f}"
+        + (f"; client {forget} unlearned" if forget is not None else "")
+        + f"; artefacts in {output}"
+    )
+    return doc
+
+
+@dataclass
+class _Collected:
+    """What the server gathered from the nodes' factory replies."""
+
+    matrix: FactoryMatrix
+    #: client -> bytes of its reply.
+    shipped: dict[int, int]
+    #: client -> why its factories were refused.
+    refused: dict[int, str]
+    #: Weight bytes of each client's accepted factories.
+    weights: list[int]
+    #: Records behind each (class, client) factory, shape (classes, clients).
+    counts: NDArray[np.int64]
+    #: Each accepted factory's fit seconds.
+    fit_seconds: list[float]
+
+
+def _collect_factories(
+    grid: Grid,
+    partitions: Mapping[int, int],
+    num_clients: int,
+    k_classes: int,
+    codec: Any,
+    timeout: float,
+) -> _Collected:
+    """Ask every node for its factories; verify and register each, refusing a node's bad ones."""
+    import numpy as np
+
+    from privfed.engines.factory.job import weight_bytes
+    from privfed.engines.factory.matrix import FactoryMatrix
+
     messages = [
         Message(
             RecordDict(),
@@ -369,13 +452,14 @@ def _serve(
         )
         for node in partitions
     ]
-    matrix = FactoryMatrix()
-    shipped: dict[int, int] = {}
-    refused: dict[int, str] = {}
-    weights = [0] * config.num_clients
-    counts = np.zeros((k_classes, config.num_clients), dtype=np.int64)
-    fit_seconds: list[float] = []
-    timeout = float(_server_value(run, "timeout"))
+    got = _Collected(
+        matrix=FactoryMatrix(),
+        shipped={},
+        refused={},
+        weights=[0] * num_clients,
+        counts=np.zeros((k_classes, num_clients), dtype=np.int64),
+        fit_seconds=[],
+    )
     for reply in grid.send_and_receive(messages, timeout=timeout):
         pid = partitions.get(int(reply.metadata.src_node_id))
         if pid is None or reply.has_error():
@@ -385,81 +469,75 @@ def _serve(
             received = receive_factories(record, client_id=pid, num_classes=k_classes, codec=codec)
             seconds = _fit_seconds(record, len(received))
         except (PrivfedError, ValueError) as exc:
-            refused[pid] = str(exc)
+            got.refused[pid] = str(exc)
             _LOG.warning("refused the factories of client %d: %s", pid, exc)
             continue
-        shipped[pid] = _wire.content_bytes(reply.content)
-        fit_seconds.extend(seconds)
+        got.shipped[pid] = _wire.content_bytes(reply.content)
+        got.fit_seconds.extend(seconds)
         for class_id, factory, count in received:
-            matrix.register(class_id, pid, factory, count)
-            weights[pid] += weight_bytes(factory)
-            counts[class_id, pid] = count
-    clock.finish("factories")
-    if len(matrix) == 0:
-        raise ProtocolAbort("no factory was accepted")
+            got.matrix.register(class_id, pid, factory, count)
+            got.weights[pid] += weight_bytes(factory)
+            got.counts[class_id, pid] = count
+    return got
 
-    test_x = torch.from_numpy(np.array(split.test.images))
-    test_y = torch.from_numpy(np.array(split.test.labels))
-    first = downstream_stage(config, matrix, k_classes, test_x, test_y, clock)
-    doc: dict[str, Any] = {
-        "kind": "evaluation: accuracy on real test data; factories are the clients' release",
-        "transport": "flower",
-        "clients": sorted(partitions.values()),
-        "num_factories": len(matrix),
-        "matrix_digest": matrix.digest(),
-        "factory_bytes_per_client": float(np.mean(list(shipped.values()))) if shipped else 0.0,
-        "shipped_bytes": {str(k): v for k, v in sorted(shipped.items())},
-        "refused": {str(k): v for k, v in refused.items()},
-        "accuracy": first.accuracy,
-    }
-    final = first
-    if forget is not None:
-        if any(client == forget for _, client in matrix.cells):
-            certificate = matrix.remove_client(forget)
-            if not matrix.verify(certificate):  # pragma: no cover -- the matrix's own guarantee
-                raise ProtocolAbort("the unlearning certificate does not verify")
-            counts[:, forget] = 0
-            doc["unlearning_certificate"] = certificate.to_dict()
-            doc["unlearning_certificate_sha256"] = hashlib.sha256(
-                certificate.to_json().encode()
-            ).hexdigest()
-            final = downstream_stage(
-                config,
-                matrix,
-                k_classes,
-                test_x,
-                test_y,
-                clock,
-                consumer="downstream-classifier-after-unlearning",
-            )
-        else:
-            doc["unlearning_certificate"] = None
-            doc["unlearning_note"] = (
-                f"client {forget} holds no factory in the matrix (none shipped or accepted): "
-                "nothing to remove, and the release has none of its data"
-            )
-        doc["accuracy_after_unlearning"] = final.accuracy
 
-    report = FactoryPipelineReport(
+def _unlearn(forget: int, got: _Collected, doc: dict[str, Any]) -> bool:
+    """Remove ``forget``'s column and record its certificate in ``doc``; False if it had none."""
+    if not any(client == forget for _, client in got.matrix.cells):
+        doc["unlearning_certificate"] = None
+        doc["unlearning_note"] = (
+            f"client {forget} holds no factory in the matrix (none shipped or accepted): "
+            "nothing to remove, and the release has none of its data"
+        )
+        return False
+    certificate = got.matrix.remove_client(forget)
+    if not got.matrix.verify(certificate):  # pragma: no cover -- the matrix's own guarantee
+        raise ProtocolAbort("the unlearning certificate does not verify")
+    got.counts[:, forget] = 0
+    doc["unlearning_certificate"] = certificate.to_dict()
+    doc["unlearning_certificate_sha256"] = hashlib.sha256(
+        certificate.to_json().encode()
+    ).hexdigest()
+    return True
+
+
+def _pipeline_report(
+    config: FactoryPipelineConfig,
+    got: _Collected,
+    final: DownstreamResult,
+    test_x: torch.Tensor,
+    test_y: torch.Tensor,
+    codec_seconds: float,
+    clock: StageClock,
+) -> FactoryPipelineReport:
+    """The report whose artefacts ``privfed run --engine factory`` writes, of the final matrix."""
+    import numpy as np
+
+    from privfed.engines.factory.job import FactoryPipelineReport
+
+    return FactoryPipelineReport(
         config=config,
         factory_accuracy=final.accuracy,
         fedavg_accuracy=None,
         centralized_accuracy=None,
-        num_factories=len(matrix),
-        factory_bytes_per_client=float(np.mean(weights)),
+        num_factories=len(got.matrix),
+        factory_bytes_per_client=float(np.mean(got.weights)),
         fedavg_bytes_per_client=None,
-        factory_seconds=tuple(fit_seconds),
+        factory_seconds=tuple(got.fit_seconds),
         synthesis_seconds=final.synthesis_seconds,
-        class_counts=tuple(tuple(int(v) for v in row) for row in counts),
+        class_counts=tuple(tuple(int(v) for v in row) for row in got.counts),
         dp_epsilon=None,
-        matrix=matrix,
+        matrix=got.matrix,
         test_images=test_x,
         test_labels=test_y,
         codec_seconds=codec_seconds,
         seconds=dict(clock.seconds),
         synthetic=final.synthetic,
     )
-    report.write(output, overwrite=overwrite, release_only=release_only)
+
+
+def _write_flower_result(output: Path, doc: dict[str, Any], release_only: bool) -> None:
+    """Write :data:`FACTORY_RESULT_FILE` atomically; under release-only remove an earlier one."""
     result = output / FACTORY_RESULT_FILE
     if release_only:
         result.unlink(missing_ok=True)  # an earlier full run's: never two runs' files together
@@ -467,9 +545,3 @@ def _serve(
         tmp = output / f".{FACTORY_RESULT_FILE}.tmp"
         tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
         os.replace(tmp, result)
-    print(
-        f"privfed factory job over Flower: {len(matrix)} factories, accuracy {final.accuracy:.4f}"
-        + (f"; client {forget} unlearned" if forget is not None else "")
-        + f"; artefacts in {output}"
-    )
-    return doc
