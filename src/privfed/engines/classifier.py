@@ -215,6 +215,62 @@ def train_classifier(
         ParameterError: On bad shapes, labels, or hyper-parameters, or ``N == 0``.
         NonFiniteInputError: If ``images`` holds NaN or inf.
     """
+    arch = _check_training_arguments(
+        images,
+        labels,
+        num_classes=num_classes,
+        architecture=architecture,
+        epochs=epochs,
+        patience=patience,
+        validation_fraction=validation_fraction,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+    )
+    dev = torch.device(device)
+    # One generator for the hold-out split (drawn first) and the epochs' shuffles.
+    shuffler = torch.Generator().manual_seed(seed)
+    x, y, held = _hold_out(
+        images.to(dev), labels.to(dev), None if patience is None else validation_fraction, shuffler
+    )
+    n = int(x.shape[0])
+    with seeded_global_rng(seed, dev):
+        model = _build(arch, x, num_classes).to(dev)
+        optimiser = Adam(model.parameters(), lr=learning_rate)
+        loss_fn = nn.CrossEntropyLoss()
+        stopper = None
+        if held is not None and patience is not None:
+            stopper = _EarlyStopping(model, _HeldOutLoss(model, loss_fn, *held), patience)
+        train_epochs(
+            lambda idx: loss_fn(model(x[idx]), y[idx]),
+            optimiser,
+            n,
+            epochs=epochs,
+            batch_size=batch_size,
+            shuffler=shuffler,
+            device=dev,
+            before_epoch=model.train,
+            progress=progress,
+            stop=stopper,
+        )
+        if stopper is not None:
+            stopper.restore()
+    model.eval()
+    return model
+
+
+def _check_training_arguments(
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    num_classes: int,
+    architecture: str,
+    epochs: int,
+    patience: int | None,
+    validation_fraction: float,
+    batch_size: int,
+    learning_rate: float,
+) -> str:
+    """Check :func:`train_classifier`'s arguments (in this order); return the architecture."""
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
         raise ParameterError("num_classes", "an int >= 2", num_classes)
     _check_inputs(images, labels, num_classes)
@@ -240,49 +296,41 @@ def train_classifier(
         raise ParameterError("learning_rate", "a finite float > 0", learning_rate)
     if images.shape[0] == 0:
         raise ParameterError("images", "at least one training example", 0)
-    dev = torch.device(device)
-    x = images.to(dev)
-    y = labels.to(dev)
-    # One generator for the hold-out split (drawn first) and the epochs' shuffles.
-    shuffler = torch.Generator().manual_seed(seed)
-    held_x = held_y = None
+    return arch
+
+
+def _hold_out(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    validation_fraction: float | None,
+    shuffler: torch.Generator,
+) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
+    """Split off a random ``validation_fraction`` of the records (at least one, at most n − 1).
+
+    Returns ``(train images, train labels, (held images, held labels))``; the records
+    unchanged and ``None`` without a fraction or with fewer than two records.
+    """
     n = int(x.shape[0])
-    if patience is not None and n >= 2:
-        held = min(n - 1, max(1, round(validation_fraction * n)))
-        split = torch.randperm(n, generator=shuffler).to(dev)
-        held_x, held_y = x[split[:held]], y[split[:held]]
-        x, y = x[split[held:]], y[split[held:]]
-        n -= held
-    with seeded_global_rng(seed, dev):
-        model = _build(arch, x, num_classes).to(dev)
-        optimiser = Adam(model.parameters(), lr=learning_rate)
-        loss_fn = nn.CrossEntropyLoss()
-        stopper = None
-        if held_x is not None and held_y is not None and patience is not None:
-            hx, hy = held_x, held_y
+    if validation_fraction is None or n < 2:
+        return x, y, None
+    held = min(n - 1, max(1, round(validation_fraction * n)))
+    split = torch.randperm(n, generator=shuffler).to(x.device)
+    return x[split[held:]], y[split[held:]], (x[split[:held]], y[split[:held]])
 
-            @torch.no_grad()
-            def held_out_loss() -> float:
-                model.eval()
-                return _mean_loss(model, loss_fn, hx, hy)
 
-            stopper = _EarlyStopping(model, held_out_loss, patience)
-        train_epochs(
-            lambda idx: loss_fn(model(x[idx]), y[idx]),
-            optimiser,
-            n,
-            epochs=epochs,
-            batch_size=batch_size,
-            shuffler=shuffler,
-            device=dev,
-            before_epoch=model.train,
-            progress=progress,
-            stop=stopper,
-        )
-        if stopper is not None:
-            stopper.restore()
-    model.eval()
-    return model
+class _HeldOutLoss:
+    """The mean loss on the held-out records, in eval mode and without gradients."""
+
+    def __init__(
+        self, model: nn.Module, loss_fn: nn.Module, images: torch.Tensor, labels: torch.Tensor
+    ) -> None:
+        self._model, self._loss_fn = model, loss_fn
+        self._images, self._labels = images, labels
+
+    @torch.no_grad()
+    def __call__(self) -> float:
+        self._model.eval()
+        return _mean_loss(self._model, self._loss_fn, self._images, self._labels)
 
 
 def _mean_loss(
