@@ -489,8 +489,6 @@ def load_image_folder(
             (without ``image_size``); named ``"num_classes"`` if it differs from
             the number of class directories; ``"image_size"`` if that is malformed.
     """
-    from PIL import Image, UnidentifiedImageError
-
     k = _check_num_classes(num_classes)
     if image_size is not None and (
         not isinstance(image_size, tuple | list)
@@ -500,23 +498,7 @@ def load_image_folder(
     ):
         raise ParameterError("image_size", "a (height, width) pair of ints >= 1", image_size)
     base = Path(root)
-    folder = "a directory with one sub-directory of images per class"
-    if not base.exists():
-        raise _dataset_error(root, "an existing directory", "no such directory")
-    if not base.is_dir():
-        raise _dataset_error(root, folder, "it is a file, not a directory")
-    class_dirs = sorted(p for p in base.iterdir() if p.is_dir() and not p.name.startswith("."))
-    if not class_dirs:
-        raise _dataset_error(root, folder, "it has no sub-directories")
-    if k is not None and k != len(class_dirs):
-        names = ", ".join(repr(p.name) for p in class_dirs[:8])
-        more = ", ..." if len(class_dirs) > 8 else ""
-        raise ParameterError(
-            "num_classes",
-            f"the number of class directories of dataset {_shown(root)!r}, {len(class_dirs)}",
-            k,
-            detail=f"the class directories are {names}{more}",
-        )
+    class_dirs = _class_directories(root, base, k)
     arrays: list[np.ndarray] = []
     labels: list[int] = []
     sources: list[str] = []
@@ -534,25 +516,69 @@ def load_image_folder(
                 "as a class without records",
             )
         for file in files:
-            try:
-                with Image.open(file) as img:
-                    converted = img.convert("L" if grayscale else "RGB")
-                    if image_size is not None:
-                        converted = converted.resize(
-                            (image_size[1], image_size[0]), Image.Resampling.BILINEAR
-                        )
-                    array = np.asarray(converted, dtype=np.uint8)
-            except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError):
-                raise _dataset_error(
-                    root,
-                    "a folder of readable image files",
-                    f"{directory.name}/{file.name} is not a readable image",
-                ) from None
-            arrays.append(array[:, :, None] if array.ndim == 2 else array)
+            arrays.append(_read_image(root, file, image_size, grayscale))
             labels.append(label)
             sources.append(f"{directory.name}/{file.name}")
     if not arrays:
         raise _dataset_error(root, "a folder holding image files", "it holds none")
+    _check_one_size(root, arrays, sources)
+    stacked = np.stack(arrays).transpose(0, 3, 1, 2)
+    return ImageDataset(
+        images=(stacked.astype(np.float32) / np.float32(255.0)).astype(np.float32),
+        labels=np.asarray(labels, dtype=np.int64),
+        num_classes=len(class_dirs),
+        class_names=tuple(p.name for p in class_dirs),
+        name=base.name,
+    )
+
+
+def _class_directories(root: str | Path, base: Path, k: int | None) -> list[Path]:
+    """The class directories of an image folder, sorted, hidden ones left out; ``k`` of them."""
+    folder = "a directory with one sub-directory of images per class"
+    if not base.exists():
+        raise _dataset_error(root, "an existing directory", "no such directory")
+    if not base.is_dir():
+        raise _dataset_error(root, folder, "it is a file, not a directory")
+    class_dirs = sorted(p for p in base.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not class_dirs:
+        raise _dataset_error(root, folder, "it has no sub-directories")
+    if k is not None and k != len(class_dirs):
+        names = ", ".join(repr(p.name) for p in class_dirs[:8])
+        more = ", ..." if len(class_dirs) > 8 else ""
+        raise ParameterError(
+            "num_classes",
+            f"the number of class directories of dataset {_shown(root)!r}, {len(class_dirs)}",
+            k,
+            detail=f"the class directories are {names}{more}",
+        )
+    return class_dirs
+
+
+def _read_image(
+    root: str | Path, file: Path, image_size: tuple[int, int] | None, grayscale: bool
+) -> np.ndarray:
+    """One image file as ``uint8`` ``(H, W, C)``, converted and resized as asked."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(file) as img:
+            converted = img.convert("L" if grayscale else "RGB")
+            if image_size is not None:
+                converted = converted.resize(
+                    (image_size[1], image_size[0]), Image.Resampling.BILINEAR
+                )
+            array = np.asarray(converted, dtype=np.uint8)
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError):
+        raise _dataset_error(
+            root,
+            "a folder of readable image files",
+            f"{file.parent.name}/{file.name} is not a readable image",
+        ) from None
+    return array[:, :, None] if array.ndim == 2 else array
+
+
+def _check_one_size(root: str | Path, arrays: list[np.ndarray], sources: list[str]) -> None:
+    """Refuse images of more than one (height, width), naming the first odd one."""
     first = arrays[0].shape[:2]
     odd = next((i for i, a in enumerate(arrays) if a.shape[:2] != first), None)
     if odd is not None:
@@ -564,14 +590,6 @@ def load_image_folder(
             f"{count} sizes, e.g. {first[0]}x{first[1]} ({sources[0]}) and "
             f"{other[0]}x{other[1]} ({sources[odd]}); resize them to one size",
         )
-    stacked = np.stack(arrays).transpose(0, 3, 1, 2)
-    return ImageDataset(
-        images=(stacked.astype(np.float32) / np.float32(255.0)).astype(np.float32),
-        labels=np.asarray(labels, dtype=np.int64),
-        num_classes=len(class_dirs),
-        class_names=tuple(p.name for p in class_dirs),
-        name=base.name,
-    )
 
 
 def load_dataset(spec: str | Path, *, num_classes: int | None = None) -> ImageDataset:
