@@ -93,28 +93,8 @@ def partition(
     if labels.size and labels.min() < 0:
         raise ParameterError("labels", "values >= 0", int(labels.min()))
     n_clients = check_int("num_clients", num_clients, minimum=1, numpy=True)
-    if kind is PartitionScheme.DIRICHLET:
-        if alpha is None:
-            raise ParameterError("alpha", "a finite float > 0 for scheme 'dirichlet'", alpha)
-        concentration = check_float(
-            "alpha", alpha, low=0, open_low=True, numpy=False, expected="a float"
-        )
-    else:
-        concentration = 0.0
-        if alpha is not None:
-            raise ParameterError("alpha", f"None for scheme {kind.value!r}", alpha)
-    if kind is PartitionScheme.PATHOLOGICAL:
-        if classes_per_client is None:
-            raise ParameterError(
-                "classes_per_client", "an int >= 1 for scheme 'pathological'", None
-            )
-        k = check_int("classes_per_client", classes_per_client, minimum=1, numpy=True)
-    elif classes_per_client is not None:
-        raise ParameterError(
-            "classes_per_client", f"None for scheme {kind.value!r}", classes_per_client
-        )
-    else:
-        k = 1
+    concentration = _concentration(kind, alpha)
+    k = _classes_per_client(kind, classes_per_client)
     present = np.unique(labels)
     single_or_few = kind in (PartitionScheme.PATHOLOGICAL, PartitionScheme.SINGLE_CLASS)
     if single_or_few and n_clients * k < present.size:
@@ -130,33 +110,82 @@ def partition(
     if kind is PartitionScheme.IID:
         _split_evenly(rng.permutation(labels.size), list(range(n_clients)), parts)
     elif kind is PartitionScheme.DIRICHLET:
-        for c in present:
-            members = rng.permutation(np.flatnonzero(labels == c))
-            shares = rng.dirichlet(np.full(n_clients, concentration))
-            # Cut points from the cumulative shares; the last cut is forced to the
-            # end so that rounding can never lose or duplicate a record.
-            cuts = np.floor(np.cumsum(shares)[:-1] * members.size).astype(np.int64)
-            cuts = np.clip(cuts, 0, members.size)
-            for client, chunk in enumerate(np.split(members, cuts)):
-                parts[client].append(chunk)
+        _split_dirichlet(labels, present, concentration, rng, parts)
     else:
-        # Cycle through a random order of the present classes so every class is
-        # held by floor or ceil(n_clients * k / n_classes) clients.
-        order = rng.permutation(present)
-        holders: dict[int, list[int]] = {int(c): [] for c in present}
-        slot = 0
-        for client in range(n_clients):
-            mine: set[int] = set()
-            for _ in range(min(k, present.size)):
-                cls = int(order[slot % present.size])
-                slot += 1
-                if cls not in mine:
-                    mine.add(cls)
-                    holders[cls].append(client)
-        for cls, owners in holders.items():
-            members = rng.permutation(np.flatnonzero(labels == cls))
-            _split_evenly(members, owners, parts)
+        _split_by_holders(labels, present, k, rng, parts)
     return [
         np.sort(np.concatenate(p)).astype(np.int64) if p else np.zeros(0, dtype=np.int64)
         for p in parts
     ]
+
+
+def _concentration(kind: PartitionScheme, alpha: float | None) -> float:
+    """The Dirichlet ``alpha`` (required by that scheme, refused by the others; 0.0 there)."""
+    if kind is PartitionScheme.DIRICHLET:
+        if alpha is None:
+            raise ParameterError("alpha", "a finite float > 0 for scheme 'dirichlet'", alpha)
+        return check_float("alpha", alpha, low=0, open_low=True, numpy=False, expected="a float")
+    if alpha is not None:
+        raise ParameterError("alpha", f"None for scheme {kind.value!r}", alpha)
+    return 0.0
+
+
+def _classes_per_client(kind: PartitionScheme, classes_per_client: int | None) -> int:
+    """``classes_per_client`` (required by "pathological", refused elsewhere; 1 there)."""
+    if kind is PartitionScheme.PATHOLOGICAL:
+        if classes_per_client is None:
+            raise ParameterError(
+                "classes_per_client", "an int >= 1 for scheme 'pathological'", None
+            )
+        return check_int("classes_per_client", classes_per_client, minimum=1, numpy=True)
+    if classes_per_client is not None:
+        raise ParameterError(
+            "classes_per_client", f"None for scheme {kind.value!r}", classes_per_client
+        )
+    return 1
+
+
+def _split_dirichlet(
+    labels: np.ndarray,
+    present: np.ndarray,
+    concentration: float,
+    rng: np.random.Generator,
+    parts: list[list[np.ndarray]],
+) -> None:
+    """Per class, cut its shuffled records at shares drawn from ``Dirichlet(alpha * 1)``."""
+    n_clients = len(parts)
+    for c in present:
+        members = rng.permutation(np.flatnonzero(labels == c))
+        shares = rng.dirichlet(np.full(n_clients, concentration))
+        # Cut points from the cumulative shares; the last cut is forced to the
+        # end so that rounding can never lose or duplicate a record.
+        cuts = np.floor(np.cumsum(shares)[:-1] * members.size).astype(np.int64)
+        cuts = np.clip(cuts, 0, members.size)
+        for client, chunk in enumerate(np.split(members, cuts)):
+            parts[client].append(chunk)
+
+
+def _split_by_holders(
+    labels: np.ndarray,
+    present: np.ndarray,
+    k: int,
+    rng: np.random.Generator,
+    parts: list[list[np.ndarray]],
+) -> None:
+    """Give every client up to ``k`` classes; split each class evenly among its holders."""
+    # Cycle through a random order of the present classes so every class is
+    # held by floor or ceil(n_clients * k / n_classes) clients.
+    order = rng.permutation(present)
+    holders: dict[int, list[int]] = {int(c): [] for c in present}
+    slot = 0
+    for client in range(len(parts)):
+        mine: set[int] = set()
+        for _ in range(min(k, present.size)):
+            cls = int(order[slot % present.size])
+            slot += 1
+            if cls not in mine:
+                mine.add(cls)
+                holders[cls].append(client)
+    for cls, owners in holders.items():
+        members = rng.permutation(np.flatnonzero(labels == cls))
+        _split_evenly(members, owners, parts)
