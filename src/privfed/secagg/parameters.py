@@ -565,6 +565,45 @@ def find_secagg_plus_parameters(
     eta = _check_bits("correctness_bits", correctness_bits)
     _check_feasible_rates(gamma, delta, model)
 
+    found = _smallest_degree(n, gamma, delta, model, sigma, eta)
+    if found is None:
+        raise ParameterError(
+            "num_clients",
+            "large enough for a Harary graph of degree < num_clients - 1 to meet the "
+            f"2^-{sigma:g} security and 2^-{eta:g} correctness budgets",
+            n,
+            detail=(
+                f"no even degree in [2, {n - 2}] works for corrupted_fraction={gamma!r}, "
+                f"dropout_fraction={delta!r}, threat_model={model!r}; fall back to the "
+                'complete graph (graph="complete", plain SecAgg)'
+            ),
+        )
+    k, t = found
+    bounds = secagg_plus_bounds(
+        n,
+        k,
+        t,
+        corrupted_fraction=gamma,
+        dropout_fraction=delta,
+        threat_model=model,
+    )
+    return SecAggPlusParameters(
+        num_clients=n,
+        degree=k,
+        threshold=t,
+        corrupted_fraction=gamma,
+        dropout_fraction=delta,
+        threat_model=model,
+        security_bits=sigma,
+        correctness_bits=eta,
+        bounds=bounds,
+    )
+
+
+def _smallest_degree(
+    n: int, gamma: float, delta: float, model: ThreatModel, sigma: float, eta: float
+) -> tuple[int, int] | None:
+    """The first even degree ``k`` in ``[2, n - 2]`` with a valid threshold, as ``(k, t)``."""
     corrupted = _max_corrupted(n, gamma)
     bad = min(corrupted + _max_dropped(n, delta), n)
     surviving = _min_surviving(n, delta)
@@ -587,33 +626,5 @@ def find_secagg_plus_parameters(
             log_client_correctness,
         )
         if t is not None:
-            bounds = secagg_plus_bounds(
-                n,
-                k,
-                t,
-                corrupted_fraction=gamma,
-                dropout_fraction=delta,
-                threat_model=model,
-            )
-            return SecAggPlusParameters(
-                num_clients=n,
-                degree=k,
-                threshold=t,
-                corrupted_fraction=gamma,
-                dropout_fraction=delta,
-                threat_model=model,
-                security_bits=sigma,
-                correctness_bits=eta,
-                bounds=bounds,
-            )
-    raise ParameterError(
-        "num_clients",
-        "large enough for a Harary graph of degree < num_clients - 1 to meet the "
-        f"2^-{sigma:g} security and 2^-{eta:g} correctness budgets",
-        n,
-        detail=(
-            f"no even degree in [2, {n - 2}] works for corrupted_fraction={gamma!r}, "
-            f"dropout_fraction={delta!r}, threat_model={model!r}; fall back to the "
-            'complete graph (graph="complete", plain SecAgg)'
-        ),
-    )
+            return k, t
+    return None
