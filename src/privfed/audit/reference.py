@@ -288,6 +288,46 @@ def _train(train_fn: TrainFn, indices: NDArray[np.int64], population: int) -> ND
     return _as_probabilities("train_fn(indices)", out, (population,))
 
 
+@dataclass(frozen=True)
+class _MembershipDesign:
+    """Who trains on what in :func:`reference_model_attack` (Carlini et al. 2022, §IV-C)."""
+
+    #: The target's members (a random half of the population), sorted.
+    members: NDArray[np.int64]
+    #: The target's non-members that are scored (those not in :attr:`population`), sorted.
+    eval_nonmembers: NDArray[np.int64]
+    #: RMIA's population z: non-members set aside, never scored.
+    population: NDArray[np.int64]
+    #: ``masks[j, i]``: record i is in reference model j's training set, shape (k, N).
+    masks: NDArray[np.bool_]
+
+    @classmethod
+    def draw(cls, n: int, k: int, z_count: int, rng: np.random.Generator) -> _MembershipDesign:
+        """Draw the target's half, the ``k`` reference models' sets (in pairs) and z."""
+        target_in = np.zeros(n, dtype=bool)
+        target_in[rng.permutation(n)[: n // 2]] = True
+        nonmember_idx = np.flatnonzero(~target_in)
+        if z_count >= nonmember_idx.size:
+            raise ParameterError(
+                "num_population_records", f"below the {nonmember_idx.size} non-members", z_count
+            )
+        masks = np.zeros((k, n), dtype=bool)
+        for j in range(0, k, 2):
+            # Complementary pairs: every record is "in" for one model of each pair and
+            # "out" for the other, so every record has both sides once k >= 2.
+            half = rng.permutation(n)[: n // 2]
+            masks[j, half] = True
+            if j + 1 < k:
+                masks[j + 1] = ~masks[j]
+        z_idx = rng.choice(nonmember_idx, size=z_count, replace=False)
+        return cls(
+            members=np.flatnonzero(target_in),
+            eval_nonmembers=np.setdiff1d(nonmember_idx, z_idx),
+            population=z_idx,
+            masks=masks,
+        )
+
+
 def reference_model_attack(
     train_fn: TrainFn,
     population_size: int,
@@ -343,24 +383,8 @@ def reference_model_attack(
     )
     level = check_probability("confidence", confidence, open_low=True, open_high=True)
     rng = np.random.default_rng(check_seed("seed", seed))
-    target_in = np.zeros(n, dtype=bool)
-    target_in[rng.permutation(n)[: n // 2]] = True
-    nonmember_idx = np.flatnonzero(~target_in)
-    if z_count >= nonmember_idx.size:
-        raise ParameterError(
-            "num_population_records", f"below the {nonmember_idx.size} non-members", z_count
-        )
-    masks = np.zeros((k, n), dtype=bool)
-    for j in range(0, k, 2):
-        # Complementary pairs: every record is "in" for one model of each pair and
-        # "out" for the other, so every record has both sides once k >= 2.
-        half = rng.permutation(n)[: n // 2]
-        masks[j, half] = True
-        if j + 1 < k:
-            masks[j + 1] = ~masks[j]
-    z_idx = rng.choice(nonmember_idx, size=z_count, replace=False)
-    eval_nonmember = np.setdiff1d(nonmember_idx, z_idx)
-    member_idx = np.flatnonzero(target_in)
+    design = _MembershipDesign.draw(n, k, z_count, rng)
+    member_idx, eval_nonmember, masks = design.members, design.eval_nonmembers, design.masks
 
     tick = progress_ticker(1 + k, progress, "models (target + reference)")
     target_p = _train(train_fn, member_idx.astype(np.int64), n)
@@ -382,7 +406,7 @@ def reference_model_attack(
             scores = lira_scores(target_phi, ref_phi, masks, online=False)
         else:
             online = attack is ReferenceAttack.RMIA_ONLINE
-            scores = _rmia_all(target_p, ref_p, masks, z_idx, online=online)
+            scores = _rmia_all(target_p, ref_p, masks, design.population, online=online)
         results.append(
             ReferenceAttackResult(
                 attack=attack,
