@@ -366,6 +366,20 @@ def _claimed_epsilon(mu: float, delta: float) -> float:
     return float(gdp_epsilon(mu, delta))
 
 
+def _check_simulation(mode: Any, noise_sampler: Any) -> None:
+    """A simulated mode, and a noise sampler only with FULL_RELEASE."""
+    if not isinstance(mode, SimulationMode) or mode is SimulationMode.RELEASE_CODE:
+        raise ParameterError(
+            "mode",
+            "SimulationMode.SUFFICIENT_STATISTIC or FULL_RELEASE (release code: audit_canary_game)",
+            mode,
+        )
+    if noise_sampler is not None and not callable(noise_sampler):
+        raise ParameterTypeError("noise_sampler", "a callable or None", noise_sampler)
+    if noise_sampler is not None and mode is not SimulationMode.FULL_RELEASE:
+        raise ParameterError("noise_sampler", "None unless mode is FULL_RELEASE", "a callable")
+
+
 def audit_gaussian_release(
     components: Sequence[ReleaseComponent],
     *,
@@ -428,20 +442,11 @@ def audit_gaussian_release(
     n = check_int("num_trials", num_trials, minimum=100, numpy=True)
     c = check_int("num_calibration_trials", num_calibration_trials, minimum=100, numpy=True)
     alpha = check_probability("significance", significance, open_low=True, open_high=True)
-    if not isinstance(mode, SimulationMode) or mode is SimulationMode.RELEASE_CODE:
-        raise ParameterError(
-            "mode",
-            "SimulationMode.SUFFICIENT_STATISTIC or FULL_RELEASE (release code: audit_canary_game)",
-            mode,
-        )
-    if noise_sampler is not None and not callable(noise_sampler):
-        raise ParameterTypeError("noise_sampler", "a callable or None", noise_sampler)
-    if noise_sampler is not None and mode is not SimulationMode.FULL_RELEASE:
-        raise ParameterError("noise_sampler", "None unless mode is FULL_RELEASE", "a callable")
+    _check_simulation(mode, noise_sampler)
     rng = np.random.default_rng(check_seed("seed", seed))
-
-    def scores(canary_in: bool, trials: int) -> NDArray[np.float64]:
-        return _attack_scores(
+    # Calibration (c trials) then evaluation (n trials), each "in" then "out": the draws' order.
+    cal_in, cal_out, ev_in, ev_out = [
+        _attack_scores(
             items,
             canary_in=canary_in,
             trials=trials,
@@ -450,9 +455,9 @@ def audit_gaussian_release(
             rng=rng,
             sampler=noise_sampler,
         )
-
-    cal_in, cal_out = scores(True, c), scores(False, c)
-    ev_in, ev_out = scores(True, n), scores(False, n)
+        for trials in (c, n)
+        for canary_in in (True, False)
+    ]
     mu_bound = lower_bound_held_out(
         cal_in, cal_out, ev_in, ev_out, delta=d, significance=alpha, objective="mu"
     )
