@@ -131,6 +131,80 @@ class _Totals:
             self.sums[c] += column_sum
 
 
+class _BlockSums:
+    """One thread's float64 accumulators of ``Σ q qᵀ`` (upper triangle) and ``Σ q``.
+
+    Blocks of at most ``work`` rows are gathered into one reusable buffer
+    (:meth:`rows`), quantized there by the caller and added (:meth:`add`); the
+    accumulators are rounded into int64 and added to the totals of a class by
+    :meth:`flush`, which the caller invokes before :attr:`pending` rows could
+    pass ``exact_batch_size`` and when the class changes.
+
+    Args:
+        d: Latent dimension.
+        work: Most rows of a block.
+        packed: Flat indices of the upper triangle of a ``(d, d)`` matrix.
+        device: Where the buffers live.
+    """
+
+    def __init__(self, d: int, work: int, packed: torch.Tensor, device: torch.device) -> None:
+        self._buffer = torch.empty((work, d), dtype=torch.float64, device=device)
+        self._gram = torch.zeros((d, d), dtype=torch.float64, device=device)
+        self._column_sums = torch.zeros(d, dtype=torch.float64, device=device)
+        self._ones = torch.ones(work, dtype=torch.float64, device=device)
+        # Column bands of the upper-triangular product: about 3/4 of the full
+        # product's work at 2 bands, 5/8 at 4.  Bands narrower than ~32 columns
+        # cost more in BLAS efficiency than they save (measured at d=32..256).
+        bands = min(_MAX_BANDS, max(1, d // _MIN_BAND_WIDTH))
+        self._edges = [round(i * d / bands) for i in range(bands + 1)]
+        self._targets = [self._gram[lo:hi, lo:] for lo, hi in itertools.pairwise(self._edges)]
+        # Views of the buffer for each block height (a class has at most two).
+        self._views: dict[
+            int, tuple[torch.Tensor, torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]
+        ] = {}
+        # The packed upper triangle and int64 images of the accumulators,
+        # reused (no allocation per flush).
+        self._packed = packed
+        self._upper = torch.empty(packed.shape, dtype=torch.float64, device=device)
+        self._moment = torch.empty(packed.shape, dtype=torch.int64, device=device)
+        self._column_sum = torch.empty(d, dtype=torch.int64, device=device)
+        #: Rows added since the last flush.
+        self.pending = 0
+
+    def rows(self, m: int) -> torch.Tensor:
+        """The buffer's first ``m`` rows, where the caller puts the next block."""
+        if m not in self._views:
+            rows = self._buffer[:m]
+            self._views[m] = (
+                rows,
+                rows.T,
+                [(rows[:, lo:hi].T, rows[:, lo:]) for lo, hi in itertools.pairwise(self._edges)],
+            )
+        return self._views[m][0]
+
+    def add(self, m: int) -> None:
+        """Add the ``m`` quantized rows in the buffer to the accumulators."""
+        _, rows_t, operands = self._views[m]
+        # Only the upper triangle is kept, so it is all we compute: one
+        # product per band of columns (exact: integers below 2**53).
+        for target, (left, right) in zip(self._targets, operands, strict=True):
+            target.addmm_(left, right)
+        self._column_sums.addmv_(rows_t, self._ones[:m])  # exact, like the products
+        self.pending += m
+
+    def flush(self, c: int, totals: _Totals) -> None:
+        """Add the accumulators to class ``c``'s totals and zero them."""
+        # Exact: the accumulators hold integers below 2**53 (rounding them is
+        # a no-op, kept as a safeguard); the int64 additions cannot wrap.
+        torch.index_select(torch.round_(self._gram).view(-1), 0, self._packed, out=self._upper)
+        self._moment.copy_(self._upper)
+        self._column_sum.copy_(torch.round_(self._column_sums))
+        totals.add(c, self._moment, self._column_sum)
+        self._gram.zero_()
+        self._column_sums.zero_()
+        self.pending = 0
+
+
 def _as_tensor(name: str, value: object) -> torch.Tensor:
     if isinstance(value, torch.Tensor):
         return value
@@ -454,41 +528,10 @@ class LatentStatisticsAccumulator:
         module) and are added to the int64 totals of their class before that
         bound could be passed, and when the class changes.
         """
-        d = self._config.dim
         device = self._device
         direct = source.dtype == torch.float64 and source.device == device
-        buffer = torch.empty((work, d), dtype=torch.float64, device=device)
-        gram = torch.zeros((d, d), dtype=torch.float64, device=device)
-        column_sums = torch.zeros(d, dtype=torch.float64, device=device)
-        ones = torch.ones(work, dtype=torch.float64, device=device)
+        sums = _BlockSums(self._config.dim, work, self._packed, device)
         limit = self._config.exact_batch_size
-        # Column bands of the upper-triangular product: about 3/4 of the full
-        # product's work at 2 bands, 5/8 at 4.  Bands narrower than ~32 columns
-        # cost more in BLAS efficiency than they save (measured at d=32..256).
-        bands = min(_MAX_BANDS, max(1, d // _MIN_BAND_WIDTH))
-        edges = [round(i * d / bands) for i in range(bands + 1)]
-        targets = [gram[lo:hi, lo:] for lo, hi in itertools.pairwise(edges)]
-        # Views of the buffer for each block height (a class has at most two).
-        views: dict[int, tuple[torch.Tensor, torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]]
-        views = {}
-        # The packed upper triangle and int64 images of the accumulators,
-        # reused (no allocation per flush).
-        packed = self._packed
-        upper = torch.empty(packed.shape, dtype=torch.float64, device=device)
-        moment = torch.empty(packed.shape, dtype=torch.int64, device=device)
-        column_sum = torch.empty(d, dtype=torch.int64, device=device)
-        pending = 0
-
-        def flush(c: int) -> None:
-            # Exact: the accumulators hold integers below 2**53 (rounding them is
-            # a no-op, kept as a safeguard); the int64 additions cannot wrap.
-            torch.index_select(torch.round_(gram).view(-1), 0, packed, out=upper)
-            moment.copy_(upper)
-            column_sum.copy_(torch.round_(column_sums))
-            totals.add(c, moment, column_sum)
-            gram.zero_()
-            column_sums.zero_()
-
         previous = -1
         while (block := schedule.take()) is not None:
             # Any failure inside a block (bad input, or a KeyboardInterrupt in
@@ -497,37 +540,23 @@ class LatentStatisticsAccumulator:
             try:
                 c, start, stop = blocks[block]
                 m = stop - start
-                if c != previous and pending:
-                    flush(previous)
-                    pending = 0
+                if c != previous and sums.pending:
+                    sums.flush(previous, totals)
                 previous = c
-                if m not in views:
-                    rows = buffer[:m]
-                    views[m] = (
-                        rows,
-                        rows.T,
-                        [(rows[:, lo:hi].T, rows[:, lo:]) for lo, hi in itertools.pairwise(edges)],
-                    )
-                rows, rows_t, operands = views[m]
+                rows = sums.rows(m)
                 if direct:
                     torch.index_select(source, 0, index[start:stop], out=rows)
                 else:
                     rows.copy_(torch.index_select(source, 0, index[start:stop]))
                 self._quantize_(rows)
-                if pending + m > limit:
-                    flush(c)
-                    pending = 0
-                # Only the upper triangle is kept, so it is all we compute: one
-                # product per band of columns (exact: integers below 2**53).
-                for target, (left, right) in zip(targets, operands, strict=True):
-                    target.addmm_(left, right)
-                column_sums.addmv_(rows_t, ones[:m])  # exact, like the products
-                pending += m
+                if sums.pending + m > limit:
+                    sums.flush(c, totals)
+                sums.add(m)
             except BaseException as error:
                 schedule.fail(block, error)
                 raise
-        if pending:
-            flush(previous)
+        if sums.pending:
+            sums.flush(previous, totals)
 
     def result(self) -> LatentStatistics:
         """Return the statistics accumulated so far (on the CPU, as numpy ``int64``)."""
