@@ -583,15 +583,6 @@ class _Scoring:
 
 
 @dataclass(frozen=True)
-class _NoisyRelease:
-    """The released statistics the noisy-sum attack tests against (as the caller gave them)."""
-
-    noisy_sums: ArrayLike
-    counts: ArrayLike
-    noise_std_sum: float
-
-
-@dataclass(frozen=True)
 class _AuditRecords:
     """What one audit scores: the queries (members first), the synthetic data, the reference."""
 
@@ -628,6 +619,15 @@ class _AuditRecords:
             reference_labels=reference_labels,
             classes=int(max(lab.max() for lab in all_labels)) + 1,
         )
+
+
+@dataclass(frozen=True)
+class _NoisyRelease:
+    """The released statistics the noisy-sum attack tests against (as the caller gave them)."""
+
+    noisy_sums: ArrayLike
+    counts: ArrayLike
+    noise_std_sum: float
 
 
 def _check_noisy_release(
