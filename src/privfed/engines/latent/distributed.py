@@ -104,7 +104,7 @@ from privfed.engines.latent.statistics import (
     unpack_symmetric,
 )
 from privfed.errors import ParameterError, ParameterTypeError, RingOverflowError
-from privfed.secagg import IdentityKey, SecurityMode, Stage, run_protocol
+from privfed.secagg import ClientIds, IdentityKey, SecurityMode, Stage, run_protocol
 
 __all__ = [
     "DistributedAggregation",
@@ -815,7 +815,7 @@ def secagg_options(mode: str, corrupted: int, num_clients: int) -> dict[str, Any
         return {}
     if mode != "active":
         raise ParameterError("secagg_mode", "'semi-honest' or 'active'", mode)
-    keys = {cid: IdentityKey.generate() for cid in range(1, num_clients + 1)}
+    keys = {cid: IdentityKey.generate() for cid in ClientIds(num_clients).client_ids}
     return {"mode": SecurityMode.ACTIVE, "corrupted": corrupted, "identity_keys": keys}
 
 
@@ -893,7 +893,7 @@ def aggregate_distributed(
     full = [c for c in report.clients if Stage.UNMASKING in c.bytes_sent]
     return DistributedAggregation(
         noisy=noisy,
-        survivors=tuple(i - 1 for i in report.survivors),
+        survivors=ClientIds(len(vectors)).partition_ids(report.survivors),
         server_total=np.asarray(report.total, dtype=np.uint64),
         bytes_per_client=float(np.mean([c.total_bytes for c in full])) if full else 0.0,
         noise_seconds=tuple(seconds),
