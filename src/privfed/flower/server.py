@@ -71,7 +71,7 @@ from privfed.secagg import (
     Message as ProtocolMessage,
 )
 from privfed.secagg.protocol.state import encode_config
-from privfed.secagg.threshold import requested_threshold
+from privfed.secagg.threshold import MIN_THRESHOLD, requested_threshold
 
 __all__ = [
     "HELLO_TYPE",
@@ -467,7 +467,7 @@ class SecAggRound:
         progress: ProgressFn | None = None,
         expected_input: NoiseDeclaration | None = None,
     ) -> None:
-        check_int("threshold", threshold, minimum=2)
+        check_int("threshold", threshold, minimum=MIN_THRESHOLD)
         check_int("vector_length", vector_length, minimum=1)
         check_float("timeout", timeout, low=0.0, open_low=True, numpy=False)
         if config_fields is not None and not isinstance(config_fields, Mapping):

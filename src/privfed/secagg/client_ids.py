@@ -103,7 +103,3 @@ class ClientIds:
     def of_nodes(self, partitions: Mapping[_K, int]) -> dict[_K, ClientId]:
         """``{node: client id}`` from ``{node: partition id}``."""
         return {node: self.protocol_id(pid) for node, pid in partitions.items()}
-
-    def partitions_of(self, client_ids: Mapping[int, object]) -> dict[int, int]:
-        """``{client id: partition id}`` for the keys of ``client_ids``."""
-        return {c: self.partition_id(c) for c in client_ids}
