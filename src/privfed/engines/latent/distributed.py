@@ -105,6 +105,7 @@ from privfed.engines.latent.statistics import (
 )
 from privfed.errors import ParameterError, ParameterTypeError, RingOverflowError
 from privfed.secagg import ClientIds, IdentityKey, SecurityMode, Stage, run_protocol
+from privfed.secagg.threshold import MIN_THRESHOLD
 
 __all__ = [
     "DistributedAggregation",
@@ -456,7 +457,7 @@ def plan_distributed_noise(
         num_classes: K.
         adjacency: Neighbouring relation (public labels).
         num_clients: n, clients of the round.
-        threshold: t of secure aggregation.
+        threshold: t of secure aggregation, an int in ``[2, n]``.
         corrupted: n_C >= 0 with ``t − n_C >= 1``.
         layers: Secret-shared noise layers (``L = n − t``) to remove the
             dropout excess; Skellam only.
@@ -476,7 +477,7 @@ def plan_distributed_noise(
         raise ParameterError("model", "a distributed noise model", kind.value)
     mechanism = str(kind.mechanism)
     n = check_int("num_clients", num_clients, minimum=2, numpy=True)
-    t = check_int("threshold", threshold, minimum=1, maximum=n, numpy=True)
+    t = check_int("threshold", threshold, minimum=MIN_THRESHOLD, maximum=n, numpy=True)
     n_min = min_honest_contributors(t, corrupted, num_clients=n)
     c = t - n_min
     check_bool("layers", layers)
