@@ -34,6 +34,8 @@ PACKAGES = ("privfed.secagg", "privfed.secagg.protocol", "privfed.secagg.primiti
 EXPECTED_ALL: dict[str, list[str]] = {
     "privfed.secagg": [
         "AdvertiseKeys",
+        "ClientId",
+        "ClientIds",
         "ClientRecord",
         "ConsistencyRequest",
         "ConsistencySignature",
@@ -62,12 +64,14 @@ EXPECTED_ALL: dict[str, list[str]] = {
         "SecurityMode",
         "Stage",
         "SurvivorSignature",
+        "ThresholdPolicy",
         "UnmaskRequest",
         "UnmaskResponse",
         "decode_message",
         "export_client_state",
         "find_secagg_plus_parameters",
         "harary_neighbourhoods",
+        "majority_threshold",
         "new_session_id",
         "noise_layers_to_reveal",
         "restore_client_state",
@@ -222,6 +226,17 @@ NOT_REEXPORTED_PACKAGES: dict[str, tuple[str, ...]] = {
 #: (constants of the wire/state formats, internal checks, helpers of one layer).
 INTERNAL: dict[str, frozenset[str]] = {
     "privfed.secagg.parameters": frozenset(("MAX_NUM_CLIENTS", "THREAT_MODELS", "ThreatModel")),
+    "privfed.secagg.threshold": frozenset(
+        (
+            "MIN_THRESHOLD",
+            "ThresholdRule",
+            "active_rule_holds",
+            "check_active_threshold",
+            "check_corrupted",
+            "check_protocol_threshold",
+            "requested_threshold",
+        )
+    ),
     "privfed.secagg.protocol.client": frozenset(("check_ring_vector",)),
     "privfed.secagg.protocol.commitment": frozenset(("SEED_SIZE", "noise_seed_commitment")),
     "privfed.secagg.protocol.config": frozenset(

@@ -32,7 +32,7 @@ from flwr.common.constant import ErrorCode
 
 from privfed.errors import ParameterError, ProtocolAbort
 from privfed.flower.declaration import DeclaredInput, NoiseDeclaration
-from privfed.secagg import GraphMode, SecAggConfig
+from privfed.secagg import ClientIds, GraphMode, SecAggConfig
 
 __all__ = [
     "check_round_config",
@@ -275,7 +275,8 @@ class _Values(_RunConfig):
             return DeclaredInput(vector, NoiseDeclaration.none(str(run.noise)))
         check_round_config(config, plan)
         own, _ = client_noise_seeds(run.noise_seed, pid, 0)
-        layers = self.seeds(context, config, pid + 1) if plan.layers else []
+        cid = ClientIds(run.num_clients).protocol_id(pid)
+        layers = self.seeds(context, config, cid) if plan.layers else []
         # The node's noise share, added to its exact vector before masking.
         noisy = add_client_noise(vector, plan, seed=own, layer_seeds=layers)
         return DeclaredInput(noisy, declaration_for(plan, seeded=run.noise_seed is not None))

@@ -104,7 +104,8 @@ from privfed.engines.latent.statistics import (
     unpack_symmetric,
 )
 from privfed.errors import ParameterError, ParameterTypeError, RingOverflowError
-from privfed.secagg import IdentityKey, SecurityMode, Stage, run_protocol
+from privfed.secagg import ClientIds, IdentityKey, SecurityMode, Stage, run_protocol
+from privfed.secagg.threshold import MIN_THRESHOLD
 
 __all__ = [
     "DistributedAggregation",
@@ -456,7 +457,7 @@ def plan_distributed_noise(
         num_classes: K.
         adjacency: Neighbouring relation (public labels).
         num_clients: n, clients of the round.
-        threshold: t of secure aggregation.
+        threshold: t of secure aggregation, an int in ``[2, n]``.
         corrupted: n_C >= 0 with ``t − n_C >= 1``.
         layers: Secret-shared noise layers (``L = n − t``) to remove the
             dropout excess; Skellam only.
@@ -476,7 +477,7 @@ def plan_distributed_noise(
         raise ParameterError("model", "a distributed noise model", kind.value)
     mechanism = str(kind.mechanism)
     n = check_int("num_clients", num_clients, minimum=2, numpy=True)
-    t = check_int("threshold", threshold, minimum=1, maximum=n, numpy=True)
+    t = check_int("threshold", threshold, minimum=MIN_THRESHOLD, maximum=n, numpy=True)
     n_min = min_honest_contributors(t, corrupted, num_clients=n)
     c = t - n_min
     check_bool("layers", layers)
@@ -815,7 +816,7 @@ def secagg_options(mode: str, corrupted: int, num_clients: int) -> dict[str, Any
         return {}
     if mode != "active":
         raise ParameterError("secagg_mode", "'semi-honest' or 'active'", mode)
-    keys = {cid: IdentityKey.generate() for cid in range(1, num_clients + 1)}
+    keys = {cid: IdentityKey.generate() for cid in ClientIds(num_clients).client_ids}
     return {"mode": SecurityMode.ACTIVE, "corrupted": corrupted, "identity_keys": keys}
 
 
@@ -893,7 +894,7 @@ def aggregate_distributed(
     full = [c for c in report.clients if Stage.UNMASKING in c.bytes_sent]
     return DistributedAggregation(
         noisy=noisy,
-        survivors=tuple(i - 1 for i in report.survivors),
+        survivors=ClientIds(len(vectors)).partition_ids(report.survivors),
         server_total=np.asarray(report.total, dtype=np.uint64),
         bytes_per_client=float(np.mean([c.total_bytes for c in full])) if full else 0.0,
         noise_seconds=tuple(seconds),

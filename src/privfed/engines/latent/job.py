@@ -117,7 +117,7 @@ from privfed.engines.latent.statistics import (
 )
 from privfed.errors import ParameterError, ParameterTypeError
 from privfed.progress import ProgressFn
-from privfed.secagg import Stage, run_protocol
+from privfed.secagg import ClientIds, Stage, ThresholdPolicy, run_protocol
 
 __all__ = [
     "Aggregation",
@@ -348,19 +348,18 @@ class PipelineConfig:
         object.__setattr__(self, "noise", model)
         corrupted = check_int("assumed_corrupted", self.assumed_corrupted, minimum=0)
         check_choice("secagg_mode", self.secagg_mode, ("semi-honest", "active"))
-        t = threshold_for(self.num_clients)
-        if self.secagg_mode == "active" and 2 * t <= self.num_clients + corrupted:
+        t = self.secagg_threshold
+        limit = self.threshold_policy.max_corrupted(t, self.num_clients)
+        if corrupted > limit:
             raise ParameterError(
                 "assumed_corrupted",
-                f"an int < 2t - n = {2 * t - self.num_clients} with secagg_mode='active' "
+                f"an int in [0, {limit}] with secagg_mode='{self.secagg_mode}' "
                 f"(t = {t}, n = {self.num_clients})",
                 corrupted,
-                detail="the active protocol needs 2t > n + n_C",
+                detail="secure aggregation needs t > n_C, and 2t > n + n_C in active mode",
             )
         if model is not NoiseModel.CENTRAL:
-            min_honest_contributors(
-                threshold_for(self.num_clients), corrupted, num_clients=self.num_clients
-            )
+            min_honest_contributors(t, corrupted, num_clients=self.num_clients)
         if self.noise_layers is not None:
             check_bool("noise_layers", self.noise_layers)
             if self.noise_layers and model is not NoiseModel.DISTRIBUTED_SKELLAM:
@@ -376,6 +375,18 @@ class PipelineConfig:
                     "False or None (this secure aggregation cannot share noise layers)",
                     self.noise_layers,
                 )
+
+    @property
+    def threshold_policy(self) -> ThresholdPolicy:
+        """The secure-aggregation threshold policy of the run (its mode and n_C)."""
+        return ThresholdPolicy(
+            active=self.secagg_mode == "active", corrupted=self.assumed_corrupted
+        )
+
+    @property
+    def secagg_threshold(self) -> int:
+        """The run's secure-aggregation threshold: the policy's strict majority of the clients."""
+        return self.threshold_policy.default(self.num_clients)
 
     @property
     def uses_noise_layers(self) -> bool:
@@ -725,11 +736,6 @@ def dropout_plan(config: PipelineConfig) -> dict[Stage, list[int]]:
     return plan
 
 
-def threshold_for(num_clients: int) -> int:
-    """The secure-aggregation threshold of a run: a strict majority of the clients."""
-    return num_clients // 2 + 1
-
-
 def aggregate(
     client_stats: list[LatentStatistics],
     spec: LatentStatisticsConfig,
@@ -758,7 +764,7 @@ def aggregate(
         dropouts=dropouts,
         **secagg_options(mode, corrupted, len(vectors)),
     )
-    survivors = tuple(i - 1 for i in report.survivors)
+    survivors = ClientIds(len(vectors)).partition_ids(report.survivors)
     total = LatentStatistics.from_ring_vector(report.total, spec)
     expected = LatentStatistics.zeros(spec)
     for i in survivors:
@@ -786,7 +792,7 @@ def distributed_plan(config: PipelineConfig, spec: LatentStatisticsConfig) -> Di
         num_classes=spec.num_classes,
         adjacency=config.adjacency,
         num_clients=config.num_clients,
-        threshold=threshold_for(config.num_clients),
+        threshold=config.secagg_threshold,
         corrupted=config.assumed_corrupted,
         layers=config.uses_noise_layers,
         max_records=spec.max_records,
@@ -1138,7 +1144,7 @@ def _run(
         clock.finish("clients", f"{spec.num_values} ring values per client")
 
     dropouts = dropout_plan(config)
-    threshold = threshold_for(config.num_clients)
+    threshold = config.secagg_threshold
     clock.start("secagg", f"secure aggregation, threshold {threshold}, dropouts {_named(dropouts)}")
     dist: DistributedAggregation | None = None
     ledger: PrivacyLedger | None = None
