@@ -10,7 +10,14 @@ Three layers of checks:
    ``src``, else to ``a.b``.  The contracts are data (:data:`IMPORT_BANS`,
    :data:`LOAD_BANS`, :data:`RUNTIME_CHECKS`): a layout change edits a table, not
    the checker.  A contract whose source package does not exist fails: a rule
-   about a missing package is a defect in the table.
+   about a missing package is a defect in the table.  On the same graph: **no
+   import cycles** among privfed modules, counting every import (a cycle closed
+   through a function-level or ``TYPE_CHECKING`` import never fails at import
+   time, but it is still two modules that need each other: a design circle), and
+   the engines' wings never import each other.  A package's lazy re-export table
+   is an edge to each module it names, so a child that imports its own lazy facade
+   closes a cycle; the implicit initialisation of parent packages is not an edge
+   (see :func:`import_edges`).
 2. **Runtime checks** in a fresh interpreter, one parametrized helper, asserting
    which modules ``sys.modules`` holds after the imports (catches what static
    analysis cannot see, such as import-time calls into lazy code).
@@ -59,10 +66,14 @@ CORES = (
 HEAVY = ("torch", "torchvision", "diffusers", "sklearn", "matplotlib", "flwr")
 #: Imports that load torch when executed.
 TORCH_LOADERS = ("torch", "torchvision", "diffusers", "safetensors.torch")
-#: The torch-built engines and their compatibility re-exports.
-ENGINES = ("privfed.engines", "privfed.models", "privfed.pipeline")
+#: The torch-built engines.
+ENGINES = "privfed.engines"
+#: The engines' wings: one per one-shot method, each building on the cores and the
+#: shared engine modules (job contract, artefacts, codecs, classifier), never on
+#: another wing.
+WINGS = ("privfed.engines.latent", "privfed.engines.factory")
 #: Everything layered above the cores.
-ABOVE_CORES = (*ENGINES, "privfed.data", "privfed.cli", "privfed.flower", "privfed.audit")
+ABOVE_CORES = (ENGINES, "privfed.data", "privfed.cli", "privfed.flower", "privfed.audit")
 #: Forbidden privfed names that need not exist (banned pre-emptively); every other
 #: forbidden ``privfed.*`` name must exist, so a typo cannot make a rule vacuous.
 ABSENT_ON_PURPOSE: tuple[str, ...] = ()
@@ -113,6 +124,20 @@ class LoadBan:
     why: str
 
 
+def wing_bans(wings: tuple[str, ...]) -> tuple[ImportBan, ...]:
+    """One ban per wing: it imports none of the other wings (anywhere in a file)."""
+    return tuple(
+        ImportBan(
+            f"wings-apart:{wing.rpartition('.')[2]}",
+            (wing,),
+            tuple(w for w in wings if w != wing),
+            "a wing builds on the cores and the shared engine modules, never on another wing "
+            "(what both need lives in privfed.engines.job / .artifacts or a core)",
+        )
+        for wing in wings
+    )
+
+
 IMPORT_BANS: tuple[ImportBan, ...] = (
     ImportBan(
         "cores-stay-pure",
@@ -130,13 +155,13 @@ IMPORT_BANS: tuple[ImportBan, ...] = (
     ImportBan(
         "audit-pure-layer",
         ("privfed.audit",),
-        (*TORCH_LOADERS, *ENGINES),
+        (*TORCH_LOADERS, ENGINES),
         "privfed.audit documents its pure layer (everything but torch_scoring) as never torch",
         exempt=("privfed.audit.torch_scoring",),
     ),
     ImportBan(
         "libraries-below-cli",
-        (*ENGINES, "privfed.data", "privfed.audit"),
+        (ENGINES, "privfed.data", "privfed.audit"),
         ("privfed.cli",),
         "the command line sits on top; libraries never import it",
     ),
@@ -148,20 +173,30 @@ IMPORT_BANS: tuple[ImportBan, ...] = (
         exempt=("privfed.cli", "privfed.__main__"),
     ),
     ImportBan(
-        "compat-shims-are-leaves",
-        (ROOT,),
-        ("privfed.models", "privfed.pipeline"),
-        "privfed.models / privfed.pipeline only re-export privfed.engines for old callers",
-        exempt=("privfed.models", "privfed.pipeline"),
-        exempt_exact=(ROOT,),  # the root's lazy attribute table names them
-    ),
-    ImportBan(
         "flower-is-a-leaf",
         (ROOT,),
         ("privfed.flower",),
         "privfed.flower (the Flower apps) builds on the cores and engines; nothing imports it",
         exempt=("privfed.flower", "privfed.cli"),
     ),
+    *wing_bans(WINGS),
+)
+
+#: Import cycles that other work owns, each with the issue that removes it.  Every
+#: entry must still be a cycle (test_known_cycles_still_exist), and any other cycle
+#: fails test_no_import_cycles.
+KNOWN_CYCLES: frozenset[tuple[str, ...]] = frozenset(
+    {
+        # Issue #22 (the dp core's part, helper w1-dpcore): privfed.dp.events finds
+        # the release kinds by importing privfed.dp.releases, whose modules import
+        # events; the fix registers the kinds explicitly.
+        (
+            "privfed.dp.events",
+            "privfed.dp.releases",
+            "privfed.dp.releases.gaussian",
+            "privfed.dp.releases.subsampled_gaussian",
+        ),
+    }
 )
 
 LOAD_BANS: tuple[LoadBan, ...] = (
@@ -193,7 +228,7 @@ LOAD_BANS: tuple[LoadBan, ...] = (
     LoadBan(
         "audit-loads-pure-layer",
         ("privfed.audit",),
-        (*TORCH_LOADERS, *ENGINES, "matplotlib"),
+        (*TORCH_LOADERS, ENGINES, "matplotlib"),
         "import privfed.audit loads torch_scoring and matplotlib only on first use",
     ),
     LoadBan(
@@ -244,7 +279,7 @@ class RuntimeCheck:
     present: tuple[str, ...] = ()
 
 
-_NO_ENGINES = ("torch", *ENGINES)
+_NO_ENGINES = ("torch", ENGINES)
 RUNTIME_CHECKS: tuple[RuntimeCheck, ...] = (
     RuntimeCheck(
         "cores",
@@ -675,19 +710,30 @@ def strongly_connected_components(graph: Mapping[str, Iterable[str]]) -> list[li
     return components
 
 
-def runtime_edges(graph: ImportGraph) -> dict[str, dict[str, Import]]:
-    """Module-level import edges between modules of ``graph`` (one witness per edge).
+def import_edges(graph: ImportGraph, *, runtime_only: bool) -> dict[str, dict[str, Import]]:
+    """Import edges between modules of ``graph`` (one witness per edge).
 
     Only the named module is an edge target (its nearest existing ancestor if it
     is not a module): ``privfed.dp.ledger`` importing ``privfed.dp.calibration`` is
-    an edge to ``calibration`` only, not to the package ``privfed.dp`` that is
-    already being initialised -- while ``from privfed.dp import X`` inside
+    an edge to ``calibration`` only, not to the package ``privfed.dp`` that Python
+    initialises first -- while ``from privfed.dp import X`` inside
     ``privfed.dp.ledger`` is an edge to ``privfed.dp`` itself, and closes a cycle
-    with the package's own ``import privfed.dp.ledger``.
+    with the package's own ``import privfed.dp.ledger``.  Implicit parent-package
+    initialisation is therefore never an edge: counted, it would make every
+    package that re-exports its children a cycle with each of them.
+
+    Args:
+        graph: The import graph.
+        runtime_only: Only imports that run on import (module level, outside
+            ``TYPE_CHECKING``).  ``False`` counts every import -- function-level,
+            ``TYPE_CHECKING``, literal ``importlib`` calls and lazy re-export table
+            entries -- which is the design graph: a package's lazy table naming
+            its children is an edge to each, so a child importing its own lazy
+            facade is a cycle.
     """
     edges: dict[str, dict[str, Import]] = {m: {} for m in graph.modules}
     for imp in graph.imports:
-        if not imp.runs_on_import:
+        if runtime_only and not imp.runs_on_import:
             continue
         executed = _executed(graph, imp.target)
         if executed and within(imp.target, graph.root):
@@ -695,14 +741,20 @@ def runtime_edges(graph: ImportGraph) -> dict[str, dict[str, Import]]:
     return edges
 
 
-def find_cycles(graph: ImportGraph) -> list[list[str]]:
-    """Import cycles among module-level imports: components of two or more, or self-loops."""
-    edges = runtime_edges(graph)
+def find_cycles(graph: ImportGraph, *, runtime_only: bool = False) -> list[list[str]]:
+    """Import cycles (components of two or more modules, or self-loops).
+
+    By default among every import, wherever it stands (see :func:`import_edges`):
+    a cycle closed through a function-level or ``TYPE_CHECKING`` import cannot
+    fail at import time, but it is still two modules that each need the other.
+    ``runtime_only`` finds the cycles that Python itself walks on import.
+    """
+    edges = import_edges(graph, runtime_only=runtime_only)
     return [c for c in strongly_connected_components(edges) if len(c) > 1 or c[0] in edges[c[0]]]
 
 
-def describe_cycle(graph: ImportGraph, component: list[str]) -> str:
-    edges = runtime_edges(graph)
+def describe_cycle(graph: ImportGraph, component: list[str], *, runtime_only: bool = False) -> str:
+    edges = import_edges(graph, runtime_only=runtime_only)
     members = set(component)
     lines = [edges[a][b].where() for a in component for b in sorted(edges[a]) if b in members]
     return "cycle among " + ", ".join(component) + ":\n    " + "\n    ".join(lines)
@@ -761,13 +813,19 @@ def test_load_ban(ban: LoadBan, module: str) -> None:
 
 def test_no_import_cycles() -> None:
     graph = real_graph()
-    cycles = find_cycles(graph)
+    cycles = [c for c in find_cycles(graph) if tuple(c) not in KNOWN_CYCLES]
     if cycles:
         pytest.fail(
-            "module-level import cycles:\n  "
+            "import cycles (every import counts, function-level and TYPE_CHECKING too):\n  "
             + "\n  ".join(describe_cycle(graph, c) for c in cycles),
             pytrace=False,
         )
+
+
+def test_known_cycles_still_exist() -> None:
+    # An allow-list entry that no longer matches a cycle is stale: remove it.
+    stale = set(KNOWN_CYCLES) - {tuple(c) for c in find_cycles(real_graph())}
+    assert not stale, f"KNOWN_CYCLES entries that are no longer cycles: {sorted(stale)}"
 
 
 # == runtime checks (fresh interpreter) ===============================================
@@ -869,6 +927,24 @@ _SYNTHETIC = {
     "fake/t2.py": "import fake.t1\n",
     "fake/f1.py": "def g():\n    import fake.f2\n",
     "fake/f2.py": "import fake.f1\n",
+    # a child importing its own lazy facade: a design cycle through the lazy table
+    "fake/lz/__init__.py": (
+        "from fake._lazy import lazy_exports\n"
+        "__getattr__, __dir__ = lazy_exports(__name__, {'Impl': 'fake.lz.impl'})\n"
+    ),
+    "fake/lz/impl.py": "from fake.lz import Other\nImpl = 1\n",
+    # two wings: wa imports wb inside a function; both may import the shared module
+    "fake/wings/__init__.py": "",
+    "fake/wings/shared.py": "X = 1\n",
+    "fake/wings/wa/__init__.py": "",
+    "fake/wings/wa/job.py": (
+        "from fake.wings.shared import X\n"
+        "def f():\n"
+        "    from fake.wings.wb.audit import Y\n"
+        "    return X, Y\n"
+    ),
+    "fake/wings/wb/__init__.py": "",
+    "fake/wings/wb/audit.py": "from fake.wings.shared import X\nY = X\n",
 }
 
 
@@ -937,10 +1013,36 @@ def test_self_check_transitive_loads(synthetic: ImportGraph) -> None:
 
 
 def test_self_check_detects_cycles(synthetic: ImportGraph) -> None:
-    cycles = find_cycles(synthetic)
+    # What Python walks on import: module-level imports only.
+    cycles = find_cycles(synthetic, runtime_only=True)
     assert sorted(cycles) == [["fake.a", "fake.b"], ["fake.par", "fake.par.child"]]
-    text = describe_cycle(synthetic, ["fake.a", "fake.b"])
+    text = describe_cycle(synthetic, ["fake.a", "fake.b"], runtime_only=True)
     assert "a.py:1: import fake.b" in text and "b.py:1: from . import a" in text
+    # The design graph (the contract): function-level, TYPE_CHECKING and lazy-table
+    # imports close cycles too; a package initialising its children does not
+    # (fake.sub and its leaves are no cycle).
+    assert sorted(find_cycles(synthetic)) == [
+        ["fake.a", "fake.b"],
+        ["fake.f1", "fake.f2"],
+        ["fake.lz", "fake.lz.impl"],
+        ["fake.par", "fake.par.child"],
+        ["fake.t1", "fake.t2"],
+    ]
+    text = describe_cycle(synthetic, ["fake.lz", "fake.lz.impl"])
+    assert "lazy_exports 'Impl': 'fake.lz.impl' (deferred)" in text
+    assert "impl.py:1: from fake.lz import Other -> fake.lz" in text
+    assert "(under TYPE_CHECKING)" in describe_cycle(synthetic, ["fake.t1", "fake.t2"])
+    assert "(deferred)" in describe_cycle(synthetic, ["fake.f1", "fake.f2"])
+
+
+def test_self_check_detects_wing_to_wing_imports(synthetic: ImportGraph) -> None:
+    wa, wb = wing_bans(("fake.wings.wa", "fake.wings.wb"))
+    assert wa.forbidden == ("fake.wings.wb",) and wb.forbidden == ("fake.wings.wa",)
+    # a function-level import of the other wing is caught; the shared module is not
+    assert _lines(ban_violations(synthetic, wa, "fake.wings.wa")) == {
+        ("job.py:3", "fake.wings.wb.audit")
+    }
+    assert ban_violations(synthetic, wb, "fake.wings.wb") == []
 
 
 def test_tarjan_components() -> None:
