@@ -23,11 +23,8 @@ import pytest
 import torch
 
 import privfed.engines.latent.client as client
-from privfed.models import (
-    LatentStatisticsAccumulator,
-    LatentStatisticsConfig,
-    compute_latent_statistics,
-)
+from privfed.engines.latent.client import LatentStatisticsAccumulator, compute_latent_statistics
+from privfed.engines.latent.statistics import LatentStatisticsConfig
 
 
 def test_quantize_of_no_rows_is_empty() -> None:
