@@ -1,4 +1,4 @@
-"""Regression tests from the review of the blocked, threaded statistics engine.
+"""Edge cases of the blocked, threaded client statistics: no rows, interrupts, races.
 
 Each test failed on the reviewed version (commit 2dc0a65) of
 ``privfed.engines.latent.client``:
