@@ -1000,5 +1000,5 @@ def plan_self_audit(
         clip_norm=clip_norm,
         dim=dim,
         adjacency=adj,
-        split=split,  # type: ignore[arg-type]
+        split=split,
     )
