@@ -977,19 +977,11 @@ def plan_self_audit(
     adjacency: Any = None,
     split: Any = "optimal",
 ) -> LatentReleasePlan:
-    """The latent release plan a self-audit checks (both :func:`self_audit` entries).
+    """The plan both self-audits check: ``privfed.dp.plan_latent_release`` of the arguments.
 
-    :func:`privfed.dp.plan_latent_release` for ``(epsilon, delta)``, with
-    ``adjacency`` defaulting to REPLACE_ONE (a self-audit's canary game is
-    replace-one).
-
-    Args:
-        epsilon: Target ε, finite, > 0.
-        delta: Target δ in (0, 1).
-        clip_norm: R, finite, > 0.
-        dim: Latent dimension d ≥ 1.
-        adjacency: ``privfed.dp.Adjacency``; default REPLACE_ONE.
-        split: Budget split passed to the planner.
+    The target ε > 0 (finite) and δ in (0, 1); the clip norm R > 0 (finite) and
+    latent dimension d ≥ 1; ``adjacency`` a ``privfed.dp.Adjacency``, by default
+    REPLACE_ONE (the canary game is replace-one); ``split`` the planner's budget split.
     """
     from privfed.dp import Adjacency, plan_latent_release
 
