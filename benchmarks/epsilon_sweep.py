@@ -27,16 +27,15 @@ import torch
 
 from privfed.data import load_digits, split_public_private
 from privfed.dp import Adjacency, PrivacyLedger, paper_baseline_noise_stds, plan_latent_release
-from privfed.errors import ParameterError
-from privfed.models import (
-    PCACodec,
+from privfed.engines.classifier import evaluate_classifier, train_classifier
+from privfed.engines.codecs import PCACodec
+from privfed.engines.latent import (
     compute_latent_statistics,
-    evaluate_classifier,
     fit_class_gaussians,
     release_latent_statistics,
     release_with_noise_stds,
-    train_classifier,
 )
+from privfed.errors import ParameterError
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -17,10 +17,10 @@ import torch
 
 from privfed.data import load_digits, partition, split_public_private
 from privfed.dp import Adjacency, PrivacyLedger, plan_latent_release
-from privfed.models import (
+from privfed.engines.codecs import PCACodec
+from privfed.engines.latent import (
     LatentStatistics,
     LatentStatisticsConfig,
-    PCACodec,
     compute_latent_statistics,
     fit_class_gaussians,
     release_latent_statistics,

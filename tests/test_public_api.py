@@ -439,6 +439,14 @@ def test_lazy_table_all_and_type_checking_imports_agree(package: str) -> None:
     assert problems == [], f"{package}: " + "; ".join(problems)
 
 
+def test_latent_wing_table_and_type_checking_imports_agree() -> None:
+    # The engines' one lazy init keeps the same three views as the cores'.
+    module = _package("privfed.engines.latent")
+    assert module.__file__ is not None
+    static = type_checking_imports(Path(module.__file__).read_text(encoding="utf-8"))
+    assert table_mismatches(module._EXPORTS, list(module.__all__), static) == []
+
+
 @pytest.mark.parametrize("package", PACKAGES)
 def test_submodule_exports_are_reexported_or_declared_internal(package: str) -> None:
     alls = {m: list(getattr(_package(m), "__all__", ())) for m in _public_modules(package)}

@@ -153,6 +153,7 @@ def _ring(noisy: Any, spec: Any) -> np.ndarray:
 
 
 
+@pytest.mark.slow  # two Flower jobs per case: 3.4-4.8 s each on two cores
 @pytest.mark.parametrize("entry", ["app-folder", "latent-apps"])
 @pytest.mark.parametrize("model", MODELS)
 def test_every_entry_point_delivers_the_plans_noise(

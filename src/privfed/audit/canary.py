@@ -56,7 +56,7 @@ import enum
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -70,6 +70,9 @@ from privfed._checks import (
 from privfed.audit.bounds import PrivacyLowerBound, lower_bound_held_out
 from privfed.errors import AuditError, ParameterError, ParameterTypeError
 
+if TYPE_CHECKING:  # pragma: no cover
+    from privfed.dp import LatentReleasePlan
+
 __all__ = [
     "SIMULATED_LABEL",
     "CanaryAuditResult",
@@ -82,6 +85,7 @@ __all__ = [
     "audit_gaussian_mechanism",
     "audit_gaussian_release",
     "audit_latent_release",
+    "plan_self_audit",
     "self_audit",
     "worst_case_latent_canary",
     "worst_case_latent_records",
@@ -957,26 +961,41 @@ def self_audit(
     imports the engines.
 
     Args:
-        epsilon: Target ε, finite, > 0.
-        delta: Target δ in (0, 1).
-        clip_norm: R, finite, > 0.
-        dim: Latent dimension d ≥ 1.
-        adjacency: ``privfed.dp.Adjacency``; default REPLACE_ONE.
-        split: Budget split passed to the planner.
+        epsilon, delta, clip_norm, dim, adjacency, split: The plan audited, as
+            in :func:`plan_self_audit`.
         **kwargs: Forwarded to :func:`audit_gaussian_release`.
 
     Returns:
         A :class:`CanaryAuditResult` comparing the plan's claim with μ_lb, ε_lb.
     """
+    plan = plan_self_audit(
+        epsilon, delta, clip_norm=clip_norm, dim=dim, adjacency=adjacency, split=split
+    )
+    return audit_latent_release(plan, **kwargs)
+
+
+def plan_self_audit(
+    epsilon: float,
+    delta: float,
+    clip_norm: float,
+    dim: int,
+    adjacency: Any = None,
+    split: Any = "optimal",
+) -> LatentReleasePlan:
+    """The plan both self-audits check: ``privfed.dp.plan_latent_release`` of the arguments.
+
+    The target ε > 0 (finite) and δ in (0, 1); the clip norm R > 0 (finite) and
+    latent dimension d ≥ 1; ``adjacency`` a ``privfed.dp.Adjacency``, by default
+    REPLACE_ONE (the canary game is replace-one); ``split`` the planner's budget split.
+    """
     from privfed.dp import Adjacency, plan_latent_release
 
     adj = Adjacency.REPLACE_ONE if adjacency is None else adjacency
-    plan = plan_latent_release(
+    return plan_latent_release(
         epsilon,
         delta,
         clip_norm=clip_norm,
         dim=dim,
         adjacency=adj,
-        split=split,  # type: ignore[arg-type]
+        split=split,
     )
-    return audit_latent_release(plan, **kwargs)

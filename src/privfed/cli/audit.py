@@ -368,7 +368,7 @@ def _score_bound(members: Any, nonmembers: Any, options: dict[str, Any]) -> Any:
 
 
 def _run_dir_inputs(directory: Path) -> Any:
-    from privfed.engines.latent.audit import AuditInputs
+    from privfed.engines.artifacts import AuditInputs
     from privfed.errors import ParameterError
 
     path = directory / AUDIT_INPUTS_FILENAME

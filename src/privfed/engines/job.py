@@ -27,6 +27,10 @@ both wings share:
   is written atomically;
 * :func:`save_sample_grid` -- the ``samples.png`` picture of synthetic images.
 
+The artefact names, :class:`RunArtifacts` and the audit inputs live in
+:mod:`privfed.engines.artifacts` (re-exported here), which the model card and
+both wings import without importing this module.
+
 Nothing here imports torch at module level (the torch-free server path relies
 on it); :func:`torch_threads` and the plotting helper import what they need
 when called.
@@ -40,20 +44,32 @@ import os
 import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from privfed._checks import check_int
+from privfed.engines.artifacts import (
+    ARTIFACT_FILENAMES,
+    AUDIT_INPUTS_FILENAME,
+    EVALUATION_FILENAME,
+    LEDGER_FILENAME,
+    LEGACY_FILENAMES,
+    MODEL_CARD_JSON_FILENAME,
+    MODEL_CARD_MARKDOWN_FILENAME,
+    RELEASE_FILENAME,
+    RELEASE_FILENAMES,
+    SAMPLES_FILENAME,
+    SYNTHETIC_FILENAME,
+    RunArtifacts,
+)
 from privfed.errors import ParameterError, ParameterTypeError
 from privfed.progress import ProgressEvent, ProgressFn
 
 if TYPE_CHECKING:  # pragma: no cover
-    from privfed.dp import PrivacyLedger
-    from privfed.engines.latent.audit import AuditInputs
-    from privfed.engines.model_card import ModelCardDeclarations
+    from privfed.engines.model_card.declarations import ModelCardDeclarations
 
 __all__ = [
     "ARTIFACT_FILENAMES",
@@ -80,45 +96,6 @@ __all__ = [
     "torch_threads",
     "write_artifacts",
 ]
-
-#: Names of the artefacts in a run directory.  The release (what a deployment
-#: ships) is ``release.json``, ``ledger.json``, ``samples.png`` and
-#: ``synthetic.npz``; ``evaluation.json`` and ``audit_inputs.npz`` are computed
-#: from private data without noise and are never part of the release.
-RELEASE_FILENAME = "release.json"
-EVALUATION_FILENAME = "evaluation.json"
-LEDGER_FILENAME = "ledger.json"
-SAMPLES_FILENAME = "samples.png"
-SYNTHETIC_FILENAME = "synthetic.npz"
-AUDIT_INPUTS_FILENAME = "audit_inputs.npz"
-#: The federated model card (:mod:`privfed.engines.model_card`), written by every run.
-#: Without an evaluation it holds release facts and declarations only (part of the
-#: release); a full run's card also holds evaluation fields, marked, and says so.
-MODEL_CARD_JSON_FILENAME = "model_card.json"
-MODEL_CARD_MARKDOWN_FILENAME = "model_card.md"
-#: What earlier versions wrote (one report mixing both); removed by ``overwrite``.
-_LEGACY_FILENAMES = ("report.json",)
-#: Every file a run may write (what ``overwrite`` replaces or removes).
-ARTIFACT_FILENAMES: tuple[str, ...] = (
-    RELEASE_FILENAME,
-    EVALUATION_FILENAME,
-    LEDGER_FILENAME,
-    SAMPLES_FILENAME,
-    SYNTHETIC_FILENAME,
-    AUDIT_INPUTS_FILENAME,
-    MODEL_CARD_JSON_FILENAME,
-    MODEL_CARD_MARKDOWN_FILENAME,
-)
-#: The files of the release alone (what a release-only run writes; its model card
-#: carries no evaluation field).
-RELEASE_FILENAMES: tuple[str, ...] = (
-    RELEASE_FILENAME,
-    LEDGER_FILENAME,
-    SAMPLES_FILENAME,
-    SYNTHETIC_FILENAME,
-    MODEL_CARD_JSON_FILENAME,
-    MODEL_CARD_MARKDOWN_FILENAME,
-)
 
 #: Header of every ``evaluation.json``.
 EVALUATION_NOTICE = (
@@ -297,55 +274,6 @@ def evaluation_document(engine: str, body: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True, eq=False)
-class RunArtifacts:
-    """Everything a run writes, whichever engine ran it.
-
-    Attributes:
-        release: ``release.json``: DP outputs and public facts only (a plain,
-            JSON-serialisable mapping).
-        evaluation: ``evaluation.json``: what was computed from private data
-            without noise (accuracies, exact counts, timings, the audit), or
-            ``None`` (a release-only run).
-        ledger: The run's privacy ledger (``ledger.json``), or ``None`` when the
-            run made no DP release.
-        sample_images: Synthetic images ``(s, C, H, W)`` in ``[0, 1]`` for
-            ``samples.png`` and ``synthetic.npz``, or ``None``.
-        sample_labels: Their labels ``(s,)``.
-        audit_inputs: What ``privfed audit --run-dir`` reads
-            (``audit_inputs.npz``), or ``None`` when no audit ran.  It holds
-            real records' latents: keep it as private as the data.
-        declarations: What the operator states for the model card
-            (:class:`~privfed.engines.model_card.ModelCardDeclarations`), or
-            ``None``: nothing declared.
-    """
-
-    release: Mapping[str, Any]
-    evaluation: Mapping[str, Any] | None = None
-    ledger: PrivacyLedger | None = None
-    sample_images: np.ndarray | None = field(default=None, repr=False)
-    sample_labels: np.ndarray | None = field(default=None, repr=False)
-    audit_inputs: AuditInputs | None = field(default=None, repr=False)
-    declarations: ModelCardDeclarations | None = None
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.release, Mapping):
-            raise ParameterTypeError("release", "a mapping", self.release)
-        if self.evaluation is not None and not isinstance(self.evaluation, Mapping):
-            raise ParameterTypeError("evaluation", "a mapping or None", self.evaluation)
-        if (self.sample_images is None) != (self.sample_labels is None):
-            raise ParameterError(
-                "sample_labels", "given together with sample_images", self.sample_labels
-            )
-        if self.declarations is not None:
-            from privfed.engines.model_card import ModelCardDeclarations
-
-            if not isinstance(self.declarations, ModelCardDeclarations):
-                raise ParameterTypeError(
-                    "declarations", "a ModelCardDeclarations or None", self.declarations
-                )
-
-
 class WritesArtifacts:
     """Mixin of a run's result: :meth:`write` puts its :meth:`artifacts` on disk."""
 
@@ -509,7 +437,7 @@ def write_artifacts(
         # the renames are one system call each, with nothing in between that can fail on
         # its own.
         written = {final.name for _, final in staged.values()}
-        for name in (*ARTIFACT_FILENAMES, *_LEGACY_FILENAMES):
+        for name in (*ARTIFACT_FILENAMES, *LEGACY_FILENAMES):
             if name not in written:
                 (out / name).unlink(missing_ok=True)
         for tmp, final in staged.values():

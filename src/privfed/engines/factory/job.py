@@ -75,6 +75,7 @@ from safetensors.torch import save as safetensors_bytes
 
 from privfed._checks import check_bool, check_choice, check_float, check_int, check_probability
 from privfed._records import field_dict
+from privfed.engines.artifacts import AuditInputs
 from privfed.engines.codecs.base import Codec
 from privfed.engines.factory.audit import (
     FactoryAuditConfig,
@@ -99,7 +100,6 @@ from privfed.engines.job import (
     release_document,
     run_job,
 )
-from privfed.engines.latent.audit import AuditInputs
 from privfed.errors import ParameterError, ParameterTypeError
 from privfed.progress import ProgressFn
 

@@ -56,6 +56,7 @@ from privfed.audit.canary import (
     CanaryGame,
     ReleaseComponent,
     audit_canary_game,
+    plan_self_audit,
     worst_case_latent_records,
 )
 from privfed.dp import (
@@ -64,7 +65,6 @@ from privfed.dp import (
     PrivacyLedger,
     gdp_delta,
     joint_mu_squared,
-    plan_latent_release,
 )
 from privfed.engines.latent.distributed import (
     DistributedNoisePlan,
@@ -591,12 +591,8 @@ def self_audit_release(
     ``LatentStatistics`` (see the module docstring).
 
     Args:
-        epsilon: Target ε, finite, > 0.
-        delta: Target δ in (0, 1).
-        clip_norm: R, finite, > 0.
-        dim: Latent dimension d ≥ 1.
-        adjacency: ``privfed.dp.Adjacency``; default REPLACE_ONE.
-        split: Budget split passed to the planner.
+        epsilon, delta, clip_norm, dim, adjacency, split: The plan audited, as
+            in :func:`privfed.audit.canary.plan_self_audit`.
         placement: Noise placement of the release (default GRID).
         noise_scale: 1.0 (default) audits the release as planned; another value
             audits a deliberately broken release with that many times the
@@ -610,14 +606,8 @@ def self_audit_release(
         A :class:`privfed.audit.canary.CanaryAuditResult` comparing the plan's
         claim with μ_lb and ε_lb; its ``audited`` starts with ``"release code:"``.
     """
-    adj = Adjacency.REPLACE_ONE if adjacency is None else adjacency
-    plan = plan_latent_release(
-        epsilon,
-        delta,
-        clip_norm=clip_norm,
-        dim=dim,
-        adjacency=adj,
-        split=split,  # type: ignore[arg-type]
+    plan = plan_self_audit(
+        epsilon, delta, clip_norm=clip_norm, dim=dim, adjacency=adjacency, split=split
     )
     release = PlannedRelease(
         plan, check_enum("placement", placement, NoisePlacement), noise_scale=noise_scale

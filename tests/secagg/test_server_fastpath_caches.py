@@ -1,4 +1,4 @@
-"""Review of the server speed-up: two regressions found by adversarial drivers.
+"""The server fast paths' caches at their limits: Lagrange weights and packed layouts.
 
 * ``shamir.combine_batches`` with the Lagrange-weight cache at its limit: a
   call mixing a cached index set with new ones cleared the cache and then

@@ -1,4 +1,4 @@
-"""Regression tests from the review of the secure-aggregation client's fast paths.
+"""The secure-aggregation client's fast paths at their edges (GCM counter, buffers, holders).
 
 * The GCM keystream engine ends where GCM's 32-bit counter would wrap (stream
   byte ``2**36``; cryptography refuses to encrypt further).  ``expand_mod`` may

@@ -1,4 +1,4 @@
-"""Review tests: sensitivities and plans at extreme scales must never under-claim μ.
+"""Sensitivities and plans at extreme scales must never under-claim μ.
 
 ``joint_mu_squared`` once formed ``1/σ²`` and ``R⁴`` separately; for large R
 the product underflowed/overflowed and the second-moment term silently vanished
