@@ -104,6 +104,9 @@ _STAGE_OF_PHASE = {
     _Phase.UNMASK: Stage.UNMASKING,
 }
 
+# Serialized (key share, seed share, noise-layer shares) of one owner's secrets.
+_HeldShares = tuple[bytes, bytes, tuple[bytes, ...]]
+
 # The client module re-exports the mode enum so the state codec whitelists it.
 _MODES = SecurityMode
 
@@ -484,8 +487,27 @@ class SecAggClient(Party):
         stage = Stage.SHARE_KEYS
         self._require(_Phase.SHARE, stage)
         self._check_context(roster, stage)
+        entries = self._roster_entries(roster, stage)
+        members = self._fix_graph(roster, entries, stage)
+        peers = sorted(self._neighbours & set(entries))
+        self._require_quorum(len(peers) + 1, "clients of this neighbourhood advertised keys", stage)
+        share_keys = self._pairwise_keys(
+            self._encryption_keys, {peer: entries[peer][0] for peer in peers}, stage
+        )
+        out, own = self._encrypted_shares(sorted([self._id, *peers]), share_keys)
+        self._roster = entries
+        self._roster_members = members
+        # The share-encryption key is symmetric in the pair, so the key used to
+        # encrypt to a peer also decrypts what that peer sent: keep it rather
+        # than run X25519 again at the next stage.
+        self._share_keys = share_keys
+        self._own_shares = own
+        self._phase = _Phase.MASK
+        return out
+
+    def _roster_entries(self, roster: Roster, stage: Stage) -> dict[int, tuple[bytes, bytes]]:
+        """``{id: (encryption key, mask key)}`` of a roster that passes every check (else abort)."""
         cfg = self._config
-        session = cfg.bound_session_id
         entries = {
             e.client_id: (e.encryption_public_key, e.mask_public_key) for e in roster.entries
         }
@@ -504,7 +526,7 @@ class SecAggClient(Party):
                 if e.client_id == self._id:
                     continue
                 payload = advertisement_payload(
-                    session=session,
+                    session=cfg.bound_session_id,
                     config_digest=cfg.digest,
                     client_id=e.client_id,
                     encryption_public_key=e.encryption_public_key,
@@ -515,67 +537,75 @@ class SecAggClient(Party):
                         f"the advertised keys of client {e.client_id} carry no valid signature",
                         stage,
                     )
-        members = frozenset(entries)
-        if cfg.graph is GraphMode.HARARY:
-            hashes = {
-                cid: advertisement_hash(session, cid, enc, mask)
-                for cid, (enc, mask) in entries.items()
-            }
-            listed = dict(roster.members) if roster.members else hashes
-            if len(listed) != len(roster.members or hashes) or not cfg.client_id_set.issuperset(
-                listed
-            ):
-                raise self._abort("the roster's member list is malformed", stage)
-            for cid, digest in hashes.items():
-                if not hmac.compare_digest(listed.get(cid, b""), digest):
-                    raise self._abort(
-                        f"the roster's entry of client {cid} differs from its member list", stage
-                    )
-            seed = (
-                graph_seed_of_section(session, roster.members_section())
-                if roster.members
-                else graph_seed(session, sorted(listed.items()))
-            )
-            neighbours = cfg.neighbours(self._id, seed)
-            members = frozenset(listed)
-            if (neighbours | {self._id}) & members != set(entries) & (neighbours | {self._id}):
+        return entries
+
+    def _fix_graph(
+        self, roster: Roster, entries: dict[int, tuple[bytes, bytes]], stage: Stage
+    ) -> frozenset[int]:
+        """The roster's members; SecAgg+: the graph seed and neighbourhood they fix.
+
+        The seed is the hash over every member's advertisement, checked
+        against the entries the roster part carries.
+        """
+        cfg = self._config
+        if cfg.graph is not GraphMode.HARARY:
+            return frozenset(entries)
+        session = cfg.bound_session_id
+        hashes = {
+            cid: advertisement_hash(session, cid, enc, mask) for cid, (enc, mask) in entries.items()
+        }
+        listed = dict(roster.members) if roster.members else hashes
+        if len(listed) != len(roster.members or hashes) or not cfg.client_id_set.issuperset(
+            listed
+        ):
+            raise self._abort("the roster's member list is malformed", stage)
+        for cid, digest in hashes.items():
+            if not hmac.compare_digest(listed.get(cid, b""), digest):
                 raise self._abort(
-                    "the roster leaves out part of this client's neighbourhood", stage
+                    f"the roster's entry of client {cid} differs from its member list", stage
                 )
-            self._graph_seed = seed
-            self._round_session = graph_session(session, seed)
-            self._neighbours = neighbours
-        peers = sorted(self._neighbours & set(entries))
-        self._require_quorum(len(peers) + 1, "clients of this neighbourhood advertised keys", stage)
-        holders = sorted([self._id, *peers])
+        seed = (
+            graph_seed_of_section(session, roster.members_section())
+            if roster.members
+            else graph_seed(session, sorted(listed.items()))
+        )
+        neighbours = cfg.neighbours(self._id, seed)
+        members = frozenset(listed)
+        if (neighbours | {self._id}) & members != set(entries) & (neighbours | {self._id}):
+            raise self._abort("the roster leaves out part of this client's neighbourhood", stage)
+        self._graph_seed = seed
+        self._round_session = graph_session(session, seed)
+        self._neighbours = neighbours
+        return members
+
+    def _encrypted_shares(
+        self, holders: list[int], share_keys: dict[int, bytes]
+    ) -> tuple[dict[int, EncryptedShares], _HeldShares | None]:
+        """Share the secrets among ``holders``: the others' encrypted, and this client's own."""
+        cfg = self._config
         key_shares, seed_shares, *noise_shares = shamir.split_many(
             (self._mask_keys.private_key, self._seed, *self._noise_seeds),
             threshold=cfg.threshold,
             holders=holders,
         )
-        share_keys = self._pairwise_keys(
-            self._encryption_keys, {peer: entries[peer][0] for peer in peers}, stage
-        )
         out: dict[int, EncryptedShares] = {}
-        own: tuple[bytes, bytes, tuple[bytes, ...]] | None = None
+        own: _HeldShares | None = None
         for position, (holder, key_share, seed_share) in enumerate(
             zip(holders, key_shares, seed_shares, strict=True)
         ):
             layers = tuple(shares[position] for shares in noise_shares)
-            pair = (key_share, seed_share, layers)
             if holder == self._id:
-                own = pair
+                own = (key_share, seed_share, layers)
                 continue
-            key = share_keys[holder]
             plaintext = pack_shares(
                 sender=self._id,
                 recipient=holder,
-                key_share=pair[0],
-                seed_share=pair[1],
+                key_share=key_share,
+                seed_share=seed_share,
                 noise_shares=layers,
             )
             ciphertext = aead.seal(
-                key,
+                share_keys[holder],
                 plaintext,
                 associated_data=aead.share_associated_data(
                     session_id=self._round_session,
@@ -585,21 +615,13 @@ class SecAggClient(Party):
                 ),
             )
             out[holder] = EncryptedShares(
-                session_id=session,
+                session_id=cfg.bound_session_id,
                 round_index=cfg.round_index,
                 sender=self._id,
                 recipient=holder,
                 ciphertext=ciphertext,
             )
-        self._roster = entries
-        self._roster_members = members
-        # The share-encryption key is symmetric in the pair, so the key used to
-        # encrypt to a peer also decrypts what that peer sent: keep it rather
-        # than run X25519 again at the next stage.
-        self._share_keys = share_keys
-        self._own_shares = own
-        self._phase = _Phase.MASK
-        return out
+        return out, own
 
     # -- stage 2 ---------------------------------------------------------------------
 
@@ -662,7 +684,34 @@ class SecAggClient(Party):
         if not distinct <= allowed:
             raise self._abort("ciphertexts from a client outside the roster neighbourhood", stage)
         self._require_quorum(len(distinct) + 1, "clients of this neighbourhood shared keys", stage)
-        held: dict[int, tuple[bytes, bytes, tuple[bytes, ...]]] = {}
+        held = self._open_shares(routed, stage)
+        buffer = self._values if late is None else late
+        if buffer is None:  # pragma: no cover -- only None after an abort
+            raise self._abort("input already consumed", stage)
+        # ``buffer`` is our private copy of the input; it is masked in place.
+        self._mask(buffer, senders, stage)
+        self._values = None
+        self._share_keys = {}
+        # The seed lives on only in the Shamir shares now.  (Python cannot
+        # zeroize memory; dropping references is the best it can do.)
+        self._seed = b""
+        buffer.flags.writeable = False
+        self._noise_seeds = ()
+        self._held = held
+        self._masked_with = frozenset(senders)
+        self._phase = _Phase.CONSIST if cfg.active else _Phase.UNMASK
+        return MaskedInput(
+            session_id=cfg.bound_session_id,
+            round_index=cfg.round_index,
+            sender=self._id,
+            ring_bits=cfg.ring_bits,
+            values=buffer,
+        )
+
+    def _open_shares(self, routed: RoutedShares, stage: Stage) -> dict[int, _HeldShares]:
+        """Decrypt the shares each sender holds for this client (abort on any failure)."""
+        cfg = self._config
+        held: dict[int, _HeldShares] = {}
         for item in routed.shares:
             try:
                 plaintext = aead.unseal(
@@ -690,10 +739,11 @@ class SecAggClient(Party):
                 raise self._abort(
                     f"client {item.sender} sent a malformed share plaintext", stage
                 ) from None
-        buffer = self._values if late is None else late
-        if buffer is None:  # pragma: no cover -- only None after an abort
-            raise self._abort("input already consumed", stage)
-        # ``buffer`` is our private copy of the input; it is masked in place.
+        return held
+
+    def _mask(self, buffer: npt.NDArray[np.uint64], senders: tuple[int, ...], stage: Stage) -> None:
+        """Add the self mask and the pairwise masks with ``senders`` to ``buffer``, in place."""
+        cfg = self._config
         self_seed = keys.derive_self_mask_seed(
             self._seed,
             session_id=cfg.bound_session_id,
@@ -709,23 +759,6 @@ class SecAggClient(Party):
         prg.add_expanded_many(buffer, masks)
         if cfg.ring_bits < 64:
             np.bitwise_and(buffer, np.uint64(cfg.modulus - 1), out=buffer)
-        self._values = None
-        self._share_keys = {}
-        # The seed lives on only in the Shamir shares now.  (Python cannot
-        # zeroize memory; dropping references is the best it can do.)
-        self._seed = b""
-        buffer.flags.writeable = False
-        self._noise_seeds = ()
-        self._held = held
-        self._masked_with = frozenset(senders)
-        self._phase = _Phase.CONSIST if cfg.active else _Phase.UNMASK
-        return MaskedInput(
-            session_id=cfg.bound_session_id,
-            round_index=cfg.round_index,
-            sender=self._id,
-            ring_bits=cfg.ring_bits,
-            values=buffer,
-        )
 
     # -- stage 3 (active mode) -----------------------------------------------------------
 
@@ -878,40 +911,9 @@ class SecAggClient(Party):
             raise self._abort("asked twice with different views", stage)
         self._require(_Phase.UNMASK, stage)
         self._check_context(request, stage)
+        survivors, dropped = self._check_view(request, stage)
+        layers = self._layers_to_reveal(request, survivors, stage)
         cfg = self._config
-        if request.recipient != self._id:
-            raise self._abort("request addressed to another client", stage)
-        survivors = set(request.survivors)
-        dropped = set(request.dropped)
-        if survivors & dropped:
-            raise self._abort("a client is listed both as survivor and as dropped", stage)
-        if self._id not in survivors:
-            raise self._abort("the request does not list this client as a survivor", stage)
-        view = self._masked_with | {self._id}
-        if survivors | dropped != view:
-            raise self._abort(
-                "the request's clients differ from those this client masked with", stage
-            )
-        self._require_quorum(len(survivors), "survivors", stage)
-        if cfg.active:
-            self._check_signed_view(request, stage)
-        elif request.signatures:
-            raise self._abort("signatures in a semi-honest round", stage)
-        # Count only survivors this client masked with: a signed set padded with
-        # roster members outside its view (no masks, no noise in the sum) must
-        # not unlock more layers.
-        count = (
-            len(set(self._signed_survivors) & view)
-            if self._signed_survivors is not None
-            else len(survivors)
-        )
-        layers = noise_layers_to_reveal(cfg, count) if cfg.noise_layers else ()
-        if request.noise_layers != layers:
-            raise self._abort(
-                f"asked for noise layers {list(request.noise_layers)}; with {count} survivors "
-                f"the reveal rule allows {list(layers)}",
-                stage,
-            )
         own = self._own_shares
         if own is None:  # pragma: no cover -- only None after an abort
             raise self._abort("shares already wiped", stage)
@@ -935,3 +937,49 @@ class SecAggClient(Party):
         self._wipe()
         self._phase = _Phase.DONE
         return response
+
+    def _check_view(self, request: UnmaskRequest, stage: Stage) -> tuple[set[int], set[int]]:
+        """The request's (survivors, dropped), once every check of :meth:`unmask` passed."""
+        cfg = self._config
+        if request.recipient != self._id:
+            raise self._abort("request addressed to another client", stage)
+        survivors = set(request.survivors)
+        dropped = set(request.dropped)
+        if survivors & dropped:
+            raise self._abort("a client is listed both as survivor and as dropped", stage)
+        if self._id not in survivors:
+            raise self._abort("the request does not list this client as a survivor", stage)
+        view = self._masked_with | {self._id}
+        if survivors | dropped != view:
+            raise self._abort(
+                "the request's clients differ from those this client masked with", stage
+            )
+        self._require_quorum(len(survivors), "survivors", stage)
+        if cfg.active:
+            self._check_signed_view(request, stage)
+        elif request.signatures:
+            raise self._abort("signatures in a semi-honest round", stage)
+        return survivors, dropped
+
+    def _layers_to_reveal(
+        self, request: UnmaskRequest, survivors: set[int], stage: Stage
+    ) -> tuple[int, ...]:
+        """The noise layers the reveal rule allows, which the request must name exactly."""
+        cfg = self._config
+        view = self._masked_with | {self._id}
+        # Count only survivors this client masked with: a signed set padded with
+        # roster members outside its view (no masks, no noise in the sum) must
+        # not unlock more layers.
+        count = (
+            len(set(self._signed_survivors) & view)
+            if self._signed_survivors is not None
+            else len(survivors)
+        )
+        layers = noise_layers_to_reveal(cfg, count) if cfg.noise_layers else ()
+        if request.noise_layers != layers:
+            raise self._abort(
+                f"asked for noise layers {list(request.noise_layers)}; with {count} survivors "
+                f"the reveal rule allows {list(layers)}",
+                stage,
+            )
+        return layers
