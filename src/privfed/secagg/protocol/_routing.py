@@ -20,9 +20,8 @@ from privfed.secagg.protocol.messages import (
     EncryptedShares,
     EncryptedSharesBundle,
     RoutedShares,
-    _blob_dtype,
-    _PackedBlobs,
 )
+from privfed.secagg.protocol.messages._codec import _blob_dtype, _PackedBlobs
 
 __all__ = ["route_items", "route_packed"]
 

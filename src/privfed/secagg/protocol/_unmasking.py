@@ -29,8 +29,8 @@ from privfed.secagg.protocol.messages import (
     RevealedNoiseShare,
     RevealedShare,
     UnmaskResponse,
-    _PackedBlobs,
 )
+from privfed.secagg.protocol.messages._codec import _PackedBlobs
 from privfed.secagg.protocol.stages import Stage
 
 __all__ = ["RevealedShares"]

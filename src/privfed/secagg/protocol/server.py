@@ -87,8 +87,8 @@ from privfed.secagg.protocol.messages import (
     SurvivorSignature,
     UnmaskRequest,
     UnmaskResponse,
-    _unchecked,
 )
+from privfed.secagg.protocol.messages._codec import _unchecked
 from privfed.secagg.protocol.stages import Stage
 
 __all__ = ["SecAggServer"]
