@@ -121,22 +121,24 @@ if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
     from privfed.secagg.protocol.config import SecAggConfig, SecurityMode, new_session_id
     from privfed.secagg.protocol.graph import GraphMode, harary_neighbourhoods
     from privfed.secagg.protocol.identity import IdentityKey, IdentityRegistry
-    from privfed.secagg.protocol.messages.base import Message, MessageType, decode_message
-    from privfed.secagg.protocol.messages.masked import MaskedInput
-    from privfed.secagg.protocol.messages.roster import AdvertiseKeys, Roster, RosterEntry
-    from privfed.secagg.protocol.messages.shares import (
-        EncryptedShares,
-        EncryptedSharesBundle,
-        RoutedShares,
-    )
-    from privfed.secagg.protocol.messages.unmasking import (
+    from privfed.secagg.protocol.messages import (
+        AdvertiseKeys,
         ConsistencyRequest,
         ConsistencySignature,
+        EncryptedShares,
+        EncryptedSharesBundle,
+        MaskedInput,
+        Message,
+        MessageType,
         RevealedNoiseShare,
         RevealedShare,
+        Roster,
+        RosterEntry,
+        RoutedShares,
         SurvivorSignature,
         UnmaskRequest,
         UnmaskResponse,
+        decode_message,
     )
     from privfed.secagg.protocol.server import SecAggServer
     from privfed.secagg.protocol.stages import Stage

@@ -245,6 +245,10 @@ def _identities(
     return None, None
 
 
+def _no_input(_: int) -> None:
+    return None
+
+
 class _Round:
     """One round played in memory: the parties, the scripted dropouts and the costs so far.
 
@@ -339,6 +343,25 @@ class _Round:
                 self._server_receive(stage, data, i + 1)
             self._tick(stage, done, len(order))
 
+    def play_answers(
+        self,
+        stage: Stage,
+        published: Mapping[int, bytes],
+        answer: Callable[[SecAggClient, bytes, _T], Message],
+        fetch: Callable[[int], _T] = _no_input,  # type: ignore[assignment]  # _T is None then
+    ) -> None:
+        """:meth:`play_replies` for the clients the server addressed at ``stage``.
+
+        ``answer(client, data, local)`` parses ``data``, what the server
+        published for ``client``, and returns the client's reply.
+        """
+        self.play_replies(
+            stage,
+            self.order(stage, published),
+            lambda i, local: answer(self.clients[i], published[i + 1], local).to_bytes(),
+            fetch,
+        )
+
     def publish(
         self, stage: Stage, produce: Callable[[], Mapping[int, Message]]
     ) -> dict[int, bytes]:
@@ -356,10 +379,6 @@ class _Round:
         self.server_sent[stage] = sum(len(b) for b in out.values())
         return out
 
-    @staticmethod
-    def _no_input(_: int) -> None:
-        return None
-
     # -- the stages, in protocol order ---------------------------------------------------
 
     def advertise_keys(self) -> dict[int, bytes]:
@@ -367,7 +386,7 @@ class _Round:
         stage = Stage.ADVERTISE_KEYS
         order = self.order(stage)
         self.play_replies(
-            stage, order, lambda i, _: self.clients[i].advertise_keys().to_bytes(), self._no_input
+            stage, order, lambda i, _: self.clients[i].advertise_keys().to_bytes(), _no_input
         )
 
         def rosters_to_send() -> dict[int, Roster]:
@@ -391,7 +410,7 @@ class _Round:
                 items = items[: len(items) // 2]
             return EncryptedSharesBundle.from_shares(items).to_bytes() if items else b""
 
-        self.play_replies(stage, self.order(Stage.ADVERTISE_KEYS), share, self._no_input)
+        self.play_replies(stage, self.order(Stage.ADVERTISE_KEYS), share, _no_input)
         return self.publish(stage, self.server.routed_shares)
 
     def masked_input(self, routed: Mapping[int, bytes]) -> tuple[Stage, dict[int, bytes]]:
@@ -402,41 +421,29 @@ class _Round:
         returned is the one whose closing published the requests.
         """
         stage = Stage.MASKED_INPUT
-        self.play_replies(
+        self.play_answers(
             stage,
-            self.order(stage, routed),
-            lambda i, values: (
-                self.clients[i]
-                .masked_input(RoutedShares.from_bytes(routed[i + 1]), values)
-                .to_bytes()
-            ),
+            routed,
+            lambda client, data, values: client.masked_input(RoutedShares.from_bytes(data), values),
             fetch=lambda i: self.rows[i],
         )
         if self.config.active:
             consistency = self.publish(stage, self.server.consistency_requests)
             stage = Stage.CONSISTENCY_CHECK
-            self.play_replies(
+            self.play_answers(
                 stage,
-                self.order(stage, consistency),
-                lambda i, _: (
-                    self.clients[i]
-                    .consistency_check(ConsistencyRequest.from_bytes(consistency[i + 1]))
-                    .to_bytes()
+                consistency,
+                lambda client, data, _: client.consistency_check(
+                    ConsistencyRequest.from_bytes(data)
                 ),
-                self._no_input,
             )
         return stage, self.publish(stage, self.server.unmask_requests)
 
     def unmask(self, requests: Mapping[int, bytes]) -> npt.NDArray[np.uint64]:
         """UNMASKING; returns the server's sum."""
         stage = Stage.UNMASKING
-        self.play_replies(
-            stage,
-            self.order(stage, requests),
-            lambda i, _: (
-                self.clients[i].unmask(UnmaskRequest.from_bytes(requests[i + 1])).to_bytes()
-            ),
-            self._no_input,
+        self.play_answers(
+            stage, requests, lambda client, data, _: client.unmask(UnmaskRequest.from_bytes(data))
         )
         return self.server_close(stage, self.server.finalize)
 

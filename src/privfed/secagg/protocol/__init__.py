@@ -29,23 +29,23 @@ _EXPORTS: dict[str, str] = {
     "harary_neighbourhoods": "privfed.secagg.protocol.graph",
     "IdentityKey": "privfed.secagg.protocol.identity",
     "IdentityRegistry": "privfed.secagg.protocol.identity",
-    "AdvertiseKeys": "privfed.secagg.protocol.messages.roster",
-    "ConsistencyRequest": "privfed.secagg.protocol.messages.unmasking",
-    "ConsistencySignature": "privfed.secagg.protocol.messages.unmasking",
-    "EncryptedShares": "privfed.secagg.protocol.messages.shares",
-    "EncryptedSharesBundle": "privfed.secagg.protocol.messages.shares",
-    "MaskedInput": "privfed.secagg.protocol.messages.masked",
-    "Message": "privfed.secagg.protocol.messages.base",
-    "MessageType": "privfed.secagg.protocol.messages.base",
-    "RevealedNoiseShare": "privfed.secagg.protocol.messages.unmasking",
-    "RevealedShare": "privfed.secagg.protocol.messages.unmasking",
-    "Roster": "privfed.secagg.protocol.messages.roster",
-    "RosterEntry": "privfed.secagg.protocol.messages.roster",
-    "RoutedShares": "privfed.secagg.protocol.messages.shares",
-    "SurvivorSignature": "privfed.secagg.protocol.messages.unmasking",
-    "UnmaskRequest": "privfed.secagg.protocol.messages.unmasking",
-    "UnmaskResponse": "privfed.secagg.protocol.messages.unmasking",
-    "decode_message": "privfed.secagg.protocol.messages.base",
+    "AdvertiseKeys": "privfed.secagg.protocol.messages",
+    "ConsistencyRequest": "privfed.secagg.protocol.messages",
+    "ConsistencySignature": "privfed.secagg.protocol.messages",
+    "EncryptedShares": "privfed.secagg.protocol.messages",
+    "EncryptedSharesBundle": "privfed.secagg.protocol.messages",
+    "MaskedInput": "privfed.secagg.protocol.messages",
+    "Message": "privfed.secagg.protocol.messages",
+    "MessageType": "privfed.secagg.protocol.messages",
+    "RevealedNoiseShare": "privfed.secagg.protocol.messages",
+    "RevealedShare": "privfed.secagg.protocol.messages",
+    "Roster": "privfed.secagg.protocol.messages",
+    "RosterEntry": "privfed.secagg.protocol.messages",
+    "RoutedShares": "privfed.secagg.protocol.messages",
+    "SurvivorSignature": "privfed.secagg.protocol.messages",
+    "UnmaskRequest": "privfed.secagg.protocol.messages",
+    "UnmaskResponse": "privfed.secagg.protocol.messages",
+    "decode_message": "privfed.secagg.protocol.messages",
     "SecAggServer": "privfed.secagg.protocol.server",
     "Stage": "privfed.secagg.protocol.stages",
     "FileRevealJournal": "privfed.secagg.protocol.state",
@@ -98,22 +98,24 @@ if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
     from privfed.secagg.protocol.config import SecAggConfig, SecurityMode, new_session_id
     from privfed.secagg.protocol.graph import GraphMode, harary_neighbourhoods
     from privfed.secagg.protocol.identity import IdentityKey, IdentityRegistry
-    from privfed.secagg.protocol.messages.base import Message, MessageType, decode_message
-    from privfed.secagg.protocol.messages.masked import MaskedInput
-    from privfed.secagg.protocol.messages.roster import AdvertiseKeys, Roster, RosterEntry
-    from privfed.secagg.protocol.messages.shares import (
-        EncryptedShares,
-        EncryptedSharesBundle,
-        RoutedShares,
-    )
-    from privfed.secagg.protocol.messages.unmasking import (
+    from privfed.secagg.protocol.messages import (
+        AdvertiseKeys,
         ConsistencyRequest,
         ConsistencySignature,
+        EncryptedShares,
+        EncryptedSharesBundle,
+        MaskedInput,
+        Message,
+        MessageType,
         RevealedNoiseShare,
         RevealedShare,
+        Roster,
+        RosterEntry,
+        RoutedShares,
         SurvivorSignature,
         UnmaskRequest,
         UnmaskResponse,
+        decode_message,
     )
     from privfed.secagg.protocol.server import SecAggServer
     from privfed.secagg.protocol.stages import Stage

@@ -67,17 +67,15 @@ from privfed.secagg.protocol.identity import (
     advertisement_payload,
     survivor_set_payload,
 )
-from privfed.secagg.protocol.messages import (
-    AdvertiseKeys,
+from privfed.secagg.protocol.messages.base import Message
+from privfed.secagg.protocol.messages.masked import MaskedInput
+from privfed.secagg.protocol.messages.roster import AdvertiseKeys, Roster
+from privfed.secagg.protocol.messages.shares import EncryptedShares, RoutedShares
+from privfed.secagg.protocol.messages.unmasking import (
     ConsistencyRequest,
     ConsistencySignature,
-    EncryptedShares,
-    MaskedInput,
-    Message,
     RevealedNoiseShare,
     RevealedShare,
-    Roster,
-    RoutedShares,
     UnmaskRequest,
     UnmaskResponse,
 )

@@ -73,22 +73,22 @@ from privfed.secagg.protocol.graph import (
     graph_session,
 )
 from privfed.secagg.protocol.identity import advertisement_payload, survivor_set_payload
-from privfed.secagg.protocol.messages import (
-    AdvertiseKeys,
-    ConsistencyRequest,
-    ConsistencySignature,
+from privfed.secagg.protocol.messages._codec import _unchecked
+from privfed.secagg.protocol.messages.base import Message
+from privfed.secagg.protocol.messages.masked import MaskedInput
+from privfed.secagg.protocol.messages.roster import AdvertiseKeys, Roster, RosterEntry
+from privfed.secagg.protocol.messages.shares import (
     EncryptedShares,
     EncryptedSharesBundle,
-    MaskedInput,
-    Message,
-    Roster,
-    RosterEntry,
     RoutedShares,
+)
+from privfed.secagg.protocol.messages.unmasking import (
+    ConsistencyRequest,
+    ConsistencySignature,
     SurvivorSignature,
     UnmaskRequest,
     UnmaskResponse,
 )
-from privfed.secagg.protocol.messages._codec import _unchecked
 from privfed.secagg.protocol.stages import Stage
 
 __all__ = ["SecAggServer"]

@@ -76,12 +76,12 @@ from privfed.secagg.primitives import keys
 from privfed.secagg.protocol import client as _client_module
 from privfed.secagg.protocol import config as _config_module
 from privfed.secagg.protocol import graph as _graph_module
+from privfed.secagg.protocol import messages as _messages_module
 from privfed.secagg.protocol import stages as _stages_module
 from privfed.secagg.protocol.client import SecAggClient
 from privfed.secagg.protocol.config import SecAggConfig
 from privfed.secagg.protocol.identity import IdentityKey
 from privfed.secagg.protocol.messages import Message, UnmaskResponse, decode_message
-from privfed.secagg.protocol.messages import base as _messages_module
 from privfed.secagg.protocol.stages import Stage
 
 __all__ = [
@@ -143,7 +143,7 @@ _ENUM_MODULES: Final = {
     "client": _client_module,
     "config": _config_module,
     "graph": _graph_module,
-    "messages": _messages_module,  # MessageType: stored as "messages.MessageType"
+    "messages": _messages_module,
     "stages": _stages_module,
     "keys": keys,
 }

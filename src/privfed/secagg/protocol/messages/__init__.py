@@ -37,7 +37,9 @@ Modules, by stage: :mod:`~.base` (the header, :class:`MessageType`,
 :func:`decode_message`), :mod:`~.roster` (ADVERTISE_KEYS), :mod:`~.shares`
 (SHARE_KEYS), :mod:`~.masked` (MASKED_INPUT), :mod:`~.unmasking`
 (CONSISTENCY_CHECK and UNMASKING); ``_codec`` holds the field checks, the
-reader and the packed item lists beneath them.  Every name is re-exported here.
+reader and the packed item lists beneath them.  Every public name is this
+package's (its ``__module__`` says so: the home ``privfed.secagg.protocol``'s
+lazy table and the state codec's enum names refer to).
 """
 
 from __future__ import annotations
@@ -96,3 +98,9 @@ __all__ = [
     "decode_message",
 ]
 
+# Public names live here, whichever submodule holds their code.
+for _name in __all__:
+    _value = globals()[_name]
+    if hasattr(_value, "__module__") and callable(_value):
+        _value.__module__ = __name__
+del _name, _value
