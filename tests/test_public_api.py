@@ -301,7 +301,7 @@ INTERNAL: dict[str, frozenset[str]] = {
     ),
     "privfed.secagg.primitives.prg": frozenset(("MAX_LENGTH", "add_expanded", "add_expanded_many")),
     "privfed.secagg.primitives.shamir": frozenset(
-        ("FIELD_BYTES", "combine_batches", "combine_many")
+        ("FIELD_BYTES", "combine_batches", "combine_many", "split_many")
     ),
     "privfed.dp.distributed": frozenset(
         (
