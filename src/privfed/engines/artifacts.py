@@ -37,6 +37,8 @@ __all__ = [
     "ARTIFACT_FILENAMES",
     "AUDIT_INPUTS_FILENAME",
     "AUDIT_INPUT_ARRAYS",
+    "EVALUATION_CARD_JSON_FILENAME",
+    "EVALUATION_CARD_MARKDOWN_FILENAME",
     "EVALUATION_FILENAME",
     "LEDGER_FILENAME",
     "MODEL_CARD_JSON_FILENAME",
@@ -60,11 +62,15 @@ LEDGER_FILENAME = "ledger.json"
 SAMPLES_FILENAME = "samples.png"
 SYNTHETIC_FILENAME = "synthetic.npz"
 AUDIT_INPUTS_FILENAME = "audit_inputs.npz"
-#: The federated model card (:mod:`privfed.engines.model_card`), written by every run.
-#: Without an evaluation it holds release facts and declarations only (part of the
-#: release); a full run's card also holds evaluation fields, marked, and says so.
+#: The federated model card (:mod:`privfed.engines.model_card`), written by every run:
+#: release facts and declarations only, never an evaluation field, so the same file
+#: name is safe to ship whichever kind of run wrote it (part of the release).
 MODEL_CARD_JSON_FILENAME = "model_card.json"
 MODEL_CARD_MARKDOWN_FILENAME = "model_card.md"
+#: The card with the evaluation fields too (utility, audit, timings; marked, and it says
+#: so): written by a full run beside the release card, never part of the release.
+EVALUATION_CARD_JSON_FILENAME = "evaluation_card.json"
+EVALUATION_CARD_MARKDOWN_FILENAME = "evaluation_card.md"
 #: What earlier versions wrote (one report mixing both); removed by ``overwrite``.
 LEGACY_FILENAMES = ("report.json",)
 #: Every file a run may write (what ``overwrite`` replaces or removes).
@@ -77,9 +83,12 @@ ARTIFACT_FILENAMES: tuple[str, ...] = (
     AUDIT_INPUTS_FILENAME,
     MODEL_CARD_JSON_FILENAME,
     MODEL_CARD_MARKDOWN_FILENAME,
+    EVALUATION_CARD_JSON_FILENAME,
+    EVALUATION_CARD_MARKDOWN_FILENAME,
 )
-#: The files of the release alone (what a release-only run writes; its model card
-#: carries no evaluation field).
+#: The files of the release alone: what a release-only run writes, and the files of
+#: any run directory that may be shipped (no model card among them carries an
+#: evaluation field; a full run's evaluation card has names of its own).
 RELEASE_FILENAMES: tuple[str, ...] = (
     RELEASE_FILENAME,
     LEDGER_FILENAME,
