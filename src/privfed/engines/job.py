@@ -22,9 +22,11 @@ both wings share:
   ``audit_inputs.npz``: computed from private data without noise, labelled
   so, never needed to use the release), plus the federated model card
   (``model_card.md``, ``model_card.json``, :mod:`privfed.engines.model_card`:
-  release facts only in a release-only run, evaluation fields marked
-  otherwise); the output directory is checked before any work and every file
-  is written atomically;
+  release facts only, in every run, so it ships with the release) and, in a
+  full run, the evaluation card beside it (``evaluation_card.md`` / ``.json``:
+  the same card with the evaluation fields, marked; never part of the
+  release); the output directory is checked before any work and every file
+  is written crash-consistently (:mod:`privfed._atomic`);
 * :func:`save_sample_grid` -- the ``samples.png`` picture of synthetic images.
 
 The artefact names, :class:`RunArtifacts` and the audit inputs live in
@@ -54,6 +56,8 @@ from privfed._checks import check_int
 from privfed.engines.artifacts import (
     ARTIFACT_FILENAMES,
     AUDIT_INPUTS_FILENAME,
+    EVALUATION_CARD_JSON_FILENAME,
+    EVALUATION_CARD_MARKDOWN_FILENAME,
     EVALUATION_FILENAME,
     LEDGER_FILENAME,
     LEGACY_FILENAMES,
@@ -65,6 +69,7 @@ from privfed.engines.artifacts import (
     SYNTHETIC_FILENAME,
     RunArtifacts,
 )
+from privfed._atomic import fsync_dir, fsync_file
 from privfed.errors import ParameterError, ParameterTypeError
 from privfed.progress import ProgressEvent, ProgressFn
 
@@ -74,6 +79,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "ARTIFACT_FILENAMES",
     "AUDIT_INPUTS_FILENAME",
+    "EVALUATION_CARD_JSON_FILENAME",
+    "EVALUATION_CARD_MARKDOWN_FILENAME",
     "EVALUATION_FILENAME",
     "EVALUATION_NOTICE",
     "LEDGER_FILENAME",
@@ -296,8 +303,9 @@ class WritesArtifacts:
         ``evaluation.json`` and, when the audit ran, ``audit_inputs.npz``; the
         last holds real records' latents (members and non-members): keep it as
         private as the data itself.  The model card (``model_card.md``,
-        ``model_card.json``) always; with ``release_only`` it has no evaluation
-        field.
+        ``model_card.json``: release facts only) always; unless
+        ``release_only``, the evaluation card (``evaluation_card.md``,
+        ``evaluation_card.json``) too.
 
         Args:
             output_dir: The run directory.
@@ -368,11 +376,14 @@ def write_artifacts(
     Files: ``release.json`` and, when present, ``evaluation.json``,
     ``ledger.json``, ``samples.png``, ``synthetic.npz`` and
     ``audit_inputs.npz``, and the model card ``model_card.json`` and
-    ``model_card.md`` (:func:`privfed.engines.model_card.build_model_card`;
-    without an evaluation it holds no evaluation field).  Every file is
-    written under a temporary name and
-    renamed into place; on any error (or Ctrl-C) the temporary files are
-    removed and nothing of this run is left half-written.  With ``overwrite``
+    ``model_card.md`` (:func:`privfed.engines.model_card.build_model_card` of
+    the release alone: never an evaluation field, whatever the run) and, with
+    an evaluation, the evaluation card ``evaluation_card.json`` and
+    ``evaluation_card.md`` (the card with its evaluation fields).  Every file
+    is written under a temporary name, ``fsync``-ed and renamed into place,
+    then the directory is ``fsync``-ed: a kill at any instant leaves each
+    file old or new, never torn; on any error (or Ctrl-C) the temporary
+    files are removed and nothing of this run is left half-written.  With ``overwrite``
     an earlier run's artefacts that this run does not write (say
     ``audit_inputs.npz`` of a run that audited, when this one did not) are
     removed, so the directory never mixes two runs.
@@ -385,7 +396,8 @@ def write_artifacts(
     Returns:
         The paths written, by kind (``"release"``, ``"evaluation"``,
         ``"ledger"``, ``"samples"``, ``"synthetic"``, ``"audit_inputs"``,
-        ``"model_card_json"``, ``"model_card_md"``).
+        ``"model_card_json"``, ``"model_card_md"``, ``"evaluation_card_json"``,
+        ``"evaluation_card_md"``).
     """
     if not isinstance(artifacts, RunArtifacts):
         raise ParameterTypeError("artifacts", "a RunArtifacts", artifacts)
@@ -408,18 +420,7 @@ def write_artifacts(
     if artifacts.audit_inputs is not None:
         audit_inputs = artifacts.audit_inputs
         writers["audit_inputs"] = (AUDIT_INPUTS_FILENAME, audit_inputs.save)
-    from privfed.engines.model_card import build_model_card
-
-    card = build_model_card(artifacts)
-    card_json, card_md = card.to_json(), card.to_markdown()
-    writers["model_card_json"] = (
-        MODEL_CARD_JSON_FILENAME,
-        lambda p: Path(p).write_text(card_json, encoding="utf-8"),
-    )
-    writers["model_card_md"] = (
-        MODEL_CARD_MARKDOWN_FILENAME,
-        lambda p: Path(p).write_text(card_md, encoding="utf-8"),
-    )
+    writers.update(_card_writers(artifacts))
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     temporary: list[Path] = []
@@ -430,6 +431,7 @@ def write_artifacts(
             tmp = out / f".{name}.{secrets.token_hex(4)}.tmp{final.suffix}"
             temporary.append(tmp)
             write(tmp)
+            fsync_file(tmp)  # complete on disk before its rename makes it the file
             staged[kind] = (tmp, final)
         # Every file of this run now exists under a temporary name.  First remove what an
         # earlier run left that this one does not rewrite (so a failure from here on can
@@ -442,6 +444,7 @@ def write_artifacts(
                 (out / name).unlink(missing_ok=True)
         for tmp, final in staged.values():
             os.replace(tmp, final)
+        fsync_dir(out)
     except BaseException:
         for tmp in temporary:
             tmp.unlink(missing_ok=True)
@@ -449,6 +452,32 @@ def write_artifacts(
             out.rmdir()
         raise
     return {kind: final for kind, (_, final) in staged.items()}
+
+
+def _card_writers(artifacts: RunArtifacts) -> dict[str, tuple[str, Any]]:
+    """The model card (the release's: never an evaluation field) and, for a full run,
+    the evaluation card beside it (the same card with the evaluation fields)."""
+    from privfed.engines.model_card import build_model_card
+
+    # The release card of a full run is the release-only run's card, byte for byte.
+    release = replace(artifacts, evaluation=None, audit_inputs=None)
+    cards = {"model_card": build_model_card(release)}
+    if artifacts.evaluation is not None:
+        cards["evaluation_card"] = build_model_card(artifacts)
+    names = {
+        "model_card": (MODEL_CARD_JSON_FILENAME, MODEL_CARD_MARKDOWN_FILENAME),
+        "evaluation_card": (EVALUATION_CARD_JSON_FILENAME, EVALUATION_CARD_MARKDOWN_FILENAME),
+    }
+    writers: dict[str, tuple[str, Any]] = {}
+    for kind, card in cards.items():
+        json_name, md_name = names[kind]
+        writers[f"{kind}_json"] = (json_name, _text_writer(card.to_json()))
+        writers[f"{kind}_md"] = (md_name, _text_writer(card.to_markdown()))
+    return writers
+
+
+def _text_writer(text: str) -> Any:
+    return lambda path: Path(path).write_text(text, encoding="utf-8")
 
 
 def _json_writer(data: Mapping[str, Any]) -> Any:

@@ -403,9 +403,9 @@ def _serve(
     report = _pipeline_report(config, got, final, test_x, test_y, codec_seconds, clock)
     report.write(output, overwrite=overwrite, release_only=release_only)
     _write_flower_result(output, doc, release_only)
-    print(
-        f"privfed factory job over Flower: {len(got.matrix)} factories, "
-        f"accuracy {final.accuracy:.4f}"
+    print(  # a release-only run states no evaluation number, not even in its log
+        f"privfed factory job over Flower: {len(got.matrix)} factories"
+        + ("" if release_only else f", accuracy {final.accuracy:.4f}")
         + (f"; client {forget} unlearned" if forget is not None else "")
         + f"; artefacts in {output}"
     )
