@@ -74,6 +74,7 @@ CORES = (
     "privfed._deps",
     "privfed._lazy",
     "privfed._version",
+    "privfed._atomic",
     "privfed.progress",
 )
 #: Third-party packages the cores must never touch (not even for a type hint).

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from privfed._atomic import atomic_path
 from privfed._records import field_dict
 from privfed.errors import ParameterError, ParameterTypeError
 
@@ -300,4 +301,6 @@ def save_audit_inputs(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
     if unknown:
         raise ParameterError("arrays", f"keys among {AUDIT_INPUT_ARRAYS}", unknown)
     payload: dict[str, Any] = {k: np.asarray(v) for k, v in arrays.items()}
-    np.savez(path, allow_pickle=False, **payload)
+    final = str(path) if str(path).endswith(".npz") else f"{path}.npz"  # as np.savez names it
+    with atomic_path(final) as tmp, open(tmp, "wb") as handle:
+        np.savez(handle, allow_pickle=False, **payload)

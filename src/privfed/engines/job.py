@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from privfed._atomic import fsync_dir, fsync_file
 from privfed._checks import check_int
 from privfed.engines.artifacts import (
     ARTIFACT_FILENAMES,
@@ -69,7 +70,6 @@ from privfed.engines.artifacts import (
     SYNTHETIC_FILENAME,
     RunArtifacts,
 )
-from privfed._atomic import fsync_dir, fsync_file
 from privfed.errors import ParameterError, ParameterTypeError
 from privfed.progress import ProgressEvent, ProgressFn
 

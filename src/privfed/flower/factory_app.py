@@ -46,7 +46,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import tempfile
 import time
 from collections.abc import Mapping
@@ -58,6 +57,7 @@ from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid
 
+from privfed._atomic import atomic_write_text
 from privfed.errors import MessageFormatError, ParameterError, PrivfedError, ProtocolAbort
 from privfed.flower import _wire
 from privfed.flower.server import wait_for_federation
@@ -542,6 +542,4 @@ def _write_flower_result(output: Path, doc: dict[str, Any], release_only: bool) 
     if release_only:
         result.unlink(missing_ok=True)  # an earlier full run's: never two runs' files together
     else:
-        tmp = output / f".{FACTORY_RESULT_FILE}.tmp"
-        tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, result)
+        atomic_write_text(result, json.dumps(doc, indent=2, sort_keys=True) + "\n")

@@ -58,6 +58,7 @@ from flwr.app import Context
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
+from privfed._atomic import atomic_write_text
 from privfed.errors import DeclarationError, ParameterError, ProtocolAbort
 from privfed.flower.client import JournalFn
 from privfed.flower.declaration import NoiseDeclaration
@@ -298,7 +299,8 @@ def _write_flower_evaluation(out: Path, agg: _FlowerAggregator, result: Any) -> 
             for c, d in rnd.declarations.items()
         },
     }
-    (out / FLOWER_EVALUATION_FILE).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    atomic_write_text(out / FLOWER_EVALUATION_FILE, text)
 
 
 def active_fields(run: Mapping[str, Any], config: Any) -> dict[str, Any]:

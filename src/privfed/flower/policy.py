@@ -62,6 +62,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from flwr.app import Context
 
+from privfed._atomic import fsync_dir, temporary_sibling
 from privfed.errors import MessageFormatError, ParameterError, ParameterTypeError, ProtocolAbort
 from privfed.secagg import IdentityKey, IdentityRegistry, SecAggConfig, SecurityMode
 from privfed.secagg.threshold import MIN_THRESHOLD, ThresholdPolicy, ThresholdRule
@@ -143,9 +144,20 @@ def write_identity_key(path: str | os.PathLike[str], key: IdentityKey) -> Path:
         serialization.NoEncryption(),
     )
     file = Path(path)
-    fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        out.write(pem)
+    if file.exists():
+        raise FileExistsError(f"{file} exists: a key is never overwritten")
+    tmp = temporary_sibling(file)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(pem)
+            out.flush()
+            os.fsync(out.fileno())
+        # A hard link never replaces: complete key or none, and an existing key wins.
+        os.link(tmp, file)
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_dir(file.parent)
     return file
 
 

@@ -760,6 +760,10 @@ class MemoryRevealJournal(RevealJournal):
 class FileRevealJournal(RevealJournal):
     """An append-only JSON-lines file, ``fsync``-ed before each answer leaves.
 
+    Crash-consistent: a record counts once its closing newline is on disk; a
+    writer killed mid-append leaves a torn tail, which readers ignore and the
+    next writer removes (that record's answer never left).
+
     Several processes may share the file: each check and write happens under an
     exclusive ``flock`` after reading what other processes appended.  Keep the
     file on storage that outlives, and is never restored together with, the
@@ -815,6 +819,11 @@ class FileRevealJournal(RevealJournal):
         fd = self._fd
         if fd is None:  # pragma: no cover -- only called under _exclusive
             raise RuntimeError("journal written outside its lock")
+        if os.fstat(fd).st_size > self._offset:
+            # A torn tail: a writer killed mid-append (we hold the lock, so it is dead).
+            # Its record never completed, so its answer never left: drop the fragment,
+            # or this record would be glued to it into one malformed line.
+            os.ftruncate(fd, self._offset)
         line = (entry.to_json() + "\n").encode()
         os.write(fd, line)
         os.fsync(fd)
