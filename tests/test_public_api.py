@@ -154,12 +154,15 @@ EXPECTED_ALL: dict[str, list[str]] = {
         "AccountantRelation",
         "Accounting",
         "Adjacency",
+        "Bisection",
+        "Bracket",
         "DistributedBlockRelease",
         "DistributedDiscreteGaussianRelease",
         "DistributedSkellamRelease",
         "GaussianRelease",
         "LatentReleasePlan",
         "LedgerGuarantee",
+        "Nudge",
         "Partition",
         "PartitionKey",
         "PrivacyLedger",
@@ -169,6 +172,7 @@ EXPECTED_ALL: dict[str, list[str]] = {
         "SubsampledGaussianRelease",
         "block_rdp",
         "block_zcdp",
+        "calibrate",
         "calibrate_analytic_gaussian",
         "calibrate_block_noise",
         "calibrate_distributed_discrete_gaussian",
@@ -288,6 +292,7 @@ INTERNAL: dict[str, frozenset[str]] = {
     "privfed.secagg.primitives.shamir": frozenset(
         ("FIELD_BYTES", "combine_batches", "combine_many")
     ),
+    "privfed.dp.calibrator": frozenset(("bracket_and_bisect", "raise_until")),
     "privfed.dp.distributed": frozenset(
         (
             "DDG_MIN_NOISE_STD",

@@ -4,6 +4,8 @@ Pure numpy + scipy; scipy.special, scipy.optimize and dp-accounting are imported
 only by the functions that use them (the Gaussian calibration, the noise-split
 optimiser, the PLD/RDP accountants).  Never imports torch.
 
+* :mod:`privfed.dp.calibrator` -- the one calibrator every noise calibration uses:
+  the smallest parameter of a release that meets a privacy target.
 * :mod:`privfed.dp.calibration` -- exact analytic Gaussian calibration and μ-GDP.
 * :mod:`privfed.dp.sensitivity` -- adjacency relations and exact sensitivities,
   including the joint μ of the latent-statistic release.
@@ -44,6 +46,10 @@ _EXPORTS: dict[str, str] = {
     "gdp_epsilon": "privfed.dp.calibration",
     "gdp_mu": "privfed.dp.calibration",
     "mu_for_epsilon_delta": "privfed.dp.calibration",
+    "Bisection": "privfed.dp.calibrator",
+    "Bracket": "privfed.dp.calibrator",
+    "Nudge": "privfed.dp.calibrator",
+    "calibrate": "privfed.dp.calibrator",
     "EXACT_DISCRETE_GAUSSIAN_SAMPLER": "privfed.dp.distributed",
     "SKELLAM_SAMPLER": "privfed.dp.distributed",
     "calibrate_distributed_discrete_gaussian": "privfed.dp.distributed",
@@ -114,12 +120,15 @@ __all__ = [
     "AccountantRelation",
     "Accounting",
     "Adjacency",
+    "Bisection",
+    "Bracket",
     "DistributedBlockRelease",
     "DistributedDiscreteGaussianRelease",
     "DistributedSkellamRelease",
     "GaussianRelease",
     "LatentReleasePlan",
     "LedgerGuarantee",
+    "Nudge",
     "Partition",
     "PartitionKey",
     "PrivacyLedger",
@@ -129,6 +138,7 @@ __all__ = [
     "SubsampledGaussianRelease",
     "block_rdp",
     "block_zcdp",
+    "calibrate",
     "calibrate_analytic_gaussian",
     "calibrate_block_noise",
     "calibrate_distributed_discrete_gaussian",
@@ -182,6 +192,7 @@ if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
         gdp_mu,
         mu_for_epsilon_delta,
     )
+    from privfed.dp.calibrator import Bisection, Bracket, Nudge, calibrate
     from privfed.dp.distributed import (
         EXACT_DISCRETE_GAUSSIAN_SAMPLER,
         SKELLAM_SAMPLER,

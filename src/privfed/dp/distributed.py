@@ -78,8 +78,9 @@ from privfed._checks import (
     check_float,
     check_int,
 )
+from privfed.dp.calibrator import Bisection, Bracket, Nudge, calibrate
 from privfed.dp.noise import Seed, check_shape, stream_key
-from privfed.errors import CalibrationError, ParameterError, ParameterTypeError, RingOverflowError
+from privfed.errors import ParameterError, ParameterTypeError, RingOverflowError
 
 __all__ = [
     "DDG_MIN_NOISE_STD",
@@ -1271,38 +1272,25 @@ def _calibrate(
     name: str,
 ) -> float:
     """Smallest parameter p in [lower, upper] whose curve meets (ε, δ); safe end, rounded up."""
-
-    def ok(p: float) -> bool:
-        return rdp_epsilon(curve_of(p), delta) <= epsilon
-
-    hi = min(max(guess, lower), upper)
-    while not ok(hi):
-        if hi >= upper:
-            raise CalibrationError(
-                f"no {name} up to {upper:g} meets epsilon={epsilon:g} at delta={delta:g}"
-            )
-        hi = min(hi * 2.0, upper)
-    if ok(lower):
-        hi = lower
-    else:
-        lo = hi
-        while ok(lo):  # invariant: ok(hi)
-            hi = lo
-            lo = max(lo / 2.0, lower)
-        for _ in range(200):
-            if hi - lo <= 1e-10 * hi:
-                break
-            mid = math.sqrt(lo * hi)
-            if ok(mid):
-                hi = mid
-            else:
-                lo = mid
-    value = _round_up(hi)
-    for _ in range(10_000):
-        if value <= upper and _meets(curve_of(value), epsilon, delta):
-            return value
-        value = _round_up(math.nextafter(value * (1.0 + 2.0**-16), math.inf))
-    raise CalibrationError(f"could not certify the calibrated {name}")
+    return calibrate(
+        curve_of,
+        lambda curve: rdp_epsilon(curve, delta) <= epsilon,
+        Bracket(
+            guess,
+            lower,
+            upper,
+            restart="top",
+            above=f"no {name} up to {upper:g} meets epsilon={epsilon:g} at delta={delta:g}",
+        ),
+        bisection=Bisection(1e-10, "span"),
+        nudge=Nudge(
+            lambda value: _round_up(math.nextafter(value * (1.0 + 2.0**-16), math.inf)),
+            10_000,
+            f"could not certify the calibrated {name}",
+            start=_round_up,
+            accepts=lambda value: value <= upper and _meets(curve_of(value), epsilon, delta),
+        ),
+    )
 
 
 def _check_calibration(
