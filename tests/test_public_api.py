@@ -297,10 +297,6 @@ INTERNAL: dict[str, frozenset[str]] = {
         (
             "DDG_MIN_NOISE_STD",
             "MAX_CONTRIBUTORS",
-            "MAX_EXACT_DISCRETE_GAUSSIAN_SCALE",
-            "MAX_POISSON_MEAN",
-            "MIN_EXACT_DISCRETE_GAUSSIAN_SCALE",
-            "MIN_POISSON_MEAN",
             "RDP_ORDERS",
             "WRAP_PROBABILITY_LIMIT",
             "DistributedMechanism",
@@ -340,6 +336,14 @@ INTERNAL: dict[str, frozenset[str]] = {
         )
     ),
     "privfed.dp.noise": frozenset(("MAX_INTEGER_SCALE", "Seed")),
+    "privfed.dp.samplers": frozenset(
+        (
+            "MAX_EXACT_DISCRETE_GAUSSIAN_SCALE",
+            "MAX_POISSON_MEAN",
+            "MIN_EXACT_DISCRETE_GAUSSIAN_SCALE",
+            "MIN_POISSON_MEAN",
+        )
+    ),
 }
 
 #: The privfed modules ``import <package>`` may load: the package inits on its path.

@@ -608,7 +608,7 @@ def test_sampler_table_cache_changes_no_draw_and_survives_long_cycles() -> None:
     # A layered client (and the server removing layers) cycles over one table per
     # (layer, block); the old 64-entry LRU never hit on cycles of more keys.  The cache
     # must hit on the second pass, stay within its byte bound, and change no draw.
-    from privfed.dp import distributed as dist
+    from privfed.dp import samplers as dist
 
     cache = dist._poisson_table
     cache.cache_clear()

@@ -17,8 +17,10 @@ optimiser, the PLD/RDP accountants).  Never imports torch.
 * :mod:`privfed.dp.ledger` -- an audited ledger that composes release events.
 * :mod:`privfed.dp.dpsgd_calibration` -- DP-SGD noise multipliers to a target
   (ε, δ), solved on the ledger's own PLD accounting.
-* :mod:`privfed.dp.distributed` -- distributed DP under secure aggregation: exact
-  discrete Gaussian and Skellam client noise, its RDP accounting and calibration.
+* :mod:`privfed.dp.samplers` -- exact discrete Gaussian, Poisson and Skellam
+  samplers for distributed client noise, driven by a ChaCha20 CSPRNG.
+* :mod:`privfed.dp.distributed` -- distributed DP under secure aggregation: the
+  RDP accounting and calibration of that client noise.
 * :mod:`privfed.dp.distributed_blocks` -- the same for vectors whose blocks carry
   different noise scales, and dropout-resilient secret-shared noise layers.
 
@@ -50,19 +52,14 @@ _EXPORTS: dict[str, str] = {
     "Bracket": "privfed.dp.calibrator",
     "Nudge": "privfed.dp.calibrator",
     "calibrate": "privfed.dp.calibrator",
-    "EXACT_DISCRETE_GAUSSIAN_SAMPLER": "privfed.dp.distributed",
-    "SKELLAM_SAMPLER": "privfed.dp.distributed",
     "calibrate_distributed_discrete_gaussian": "privfed.dp.distributed",
     "calibrate_distributed_skellam": "privfed.dp.distributed",
     "check_ring": "privfed.dp.distributed",
     "ddg_rdp": "privfed.dp.distributed",
     "ddg_zcdp": "privfed.dp.distributed",
-    "exact_discrete_gaussian": "privfed.dp.distributed",
-    "exact_poisson": "privfed.dp.distributed",
     "min_honest_contributors": "privfed.dp.distributed",
     "rdp_delta": "privfed.dp.distributed",
     "rdp_epsilon": "privfed.dp.distributed",
-    "skellam_noise": "privfed.dp.distributed",
     "skellam_rdp": "privfed.dp.distributed",
     "skellam_zcdp": "privfed.dp.distributed",
     "wrap_probability": "privfed.dp.distributed",
@@ -92,6 +89,11 @@ _EXPORTS: dict[str, str] = {
     "discrete_gaussian": "privfed.dp.noise",
     "gaussian_noise": "privfed.dp.noise",
     "rounded_gaussian": "privfed.dp.noise",
+    "EXACT_DISCRETE_GAUSSIAN_SAMPLER": "privfed.dp.samplers",
+    "SKELLAM_SAMPLER": "privfed.dp.samplers",
+    "exact_discrete_gaussian": "privfed.dp.samplers",
+    "exact_poisson": "privfed.dp.samplers",
+    "skellam_noise": "privfed.dp.samplers",
     "LatentReleasePlan": "privfed.dp.planning",
     "SplitName": "privfed.dp.planning",
     "paper_baseline_noise_stds": "privfed.dp.planning",
@@ -194,19 +196,14 @@ if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
     )
     from privfed.dp.calibrator import Bisection, Bracket, Nudge, calibrate
     from privfed.dp.distributed import (
-        EXACT_DISCRETE_GAUSSIAN_SAMPLER,
-        SKELLAM_SAMPLER,
         calibrate_distributed_discrete_gaussian,
         calibrate_distributed_skellam,
         check_ring,
         ddg_rdp,
         ddg_zcdp,
-        exact_discrete_gaussian,
-        exact_poisson,
         min_honest_contributors,
         rdp_delta,
         rdp_epsilon,
-        skellam_noise,
         skellam_rdp,
         skellam_zcdp,
         wrap_probability,
@@ -253,6 +250,13 @@ if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
     from privfed.dp.releases.distributed_skellam import DistributedSkellamRelease
     from privfed.dp.releases.gaussian import GaussianRelease
     from privfed.dp.releases.subsampled_gaussian import SubsampledGaussianRelease
+    from privfed.dp.samplers import (
+        EXACT_DISCRETE_GAUSSIAN_SAMPLER,
+        SKELLAM_SAMPLER,
+        exact_discrete_gaussian,
+        exact_poisson,
+        skellam_noise,
+    )
     from privfed.dp.sensitivity import (
         Adjacency,
         count_sensitivity,

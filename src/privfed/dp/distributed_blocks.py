@@ -101,9 +101,6 @@ from privfed._checks import (
 from privfed.dp.distributed import (
     DDG_MIN_NOISE_STD,
     MAX_CONTRIBUTORS,
-    MAX_EXACT_DISCRETE_GAUSSIAN_SCALE,
-    MAX_POISSON_MEAN,
-    MIN_POISSON_MEAN,
     RDP_ORDERS,
     WRAP_PROBABILITY_LIMIT,
     DistributedMechanism,
@@ -114,10 +111,15 @@ from privfed.dp.distributed import (
     _round_up,
     _tau_increments,
     check_orders,
-    exact_discrete_gaussian,
     rdp_epsilon,
-    skellam_noise,
     wrap_probability,
+)
+from privfed.dp.samplers import (
+    MAX_EXACT_DISCRETE_GAUSSIAN_SCALE,
+    MAX_POISSON_MEAN,
+    MIN_POISSON_MEAN,
+    exact_discrete_gaussian,
+    skellam_noise,
 )
 from privfed.errors import CalibrationError, ParameterError, ParameterTypeError
 

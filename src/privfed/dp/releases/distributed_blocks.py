@@ -11,15 +11,11 @@ import numpy.typing as npt
 
 from privfed._checks import check_choice, check_count, check_finite_nonnegative
 from privfed.dp import events
-from privfed.dp.distributed import (
-    DDG_MIN_NOISE_STD,
-    EXACT_DISCRETE_GAUSSIAN_SAMPLER,
-    SKELLAM_SAMPLER,
-    DistributedMechanism,
-)
+from privfed.dp.distributed import DDG_MIN_NOISE_STD, DistributedMechanism
 from privfed.dp.distributed_blocks import block_rdp, block_zcdp
 from privfed.dp.events import Partition, PartitionKey, register_release
 from privfed.dp.releases._distributed import NOISE_SAMPLERS, check_contributors, zcdp_dp_event
+from privfed.dp.samplers import EXACT_DISCRETE_GAUSSIAN_SAMPLER, SKELLAM_SAMPLER
 from privfed.dp.sensitivity import Adjacency
 from privfed.errors import LedgerError, ParameterError, ParameterTypeError
 
