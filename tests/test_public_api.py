@@ -297,10 +297,8 @@ INTERNAL: dict[str, frozenset[str]] = {
         (
             "DDG_MIN_NOISE_STD",
             "MAX_CONTRIBUTORS",
-            "RDP_ORDERS",
             "WRAP_PROBABILITY_LIMIT",
             "DistributedMechanism",
-            "check_orders",
             "ddg_tau",
             "effective_sensitivities",
         )
@@ -336,6 +334,7 @@ INTERNAL: dict[str, frozenset[str]] = {
         )
     ),
     "privfed.dp.noise": frozenset(("MAX_INTEGER_SCALE", "Seed")),
+    "privfed.dp.rdp": frozenset(("RDP_ORDERS", "check_orders", "meets_rdp_target")),
     "privfed.dp.samplers": frozenset(
         (
             "MAX_EXACT_DISCRETE_GAUSSIAN_SCALE",

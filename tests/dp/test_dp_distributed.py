@@ -24,7 +24,6 @@ from scipy.special import logsumexp
 
 from privfed.dp import Adjacency, GaussianRelease, PrivacyLedger
 from privfed.dp.distributed import (
-    RDP_ORDERS,
     calibrate_distributed_discrete_gaussian,
     calibrate_distributed_skellam,
     check_ring,
@@ -33,13 +32,12 @@ from privfed.dp.distributed import (
     ddg_zcdp,
     effective_sensitivities,
     min_honest_contributors,
-    rdp_delta,
-    rdp_epsilon,
     skellam_rdp,
     skellam_zcdp,
     wrap_probability,
 )
 from privfed.dp.noise import DISCRETE_GAUSSIAN_SAMPLER, GAUSSIAN_SAMPLER
+from privfed.dp.rdp import RDP_ORDERS, rdp_epsilon
 from privfed.dp.releases.distributed_gaussian import DistributedDiscreteGaussianRelease
 from privfed.dp.releases.distributed_skellam import DistributedSkellamRelease
 from privfed.dp.samplers import EXACT_DISCRETE_GAUSSIAN_SAMPLER, SKELLAM_SAMPLER
@@ -72,43 +70,6 @@ def _renyi_1d(log_p: np.ndarray, shift: int, alpha: float) -> float:
     top = float(np.max(summand))
     assert max(summand[0], summand[-1]) < top - 60.0
     return float(logsumexp(summand) / (alpha - 1.0))
-
-
-# -- accounting: conversion -------------------------------------------------------------------
-
-
-def test_orders_are_the_ledgers() -> None:
-    assert tuple(float(a) for a in rdp_lib.DEFAULT_RDP_ORDERS) == RDP_ORDERS
-
-
-@given(
-    rho=st.floats(1e-6, 10.0),
-    xi=st.floats(0.0, 1.0),
-    delta=st.floats(1e-12, 1e-2),
-)
-def test_conversion_matches_dp_accounting_and_rounds_up(
-    rho: float, xi: float, delta: float
-) -> None:
-    curve = xi + rho * ORDERS
-    eps = rdp_epsilon(curve, delta)
-    reference, _ = rdp_lib.compute_epsilon(RDP_ORDERS, list(curve), delta)
-    assert reference <= eps <= reference * (1 + 1e-9) + 1e-12
-    spent = rdp_delta(curve, eps)
-    assert spent <= delta * (1 + 1e-6)
-    assert rdp_delta(curve, eps) >= rdp_lib.compute_delta(RDP_ORDERS, list(curve), eps)[0]
-
-
-def test_conversion_arguments_are_checked() -> None:
-    with pytest.raises(ParameterError):
-        rdp_epsilon([1.0, 2.0], 1e-5)  # length differs from the orders
-    with pytest.raises(ParameterError):
-        rdp_epsilon([-1.0], 1e-5, orders=[2.0])
-    with pytest.raises(ParameterError):
-        rdp_epsilon([1.0], 1e-5, orders=[1.0])
-    with pytest.raises(ParameterError):
-        rdp_epsilon([1.0], 0.0, orders=[2.0])
-    assert rdp_epsilon([math.inf], 1e-5, orders=[2.0]) == math.inf
-    assert rdp_epsilon([0.0], 1e-5, orders=[2.0]) == 0.0
 
 
 # -- accounting: the distributed discrete Gaussian ---------------------------------------------

@@ -21,7 +21,6 @@ from scipy import stats as sps
 from scipy.special import logsumexp
 
 from privfed.dp import PartitionKey, PrivacyLedger, ddg_zcdp, skellam_zcdp
-from privfed.dp.distributed import RDP_ORDERS, rdp_epsilon
 from privfed.dp.distributed_blocks import (
     LAYER_SEED_BYTES,
     block_rdp,
@@ -37,6 +36,7 @@ from privfed.dp.distributed_blocks import (
     ring_wrap_bound,
     sample_block_noise,
 )
+from privfed.dp.rdp import RDP_ORDERS, rdp_epsilon
 from privfed.dp.releases.distributed_blocks import DistributedBlockRelease
 from privfed.dp.sensitivity import Adjacency
 from privfed.errors import CalibrationError, ParameterError, RingOverflowError

@@ -15,6 +15,8 @@ optimiser, the PLD/RDP accountants).  Never imports torch.
 * :mod:`privfed.dp.events` -- the release-event protocol, partition schemes and
   the registry of release kinds (one module per kind in :mod:`privfed.dp.releases`).
 * :mod:`privfed.dp.ledger` -- an audited ledger that composes release events.
+* :mod:`privfed.dp.rdp` -- the Rényi orders and the one RDP -> (ε, δ) conversion
+  (the ledger's).
 * :mod:`privfed.dp.dpsgd_calibration` -- DP-SGD noise multipliers to a target
   (ε, δ), solved on the ledger's own PLD accounting.
 * :mod:`privfed.dp.samplers` -- exact discrete Gaussian, Poisson and Skellam
@@ -58,8 +60,6 @@ _EXPORTS: dict[str, str] = {
     "ddg_rdp": "privfed.dp.distributed",
     "ddg_zcdp": "privfed.dp.distributed",
     "min_honest_contributors": "privfed.dp.distributed",
-    "rdp_delta": "privfed.dp.distributed",
-    "rdp_epsilon": "privfed.dp.distributed",
     "skellam_rdp": "privfed.dp.distributed",
     "skellam_zcdp": "privfed.dp.distributed",
     "wrap_probability": "privfed.dp.distributed",
@@ -89,6 +89,8 @@ _EXPORTS: dict[str, str] = {
     "discrete_gaussian": "privfed.dp.noise",
     "gaussian_noise": "privfed.dp.noise",
     "rounded_gaussian": "privfed.dp.noise",
+    "rdp_delta": "privfed.dp.rdp",
+    "rdp_epsilon": "privfed.dp.rdp",
     "EXACT_DISCRETE_GAUSSIAN_SAMPLER": "privfed.dp.samplers",
     "SKELLAM_SAMPLER": "privfed.dp.samplers",
     "exact_discrete_gaussian": "privfed.dp.samplers",
@@ -202,8 +204,6 @@ if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
         ddg_rdp,
         ddg_zcdp,
         min_honest_contributors,
-        rdp_delta,
-        rdp_epsilon,
         skellam_rdp,
         skellam_zcdp,
         wrap_probability,
@@ -245,6 +245,7 @@ if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
         plan_latent_release,
         release_error_objective,
     )
+    from privfed.dp.rdp import rdp_delta, rdp_epsilon
     from privfed.dp.releases.distributed_blocks import DistributedBlockRelease
     from privfed.dp.releases.distributed_gaussian import DistributedDiscreteGaussianRelease
     from privfed.dp.releases.distributed_skellam import DistributedSkellamRelease

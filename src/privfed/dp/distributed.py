@@ -8,7 +8,6 @@ this module is the DP core of that setting:
 * closed-form Rényi-DP curves of the noisy sum for ``n`` honest contributors
   (:func:`ddg_rdp`, :func:`skellam_rdp`) and the zCDP lines the release kinds
   account and export (:func:`ddg_zcdp`, :func:`skellam_zcdp`);
-* the RDP -> (ε, δ) conversion (:func:`rdp_epsilon`, :func:`rdp_delta`);
 * calibration of the per-client noise (:func:`calibrate_distributed_discrete_gaussian`,
   :func:`calibrate_distributed_skellam`);
 * the number of honest contributors a secure-aggregation threshold guarantees
@@ -47,10 +46,10 @@ Numerical direction
 -------------------
 
 Every accounting quantity errs on the side of privacy: RDP curves are scaled
-up by ``1 + 1e-12`` to cover floating-point rounding, ε is rounded up, δ is
-rounded up, calibrated noise is the safe end of a bisection, rounded *up* to a
-17-bit mantissa and re-checked (also against dp-accounting's ``compute_delta``,
-the ledger's own budget test).  The samplers are exact (see
+up by ``1 + 1e-12`` to cover floating-point rounding; they are converted to
+(ε, δ) with the ledger's own conversion (:mod:`privfed.dp.rdp`); calibrated
+noise is the safe end of a bisection, rounded *up* to a 17-bit mantissa and
+re-checked against both the ledger's reported ε and its budget test.  The samplers are exact (see
 :mod:`privfed.dp.samplers`).
 """
 
@@ -73,25 +72,22 @@ from privfed._checks import (
     check_int,
 )
 from privfed.dp.calibrator import Bisection, Bracket, Nudge, calibrate
-from privfed.errors import ParameterError, ParameterTypeError, RingOverflowError
+from privfed.dp.rdp import RDP_ORDERS, check_orders, meets_rdp_target, rdp_epsilon
+from privfed.errors import ParameterError, RingOverflowError
 
 __all__ = [
     "DDG_MIN_NOISE_STD",
     "MAX_CONTRIBUTORS",
-    "RDP_ORDERS",
     "WRAP_PROBABILITY_LIMIT",
     "DistributedMechanism",
     "calibrate_distributed_discrete_gaussian",
     "calibrate_distributed_skellam",
-    "check_orders",
     "check_ring",
     "ddg_rdp",
     "ddg_tau",
     "ddg_zcdp",
     "effective_sensitivities",
     "min_honest_contributors",
-    "rdp_delta",
-    "rdp_epsilon",
     "skellam_rdp",
     "skellam_zcdp",
     "wrap_probability",
@@ -105,15 +101,6 @@ DDG_MIN_NOISE_STD: Final = 0.5
 MAX_CONTRIBUTORS: Final = 2**20
 #: The wrap-around probability :func:`check_ring` accepts by default.
 WRAP_PROBABILITY_LIMIT: Final = 2.0**-40
-
-#: The Rényi orders of the conversions: dp-accounting's default RDP orders (the
-#: orders :class:`privfed.dp.PrivacyLedger` uses), so a calibration here and the
-#: ledger's figure are computed on the same grid.
-RDP_ORDERS: Final[tuple[float, ...]] = tuple(
-    [1.0 + x / 10.0 for x in range(1, 100)]
-    + [float(a) for a in range(11, 64)]
-    + [128.0, 256.0, 512.0, 1024.0]
-)
 
 #: ``"discrete-gaussian"`` or ``"skellam"``.
 DistributedMechanism = Literal["discrete-gaussian", "skellam"]
@@ -154,24 +141,6 @@ def effective_sensitivities(
     d1 = check_finite_nonnegative("l1_sensitivity", l1_sensitivity)
     d2 = min(d2, d1)
     return d2, min(d1, math.sqrt(d) * d2, d2 * d2)
-
-
-def check_orders(orders: Sequence[float]) -> npt.NDArray[np.float64]:
-    """Rényi orders as a float64 array after checking they are finite and > 1.
-
-    Raises:
-        ParameterTypeError: Not a sequence of numbers.
-        ParameterError: Empty, not one-dimensional, or an order not finite or <= 1.
-    """
-    try:
-        alpha = np.asarray(orders, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ParameterTypeError("orders", "a sequence of floats > 1", orders) from None
-    if alpha.ndim != 1 or alpha.size == 0 or not np.all(np.isfinite(alpha)):
-        raise ParameterError("orders", "a non-empty sequence of finite floats > 1", orders)
-    if not np.all(alpha > 1.0):
-        raise ParameterError("orders", "a non-empty sequence of finite floats > 1", orders)
-    return alpha
 
 
 def _check_clients(num_clients: object) -> int:
@@ -445,98 +414,6 @@ def skellam_zcdp(
 
 
 # =========================================================================================
-# RDP -> (ε, δ)
-# =========================================================================================
-
-
-def _curve(
-    rdp: Sequence[float] | npt.NDArray[np.float64], orders: Sequence[float]
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    alpha = check_orders(orders)
-    try:
-        values = np.asarray(rdp, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ParameterTypeError("rdp", "a sequence of floats >= 0", rdp) from None
-    if values.shape != alpha.shape:
-        raise ParameterError("rdp", f"a sequence of {alpha.size} values (one per order)", rdp)
-    if np.any(np.isnan(values)) or np.any(values < 0.0):
-        raise ParameterError("rdp", "a sequence of floats >= 0 (inf allowed)", rdp)
-    return alpha, values
-
-
-def rdp_epsilon(
-    rdp: Sequence[float] | npt.NDArray[np.float64],
-    delta: float,
-    *,
-    orders: Sequence[float] = RDP_ORDERS,
-) -> float:
-    """ε at ``delta`` of a mechanism with RDP curve ``rdp`` at ``orders`` (conservative).
-
-    Conversion of Canonne, Kamath & Steinke (2020, arXiv:2004.00010, Prop. 12;
-    also Asoodeh et al. 2021): (α, r)-RDP implies (ε, δ)-DP with
-    ``ε = r + log((α−1)/α) − (log δ + log α)/(α−1)``, minimised over the grid;
-    and ε = 0 when ``δ >= sqrt(1 − e^(−r))`` (Bretagnolle–Huber with KL <= r).
-    This is the conversion dp-accounting uses; the result is rounded up by a
-    relative 1e-12 plus 1e-15.
-
-    Args:
-        rdp: ε(α) >= 0 per order (``inf`` allowed).
-        delta: In (0, 1).
-        orders: The orders (default :data:`RDP_ORDERS`, the ledger's grid).
-
-    Returns:
-        ε >= 0 (``inf`` when no order gives a finite bound).
-    """
-    alpha, values = _curve(rdp, orders)
-    dlt = check_delta(delta)
-    log_delta = math.log(dlt)
-    best = math.inf
-    for a, r in zip(alpha.tolist(), values.tolist(), strict=True):
-        if not math.isfinite(r):
-            continue
-        if dlt * dlt + math.expm1(-r) > 0.0:
-            return 0.0
-        eps = r + math.log1p(-1.0 / a) - (log_delta + math.log(a)) / (a - 1.0)
-        best = min(best, eps)
-    if not math.isfinite(best):
-        return math.inf
-    return max(0.0, best * _SAFE + 1e-15)
-
-
-def rdp_delta(
-    rdp: Sequence[float] | npt.NDArray[np.float64],
-    epsilon: float,
-    *,
-    orders: Sequence[float] = RDP_ORDERS,
-) -> float:
-    """δ at ``epsilon`` of a mechanism with RDP curve ``rdp`` (conservative).
-
-    The same conversion as :func:`rdp_epsilon`, solved for δ:
-    ``δ = min_α exp((α−1)(r − ε + log(1 − 1/α)) − log α)``, and
-    ``sqrt(1 − e^(−r))``; capped at 1, rounded up by a relative 1e-12.
-
-    Args:
-        rdp: ε(α) >= 0 per order.
-        epsilon: ε >= 0, finite.
-        orders: See :func:`rdp_epsilon`.
-    """
-    alpha, values = _curve(rdp, orders)
-    eps = check_finite_nonnegative("epsilon", epsilon)
-    best = math.inf
-    for a, r in zip(alpha.tolist(), values.tolist(), strict=True):
-        if not math.isfinite(r):
-            continue
-        log_delta = 0.5 * math.log1p(-math.exp(-r)) if r > 0.0 else -math.inf
-        bound = (a - 1.0) * (r - eps + math.log1p(-1.0 / a)) - math.log(a)
-        best = min(best, log_delta, bound)
-    if best == -math.inf:
-        return 0.0
-    if not math.isfinite(best):
-        return 1.0
-    return min(1.0, math.exp(best) * _SAFE)
-
-
-# =========================================================================================
 # Calibration
 # =========================================================================================
 
@@ -545,16 +422,6 @@ def _round_up(value: float) -> float:
     """``value`` rounded up to a 17-bit mantissa (relative increase < 2**-16)."""
     mantissa, exponent = math.frexp(value)
     return math.ldexp(math.ceil(mantissa * 2**_MANTISSA_BITS), exponent - _MANTISSA_BITS)
-
-
-def _meets(curve: npt.NDArray[np.float64], epsilon: float, delta: float) -> bool:
-    """Both our ε and dp-accounting's δ (the ledger's budget test) meet the target."""
-    if rdp_epsilon(curve, delta) > epsilon:
-        return False
-    from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
-
-    spent, _ = rdp_lib.compute_delta(list(RDP_ORDERS), [float(v) for v in curve], epsilon)
-    return float(spent) <= delta
 
 
 def _calibrate(
@@ -583,7 +450,9 @@ def _calibrate(
             10_000,
             f"could not certify the calibrated {name}",
             start=_round_up,
-            accepts=lambda value: value <= upper and _meets(curve_of(value), epsilon, delta),
+            accepts=lambda value: (
+                value <= upper and meets_rdp_target(curve_of(value), epsilon, delta)
+            ),
         ),
     )
 
@@ -618,10 +487,10 @@ def calibrate_distributed_discrete_gaussian(
     """The smallest per-client σ (grid units) making the distributed discrete Gaussian (ε, δ)-DP.
 
     Bisection (relative 1e-10, safe end) on the :func:`ddg_rdp` curve converted
-    with :func:`rdp_epsilon` on :data:`RDP_ORDERS`, then rounded *up* to a
-    17-bit mantissa and re-checked against our ε and dp-accounting's
-    ``compute_delta`` (what :class:`privfed.dp.PrivacyLedger` tests a budget
-    with), nudging up until both hold.  So a
+    with :func:`~privfed.dp.rdp.rdp_epsilon` on :data:`~privfed.dp.rdp.RDP_ORDERS`,
+    then rounded *up* to a 17-bit mantissa and re-checked against the ε
+    :class:`privfed.dp.PrivacyLedger` reports and the δ(ε) it tests a budget
+    with, nudging up until both hold.  So a
     :class:`~privfed.dp.releases.distributed_gaussian.DistributedDiscreteGaussianRelease`
     with this σ fits in a ledger with budget (ε, δ).
 

@@ -10,8 +10,9 @@ import numpy as np
 import numpy.typing as npt
 
 from privfed._checks import check_finite_positive
-from privfed.dp.distributed import check_orders, skellam_zcdp
+from privfed.dp.distributed import skellam_zcdp
 from privfed.dp.events import Partition, PartitionKey, register_release
+from privfed.dp.rdp import check_orders
 from privfed.dp.releases._distributed import NOISE_SAMPLERS, DistributedRelease, ExampleRow
 from privfed.dp.samplers import EXACT_DISCRETE_GAUSSIAN_SAMPLER, SKELLAM_SAMPLER
 from privfed.dp.sensitivity import Adjacency
