@@ -330,11 +330,11 @@ INTERNAL: dict[str, frozenset[str]] = {
             "check_partition",
             "check_relation",
             "check_sampler",
-            "is_registered",
         )
     ),
     "privfed.dp.noise": frozenset(("MAX_INTEGER_SCALE", "Seed")),
     "privfed.dp.rdp": frozenset(("RDP_ORDERS", "check_orders", "meets_rdp_target")),
+    "privfed.dp.registry": frozenset(("RELEASE_KINDS", "is_registered")),
     "privfed.dp.samplers": frozenset(
         (
             "MAX_EXACT_DISCRETE_GAUSSIAN_SCALE",

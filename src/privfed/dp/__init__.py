@@ -12,8 +12,9 @@ optimiser, the PLD/RDP accountants).  Never imports torch.
 * :mod:`privfed.dp.planning` -- noise plans for the latent-statistic release.
 * :mod:`privfed.dp.noise` -- CSPRNG-backed Gaussian, rounded and discrete
   Gaussian samplers.
-* :mod:`privfed.dp.events` -- the release-event protocol, partition schemes and
-  the registry of release kinds (one module per kind in :mod:`privfed.dp.releases`).
+* :mod:`privfed.dp.events` -- the release-event protocol and partition schemes.
+* :mod:`privfed.dp.registry` -- the one table of release kinds (one module per
+  kind in :mod:`privfed.dp.releases`) and release JSON through it.
 * :mod:`privfed.dp.ledger` -- an audited ledger that composes release events.
 * :mod:`privfed.dp.rdp` -- the Rényi orders and the one RDP -> (ε, δ) conversion
   (the ledger's).
@@ -77,9 +78,6 @@ _EXPORTS: dict[str, str] = {
     "ReleaseEvent": "privfed.dp.events",
     "in_scheme": "privfed.dp.events",
     "partition_key": "privfed.dp.events",
-    "register_release": "privfed.dp.events",
-    "release_from_dict": "privfed.dp.events",
-    "release_kinds": "privfed.dp.events",
     "LedgerGuarantee": "privfed.dp.ledger",
     "PrivacyLedger": "privfed.dp.ledger",
     "Release": "privfed.dp.ledger",
@@ -91,6 +89,9 @@ _EXPORTS: dict[str, str] = {
     "rounded_gaussian": "privfed.dp.noise",
     "rdp_delta": "privfed.dp.rdp",
     "rdp_epsilon": "privfed.dp.rdp",
+    "register_release": "privfed.dp.registry",
+    "release_from_dict": "privfed.dp.registry",
+    "release_kinds": "privfed.dp.registry",
     "EXACT_DISCRETE_GAUSSIAN_SAMPLER": "privfed.dp.samplers",
     "SKELLAM_SAMPLER": "privfed.dp.samplers",
     "exact_discrete_gaussian": "privfed.dp.samplers",
@@ -225,9 +226,6 @@ if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
         ReleaseEvent,
         in_scheme,
         partition_key,
-        register_release,
-        release_from_dict,
-        release_kinds,
     )
     from privfed.dp.ledger import LedgerGuarantee, PrivacyLedger, Release
     from privfed.dp.noise import (
@@ -246,6 +244,7 @@ if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
         release_error_objective,
     )
     from privfed.dp.rdp import rdp_delta, rdp_epsilon
+    from privfed.dp.registry import register_release, release_from_dict, release_kinds
     from privfed.dp.releases.distributed_blocks import DistributedBlockRelease
     from privfed.dp.releases.distributed_gaussian import DistributedDiscreteGaussianRelease
     from privfed.dp.releases.distributed_skellam import DistributedSkellamRelease

@@ -76,11 +76,10 @@ from privfed.dp.events import (
     check_accountant,
     check_partition,
     check_relation,
-    is_registered,
     partition_key,
-    release_from_dict,
 )
 from privfed.dp.rdp import RDP_ORDERS, rdp_delta, rdp_epsilon
+from privfed.dp.registry import is_registered, release_from_dict
 from privfed.dp.releases import GaussianRelease, SubsampledGaussianRelease
 from privfed.dp.sensitivity import Adjacency
 from privfed.errors import BudgetExceededError, LedgerError, ParameterError, ParameterTypeError

@@ -11,7 +11,7 @@ import numpy.typing as npt
 
 from privfed._checks import check_float
 from privfed.dp.distributed import DDG_MIN_NOISE_STD, ddg_rdp, ddg_zcdp
-from privfed.dp.events import Partition, PartitionKey, register_release
+from privfed.dp.events import Partition, PartitionKey
 from privfed.dp.releases._distributed import NOISE_SAMPLERS, DistributedRelease, ExampleRow
 from privfed.dp.samplers import EXACT_DISCRETE_GAUSSIAN_SAMPLER, SKELLAM_SAMPLER
 from privfed.dp.sensitivity import Adjacency
@@ -19,7 +19,6 @@ from privfed.dp.sensitivity import Adjacency
 __all__ = ["DistributedDiscreteGaussianRelease"]
 
 
-@register_release("distributed-discrete-gaussian")
 @dataclass(frozen=True)
 class DistributedDiscreteGaussianRelease(DistributedRelease):
     """A total released under secure aggregation with client-side discrete Gaussian noise.
@@ -63,6 +62,8 @@ class DistributedDiscreteGaussianRelease(DistributedRelease):
     relation-dependent parameter); its PLD accountant cannot, so
     ``accountant="pld"`` is refused.
     """
+
+    type_tag: ClassVar[str] = "distributed-discrete-gaussian"
 
     name: str
     partition: Partition

@@ -11,7 +11,7 @@ import numpy.typing as npt
 
 from privfed._checks import check_finite_positive
 from privfed.dp.distributed import skellam_zcdp
-from privfed.dp.events import Partition, PartitionKey, register_release
+from privfed.dp.events import Partition, PartitionKey
 from privfed.dp.rdp import check_orders
 from privfed.dp.releases._distributed import NOISE_SAMPLERS, DistributedRelease, ExampleRow
 from privfed.dp.samplers import EXACT_DISCRETE_GAUSSIAN_SAMPLER, SKELLAM_SAMPLER
@@ -20,7 +20,6 @@ from privfed.dp.sensitivity import Adjacency
 __all__ = ["DistributedSkellamRelease"]
 
 
-@register_release("distributed-skellam")
 @dataclass(frozen=True)
 class DistributedSkellamRelease(DistributedRelease):
     """A total released under secure aggregation with client-side Skellam noise.
@@ -51,6 +50,8 @@ class DistributedSkellamRelease(DistributedRelease):
     dp-accounting export ``ZCDpEvent(rho, xi)`` is therefore exact: the
     RDP accountant reproduces the ledger's figure.  PLD export is refused.
     """
+
+    type_tag: ClassVar[str] = "distributed-skellam"
 
     name: str
     partition: Partition
