@@ -121,18 +121,31 @@ def stream_key(domain: bytes, label: bytes, seed: Seed | None) -> bytes:
     return hashlib.sha256(domain + label + b"/" + material).digest()
 
 
-class _Stream:
-    """A ChaCha20 keystream read as uint64 words (never exposes its key)."""
+class _KeyStream:
+    """A ChaCha20 keystream keyed by :func:`stream_key` under ``domain`` (never shows its key).
+
+    Shared with :mod:`privfed.dp.samplers`, whose streams pass their own domain.
+    """
 
     __slots__ = ("_encryptor",)
 
-    def __init__(self, label: bytes, seed: Seed | None) -> None:
+    def __init__(self, label: bytes, seed: Seed | None, domain: bytes = _DOMAIN) -> None:
         # A fresh key per stream, so a fixed all-zero nonce is safe.
-        cipher = Cipher(algorithms.ChaCha20(stream_key(_DOMAIN, label, seed), bytes(16)), mode=None)
+        cipher = Cipher(algorithms.ChaCha20(stream_key(domain, label, seed), bytes(16)), mode=None)
         self._encryptor = cipher.encryptor()
 
     def __repr__(self) -> str:
-        return "_Stream(<redacted>)"
+        return f"{type(self).__name__}(<redacted>)"
+
+    def raw(self, count: int) -> bytes:
+        """The next ``count`` bytes of the keystream."""
+        return self._encryptor.update(bytes(count))
+
+
+class _Stream(_KeyStream):
+    """A ChaCha20 keystream read as uint64 words."""
+
+    __slots__ = ()
 
     def words(self, count: int) -> npt.NDArray[np.uint64]:
         data = self._encryptor.update(bytes(8 * count))

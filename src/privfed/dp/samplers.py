@@ -11,8 +11,9 @@ it).  The samplers here draw that noise *exactly*:
 Both are rejection samplers from an integer histogram envelope with exact
 Bernoulli factories (see the notes on the histogram sampler below): no
 floating-point value enters the law and the support is unbounded.  The float
-samplers are in :mod:`privfed.dp.noise`; the streams here are keyed by
-:func:`privfed.dp.noise.stream_key` under this module's own domain.
+samplers are in :mod:`privfed.dp.noise`; the streams here are its ChaCha20
+keystreams, keyed by :func:`privfed.dp.noise.stream_key` under this module's own
+domain.
 """
 
 from __future__ import annotations
@@ -27,10 +28,9 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
 from privfed._checks import check_float
-from privfed.dp.noise import Seed, check_shape, stream_key
+from privfed.dp.noise import Seed, _KeyStream, check_shape
 from privfed.errors import ParameterError
 
 __all__ = [
@@ -70,21 +70,13 @@ _UINT64_MAX: Final = np.uint64(np.iinfo(np.uint64).max)
 # =========================================================================================
 
 
-class _Source:
+class _Source(_KeyStream):
     """A ChaCha20 keystream (fresh 256-bit key per stream) with exact uniform integers."""
 
-    __slots__ = ("_encryptor",)
+    __slots__ = ()
 
     def __init__(self, label: bytes, seed: Seed | None) -> None:
-        # A fresh key per stream, so the fixed all-zero nonce is safe.
-        cipher = Cipher(algorithms.ChaCha20(stream_key(_DOMAIN, label, seed), bytes(16)), mode=None)
-        self._encryptor = cipher.encryptor()
-
-    def __repr__(self) -> str:
-        return "_Source(<redacted>)"
-
-    def raw(self, count: int) -> bytes:
-        return self._encryptor.update(bytes(count))
+        super().__init__(label, seed, _DOMAIN)
 
     def words(self, count: int) -> npt.NDArray[np.uint64]:
         data = self.raw(8 * count)
