@@ -46,7 +46,6 @@ def _defaults() -> tuple[dict[str, tuple[str, Any]], dict[str, tuple[str, Any]],
         "clip_norm": ("--clip-norm", latent["clip_norm"]),
         "adjacency": ("--adjacency", latent["adjacency"].value),
         "dropout_rate": ("--dropout-rate", latent["dropout_rate"]),
-        "noise_seed": ("--noise-seed", latent["noise_seed"]),
         "noise": ("--noise", latent["noise"].value),
         "assumed_corrupted": ("--assumed-corrupted", latent["assumed_corrupted"]),
         "secagg_mode": ("--secagg-mode", latent["secagg_mode"]),
@@ -74,6 +73,8 @@ def _defaults() -> tuple[dict[str, tuple[str, Any]], dict[str, tuple[str, Any]],
         "baselines": (latent["baselines"], factory["centralized"]),
         "threads": (latent["num_threads"], factory["num_threads"]),
         "no_audit": (not latent["audit"], not factory["audit"]),
+        # factory: seeds the Gaussian factories' DP noise (with --epsilon).
+        "noise_seed": (latent["noise_seed"], factory["noise_seed"]),
     }
     return latent_only, factory_only, shared
 
@@ -227,7 +228,8 @@ def register(subparsers: Any) -> None:
         "--noise-seed",
         type=int,
         default=None,
-        help="latent: seed the DP noise (reproducible experiments only; default: OS CSPRNG)",
+        help="seed the DP noise (reproducible experiments only; default: OS CSPRNG); "
+        "factory: Gaussian factories with --epsilon",
     )
     add(
         "--noise",
@@ -597,6 +599,7 @@ def _run_factory(args: argparse.Namespace) -> int:
         "num_threads": args.threads,
         "epsilon": args.epsilon,
         "delta": args.delta,
+        "noise_seed": args.noise_seed,
     }
     if scheme == "dirichlet":
         kwargs["dirichlet_alpha"] = alpha

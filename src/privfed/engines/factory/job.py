@@ -114,6 +114,7 @@ __all__ = [
     "GaussianBasis",
     "Scenario",
     "calibrated_dpsgd",
+    "cell_noise_seed",
     "downstream_stage",
     "load_partitions",
     "make_factory",
@@ -185,7 +186,8 @@ class FactoryPipelineConfig:
             not given).  Gaussian factories are fitted from one Gaussian
             release of clipped latent moments per cell
             (:class:`~privfed.engines.factory.gaussian.LatentGaussianDP`,
-            noise from the OS CSPRNG; requires a public basis).
+            noise from the OS CSPRNG unless ``noise_seed`` is set; requires a
+            public basis).
         dp_clip_norm: Per-example gradient clipping bound of the calibrated
             DP-SGD (``epsilon`` set), > 0.
         dp_sampling_rate: Poisson rate of every cell under ``epsilon``, in
@@ -206,6 +208,12 @@ class FactoryPipelineConfig:
             (:func:`privfed.data.load_dataset`).
         num_classes: The dataset's number of classes; ``None`` infers it (and
             refuses labels that leave classes empty).
+        noise_seed: ``None`` (default): the Gaussian factories' DP noise comes
+            from the OS CSPRNG.  An int >= 0 makes it reproducible
+            (experiments, tests): every cell's noise is derived from it, its
+            class and its client, the ledger records the releases as seeded and
+            the release says ``noise_seeded``.  Only for Gaussian factories
+            with ``epsilon`` set (EDM's DP-SGD noise follows ``seed``).
     """
 
     scenario: Scenario = "single-class"
@@ -238,6 +246,7 @@ class FactoryPipelineConfig:
     epsilon: float | None = None
     dp_clip_norm: float = 1.0
     dp_sampling_rate: float | None = None
+    noise_seed: int | None = None
 
     def __post_init__(self) -> None:
         check_choice("scenario", self.scenario, ("single-class", "dirichlet"))
@@ -297,6 +306,15 @@ class FactoryPipelineConfig:
         from privfed._checks import check_finite_positive
 
         check_finite_positive("dp_clip_norm", self.dp_clip_norm)
+        if self.noise_seed is not None:
+            check_int("noise_seed", self.noise_seed, minimum=0, expected=None)
+            if self.epsilon is None or self.factory != "gaussian":
+                raise ParameterError(
+                    "noise_seed",
+                    "None unless Gaussian factories are released with epsilon set "
+                    "(only they draw noise of their own)",
+                    "an int",
+                )
         if self.dp_sampling_rate is not None:
             check_float(
                 "dp_sampling_rate",
@@ -346,7 +364,10 @@ class FactoryPipelineConfig:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dictionary."""
         nested = ("unet", "edm", "edm_training", "audit_config")
-        return {**field_dict(self), **{name: getattr(self, name).to_dict() for name in nested}}
+        out = {**field_dict(self), **{name: getattr(self, name).to_dict() for name in nested}}
+        # The noise seed only as a flag, as in the latent engine's release.
+        out["noise_seeded"] = out.pop("noise_seed") is not None
+        return out
 
 
 @dataclass(frozen=True)
@@ -633,6 +654,17 @@ def calibrated_dpsgd(config: FactoryPipelineConfig, sample_count: int) -> DPSGDC
     )
 
 
+def cell_noise_seed(config: FactoryPipelineConfig, class_id: int, client_id: int) -> bytes | None:
+    """One cell's DP noise seed, derived from ``config.noise_seed`` (``None`` when unseeded).
+
+    Every cell gets its own stream: equal noise in two cells would cancel in
+    their difference.
+    """
+    if config.noise_seed is None:
+        return None
+    return f"factory-noise|{config.noise_seed}|class={class_id}|client={client_id}".encode()
+
+
 def make_factory(
     config: FactoryPipelineConfig,
     class_id: int,
@@ -665,7 +697,11 @@ def make_factory(
         dp_target = (
             None
             if config.epsilon is None
-            else LatentGaussianDP(epsilon=float(config.epsilon), delta=float(config.delta))
+            else LatentGaussianDP(
+                epsilon=float(config.epsilon),
+                delta=float(config.delta),
+                seed=cell_noise_seed(config, class_id, client_id),
+            )
         )
         return LatentGaussianFactory(
             class_id=class_id,
