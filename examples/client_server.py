@@ -16,7 +16,8 @@ import numpy as np
 import torch
 
 from privfed.data import load_digits, partition, split_public_private
-from privfed.dp import Adjacency, PrivacyLedger, plan_latent_release
+from privfed.dp import Adjacency, PrivacyLedger
+from privfed.engines.moments.planning import plan_latent_release
 from privfed.models import (
     LatentStatistics,
     LatentStatisticsConfig,

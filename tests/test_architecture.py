@@ -206,6 +206,8 @@ LOAD_BANS: tuple[LoadBan, ...] = (
             "privfed.engines.latent.self_audit",
             "privfed.engines.latent.audit",
             "privfed.engines.latent",
+            "privfed.engines.moments",
+            "privfed.engines.moments.planning",
             "privfed.engines.job",
             "privfed.engines.model_card",
             "privfed.data",

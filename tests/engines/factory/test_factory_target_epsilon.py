@@ -253,8 +253,9 @@ def _gaussian_epsilon(noise_multiplier: float) -> float:
 
 
 def test_dp_gaussian_factories_meet_the_target_in_every_cell() -> None:
-    from privfed.dp import Adjacency, GaussianRelease, plan_latent_release
+    from privfed.dp import Adjacency, GaussianRelease
     from privfed.engines.factory.job import public_codec
+    from privfed.engines.moments.planning import plan_latent_release
 
     target = 2.0
     cfg = FactoryPipelineConfig(

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privfed.dp import Adjacency, PrivacyLedger, paper_baseline_noise_stds, plan_latent_release
+from privfed.dp import Adjacency, PrivacyLedger
+from privfed.engines.moments.planning import paper_baseline_noise_stds, plan_latent_release
 from privfed.errors import BudgetExceededError, ParameterError
 from privfed.models import (
     compute_latent_statistics,

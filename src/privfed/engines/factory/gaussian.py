@@ -36,7 +36,7 @@ private basis from what is released; it does not make the rest private.
 latent engine's release, per cell: every latent is clipped to the codec's
 public radius ``R`` (``codec.default_clip_norm``, chosen without data), and
 the sum ``Σ z`` and second moment ``Σ z zᵀ`` receive Gaussian noise planned
-by :func:`privfed.dp.plan_latent_release` for the target (ε, δ) under
+by :func:`privfed.engines.moments.planning.plan_latent_release` for the target (ε, δ) under
 replace-one adjacency (the cell's size ``n`` ships in the manifest, so it is
 public; the joint sensitivity of the pair is exact).  The mean and covariance
 are then post-processing: ``S̃/n``, ``M̃/n − m mᵀ`` plus the noise's bias
@@ -147,7 +147,8 @@ def _dp_moments(
     z: torch.Tensor, radius: float, dp: LatentGaussianDP, floor: float
 ) -> tuple[torch.Tensor, torch.Tensor, PrivacyRecord]:
     """Noisy mean and covariance factor of clipped latents, and the release's record."""
-    from privfed.dp import GAUSSIAN_SAMPLER, Adjacency, gaussian_noise, plan_latent_release
+    from privfed.dp import GAUSSIAN_SAMPLER, Adjacency, gaussian_noise
+    from privfed.engines.moments.planning import plan_latent_release
 
     n, d = z.shape
     plan = plan_latent_release(

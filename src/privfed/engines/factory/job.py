@@ -52,7 +52,8 @@ steps: the rate is ``min(1, batch_size / n_{c,k})`` by default (the expected
 batch is the configured batch size whatever the cell's size) or the fixed
 ``dp_sampling_rate`` (see :func:`calibrated_dpsgd`).  Gaussian factories (public
 basis only) are fitted from one Gaussian release per cell of the clipped latent
-sum and second moment, planned by :func:`privfed.dp.plan_latent_release`
+sum and second moment, planned by
+:func:`privfed.engines.moments.planning.plan_latent_release`
 (:class:`~privfed.engines.factory.gaussian.LatentGaussianDP`).  Every factory's
 release enters the run's ledger in the ``"cell"`` scheme: a record lives in
 exactly one cell, so the cells compose in parallel and the run's ε is the
@@ -471,6 +472,7 @@ class FactoryPipelineReport(WritesArtifacts):
                     "privfed.dp.calibrate_noise_multiplier (PLD, replace-one) for the cell's "
                     "realised Poisson rate and steps"
                     if self.config.factory == "edm"
+                    # The release's words stay as published (the planner's old name).
                     else "noise per (class, client) cell: privfed.dp.plan_latent_release "
                     "(exact joint sensitivity of the sum and second moment, replace-one, "
                     "the codec's public clip radius)"

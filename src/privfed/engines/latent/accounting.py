@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from privfed.dp import GaussianRelease, PartitionKey, PrivacyLedger
-from privfed.dp.planning import LatentReleasePlan
+from privfed.engines.moments.planning import LatentReleasePlan
 from privfed.errors import ParameterError, ParameterTypeError
 
 __all__ = ["LATENT_SCHEME", "record_latent_release"]

@@ -68,13 +68,11 @@ from privfed.dp import (
     EXACT_DISCRETE_GAUSSIAN_SAMPLER,
     SKELLAM_SAMPLER,
     Adjacency,
-    LatentReleasePlan,
     PartitionKey,
     PrivacyLedger,
     gdp_delta,
     joint_mu_squared,
     min_honest_contributors,
-    plan_latent_release,
 )
 from privfed.dp.distributed import (
     MAX_EXACT_DISCRETE_GAUSSIAN_SCALE,
@@ -103,6 +101,7 @@ from privfed.engines.latent.statistics import (
     packed_size,
     unpack_symmetric,
 )
+from privfed.engines.moments.planning import LatentReleasePlan, plan_latent_release
 from privfed.errors import ParameterError, ParameterTypeError, RingOverflowError
 from privfed.secagg import IdentityKey, SecurityMode, Stage, run_protocol
 

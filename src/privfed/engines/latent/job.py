@@ -67,13 +67,7 @@ from privfed.data import (
     require_classification_data,
     split_public_private,
 )
-from privfed.dp import (
-    Adjacency,
-    LatentReleasePlan,
-    PrivacyLedger,
-    min_honest_contributors,
-    plan_latent_release,
-)
+from privfed.dp import Adjacency, PrivacyLedger, min_honest_contributors
 from privfed.dp.distributed_blocks import dropout_inflation
 from privfed.engines.classifier import ARCHITECTURES, evaluate_classifier, train_classifier
 from privfed.engines.codecs import Codec, ConvAutoencoderCodec, DiffusersCodec, PCACodec
@@ -115,6 +109,7 @@ from privfed.engines.latent.statistics import (
     LatentStatistics,
     LatentStatisticsConfig,
 )
+from privfed.engines.moments.planning import LatentReleasePlan, plan_latent_release
 from privfed.errors import ParameterError, ParameterTypeError
 from privfed.progress import ProgressFn
 from privfed.secagg import Stage, run_protocol

@@ -16,7 +16,7 @@ Noise placement (:class:`NoisePlacement`):
   noise is added.  Same accounting for the real-valued mechanism; exposed to
   floating-point attacks in principle.
 
-Second moments.  :mod:`privfed.dp.planning` calibrates ``σ_m`` for noise that
+Second moments.  :mod:`privfed.engines.moments.planning` calibrates ``σ_m`` for noise that
 is isotropic on the full ``d × d`` matrix (an independent draw per entry, both
 triangles), followed by symmetrisation (averaging with the transpose), which
 is post-processing.  The symmetrised noise has std ``σ_m`` on the diagonal and
@@ -46,7 +46,6 @@ from privfed.dp import (
     ROUNDED_GAUSSIAN_SAMPLER,
     Adjacency,
     GaussianRelease,
-    LatentReleasePlan,
     PartitionKey,
     PrivacyLedger,
     gaussian_noise,
@@ -57,6 +56,7 @@ from privfed.dp import (
 from privfed.dp.noise import MAX_INTEGER_SCALE
 from privfed.engines.latent.accounting import LATENT_SCHEME, record_latent_release
 from privfed.engines.latent.statistics import LatentStatistics, packed_size, unpack_symmetric
+from privfed.engines.moments.planning import LatentReleasePlan
 from privfed.errors import ParameterError, ParameterTypeError
 
 __all__ = [
@@ -263,7 +263,7 @@ def release_latent_statistics(
 
     Args:
         stats: Exact aggregated totals (e.g. decoded from secure aggregation).
-        plan: From :func:`privfed.dp.plan_latent_release` with
+        plan: From :func:`privfed.engines.moments.planning.plan_latent_release` with
             ``clip_norm == stats.config.clip_norm`` and ``dim == stats.config.dim``.
         ledger: Where the release is recorded (atomically).
         seed: ``None`` (default) for CSPRNG noise from the OS; an int or bytes
@@ -281,7 +281,7 @@ def release_latent_statistics(
     """
     stats, ledger, where = _check_common(stats, ledger, placement)
     if not isinstance(plan, LatentReleasePlan):
-        raise ParameterTypeError("plan", "a privfed.dp.LatentReleasePlan", plan)
+        raise ParameterTypeError("plan", "a LatentReleasePlan", plan)
     cfg = stats.config
     if plan.clip_norm != cfg.clip_norm or plan.dim != cfg.dim:
         raise ParameterError(
@@ -322,7 +322,7 @@ def release_with_noise_stds(
 ) -> NoisyLatentStatistics:
     """Release with caller-chosen noise stds (e.g. the paper's calibration), counts public.
 
-    For comparisons such as :func:`privfed.dp.paper_baseline_noise_stds`.  The
+    For comparisons such as :func:`privfed.engines.moments.planning.paper_baseline_noise_stds`.  The
     adjacency is REPLACE_ONE with public labels (counts released exactly).
     Two releases per class are recorded, the sum (sensitivity ``2R``) and the
     second moment (``√2 R²``), accounted *separately*; the ledger composes
