@@ -296,6 +296,28 @@ class DistributedNoisePlan:
             std.get("count", 0.0),
         )
 
+    def ledger(self) -> PrivacyLedger:
+        """A fresh ledger budgeted at the target the plan was calibrated for."""
+        return self.central.ledger()
+
+    def events(self, *, seeded: bool) -> tuple[DistributedBlockRelease, ...]:
+        """The ledger events the clients' noise spends: one block release per class."""
+        return tuple(
+            DistributedBlockRelease(
+                name="latent-statistics",
+                partition=PartitionKey(LATENT_SCHEME, c),
+                mechanism=self.noise.mechanism,
+                num_contributors=self.min_honest,
+                noise=self.noise.noise,
+                dimensions=self.noise.dimensions,
+                unit_mu_squared=self.noise.unit_mu_squared,
+                adjacency=self.central.adjacency,
+                sampler=self.sampler,
+                seeded=seeded,
+            )
+            for c in range(self.spec.num_classes)
+        )
+
     def claimed_plan(self) -> LatentReleasePlan:
         """The central-form plan with the claimed honest noise stds (for the canary audit).
 
@@ -586,28 +608,14 @@ def plan_distributed_noise(
 def record_distributed_release(
     ledger: PrivacyLedger, plan: DistributedNoisePlan, *, seeded: bool
 ) -> tuple[DistributedBlockRelease, ...]:
-    """Record one :class:`~privfed.dp.DistributedBlockRelease` per class, atomically.
+    """Record the plan's events (:meth:`DistributedNoisePlan.events`), atomically.
 
     Recorded when the plan is fixed, before any client draws noise; a
     budget overflow therefore releases nothing.
     """
     if not isinstance(ledger, PrivacyLedger):
         raise ParameterTypeError("ledger", "a privfed.dp.PrivacyLedger", ledger)
-    releases = tuple(
-        DistributedBlockRelease(
-            name="latent-statistics",
-            partition=PartitionKey(LATENT_SCHEME, c),
-            mechanism=plan.noise.mechanism,
-            num_contributors=plan.min_honest,
-            noise=plan.noise.noise,
-            dimensions=plan.noise.dimensions,
-            unit_mu_squared=plan.noise.unit_mu_squared,
-            adjacency=plan.central.adjacency,
-            sampler=plan.sampler,
-            seeded=seeded,
-        )
-        for c in range(plan.spec.num_classes)
-    )
+    releases = plan.events(seeded=seeded)
     ledger.record_all(releases)
     return releases
 

@@ -94,7 +94,6 @@ from privfed.engines.latent.distributed import (
     aggregate_distributed,
     layers_supported,
     plan_distributed_noise,
-    record_distributed_release,
     secagg_options,
 )
 from privfed.engines.latent.gaussians import ClassGaussians, fit_class_gaussians
@@ -882,7 +881,7 @@ def release(
 ) -> LatentRelease:
     """Plan the noise for (ε, δ), add it once, record it in a fresh budgeted ledger."""
     plan = plan_release(config, spec)
-    ledger = PrivacyLedger(budget_epsilon=config.epsilon, budget_delta=config.delta)
+    ledger = plan.ledger()
     noisy = release_latent_statistics(
         total, plan, ledger=ledger, seed=config.noise_seed, placement=config.placement
     )
@@ -1143,8 +1142,8 @@ def _run(
                 "aggregator", "None with a distributed noise model", type(aggregator).__name__
             )
         # Recorded before any client draws noise: a budget overflow releases nothing.
-        ledger = PrivacyLedger(budget_epsilon=config.epsilon, budget_delta=config.delta)
-        record_distributed_release(ledger, dplan, seeded=config.noise_seed is not None)
+        ledger = dplan.ledger()
+        ledger.record_all(dplan.events(seeded=config.noise_seed is not None))
         if noisy_aggregator is None:
             agg, dist = aggregate_with_noise(client_stats, dplan, dropouts, config.noise_seed)
         else:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -35,6 +36,7 @@ from privfed._checks import (
     check_finite_positive,
     to_float,
 )
+from privfed.dp import GaussianRelease, PartitionKey, PrivacyLedger
 from privfed.dp.calibration import (
     calibrate_analytic_gaussian,
     gdp_delta,
@@ -96,6 +98,9 @@ class LatentReleasePlan:
         sum_sensitivity: L2 sensitivity of ``Σ z`` alone under ``adjacency``.
         second_moment_sensitivity: Frobenius sensitivity of ``Σ z zᵀ`` alone.
         count_sensitivity: L2 sensitivity of the count vector alone.
+        target_delta: The δ the plan was made for (the budget of the ledger
+            its release enters, :meth:`ledger`); ``None`` for a plan built by
+            hand.
     """
 
     epsilon: float
@@ -112,6 +117,7 @@ class LatentReleasePlan:
     sum_sensitivity: float
     second_moment_sensitivity: float
     count_sensitivity: float
+    target_delta: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.adjacency, Adjacency):
@@ -163,6 +169,81 @@ class LatentReleasePlan:
             )
         if gdp_delta(self.mu, self.epsilon) > self.delta:
             raise ParameterError("delta", "at least the exact delta of (mu, epsilon)", self.delta)
+        if self.target_delta is not None:
+            check_delta(self.target_delta, name="target_delta")
+
+    def ledger(self) -> PrivacyLedger:
+        """A fresh ledger whose budget is the target this plan was made for.
+
+        The one lane of ε: the job that releases with this plan budgets its
+        ledger here, never from its configuration again.
+
+        Raises:
+            ParameterError: The plan was built by hand (no ``target_delta``).
+        """
+        if self.target_delta is None:
+            raise ParameterError("target_delta", "the delta the plan was made for", None)
+        return PrivacyLedger(budget_epsilon=self.epsilon, budget_delta=self.target_delta)
+
+    def events(
+        self,
+        partitions: Sequence[int | str],
+        *,
+        scheme: str,
+        sampler: str,
+        seeded: bool,
+        name: str = "latent-statistics",
+    ) -> tuple[GaussianRelease, ...]:
+        """The ledger events this plan's release spends, one per partition.
+
+        Each partition's (sum, second moment[, count]) release is an event in
+        whitened form (``noise_std = 1``, ``l2_sensitivity = mu``) on
+        ``PartitionKey(scheme, label)``.  With ``private_labels`` a record
+        may change partition, so the partitions are not disjoint: a single
+        event on ``None`` (all records) is returned instead, whose μ already
+        covers both partitions a replacement touches.
+
+        Args:
+            partitions: The labels released (at least one, no repeats; ints or strs).
+            scheme: The partition scheme of the labels.
+            sampler: Noise sampler name.
+            seeded: Whether the noise was seeded.
+            name: Release name.
+
+        Raises:
+            ParameterTypeError: A label that is not an int or a str.
+            ParameterError: No labels, or repeated ones.
+        """
+        labels = list(partitions)
+        if not labels:
+            raise ParameterError("partitions", "a non-empty sequence of class ids", labels)
+        if len(set(labels)) != len(labels):
+            raise ParameterError("partitions", "class ids without repeats", labels)
+        for label in labels:
+            if label is None:
+                raise ParameterTypeError("partitions", "a sequence of ints or strs", label)
+            if not isinstance(label, str) and (
+                isinstance(label, bool) or not isinstance(label, int)
+            ):
+                raise ParameterTypeError("partition", "an int, a str or None", label)
+        d = self.dim
+        dimension = d + d * d + (1 if self.noise_std_count > 0 else 0)
+        targets: list[PartitionKey | None] = (
+            [None] if self.private_labels else [PartitionKey(scheme, c) for c in labels]
+        )
+        return tuple(
+            GaussianRelease(
+                name=name,
+                partition=target,
+                l2_sensitivity=self.mu,
+                noise_std=1.0,
+                adjacency=self.adjacency,
+                sampler=sampler,
+                seeded=seeded,
+                dimension=dimension,
+            )
+            for target in targets
+        )
 
 
 def _check_split(split: object) -> str | float:
@@ -417,6 +498,7 @@ def plan_latent_release(
         sum_sensitivity=sens_sum,
         second_moment_sensitivity=sens_second,
         count_sensitivity=sens_count,
+        target_delta=target_delta,
     )
 
 
