@@ -22,7 +22,8 @@ from privfed.engines.job import (
     check_output_dir,
     write_artifacts,
 )
-from privfed.engines.latent.job import PipelineConfig, run_pipeline
+from privfed.engines.latent.config import PipelineConfig
+from privfed.engines.latent.job import run_pipeline
 from privfed.errors import ParameterError
 from privfed.progress import ProgressEvent
 

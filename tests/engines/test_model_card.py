@@ -22,7 +22,9 @@ from privfed.engines.factory.job import (
 )
 from privfed.engines.factory.matrix import UnlearningCertificate
 from privfed.engines.job import RunArtifacts, write_artifacts
-from privfed.engines.latent.job import PipelineConfig, PipelineResult, run_pipeline
+from privfed.engines.latent.config import PipelineConfig
+from privfed.engines.latent.job import run_pipeline
+from privfed.engines.latent.report import PipelineResult
 from privfed.engines.model_card import (
     ModelCard,
     ModelCardDeclarations,

@@ -37,7 +37,7 @@ def _defaults() -> tuple[dict[str, tuple[str, Any]], dict[str, tuple[str, Any]],
     defaults are read, so no engine code (torch) is imported.
     """
     from privfed.engines.factory.job import FactoryPipelineConfig
-    from privfed.engines.latent.job import PipelineConfig
+    from privfed.engines.latent.config import PipelineConfig
 
     latent, factory = _field_defaults(PipelineConfig), _field_defaults(FactoryPipelineConfig)
     latent_only = {
@@ -446,7 +446,8 @@ def _printer(args: argparse.Namespace) -> Any:
 
 def _run_latent(args: argparse.Namespace) -> int:
     from privfed.dp import Adjacency
-    from privfed.engines.latent.job import PipelineConfig, run_pipeline
+    from privfed.engines.latent.config import PipelineConfig
+    from privfed.engines.latent.job import run_pipeline
 
     scheme, option = args.partition
     config = PipelineConfig(

@@ -3,7 +3,7 @@
 Each node loads the dataset, takes its own partition (``partition-id`` of its
 node config), encodes it with the public codec (fitted on the public split,
 the same on every node) and computes its exact statistics
-(:func:`privfed.engines.latent.job.client_statistics`); the statistics leave
+(:func:`privfed.engines.latent.stages.client_statistics`); the statistics leave
 the node only masked, through :class:`~privfed.flower.SecAggRound`.  The
 server runs :func:`privfed.engines.latent.job.run_pipeline` with that
 aggregation in place of the in-process one -- the same release (plan, noise,
@@ -327,8 +327,9 @@ def latent_main(
         ProtocolAbort: Too few nodes, or secure aggregation could not complete.
     """
     from privfed.engines.job import check_output_dir
+    from privfed.engines.latent.config import threshold_for
     from privfed.engines.latent.distributed import NoiseModel
-    from privfed.engines.latent.job import run_pipeline, threshold_for
+    from privfed.engines.latent.job import run_pipeline
 
     config = pipeline_config(run)
     distributed = config.noise is not NoiseModel.CENTRAL
@@ -394,7 +395,7 @@ def latent_server_app(
 
     Args:
         run_config: Overrides of Flower's run config.
-        on_result: Called with the :class:`~privfed.engines.latent.job.PipelineResult`
+        on_result: Called with the :class:`~privfed.engines.latent.report.PipelineResult`
             (in the ServerApp's process).
     """
     app = ServerApp()
