@@ -67,7 +67,8 @@ import numpy as np
 import torch
 
 from privfed.engines.factory import EDMConfig, EDMTrainingConfig, UNetConfig
-from privfed.engines.factory.job import FactoryPipelineConfig, run_factory_pipeline
+from privfed.engines.factory.config import FactoryPipelineConfig
+from privfed.engines.factory.job import run_factory_pipeline
 from privfed.progress import ProgressEvent
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -13,7 +13,8 @@ from release_scan import json_numbers, latent_private_numbers
 
 from privfed.dp import Adjacency
 from privfed.engines import job as job_module
-from privfed.engines.factory.job import FactoryPipelineConfig, run_factory_pipeline
+from privfed.engines.factory.config import FactoryPipelineConfig
+from privfed.engines.factory.job import run_factory_pipeline
 from privfed.engines.job import (
     RELEASE_FILENAMES,
     RunArtifacts,

@@ -36,7 +36,7 @@ def _defaults() -> tuple[dict[str, tuple[str, Any]], dict[str, tuple[str, Any]],
     (latent default, factory default) for shared ones.  Only dataclass field
     defaults are read, so no engine code (torch) is imported.
     """
-    from privfed.engines.factory.job import FactoryPipelineConfig
+    from privfed.engines.factory.config import FactoryPipelineConfig
     from privfed.engines.latent.config import PipelineConfig
 
     latent, factory = _field_defaults(PipelineConfig), _field_defaults(FactoryPipelineConfig)
@@ -578,7 +578,8 @@ def _audit_rows(summary: Any) -> list[tuple[str, str]]:
 
 
 def _run_factory(args: argparse.Namespace) -> int:
-    from privfed.engines.factory.job import FactoryPipelineConfig, run_factory_pipeline
+    from privfed.engines.factory.config import FactoryPipelineConfig
+    from privfed.engines.factory.job import run_factory_pipeline
 
     scheme, alpha = args.partition
     kwargs: dict[str, Any] = {

@@ -13,7 +13,7 @@ in a :class:`~privfed.engines.factory.matrix.FactoryMatrix` and runs the
 engine's own server stage (:func:`~privfed.engines.factory.job.downstream_stage`:
 synthesis, downstream classifier, evaluation).  It writes the artefacts of
 ``privfed run --engine factory`` (a
-:class:`~privfed.engines.factory.job.FactoryPipelineReport` and its
+:class:`~privfed.engines.factory.report.FactoryPipelineReport` and its
 ``write``: ``release.json``, ``synthetic.npz``, ``samples.png``,
 ``evaluation.json``, the model card) into ``output-dir``, plus
 :data:`FACTORY_RESULT_FILE` (``factory_flower.json``: the transport's facts --
@@ -62,7 +62,7 @@ from privfed.flower import _wire
 from privfed.flower.server import wait_for_federation
 
 if TYPE_CHECKING:  # pragma: no cover
-    from privfed.engines.factory.job import FactoryPipelineConfig
+    from privfed.engines.factory.config import FactoryPipelineConfig
     from privfed.engines.job import StageClock
 
 __all__ = [
@@ -138,7 +138,7 @@ def _server_value(run: Mapping[str, Any], key: str) -> Any:
 
 
 def factory_config(run: Mapping[str, Any]) -> FactoryPipelineConfig:
-    """The :class:`~privfed.engines.factory.job.FactoryPipelineConfig` a run config names.
+    """The :class:`~privfed.engines.factory.config.FactoryPipelineConfig` a run config names.
 
     Reads the keys of :data:`CONFIG_KEYS`; missing ones take the job's
     defaults.  The Flower job trains no baselines and runs no audit (they
@@ -148,7 +148,7 @@ def factory_config(run: Mapping[str, Any]) -> FactoryPipelineConfig:
         ParameterError: A value of the wrong type (naming its key) or outside
             its domain (the config's own checks).
     """
-    from privfed.engines.factory.job import FactoryPipelineConfig
+    from privfed.engines.factory.config import FactoryPipelineConfig
 
     fields: dict[str, Any] = {"centralized": False, "audit": False}
     for key, (name, kind) in CONFIG_KEYS.items():
@@ -333,13 +333,13 @@ def _serve(
     import torch
 
     from privfed.engines.factory.job import (
-        FactoryPipelineReport,
         downstream_stage,
         load_partitions,
         public_codec,
         weight_bytes,
     )
     from privfed.engines.factory.matrix import FactoryMatrix
+    from privfed.engines.factory.report import FactoryPipelineReport
 
     partitions = wait_for_federation(
         grid,

@@ -23,8 +23,8 @@ import pytest
 from dp_accounting.pld import PLDAccountant
 
 from privfed.engines.factory import EDMConfig, EDMTrainingConfig, UNetConfig
+from privfed.engines.factory.config import FactoryPipelineConfig
 from privfed.engines.factory.job import (
-    FactoryPipelineConfig,
     calibrated_dpsgd,
     cell_noise_seed,
     make_factory,
