@@ -81,7 +81,7 @@ _53_LN2: Final = 53.0 * math.log(2.0)
 
 def check_shape(shape: int | Sequence[int]) -> tuple[int, ...]:
     """``shape``: an int or a sequence of ints, every dimension >= 0 (shared with
-    :mod:`privfed.dp.distributed`)."""
+    :mod:`privfed.dp.samplers`)."""
     if isinstance(shape, bool):
         raise ParameterTypeError("shape", "an int or a sequence of ints", shape)
     if isinstance(shape, int | np.integer):
@@ -104,7 +104,7 @@ def stream_key(domain: bytes, label: bytes, seed: Seed | None) -> bytes:
     """The 256-bit ChaCha20 key of one stream: SHA-256 of ``domain``, ``label``, ``seed``.
 
     ``seed=None`` gives a fresh key from :func:`os.urandom`.  Shared with
-    :mod:`privfed.dp.distributed`, which passes its own ``domain``.
+    :mod:`privfed.dp.samplers`, which passes its own ``domain``.
     """
     if seed is None:
         return os.urandom(32)

@@ -74,12 +74,7 @@ from privfed.dp import (
     joint_mu_squared,
     min_honest_contributors,
 )
-from privfed.dp.distributed import (
-    MAX_EXACT_DISCRETE_GAUSSIAN_SCALE,
-    MAX_POISSON_MEAN,
-    MIN_POISSON_MEAN,
-    WRAP_PROBABILITY_LIMIT,
-)
+from privfed.dp.distributed import WRAP_PROBABILITY_LIMIT
 from privfed.dp.distributed_blocks import (
     LAYER_SEED_BYTES,
     BlockNoise,
@@ -92,6 +87,11 @@ from privfed.dp.distributed_blocks import (
     sample_block_noise,
 )
 from privfed.dp.releases.distributed_blocks import DistributedBlockRelease
+from privfed.dp.samplers import (
+    MAX_EXACT_DISCRETE_GAUSSIAN_SCALE,
+    MAX_POISSON_MEAN,
+    MIN_POISSON_MEAN,
+)
 from privfed.engines.latent.accounting import LATENT_SCHEME
 from privfed.engines.latent.release import NoisePlacement, NoisyLatentStatistics
 from privfed.engines.latent.statistics import (
