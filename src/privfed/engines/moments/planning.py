@@ -42,6 +42,7 @@ from privfed.dp.calibration import (
     gdp_delta,
     mu_for_epsilon_delta,
 )
+from privfed.dp.calibrator import raise_until
 from privfed.dp.sensitivity import (
     Adjacency,
     count_sensitivity,
@@ -49,7 +50,7 @@ from privfed.dp.sensitivity import (
     second_moment_sensitivity,
     sum_sensitivity,
 )
-from privfed.errors import CalibrationError, ParameterError, ParameterTypeError
+from privfed.errors import ParameterError, ParameterTypeError
 
 __all__ = [
     "LatentReleasePlan",
@@ -429,6 +430,108 @@ def plan_latent_release(
         ParameterTypeError: A parameter has the wrong type.
         CalibrationError: The plan could not be certified (not expected).
     """
+    eps, target_delta, radius, d, checked_split, labels_private = _checked_request(
+        epsilon, delta, clip_norm, dim, adjacency, split, private_labels
+    )
+    solved = _solved_stds(
+        mu_for_epsilon_delta(eps, target_delta),
+        checked_split,
+        radius=radius,
+        dim=d,
+        adjacency=adjacency,
+        private_labels=labels_private,
+    )
+    # Nudged up until the exact curve confirms the guarantee (the one calibrator's
+    # certification step, on the three stds together).
+    std_sum, std_second, std_count = raise_until(
+        solved,
+        lambda stds: gdp_delta(_joint_mu(stds, radius, adjacency, labels_private), eps)
+        <= target_delta,
+        _nudged,
+        max_steps=_MAX_NUDGES,
+        failure="could not certify the latent release plan",
+    )
+    mu = _joint_mu((std_sum, std_second, std_count), radius, adjacency, labels_private)
+    achieved = gdp_delta(mu, eps)
+    return LatentReleasePlan(
+        epsilon=eps,
+        # δ can underflow to 0 for absurdly small targets; the target is then the bound.
+        delta=achieved if achieved > 0.0 else target_delta,
+        mu=mu,
+        noise_std_sum=std_sum,
+        noise_std_second_moment=std_second,
+        noise_std_count=std_count,
+        adjacency=adjacency,
+        clip_norm=radius,
+        dim=d,
+        split=checked_split,
+        private_labels=labels_private,
+        sum_sensitivity=sum_sensitivity(radius, adjacency),
+        second_moment_sensitivity=second_moment_sensitivity(radius, adjacency),
+        count_sensitivity=count_sensitivity(adjacency, private_labels=labels_private),
+        target_delta=target_delta,
+    )
+
+
+def _solved_stds(
+    mu_target: float,
+    split: str | float,
+    *,
+    radius: float,
+    dim: int,
+    adjacency: Adjacency,
+    private_labels: bool,
+) -> tuple[float, float, float]:
+    """``(σ_s, σ_m, σ_c)`` of the split's direction scaled so the joint μ is ``mu_target``."""
+    noised = _counts_noised(adjacency, private_labels)
+    if split == "balanced":
+        x, y, v = 1.0, 1.0, 1.0 if noised else 0.0
+    elif split == "optimal":
+        x, y, v = _optimal_direction(dim, adjacency, private_labels)
+    else:
+        weight = float(split)
+        x = weight / (sum_sensitivity(radius, adjacency) / radius) ** 2
+        y = (1.0 - weight) / (second_moment_sensitivity(radius, adjacency) / (radius * radius)) ** 2
+        v = x if noised else 0.0
+    scale = mu_target**2 / _constraint(x, y, v, adjacency, private_labels)
+    return (
+        radius / math.sqrt(scale * x),
+        radius * (radius / math.sqrt(scale * y)),
+        1.0 / math.sqrt(scale * v) if noised else 0.0,
+    )
+
+
+def _nudged(stds: tuple[float, float, float]) -> tuple[float, float, float]:
+    """Every std up by a relative 1e-12 (the certification's step)."""
+    return (stds[0] * (1.0 + 1e-12), stds[1] * (1.0 + 1e-12), stds[2] * (1.0 + 1e-12))
+
+
+def _joint_mu(
+    stds: tuple[float, float, float], radius: float, adjacency: Adjacency, private_labels: bool
+) -> float:
+    """The exact joint μ of the release with noise stds ``(σ_s, σ_m, σ_c)``."""
+    return math.sqrt(
+        joint_mu_squared(
+            radius,
+            stds[0],
+            stds[1],
+            adjacency,
+            noise_std_count=stds[2] if _counts_noised(adjacency, private_labels) else None,
+            private_labels=private_labels,
+        )
+    )
+
+
+def _checked_request(
+    epsilon: float,
+    delta: float,
+    clip_norm: float,
+    dim: int,
+    adjacency: Adjacency,
+    split: object,
+    private_labels: bool,
+) -> tuple[float, float, float, int, str | float, bool]:
+    """The checked ``(ε, δ, R, d, split, private labels)`` of a plan request."""
     eps = check_finite_positive("epsilon", epsilon)
     target_delta = check_delta(delta)
     radius = check_finite_positive("clip_norm", clip_norm)
@@ -443,63 +546,7 @@ def plan_latent_release(
     check_bool("private_labels", private_labels)
     checked_split = _check_split(split)
     labels_private = private_labels and adjacency is Adjacency.REPLACE_ONE
-    noised = _counts_noised(adjacency, labels_private)
-    sens_sum = sum_sensitivity(radius, adjacency)
-    sens_second = second_moment_sensitivity(radius, adjacency)
-    sens_count = count_sensitivity(adjacency, private_labels=labels_private)
-
-    mu_target = mu_for_epsilon_delta(eps, target_delta)
-    if checked_split == "balanced":
-        x, y, v = 1.0, 1.0, 1.0 if noised else 0.0
-    elif checked_split == "optimal":
-        x, y, v = _optimal_direction(d, adjacency, labels_private)
-    else:
-        weight = float(checked_split)
-        x = weight / (sens_sum / radius) ** 2
-        y = (1.0 - weight) / (sens_second / (radius * radius)) ** 2
-        v = x if noised else 0.0
-    scale = mu_target**2 / _constraint(x, y, v, adjacency, labels_private)
-    std_sum = radius / math.sqrt(scale * x)
-    std_second = radius * (radius / math.sqrt(scale * y))
-    std_count = 1.0 / math.sqrt(scale * v) if noised else 0.0
-
-    for _ in range(_MAX_NUDGES):
-        mu = math.sqrt(
-            joint_mu_squared(
-                radius,
-                std_sum,
-                std_second,
-                adjacency,
-                noise_std_count=std_count if noised else None,
-                private_labels=labels_private,
-            )
-        )
-        achieved = gdp_delta(mu, eps)
-        if achieved <= target_delta:
-            break
-        std_sum *= 1.0 + 1e-12
-        std_second *= 1.0 + 1e-12
-        std_count *= 1.0 + 1e-12
-    else:
-        raise CalibrationError("could not certify the latent release plan")
-    return LatentReleasePlan(
-        epsilon=eps,
-        # δ can underflow to 0 for absurdly small targets; the target is then the bound.
-        delta=achieved if achieved > 0.0 else target_delta,
-        mu=mu,
-        noise_std_sum=std_sum,
-        noise_std_second_moment=std_second,
-        noise_std_count=std_count,
-        adjacency=adjacency,
-        clip_norm=radius,
-        dim=d,
-        split=checked_split,
-        private_labels=labels_private,
-        sum_sensitivity=sens_sum,
-        second_moment_sensitivity=sens_second,
-        count_sensitivity=sens_count,
-        target_delta=target_delta,
-    )
+    return eps, target_delta, radius, d, checked_split, labels_private
 
 
 def paper_baseline_noise_stds(
