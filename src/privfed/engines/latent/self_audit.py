@@ -564,6 +564,26 @@ def audit_latent_release_code(
     )
 
 
+def _planned(
+    epsilon: float,
+    delta: float,
+    *,
+    clip_norm: float,
+    dim: int,
+    adjacency: Adjacency | None,
+    split: str | float,
+) -> LatentReleasePlan:
+    """The plan a self-audit audits (adjacency ``None``: REPLACE_ONE)."""
+    return plan_latent_release(
+        epsilon,
+        delta,
+        clip_norm=clip_norm,
+        dim=dim,
+        adjacency=Adjacency.REPLACE_ONE if adjacency is None else adjacency,
+        split=split,  # type: ignore[arg-type]
+    )
+
+
 def self_audit_release(
     epsilon: float,
     delta: float,
@@ -606,15 +626,7 @@ def self_audit_release(
         A :class:`privfed.audit.canary.CanaryAuditResult` comparing the plan's
         claim with μ_lb and ε_lb; its ``audited`` starts with ``"release code:"``.
     """
-    adj = Adjacency.REPLACE_ONE if adjacency is None else adjacency
-    plan = plan_latent_release(
-        epsilon,
-        delta,
-        clip_norm=clip_norm,
-        dim=dim,
-        adjacency=adj,
-        split=split,  # type: ignore[arg-type]
-    )
+    plan = _planned(epsilon, delta, clip_norm=clip_norm, dim=dim, adjacency=adjacency, split=split)
     release = PlannedRelease(
         plan, check_enum("placement", placement, NoisePlacement), noise_scale=noise_scale
     )
@@ -747,13 +759,5 @@ def simulated_self_audit(
         A :class:`~privfed.audit.canary.CanaryAuditResult` comparing the plan's claim
         with μ_lb, ε_lb.
     """
-    adj = Adjacency.REPLACE_ONE if adjacency is None else adjacency
-    plan = plan_latent_release(
-        epsilon,
-        delta,
-        clip_norm=clip_norm,
-        dim=dim,
-        adjacency=adj,
-        split=split,  # type: ignore[arg-type]
-    )
+    plan = _planned(epsilon, delta, clip_norm=clip_norm, dim=dim, adjacency=adjacency, split=split)
     return audit_latent_release(plan, **kwargs)
