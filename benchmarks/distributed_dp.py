@@ -99,7 +99,8 @@ def noise_part(epsilons: list[float], clients: list[int]) -> list[dict[str, Any]
 def accuracy_part(
     epsilons: list[float], clients: list[int], seeds: list[int]
 ) -> list[dict[str, Any]]:
-    from privfed.engines.latent.job import PipelineConfig, run_pipeline
+    from privfed.engines.latent.config import PipelineConfig
+    from privfed.engines.latent.job import run_pipeline
 
     rows = []
     total = len(epsilons) * len(clients) * 2 * len(MODELS) * len(seeds)

@@ -29,11 +29,11 @@ from privfed.dp import (
     gdp_epsilon,
     in_scheme,
     partition_key,
-    plan_latent_release,
 )
 from privfed.dp import events as events_module
 from privfed.dp import ledger as ledger_module
 from privfed.dp import registry as registry_module
+from privfed.engines.moments.planning import plan_latent_release
 from privfed.errors import BudgetExceededError, LedgerError, ParameterError, ParameterTypeError
 
 REPLACE = Adjacency.REPLACE_ONE

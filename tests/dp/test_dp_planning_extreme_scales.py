@@ -15,8 +15,8 @@ import math
 import pytest
 
 from privfed.dp import gdp_delta
-from privfed.dp.planning import plan_latent_release
 from privfed.dp.sensitivity import Adjacency, joint_mu_squared
+from privfed.engines.moments.planning import plan_latent_release
 from privfed.errors import ParameterError
 
 CASES = [

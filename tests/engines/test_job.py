@@ -14,7 +14,8 @@ from release_scan import json_numbers, latent_private_numbers
 
 from privfed.dp import Adjacency
 from privfed.engines import job as job_module
-from privfed.engines.factory.job import FactoryPipelineConfig, run_factory_pipeline
+from privfed.engines.factory.config import FactoryPipelineConfig
+from privfed.engines.factory.job import run_factory_pipeline
 from privfed.engines.job import (
     RELEASE_FILENAMES,
     RunArtifacts,
@@ -23,7 +24,8 @@ from privfed.engines.job import (
     check_output_dir,
     write_artifacts,
 )
-from privfed.engines.latent.job import PipelineConfig, run_pipeline
+from privfed.engines.latent.config import PipelineConfig
+from privfed.engines.latent.job import run_pipeline
 from privfed.errors import ParameterError
 from privfed.progress import ProgressEvent
 

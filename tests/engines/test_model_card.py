@@ -15,14 +15,14 @@ import pytest
 from release_scan import json_numbers, latent_private_numbers
 
 from privfed.dp import Adjacency, PrivacyLedger
-from privfed.engines.factory.job import (
-    FactoryPipelineConfig,
-    FactoryPipelineReport,
-    run_factory_pipeline,
-)
+from privfed.engines.factory.config import FactoryPipelineConfig
+from privfed.engines.factory.job import run_factory_pipeline
 from privfed.engines.factory.matrix import UnlearningCertificate
+from privfed.engines.factory.report import FactoryPipelineReport
 from privfed.engines.job import RunArtifacts, write_artifacts
-from privfed.engines.latent.job import PipelineConfig, PipelineResult, run_pipeline
+from privfed.engines.latent.config import PipelineConfig
+from privfed.engines.latent.job import run_pipeline
+from privfed.engines.latent.report import PipelineResult
 from privfed.engines.model_card import (
     ModelCard,
     ModelCardDeclarations,

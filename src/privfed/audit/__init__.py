@@ -58,7 +58,6 @@ from privfed.audit.canary import (
     audit_gaussian_mechanism,
     audit_gaussian_release,
     audit_latent_release,
-    self_audit,
     worst_case_latent_canary,
     worst_case_latent_records,
 )
@@ -178,7 +177,6 @@ __all__ = [
     "render_markdown",
     "rmia_scores",
     "roc_curve",
-    "self_audit",
     "torch_scoring",
     "tpr_at_fpr",
     "true_class_probabilities",

@@ -1,15 +1,14 @@
-"""Differential privacy for privfed: calibration, sensitivities, plans, noise, ledger.
+"""Differential privacy for privfed: calibration, sensitivities, noise, ledger.
 
 Pure numpy + scipy; scipy.special, scipy.optimize and dp-accounting are imported
-only by the functions that use them (the Gaussian calibration, the noise-split
-optimiser, the PLD/RDP accountants).  Never imports torch.
+only by the functions that use them (the Gaussian calibration, the PLD/RDP
+accountants).  Never imports torch.
 
 * :mod:`privfed.dp.calibrator` -- the one calibrator every noise calibration uses:
   the smallest parameter of a release that meets a privacy target.
 * :mod:`privfed.dp.calibration` -- exact analytic Gaussian calibration and μ-GDP.
 * :mod:`privfed.dp.sensitivity` -- adjacency relations and exact sensitivities,
   including the joint μ of the latent-statistic release.
-* :mod:`privfed.dp.planning` -- noise plans for the latent-statistic release.
 * :mod:`privfed.dp.noise` -- CSPRNG-backed Gaussian, rounded and discrete
   Gaussian samplers.
 * :mod:`privfed.dp.events` -- the release-event protocol and partition schemes.
@@ -97,11 +96,6 @@ _EXPORTS: dict[str, str] = {
     "exact_discrete_gaussian": "privfed.dp.samplers",
     "exact_poisson": "privfed.dp.samplers",
     "skellam_noise": "privfed.dp.samplers",
-    "LatentReleasePlan": "privfed.dp.planning",
-    "SplitName": "privfed.dp.planning",
-    "paper_baseline_noise_stds": "privfed.dp.planning",
-    "plan_latent_release": "privfed.dp.planning",
-    "release_error_objective": "privfed.dp.planning",
     "DistributedBlockRelease": "privfed.dp.releases.distributed_blocks",
     "DistributedDiscreteGaussianRelease": "privfed.dp.releases.distributed_gaussian",
     "DistributedSkellamRelease": "privfed.dp.releases.distributed_skellam",
@@ -131,7 +125,6 @@ __all__ = [
     "DistributedDiscreteGaussianRelease",
     "DistributedSkellamRelease",
     "GaussianRelease",
-    "LatentReleasePlan",
     "LedgerGuarantee",
     "Nudge",
     "Partition",
@@ -139,7 +132,6 @@ __all__ = [
     "PrivacyLedger",
     "Release",
     "ReleaseEvent",
-    "SplitName",
     "SubsampledGaussianRelease",
     "block_rdp",
     "block_zcdp",
@@ -168,13 +160,10 @@ __all__ = [
     "joint_mu_squared",
     "min_honest_contributors",
     "mu_for_epsilon_delta",
-    "paper_baseline_noise_stds",
     "partition_key",
-    "plan_latent_release",
     "rdp_delta",
     "rdp_epsilon",
     "register_release",
-    "release_error_objective",
     "release_from_dict",
     "release_kinds",
     "rounded_gaussian",
@@ -235,13 +224,6 @@ if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
         discrete_gaussian,
         gaussian_noise,
         rounded_gaussian,
-    )
-    from privfed.dp.planning import (
-        LatentReleasePlan,
-        SplitName,
-        paper_baseline_noise_stds,
-        plan_latent_release,
-        release_error_objective,
     )
     from privfed.dp.rdp import rdp_delta, rdp_epsilon
     from privfed.dp.registry import register_release, release_from_dict, release_kinds

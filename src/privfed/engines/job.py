@@ -45,10 +45,10 @@ import json
 import os
 import secrets
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import replace
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
@@ -91,6 +91,7 @@ __all__ = [
     "RELEASE_NOTICE",
     "SAMPLES_FILENAME",
     "SYNTHETIC_FILENAME",
+    "JobStage",
     "RunArtifacts",
     "StageClock",
     "WritesArtifacts",
@@ -99,6 +100,7 @@ __all__ = [
     "evaluation_document",
     "release_document",
     "run_job",
+    "run_stages",
     "save_sample_grid",
     "torch_threads",
     "write_artifacts",
@@ -135,6 +137,7 @@ class StageClock:
             raise ParameterTypeError("progress", "a callable taking a ProgressEvent", progress)
         self._progress = progress
         self._started: dict[str, float] = {}
+        self._held: set[str] = set()
         self.seconds: dict[str, float] = {}
 
     def _emit(self, event: ProgressEvent) -> None:
@@ -147,11 +150,24 @@ class StageClock:
         self._emit(ProgressEvent(stage, 0, 1, message))
 
     def step(self, stage: str, done: int, total: int, message: str = "") -> None:
-        """Report ``done`` of ``total`` steps of ``stage`` (the last one ends it)."""
+        """Report ``done`` of ``total`` steps of ``stage``.
+
+        The last step ends a stage opened with :meth:`start`, unless
+        :func:`run_stages` runs it (the runner ends its stages itself).
+        """
         seconds = None
-        if done == total and stage in self._started:
+        if done == total and stage in self._started and stage not in self._held:
             seconds = self._record(stage)
         self._emit(ProgressEvent(stage, done, total, message, seconds))
+
+    @contextlib.contextmanager
+    def _holding(self, stage: str) -> Iterator[None]:
+        # Inside the block, counted steps of ``stage`` report progress and never end it.
+        self._held.add(stage)
+        try:
+            yield
+        finally:
+            self._held.discard(stage)
 
     def finish(self, stage: str, message: str = "") -> float:
         """End ``stage`` and return its seconds."""
@@ -243,6 +259,55 @@ def run_job(
     clock = StageClock(progress)
     with torch_threads(num_threads):
         return stages(clock)
+
+
+_J = TypeVar("_J")
+
+
+@dataclass(frozen=True)
+class JobStage(Generic[_J]):
+    """One stage of a job, as data: its name, when it runs, its messages and its body.
+
+    Both jobs (:mod:`privfed.engines.latent.job`, :mod:`privfed.engines.factory.job`)
+    list their stages as a tuple of these over a job object that carries the
+    values one stage hands to the next, and run them with :func:`run_stages`.
+
+    Attributes:
+        name: The stage's name (its key in the report's ``seconds`` and its
+            progress events).
+        run: The stage's body, called with the job; returns the message of
+            the stage's finish event.
+        begin: The message of its start event, computed from the job just
+            before it starts (``None``: no message).
+        when: Whether the stage runs for this job (``None``: always).
+    """
+
+    name: str
+    run: Callable[[_J], str]
+    begin: Callable[[_J], str] | None = None
+    when: Callable[[_J], bool] | None = None
+
+
+def run_stages(job: _J, stages: Sequence[JobStage[_J]], clock: StageClock) -> None:
+    """Run a job's stages in order under the one timing contract of both jobs.
+
+    Every stage that runs is started on ``clock`` with its ``begin`` message and
+    finished with what its body returns; its seconds span its whole body.
+    Counted progress inside a body (:meth:`StageClock.step`) reports steps
+    and never ends the stage early.
+
+    Args:
+        job: The job object the stages read and fill in.
+        stages: The stages, in order.
+        clock: The job's clock.
+    """
+    for stage in stages:
+        if stage.when is not None and not stage.when(job):
+            continue
+        clock.start(stage.name, "" if stage.begin is None else stage.begin(job))
+        with clock._holding(stage.name):
+            summary = stage.run(job)
+        clock.finish(stage.name, summary)
 
 
 def release_document(

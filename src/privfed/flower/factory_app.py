@@ -13,7 +13,7 @@ in a :class:`~privfed.engines.factory.matrix.FactoryMatrix` and runs the
 engine's own server stage (:func:`~privfed.engines.factory.job.downstream_stage`:
 synthesis, downstream classifier, evaluation).  It writes the artefacts of
 ``privfed run --engine factory`` (a
-:class:`~privfed.engines.factory.job.FactoryPipelineReport` and its
+:class:`~privfed.engines.factory.report.FactoryPipelineReport` and its
 ``write``: ``release.json``, ``synthetic.npz``, ``samples.png``,
 ``evaluation.json``, the model card) into ``output-dir``, plus
 :data:`FACTORY_RESULT_FILE` (``factory_flower.json``: the transport's facts --
@@ -67,12 +67,10 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
     from numpy.typing import NDArray
 
-    from privfed.engines.factory.job import (
-        DownstreamResult,
-        FactoryPipelineConfig,
-        FactoryPipelineReport,
-    )
+    from privfed.engines.factory.config import FactoryPipelineConfig
+    from privfed.engines.factory.job import DownstreamResult
     from privfed.engines.factory.matrix import FactoryMatrix
+    from privfed.engines.factory.report import FactoryPipelineReport
     from privfed.engines.job import StageClock
 
 __all__ = [
@@ -148,7 +146,7 @@ def _server_value(run: Mapping[str, Any], key: str) -> Any:
 
 
 def factory_config(run: Mapping[str, Any]) -> FactoryPipelineConfig:
-    """The :class:`~privfed.engines.factory.job.FactoryPipelineConfig` a run config names.
+    """The :class:`~privfed.engines.factory.config.FactoryPipelineConfig` a run config names.
 
     Reads the keys of :data:`CONFIG_KEYS`; missing ones take the job's
     defaults.  The Flower job trains no baselines and runs no audit (they
@@ -158,7 +156,7 @@ def factory_config(run: Mapping[str, Any]) -> FactoryPipelineConfig:
         ParameterError: A value of the wrong type (naming its key) or outside
             its domain (the config's own checks).
     """
-    from privfed.engines.factory.job import FactoryPipelineConfig
+    from privfed.engines.factory.config import FactoryPipelineConfig
 
     fields: dict[str, Any] = {"centralized": False, "audit": False}
     for key, (name, kind) in CONFIG_KEYS.items():
@@ -513,7 +511,7 @@ def _pipeline_report(
     """The report whose artefacts ``privfed run --engine factory`` writes, of the final matrix."""
     import numpy as np
 
-    from privfed.engines.factory.job import FactoryPipelineReport
+    from privfed.engines.factory.report import FactoryPipelineReport
 
     return FactoryPipelineReport(
         config=config,

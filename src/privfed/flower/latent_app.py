@@ -3,7 +3,7 @@
 Each node loads the dataset, takes its own partition (``partition-id`` of its
 node config), encodes it with the public codec (fitted on the public split,
 the same on every node) and computes its exact statistics
-(:func:`privfed.engines.latent.job.client_statistics`); the statistics leave
+(:func:`privfed.engines.latent.stages.client_statistics`); the statistics leave
 the node only masked, through :class:`~privfed.flower.SecAggRound`.  The
 server runs :func:`privfed.engines.latent.job.run_pipeline` with that
 aggregation in place of the in-process one -- the same release (plan, noise,
@@ -403,7 +403,7 @@ def latent_server_app(
 
     Args:
         run_config: Overrides of Flower's run config.
-        on_result: Called with the :class:`~privfed.engines.latent.job.PipelineResult`
+        on_result: Called with the :class:`~privfed.engines.latent.report.PipelineResult`
             (in the ServerApp's process).
     """
     app = ServerApp()

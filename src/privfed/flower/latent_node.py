@@ -46,7 +46,7 @@ _LOG = logging.getLogger("privfed.flower")
 
 
 def pipeline_config(run_config: Mapping[str, Any]) -> Any:
-    """The :class:`~privfed.engines.latent.job.PipelineConfig` a run config names.
+    """The :class:`~privfed.engines.latent.config.PipelineConfig` a run config names.
 
     Keys are the dashed field names (``num-clients``, ``noise-seed`` ...),
     every field of the config; missing ones take the job's defaults.
@@ -58,7 +58,7 @@ def pipeline_config(run_config: Mapping[str, Any]) -> Any:
     """
     import dataclasses
 
-    from privfed.engines.latent.job import PipelineConfig
+    from privfed.engines.latent.config import PipelineConfig
 
     fields: dict[str, Any] = {}
     for field in dataclasses.fields(PipelineConfig):
@@ -120,13 +120,8 @@ def node_inputs(config: Any, partition_id: int) -> tuple[npt.NDArray[np.uint64],
     """
     import torch
 
-    from privfed.engines.latent.job import (
-        client_statistics,
-        encode,
-        fit_codec,
-        load_data,
-        run_spec,
-    )
+    from privfed.engines.latent.job import run_spec
+    from privfed.engines.latent.stages import client_statistics, encode, fit_codec, load_data
 
     key = (json.dumps(config.to_dict(), sort_keys=True), partition_id)
     cached = _CACHE.get(key)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privfed.dp import Adjacency, PrivacyLedger, paper_baseline_noise_stds, plan_latent_release
+from privfed.dp import Adjacency, PrivacyLedger
 from privfed.engines.latent.client import compute_latent_statistics
 from privfed.engines.latent.gaussians import fit_class_gaussians, project_psd
 from privfed.engines.latent.release import (
@@ -13,6 +13,7 @@ from privfed.engines.latent.release import (
     release_latent_statistics,
     release_with_noise_stds,
 )
+from privfed.engines.moments.planning import paper_baseline_noise_stds, plan_latent_release
 from privfed.errors import BudgetExceededError, ParameterError
 
 
