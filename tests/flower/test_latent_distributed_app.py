@@ -154,8 +154,10 @@ def test_the_state_codec_round_trips_the_noise_seeds() -> None:
     )  # fmt: skip
     seeds = [bytes([7]) * 32, bytes([9]) * 32]
     client = SecAggClient(config, 2, noise_seeds=seeds)
+    journal = MemoryRevealJournal()
+    journal.start_session(config.session_id, config.round_index, 2)  # as a node does
     client.advertise_keys()
-    again = restore_client_state(export_client_state(client), journal=MemoryRevealJournal())
+    again = restore_client_state(export_client_state(client), journal=journal)
     assert again._noise_seeds == tuple(seeds)
     assert again._noise_commitments == client._noise_commitments
     assert export_client_state(again) == export_client_state(client)
