@@ -78,9 +78,7 @@ def test_auc_interval_below_half_warns_about_a_flipped_score() -> None:
     assert flipped.auc.upper < 0.5
     assert flipped.warnings and "flipped" in flipped.warnings[0]
     assert flipped.to_dict()["warnings"] == list(flipped.warnings)
-    text = render_markdown(
-        title="t", attacks={"a": flipped}, bounds={}, canary=(), metadata={}
-    )
+    text = render_markdown(title="t", attacks={"a": flipped}, bounds={}, canary=(), metadata={})
     assert "**Warning (a)**" in text and "negate it" in text
     assert membership_metrics(nonmembers, members).warnings == ()
 
@@ -105,7 +103,10 @@ def test_every_bound_states_its_statistical_model() -> None:
 def test_repeated_splits_report_median_and_spread() -> None:
     rng = np.random.default_rng(2)
     splits = repeated_split_bounds(
-        rng.normal(1.5, 1, 400), rng.normal(0, 1, 400), num_splits=5, delta=1e-5,
+        rng.normal(1.5, 1, 400),
+        rng.normal(0, 1, 400),
+        num_splits=5,
+        delta=1e-5,
         trials=TrialModel.ONE_MODEL,
     )
     low, high = splits.epsilon_range
@@ -161,8 +162,13 @@ def test_one_run_estimators_false_exceedance_rate_is_at_most_alpha() -> None:
         scores = rng.normal(mu * included, 1.0)
         for selection in exceed:
             eps = one_run_audit_selected(
-                scores, included, delta=delta, significance=alpha, selection=selection,  # type: ignore[arg-type]
-                guess_fractions=(0.05, 0.2, 1.0), seed=rep,
+                scores,
+                included,
+                delta=delta,
+                significance=alpha,
+                selection=selection,  # type: ignore[arg-type]
+                guess_fractions=(0.05, 0.2, 1.0),
+                seed=rep,
             ).epsilon_lower_bound
             largest = max(largest, eps)
             exceed[selection] += eps > truth

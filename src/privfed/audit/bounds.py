@@ -751,7 +751,9 @@ class OneRunAudit:
         _check_one_run(self.num_canaries, self.num_guesses, self.num_correct, self.delta)
         check_probability("significance", self.significance, open_low=True, open_high=True)
         if self.num_guesses_in is not None and not 0 <= self.num_guesses_in <= self.num_guesses:
-            raise ParameterError("num_guesses_in", "an int in [0, num_guesses]", self.num_guesses_in)
+            raise ParameterError(
+                "num_guesses_in", "an int in [0, num_guesses]", self.num_guesses_in
+            )
         if self.selection not in ("fixed", "held-out", "bonferroni"):
             raise ParameterError("selection", "'fixed', 'held-out' or 'bonferroni'", self.selection)
         check_int("num_configurations", self.num_configurations, minimum=1, numpy=True)
@@ -839,7 +841,7 @@ def one_run_audit(
     f = check_probability("guess_in_fraction", guess_in_fraction, open_low=False, open_high=False)
     d = check_probability("delta", delta, open_low=False, open_high=True)
     alpha = check_probability("significance", significance, open_low=True, open_high=True)
-    r_in = int(math.floor(f * r))
+    r_in = math.floor(f * r)
     correct = _correct_guesses(scores, included, r, r_in)
     return OneRunAudit(
         epsilon_lower_bound=one_run_epsilon_lower_bound(m, r, correct, delta=d, significance=alpha),

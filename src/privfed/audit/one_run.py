@@ -72,8 +72,8 @@ def _evaluate(
 ) -> tuple[float, float, int, int, int]:
     """(ε_lb, z of the correct count, r, r_in, v) of one rule on these canaries."""
     m = scores.size
-    r = max(1, min(m, int(round(rule[0] * m))))
-    r_in = int(math.floor(rule[1] * r))
+    r = max(1, min(m, round(rule[0] * m)))
+    r_in = math.floor(rule[1] * r)
     v = _correct_guesses(scores, included, r, r_in)
     eps = one_run_epsilon_lower_bound(m, r, v, delta=delta, significance=alpha)
     return eps, (v - r / 2) / math.sqrt(r / 4), r, r_in, v

@@ -281,9 +281,7 @@ def write_audit_report(
         if not isinstance(c, CanaryAuditResult):
             raise ParameterTypeError("canary", "a sequence of CanaryAuditResult", c)
     if not (attacks or bounds or canary or one_run):
-        raise ParameterError(
-            "attacks/bounds/canary/one_run", "at least one non-empty", "all empty"
-        )
+        raise ParameterError("attacks/bounds/canary/one_run", "at least one non-empty", "all empty")
     score_json: dict[str, Any] = {}
     for name, pair in (scores or {}).items():
         member, nonmember = pair
