@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from privfed._checks import check_int, check_probability, check_seed, check_vector
 from privfed.audit.bounds import (
@@ -72,12 +72,34 @@ def lower_bound_random_split(
     if not isinstance(trials, TrialModel):
         raise ParameterError("trials", "a TrialModel", trials)
     rng = np.random.default_rng(check_seed("seed", seed))
-    pm, pn = rng.permutation(members.size), rng.permutation(nonmembers.size)
     cm, cn = int(members.size * share), int(nonmembers.size * share)
     if min(cm, cn, members.size - cm, nonmembers.size - cn) < 1:
         raise ParameterError(
             "member_scores/nonmember_scores", "enough scores for a held-out split", "too few"
         )
+    return split_bound(
+        members, nonmembers, rng, share, delta, significance, objective=objective, trials=trials
+    )
+
+
+def split_bound(
+    members: NDArray[np.float64],
+    nonmembers: NDArray[np.float64],
+    rng: np.random.Generator,
+    share: float,
+    delta: float,
+    significance: float,
+    *,
+    objective: BoundObjective = "epsilon",
+    trials: TrialModel = TrialModel.INDEPENDENT,
+) -> PrivacyLowerBound:
+    """The held-out bound of a split drawn from ``rng`` (members' permutation first).
+
+    ``share`` of each group (rounded down) chooses the threshold; the caller
+    has checked that both sides of both groups are non-empty.
+    """
+    pm, pn = rng.permutation(members.size), rng.permutation(nonmembers.size)
+    cm, cn = int(members.size * share), int(nonmembers.size * share)
     bound = lower_bound_held_out(
         members[pm[:cm]],
         nonmembers[pn[:cn]],
