@@ -14,6 +14,9 @@ scipy.special:
   statistical model (:class:`TrialModel`).
 * :mod:`~privfed.audit.one_run` -- one-run audits with the guess rule chosen
   on a held-out half or over a declared grid (Bonferroni).
+* :mod:`~privfed.audit.gradient_canaries` -- white-box Dirac gradient canaries
+  for DP-SGD loops (privfed's ``dp_sgd_step(..., canaries=)`` or your own),
+  audited in one run.
 * :mod:`~privfed.audit.splits` -- held-out bounds on seeded random splits of
   one set of scores, repeated over K splits.
 * :mod:`~privfed.audit.canary` -- canary audit of privfed's own Gaussian
@@ -75,6 +78,7 @@ from privfed.audit.generative import (
     denoising_loss_scores,
     reconstruction_error_scores,
 )
+from privfed.audit.gradient_canaries import CanaryAdjacency, DiracGradientCanaries
 from privfed.audit.metrics import (
     DEFAULT_FPRS,
     AucIntervalMethod,
@@ -135,6 +139,7 @@ __all__ = [
     "SIMULATED_LABEL",
     "AucIntervalMethod",
     "BoundObjective",
+    "CanaryAdjacency",
     "CanaryAuditResult",
     "CanaryGame",
     "CanaryRelease",
@@ -142,6 +147,7 @@ __all__ = [
     "DenoiseFn",
     "DenoisingLoss",
     "DensityModel",
+    "DiracGradientCanaries",
     "MembershipMetrics",
     "NoiseSampler",
     "OneRunAudit",

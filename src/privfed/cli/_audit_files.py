@@ -44,7 +44,9 @@ def _npz(path: Path, option: str) -> dict[str, Any]:
         raise OptionError(f"cannot read {option} {path}: {exc}") from None
 
 
-def _grouped(arrays: dict[str, Any], fields: tuple[str, str], path: Path) -> dict[str, tuple[Any, Any]]:
+def _grouped(
+    arrays: dict[str, Any], fields: tuple[str, str], path: Path
+) -> dict[str, tuple[Any, Any]]:
     """``<name>/<field>`` keys grouped by name; every name needs both fields."""
     groups: dict[str, dict[str, Any]] = {}
     for key, value in arrays.items():
