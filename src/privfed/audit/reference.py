@@ -421,15 +421,7 @@ def reference_model_attack(
 
     results = []
     for attack in attacks:
-        if attack is ReferenceAttack.LOSS:
-            scores = target_phi
-        elif attack is ReferenceAttack.LIRA_ONLINE:
-            scores = lira_scores(target_phi, ref_phi, masks, online=True)
-        elif attack is ReferenceAttack.LIRA_OFFLINE:
-            scores = lira_scores(target_phi, ref_phi, masks, online=False)
-        else:
-            online = attack is ReferenceAttack.RMIA_ONLINE
-            scores = _rmia_all(target_p, ref_p, masks, design.population, online=online)
+        scores = _attack_scores(attack, (target_p, ref_p), (target_phi, ref_phi), design)
         needs_z = attack in (ReferenceAttack.RMIA_ONLINE, ReferenceAttack.RMIA_OFFLINE)
         members, nonmembers = (
             scores[member_idx],
@@ -453,6 +445,24 @@ def reference_model_attack(
             )
         )
     return tuple(results)
+
+
+def _attack_scores(
+    attack: ReferenceAttack,
+    probabilities: tuple[NDArray[np.float64], NDArray[np.float64]],
+    confidences: tuple[NDArray[np.float64], NDArray[np.float64]],
+    design: _MembershipDesign,
+) -> NDArray[np.float64]:
+    """One attack's scores of every population record (target, then reference models)."""
+    target_phi, ref_phi = confidences
+    if attack is ReferenceAttack.LOSS:
+        return target_phi
+    if attack is ReferenceAttack.LIRA_ONLINE:
+        return lira_scores(target_phi, ref_phi, design.masks, online=True)
+    if attack is ReferenceAttack.LIRA_OFFLINE:
+        return lira_scores(target_phi, ref_phi, design.masks, online=False)
+    online = attack is ReferenceAttack.RMIA_ONLINE
+    return _rmia_all(*probabilities, design.masks, design.population, online=online)
 
 
 def _rmia_all(
