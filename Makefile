@@ -1,6 +1,8 @@
 # Two entry points, both usable on a fresh machine:
 #   make run   -- create .venv, install privfed, run the main job on bundled data
 #   make test  -- create .venv, install privfed with dev tools, lint, type-check, test
+#                 (every test, slow ones included: what CI runs)
+# and the quick loop while you work: make unit -- every test not marked slow.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python

@@ -47,8 +47,10 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=RESULTS / "accuracy_seeds.json")
     args = parser.parse_args()
 
-    from privfed.engines.factory.job import FactoryPipelineConfig, run_factory_pipeline
-    from privfed.engines.latent.job import PipelineConfig, run_pipeline
+    from privfed.engines.factory.config import FactoryPipelineConfig
+    from privfed.engines.factory.job import run_factory_pipeline
+    from privfed.engines.latent.config import PipelineConfig
+    from privfed.engines.latent.job import run_pipeline
 
     latent: dict[str, list[float]] = {"synthetic_dp": [], "real": [], "synthetic_nondp": []}
     factory: dict[str, list[float]] = {"factories": [], "fedavg": [], "centralized": []}

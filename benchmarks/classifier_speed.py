@@ -115,7 +115,8 @@ def _summary(values: list[float]) -> dict[str, Any]:
 
 def _accuracy(dataset: dict[str, Any], seeds: list[int]) -> dict[str, Any]:
     """Synthetic-classifier accuracy and train-stage seconds, before and after, per seed."""
-    from privfed.engines.latent.job import PipelineConfig, run_pipeline
+    from privfed.engines.latent.config import PipelineConfig
+    from privfed.engines.latent.job import run_pipeline
 
     out: dict[str, dict[str, list[float]]] = {
         side: {"accuracy": [], "train_seconds": []} for side in ("before", "after")
@@ -171,7 +172,8 @@ def _walls(dataset: dict[str, Any], repeats: int, workdir: Path) -> dict[str, An
 
 
 def _child(config_json: str, out_dir: str) -> None:
-    from privfed.engines.latent.job import PipelineConfig, run_pipeline
+    from privfed.engines.latent.config import PipelineConfig
+    from privfed.engines.latent.job import run_pipeline
 
     result = run_pipeline(PipelineConfig(**json.loads(config_json)))
     result.write(out_dir, overwrite=True)

@@ -99,7 +99,8 @@ def noise_part(epsilons: list[float], clients: list[int]) -> list[dict[str, Any]
 def accuracy_part(
     epsilons: list[float], clients: list[int], seeds: list[int]
 ) -> list[dict[str, Any]]:
-    from privfed.engines.latent.job import PipelineConfig, run_pipeline
+    from privfed.engines.latent.config import PipelineConfig
+    from privfed.engines.latent.job import run_pipeline
 
     rows = []
     total = len(epsilons) * len(clients) * 2 * len(MODELS) * len(seeds)
@@ -164,7 +165,7 @@ def cost_part(clients: int, epsilon: float, dims: list[int]) -> list[dict[str, A
     import numpy as np
 
     from privfed.dp import Adjacency
-    from privfed.dp import distributed as dp_distributed
+    from privfed.dp import samplers as dp_samplers
     from privfed.engines.latent.distributed import (
         add_client_noise,
         exact_ring_vector,
@@ -203,8 +204,8 @@ def cost_part(clients: int, epsilon: float, dims: list[int]) -> list[dict[str, A
         vectors = []
         for i in range(clients):
             # Each client is its own process: it builds its sampler tables once.
-            dp_distributed._poisson_table.cache_clear()
-            dp_distributed._gaussian_table.cache_clear()
+            dp_samplers._poisson_table.cache_clear()
+            dp_samplers._gaussian_table.cache_clear()
             start = time.perf_counter()
             vectors.append(add_client_noise(zero, plan, layer_seeds=seeds[i]))
             noise_seconds.append(time.perf_counter() - start)

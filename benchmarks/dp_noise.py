@@ -29,14 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
-from privfed.dp import (
-    Adjacency,
-    discrete_gaussian,
-    gaussian_noise,
+from privfed.dp import Adjacency, discrete_gaussian, gaussian_noise, rounded_gaussian
+from privfed.engines.moments.planning import (
     paper_baseline_noise_stds,
     plan_latent_release,
     release_error_objective,
-    rounded_gaussian,
 )
 
 EPSILONS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0)

@@ -2,9 +2,9 @@
 
 The exact aggregate of the private digits split (PCA codec fitted on the public
 split, d=8, clip norm = median public latent norm) is released at each ε with
-δ=1e-5 under REPLACE_ONE, twice: with :func:`privfed.dp.plan_latent_release`
+δ=1e-5 under REPLACE_ONE, twice: with :func:`privfed.engines.moments.planning.plan_latent_release`
 (μ-GDP budget split, joint sensitivity, optimal split) and with the reference
-paper's calibration (:func:`privfed.dp.paper_baseline_noise_stds`: ε/2, δ/2
+paper's calibration (:func:`privfed.engines.moments.planning.paper_baseline_noise_stds`: ε/2, δ/2
 each, sensitivities 2R and 2R²).  Each release gives per-class Gaussians,
 synthetic images and a classifier evaluated on the real test split.  The real-
 data classifier is the ceiling.  Noise seeds are fixed so runs are repeatable;
@@ -26,17 +26,17 @@ import numpy as np
 import torch
 
 from privfed.data import load_digits, split_public_private
-from privfed.dp import Adjacency, PrivacyLedger, paper_baseline_noise_stds, plan_latent_release
-from privfed.errors import ParameterError
-from privfed.models import (
-    PCACodec,
+from privfed.dp import Adjacency, PrivacyLedger
+from privfed.engines.classifier import evaluate_classifier, train_classifier
+from privfed.engines.codecs import PCACodec
+from privfed.engines.latent import (
     compute_latent_statistics,
-    evaluate_classifier,
     fit_class_gaussians,
     release_latent_statistics,
     release_with_noise_stds,
-    train_classifier,
 )
+from privfed.engines.moments.planning import paper_baseline_noise_stds, plan_latent_release
+from privfed.errors import ParameterError
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

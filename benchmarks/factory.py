@@ -42,11 +42,8 @@ import torch
 
 from privfed.engines.classifier import evaluate_classifier, train_classifier
 from privfed.engines.factory import EDMTrainingConfig, FactoryMatrix
-from privfed.engines.factory.job import (
-    FactoryPipelineConfig,
-    make_factory,
-    run_factory_pipeline,
-)
+from privfed.engines.factory.config import FactoryPipelineConfig
+from privfed.engines.factory.job import make_factory, run_factory_pipeline
 from privfed.progress import ProgressEvent
 
 RESULTS = Path(__file__).resolve().parent / "results"

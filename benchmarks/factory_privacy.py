@@ -23,7 +23,8 @@ Factories:
 
 * Gaussian: a latent Gaussian per cell in a public-PCA basis (16 dimensions,
   fitted on the 5 % public split); at finite ε fitted from one Gaussian release
-  of the clipped latent sum and second moment (``privfed.dp.plan_latent_release``).
+  of the clipped latent sum and second moment
+  (``privfed.engines.moments.planning.plan_latent_release``).
 * EDM: a diffusion factory at the configuration that fits the CPU budget --
   UNet channels (8, 16) (40k parameters), 4 Heun sampling steps, 10 optimizer
   steps (Adam, lr 3e-3); at finite ε DP-SGD with clip 1, Poisson rate 0.25 in
@@ -66,7 +67,8 @@ import numpy as np
 import torch
 
 from privfed.engines.factory import EDMConfig, EDMTrainingConfig, UNetConfig
-from privfed.engines.factory.job import FactoryPipelineConfig, run_factory_pipeline
+from privfed.engines.factory.config import FactoryPipelineConfig
+from privfed.engines.factory.job import run_factory_pipeline
 from privfed.progress import ProgressEvent
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -28,9 +28,9 @@ baseline is not distorted by how busy the machine is:
   packages export: where the cost the bare import no longer pays is paid
   (including the call's own work, milliseconds here);
 * privfed.testing, privfed.audit -- after numpy;
-* privfed.models and privfed.engines -- after torch (when they import), and
-  privfed.models with every name in its ``__all__`` loaded (the engines'
-  modules themselves).
+* privfed.engines.latent and privfed.engines -- after torch (when they import),
+  and privfed.engines.latent with every name in its ``__all__`` loaded (the
+  wing's modules themselves).
 
 Columns: the baseline's import time, the target's time once the baseline is
 loaded, their sum (what a script running only the target pays), the ratio
@@ -143,11 +143,13 @@ def _rows() -> list[tuple[str, str, str]]:
         ("privfed.audit", "import numpy", "import privfed.audit"),
     ]
     heavy_baseline = "import torch" if have_torch else "import numpy"
-    for name in ("privfed.models", "privfed.engines"):
+    for name in ("privfed.engines.latent", "privfed.engines"):
         rows.append((name, heavy_baseline, f"import {name}"))
-    # privfed.models loads its names on first use; this row loads every one of them.
-    every_export = "import privfed.models as _m\nfor _n in _m.__all__:\n    getattr(_m, _n)"
-    rows.append(("privfed.models, every export", heavy_baseline, every_export))
+    # The latent wing loads its names on first use; this row loads every one of them.
+    every_export = (
+        "import privfed.engines.latent as _m\nfor _n in _m.__all__:\n    getattr(_m, _n)"
+    )
+    rows.append(("privfed.engines.latent, every export", heavy_baseline, every_export))
     return rows
 
 

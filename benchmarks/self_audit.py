@@ -1,6 +1,6 @@
 """Canary self-audit of privfed's latent-statistic release at several ε.
 
-For each ε the release is planned by ``privfed.dp.plan_latent_release`` and
+For each ε the release is planned by ``privfed.engines.moments.planning.plan_latent_release`` and
 audited with its worst-case canary and the optimal (likelihood-ratio) attack:
 
 * ``privfed``      -- the REAL release code (``release_latent_statistics``
@@ -46,19 +46,14 @@ from privfed.audit import (
     audit_latent_release,
     worst_case_latent_canary,
 )
-from privfed.dp import (
-    Adjacency,
-    gaussian_noise,
-    mu_for_epsilon_delta,
-    paper_baseline_noise_stds,
-    plan_latent_release,
-)
+from privfed.dp import Adjacency, gaussian_noise, mu_for_epsilon_delta
 from privfed.engines.latent.self_audit import (
     DEFAULT_NUM_CALIBRATION_TRIALS,
     DEFAULT_NUM_TRIALS,
     PlannedRelease,
     audit_latent_release_code,
 )
+from privfed.engines.moments.planning import paper_baseline_noise_stds, plan_latent_release
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

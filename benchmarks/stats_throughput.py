@@ -65,7 +65,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from privfed.models import LatentStatistics, LatentStatisticsConfig, compute_latent_statistics
+from privfed.engines.latent import (
+    LatentStatistics,
+    LatentStatisticsConfig,
+    compute_latent_statistics,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TARGET = 0.9

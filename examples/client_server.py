@@ -16,15 +16,16 @@ import numpy as np
 import torch
 
 from privfed.data import load_digits, partition, split_public_private
-from privfed.dp import Adjacency, PrivacyLedger, plan_latent_release
-from privfed.models import (
+from privfed.dp import Adjacency, PrivacyLedger
+from privfed.engines.codecs import PCACodec
+from privfed.engines.latent import (
     LatentStatistics,
     LatentStatisticsConfig,
-    PCACodec,
     compute_latent_statistics,
     fit_class_gaussians,
     release_latent_statistics,
 )
+from privfed.engines.moments.planning import plan_latent_release
 from privfed.secagg import (
     Roster,
     RoutedShares,

@@ -5,7 +5,7 @@ python examples/pipeline.py
 
 import tempfile
 
-from privfed.pipeline import PipelineConfig, run_pipeline
+from privfed.engines.latent import PipelineConfig, run_pipeline
 from privfed.progress import format_event
 
 config = PipelineConfig(num_clients=20, partition="dirichlet", alpha=0.1, epsilon=10.0)

@@ -48,13 +48,14 @@ from privfed.engines.factory import (
     GaussianNoiseSource,
     UNetConfig,
 )
+from privfed.engines.factory.config import FactoryPipelineConfig
 from privfed.engines.factory.dpsgd import dp_sgd_step
 from privfed.engines.factory.fedavg import run_fedavg
-from privfed.engines.factory.job import FactoryPipelineConfig, run_factory_pipeline
+from privfed.engines.factory.job import run_factory_pipeline
 from privfed.engines.latent.client import LatentStatisticsAccumulator, compute_latent_statistics
+from privfed.engines.latent.job import PipelineConfig, run_pipeline
 from privfed.engines.latent.statistics import LatentStatistics, LatentStatisticsConfig
 from privfed.errors import NonFiniteInputError
-from privfed.pipeline import PipelineConfig, run_pipeline
 
 pytestmark = pytest.mark.cuda
 

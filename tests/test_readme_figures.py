@@ -156,9 +156,9 @@ def _imports() -> dict[str, Any]:
             {**entry("first use, dp: calibrate", "numpy", 100.0, 330.0), "heavy_loaded": ["scipy"]},
             entry("privfed.testing", "numpy", 120.0, 132.0),
             entry("privfed.audit", "numpy", 120.0, 96.0),
-            entry("privfed.models", "torch", 1900.0, 7.0),
+            entry("privfed.engines.latent", "torch", 1900.0, 7.0),
             entry("privfed.engines", "torch", 1800.0, 4.0),
-            entry("privfed.models, every export", "torch", 2000.0, 500.0),
+            entry("privfed.engines.latent, every export", "torch", 2000.0, 500.0),
         ]
     }
 
@@ -176,7 +176,8 @@ def test_synthetic_results_give_their_rows_and_name_the_missing_files(tmp_path: 
         "0.889; a fresh `python -c 'import torch'` alone takes 2.5 s |"
     )
     assert "`import privfed.secagg, privfed.dp` 260 ms = 2.0× numpy's 130 ms" in rows[0]
-    assert "`privfed.models` 7 ms after torch's 1900 ms" in rows[0]
+    assert "`privfed.engines.latent` 7 ms after torch's 1900 ms" in rows[0]
+    assert "every export of `privfed.engines.latent` 500 ms after torch's 2000 ms" in rows[0]
     assert (
         'first use (import and first call, after numpy): "dp: calibrate" 330 ms (3.3×, loads scipy)'
         in rows[0]

@@ -6,8 +6,7 @@ Subpackages:
 * :mod:`privfed.dp` -- differential-privacy calibration and accounting (pure).
 * :mod:`privfed.testing` -- Hypothesis strategies for sensitivity tests (pure).
 * :mod:`privfed.audit` -- membership-inference audits.
-* :mod:`privfed.engines` -- the two engines, built on torch (optional extra ``engines``);
-  :mod:`privfed.models` and :mod:`privfed.pipeline` keep their older names.
+* :mod:`privfed.engines` -- the two engines, built on torch (optional extra ``engines``).
 
 ``import privfed`` is light: subpackages load on first attribute access.
 """
@@ -27,16 +26,14 @@ __all__ = [
     "dp",
     "engines",
     "errors",
-    "models",
-    "pipeline",
     "secagg",
     "testing",
 ]
 
-_LAZY = frozenset({"audit", "data", "dp", "engines", "models", "pipeline", "secagg", "testing"})
+_LAZY = frozenset({"audit", "data", "dp", "engines", "secagg", "testing"})
 
 if TYPE_CHECKING:  # pragma: no cover
-    from privfed import audit, data, dp, engines, models, pipeline, secagg, testing
+    from privfed import audit, data, dp, engines, secagg, testing
 
 
 def __getattr__(name: str) -> Any:

@@ -18,7 +18,6 @@ from privfed.audit import (
     audit_gaussian_mechanism,
     audit_gaussian_release,
     audit_latent_release,
-    self_audit,
     worst_case_latent_canary,
 )
 from privfed.audit.canary import (
@@ -27,13 +26,9 @@ from privfed.audit.canary import (
     audit_canary_game,
     worst_case_latent_records,
 )
-from privfed.dp import (
-    Adjacency,
-    gaussian_noise,
-    gdp_epsilon,
-    joint_mu_squared,
-    plan_latent_release,
-)
+from privfed.dp import Adjacency, gaussian_noise, gdp_epsilon, joint_mu_squared
+from privfed.engines.latent.self_audit import simulated_self_audit
+from privfed.engines.moments.planning import plan_latent_release
 from privfed.errors import AuditError, ParameterError, ParameterTypeError
 
 
@@ -87,7 +82,7 @@ def test_no_random_replacement_beats_the_canary(seed: int, ratio: float) -> None
 
 def test_calibrated_release_is_consistent_and_tight() -> None:
     # α = 0.05 per bound, fixed seed.  With 2·10⁵ evaluation trials μ_lb reaches ≥ 95 % of μ.
-    result = self_audit(4.0, 1e-5, clip_norm=3.0, dim=8, seed=2024)
+    result = simulated_self_audit(4.0, 1e-5, clip_norm=3.0, dim=8, seed=2024)
     assert not result.violation_detected
     assert result.mu_lower_bound <= result.claimed_mu
     assert result.epsilon_lower_bound <= result.claimed_epsilon
@@ -332,7 +327,7 @@ def test_simulated_audits_say_they_are_simulated() -> None:
     assert (
         SIMULATED_LABEL == "simulated: checks the accounting arithmetic only, not the release code"
     )
-    result = self_audit(4.0, 1e-5, clip_norm=1.0, dim=4, num_trials=1000, seed=0)
+    result = simulated_self_audit(4.0, 1e-5, clip_norm=1.0, dim=4, num_trials=1000, seed=0)
     assert result.simulated and result.audited == SIMULATED_LABEL
     assert result.to_dict()["audited"] == SIMULATED_LABEL
     assert result.mechanism == "" and result.mu_attack == "joint"

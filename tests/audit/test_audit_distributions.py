@@ -318,7 +318,8 @@ def test_default_audit_and_plan_load_neither_scipy_stats_nor_optimize() -> None:
         import json, sys
         import numpy as np
         from privfed.audit import audit_synthetic_release
-        from privfed.dp import Adjacency, plan_latent_release
+        from privfed.dp import Adjacency
+        from privfed.engines.moments.planning import plan_latent_release
 
         plan = plan_latent_release(
             10.0, 1e-5, clip_norm=1.8, dim=8, adjacency=Adjacency.REPLACE_ONE

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from privfed.cli import main
-from privfed.dp import Adjacency, paper_baseline_noise_stds, plan_latent_release
+from privfed.dp import Adjacency
+from privfed.engines.moments.planning import paper_baseline_noise_stds, plan_latent_release
 
 
 def test_json_output_matches_the_library(capsys: pytest.CaptureFixture[str]) -> None:

@@ -43,9 +43,13 @@ def test_declarations_reach_the_card(tmp_path: Path) -> None:
 def test_without_a_config_the_card_says_not_declared(tmp_path: Path) -> None:
     out = tmp_path / "run"
     assert main([*TINY_CLI, "--no-audit", "--output-dir", str(out)]) == 0
-    card = json.loads((out / "model_card.json").read_text())
+    card = json.loads((out / "evaluation_card.json").read_text())
     assert card["contains_evaluation"] is True  # a full run: utility is an evaluation
     assert card["sections"]["use"]["fields"]["intended_use"]["value"] is None
+    assert "not declared" in (out / "evaluation_card.md").read_text(encoding="utf-8")
+    # The card of the release, beside it, never holds an evaluation field.
+    release_card = json.loads((out / "model_card.json").read_text())
+    assert release_card["contains_evaluation"] is False
     assert "not declared" in (out / "model_card.md").read_text(encoding="utf-8")
 
 

@@ -284,8 +284,8 @@ def test_the_factory_engine_takes_a_dataset(tmp_path: Path) -> None:
 
 
 def test_help_shows_the_configs_defaults(capsys: pytest.CaptureFixture[str]) -> None:
-    from privfed.engines.factory.job import FactoryPipelineConfig
-    from privfed.engines.latent.job import PipelineConfig
+    from privfed.engines.factory.config import FactoryPipelineConfig
+    from privfed.engines.latent.config import PipelineConfig
 
     with pytest.raises(SystemExit):
         main(["run", "--help"])

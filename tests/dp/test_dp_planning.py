@@ -12,11 +12,13 @@ from hypothesis import strategies as st
 
 from privfed.dp import (
     Adjacency,
-    LatentReleasePlan,
     calibrate_analytic_gaussian,
     gdp_delta,
     joint_mu_squared,
     mu_for_epsilon_delta,
+)
+from privfed.engines.moments.planning import (
+    LatentReleasePlan,
     paper_baseline_noise_stds,
     plan_latent_release,
     release_error_objective,

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from privfed.dp import Adjacency, plan_latent_release
-from privfed.dp.planning import _constraint, _optimal_direction
+from privfed.dp import Adjacency
+from privfed.engines.moments.planning import _constraint, _optimal_direction, plan_latent_release
 
 _DIMS = [1, 2, 3, 5, 8, 16, 31, 64, 128, 512, 1024, 4096, 65_536]
 

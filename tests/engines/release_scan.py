@@ -25,7 +25,7 @@ def latent_private_numbers(result: Any, *, empty_class_flags: bool = True) -> di
     """Numbers of a latent run derived from private data without noise (values > 1).
 
     Args:
-        result: A :class:`privfed.engines.latent.job.PipelineResult`.
+        result: A :class:`privfed.engines.latent.report.PipelineResult`.
         empty_class_flags: Also list how many classes each client lacks.
     """
     r = result.report

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from privfed.engines.latent import job
-from privfed.engines.latent.job import PipelineConfig
+from privfed.engines.latent.config import PipelineConfig
 from privfed.errors import ParameterError
 
 

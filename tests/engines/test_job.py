@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,8 @@ from release_scan import json_numbers, latent_private_numbers
 
 from privfed.dp import Adjacency
 from privfed.engines import job as job_module
-from privfed.engines.factory.job import FactoryPipelineConfig, run_factory_pipeline
+from privfed.engines.factory.config import FactoryPipelineConfig
+from privfed.engines.factory.job import run_factory_pipeline
 from privfed.engines.job import (
     RELEASE_FILENAMES,
     RunArtifacts,
@@ -22,7 +24,8 @@ from privfed.engines.job import (
     check_output_dir,
     write_artifacts,
 )
-from privfed.engines.latent.job import PipelineConfig, run_pipeline
+from privfed.engines.latent.config import PipelineConfig
+from privfed.engines.latent.job import run_pipeline
 from privfed.errors import ParameterError
 from privfed.progress import ProgressEvent
 
@@ -183,6 +186,56 @@ def test_release_only_writes_the_release_alone(latent_run: Any, tmp_path: Path) 
     assert not any(
         f["status"] == "evaluation" for s in card["sections"].values() for f in s["fields"].values()
     )
+
+
+_TEXT_NUMBER = re.compile(r"(?<![\w.\-])-?\d+\.\d+(?:e[-+]?\d+)?")
+
+
+def _evaluation_only_numbers(full_dir: Path) -> set[float]:
+    """Fractional numbers of a full run's evaluation that no release file states (3 d.p.)."""
+    evaluation = json_numbers(json.loads((full_dir / "evaluation.json").read_text()))
+    released = json_numbers(json.loads((full_dir / "release.json").read_text()))
+    if (full_dir / "ledger.json").exists():
+        released |= json_numbers(json.loads((full_dir / "ledger.json").read_text()))
+    public = {round(v, 3) for v in released}
+    return {round(v, 3) for v in evaluation if v != int(v)} - public
+
+
+def _shipped_numbers(path: Path) -> set[float]:
+    """The numbers a shipped file states (JSON values, numbers in text), to 3 d.p."""
+    if path.suffix == ".json":
+        document = json.loads(path.read_text())
+        assert document.get("contains_evaluation", False) is False, path.name
+        return {round(v, 3) for v in json_numbers(document)}
+    if path.suffix == ".md":
+        text = path.read_text(encoding="utf-8")
+        assert "| evaluation |" not in text, path.name
+        return {round(float(m), 3) for m in _TEXT_NUMBER.findall(text)}
+    if path.suffix == ".npz":  # the synthetic release: its arrays, nothing else
+        with np.load(path, allow_pickle=False) as data:
+            assert set(data.files) == {"images", "labels"}, path.name
+        return set()
+    assert path.suffix == ".png", path.name  # the picture of the synthetic images
+    return set()
+
+
+def test_no_export_of_the_release_ships_an_evaluation_number(
+    latent_run: Any, tmp_path: Path
+) -> None:
+    """The release files of a full run, and every file a release-only export writes."""
+    result, full = latent_run
+    evaluation = _evaluation_only_numbers(full)
+    assert len(evaluation) >= 2  # accuracies, timings: the scan has something to find
+    shipped = [full / name for name in RELEASE_FILENAMES]
+    result.write(tmp_path, release_only=True)
+    shipped += sorted(tmp_path.iterdir())
+    for path in shipped:
+        leaked = _shipped_numbers(path) & evaluation
+        assert not leaked, f"evaluation numbers in shipped {path.name}: {sorted(leaked)}"
+    assert (full / "evaluation_card.json").is_file()  # the full run's card of its evaluation
+    # The full run's release card is the release-only run's card, byte for byte.
+    for name in ("model_card.json", "model_card.md"):
+        assert (full / name).read_bytes() == (tmp_path / name).read_bytes()
 
 
 def test_output_dir_is_checked_before_anything_is_written(tmp_path: Path) -> None:

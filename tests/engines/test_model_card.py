@@ -15,14 +15,14 @@ import pytest
 from release_scan import json_numbers, latent_private_numbers
 
 from privfed.dp import Adjacency, PrivacyLedger
-from privfed.engines.factory.job import (
-    FactoryPipelineConfig,
-    FactoryPipelineReport,
-    run_factory_pipeline,
-)
+from privfed.engines.factory.config import FactoryPipelineConfig
+from privfed.engines.factory.job import run_factory_pipeline
 from privfed.engines.factory.matrix import UnlearningCertificate
+from privfed.engines.factory.report import FactoryPipelineReport
 from privfed.engines.job import RunArtifacts, write_artifacts
-from privfed.engines.latent.job import PipelineConfig, PipelineResult, run_pipeline
+from privfed.engines.latent.config import PipelineConfig
+from privfed.engines.latent.job import run_pipeline
+from privfed.engines.latent.report import PipelineResult
 from privfed.engines.model_card import (
     ModelCard,
     ModelCardDeclarations,
@@ -96,7 +96,7 @@ _NOISY_LABEL = "Noisy class counts"
 
 def _card_numbers(run_dir: Path) -> set[float]:
     """Numbers in model_card.json (its field values) and model_card.md, noisy counts aside."""
-    card = json.loads((run_dir / "model_card.json").read_text())
+    card = json.loads((run_dir / f"{_stem(run_dir)}.json").read_text())
     values: list[Any] = [
         f["value"]
         for key, section in card["sections"].items()
@@ -104,7 +104,7 @@ def _card_numbers(run_dir: Path) -> set[float]:
         if (key, name) != ("data", "class_counts") or not isinstance(f["value"], list)
     ]
     found = json_numbers(values) | _text_numbers(" ".join(_strings(values)))
-    markdown = (run_dir / "model_card.md").read_text(encoding="utf-8")
+    markdown = (run_dir / f"{_stem(run_dir)}.md").read_text(encoding="utf-8")
     lines = [line for line in markdown.splitlines() if not line.startswith(f"| {_NOISY_LABEL}")]
     return found | _text_numbers("\n".join(lines))
 
@@ -178,8 +178,13 @@ def factory_run(
     return report, full, release
 
 
+def _stem(run_dir: Path) -> str:
+    """The card holding what the run computed: a full run's evaluation card, else the card."""
+    return "evaluation_card" if (run_dir / "evaluation_card.json").exists() else "model_card"
+
+
 def _load(run_dir: Path) -> dict[str, Any]:
-    card: dict[str, Any] = json.loads((run_dir / "model_card.json").read_text())
+    card: dict[str, Any] = json.loads((run_dir / f"{_stem(run_dir)}.json").read_text())
     return card
 
 
@@ -372,9 +377,9 @@ def test_markdown_renders_every_section_and_field(latent_run: Any) -> None:
         artifacts = result.artifacts(release_only=run_dir == release_dir)
         declared = ModelCardDeclarations.from_dict(DECLARED) if run_dir == full else None
         card = build_model_card(artifacts, declared)
-        markdown = (run_dir / "model_card.md").read_text(encoding="utf-8")
+        markdown = (run_dir / f"{_stem(run_dir)}.md").read_text(encoding="utf-8")
         assert markdown == card.to_markdown()
-        assert json.loads((run_dir / "model_card.json").read_text()) == card.to_dict()
+        assert json.loads((run_dir / f"{_stem(run_dir)}.json").read_text()) == card.to_dict()
         assert markdown.startswith(f"# Federated model card: {card.title}")
         for section in card.sections:
             assert f"\n## {section.title}\n" in markdown
@@ -384,7 +389,7 @@ def test_markdown_renders_every_section_and_field(latent_run: Any) -> None:
         for omission in card.omitted:
             assert omission.what in markdown
         assert "\n## Omitted\n" in markdown
-    text = (full / "model_card.md").read_text(encoding="utf-8")
+    text = (full / "evaluation_card.md").read_text(encoding="utf-8")
     assert DECLARED["contact"] in text and "not declared" not in text
     assert "not declared" in (release_dir / "model_card.md").read_text(encoding="utf-8")
 
@@ -438,7 +443,7 @@ def test_factory_card_fields_trace_to_the_run(factory_run: Any) -> None:
     assert card[("privacy", "audit_claim")]["value"] == "no claim: no differential privacy"
     assert "remove_client" in card[("unlearning", "unlearning")]["value"]
     assert "UnlearningCertificate" in card[("unlearning", "certificate")]["value"]
-    markdown = (full / "model_card.md").read_text(encoding="utf-8")
+    markdown = (full / "evaluation_card.md").read_text(encoding="utf-8")
     assert "| Guarantee | no differential privacy | verified |" in markdown
     release_markdown = (release_dir / "model_card.md").read_text(encoding="utf-8")
     assert "no differential privacy" in release_markdown

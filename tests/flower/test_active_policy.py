@@ -499,6 +499,61 @@ def test_a_rolled_back_state_does_not_answer_again(
         handlers._restore(context, session)
 
 
+def _every_stage_grid(base: type[Any]) -> type[Any]:
+    """The grid double keeping every node's protocol state as it was before each stage."""
+
+    class Snapshots(base):  # type: ignore[misc]
+        before: dict[str, dict[int, ConfigRecord]]
+
+        def send_and_receive(
+            self, messages: Iterable[Message], *, timeout: float | None = None
+        ) -> Iterable[Message]:
+            batch = list(messages)
+            if not hasattr(self, "before"):
+                self.before = {}
+            kind = batch[0].metadata.message_type if batch else None
+            if kind is not None and kind != _wire.MESSAGE_TYPES[Stage.ADVERTISE_KEYS]:
+                self.before[kind] = {
+                    n: ConfigRecord(dict(c.state.config_records[STATE_KEY]))
+                    for n, c in self.contexts.items()
+                    if STATE_KEY in c.state.config_records
+                }
+            replies: Iterable[Message] = super().send_and_receive(batch, timeout=timeout)
+            return replies
+
+    return Snapshots
+
+
+def test_a_state_that_outlived_its_journal_does_not_answer(
+    federation: Federation,
+    loopback: Any,
+) -> None:
+    """The journal lost while the state survives: refused before every stage that reveals."""
+    from privfed.flower.client import _Handlers
+
+    grid = _grid(federation, _every_stage_grid(loopback))
+    assert _round(federation).run(grid, MAPPING).survivors == (1, 2, 3, 4, 5)
+    context = grid.contexts[FIRST]
+    latest = context.state.config_records[STATE_KEY]
+    session = latest["session"]
+    assert isinstance(session, bytes)
+    # The normal restart: a new process, the same journal folder, the state it left.
+    handlers = _Handlers(_values, JournalIn(federation.folder / "j"))
+    assert handlers._restore(context, session)[0].done
+    # Every later stage's state, with an empty journal (the folder lost or replaced).
+    empty = _Handlers(_values, JournalIn(federation.folder / "lost"))
+    stages = {Stage.SHARE_KEYS, Stage.MASKED_INPUT, Stage.CONSISTENCY_CHECK, Stage.UNMASKING}
+    kinds = {_wire.MESSAGE_TYPES[s] for s in stages}
+    assert kinds <= set(grid.before)
+    for kind in sorted(kinds):
+        context.state[STATE_KEY] = grid.before[kind][FIRST]
+        with pytest.raises(ProtocolAbort, match="journal does not know"):
+            empty._restore(context, session)
+    context.state[STATE_KEY] = latest
+    with pytest.raises(ProtocolAbort, match="journal does not know"):
+        empty._restore(context, session)
+
+
 # -- the policy and its files ----------------------------------------------------------------
 
 

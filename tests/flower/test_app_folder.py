@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from privfed.engines.latent.job import PipelineConfig
+from privfed.engines.latent.config import PipelineConfig
 from privfed.flower.latent_app import pipeline_config
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -87,7 +87,7 @@ def test_the_app_folder_declares_every_key_the_factory_job_reads() -> None:
     ``privfed run --engine factory`` runs, and the factory-only keys leave the
     latent job as it was.
     """
-    from privfed.engines.factory.job import FactoryPipelineConfig
+    from privfed.engines.factory.config import FactoryPipelineConfig
     from privfed.flower.latent_app import pipeline_config
 
     declared = _app_config()

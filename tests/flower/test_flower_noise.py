@@ -153,6 +153,7 @@ def _ring(noisy: Any, spec: Any) -> np.ndarray:
 
 
 
+@pytest.mark.slow  # two Flower jobs per case: 3.4-4.8 s each on two cores
 @pytest.mark.parametrize("entry", ["app-folder", "latent-apps"])
 @pytest.mark.parametrize("model", MODELS)
 def test_every_entry_point_delivers_the_plans_noise(
@@ -178,7 +179,8 @@ def test_every_entry_point_delivers_the_plans_noise(
         exact = _exact_total(run, survivors)
 
         # The server's total is not the exact one on (nearly) any noised coordinate.
-        from privfed.engines.latent.job import fit_codec, load_data, run_spec
+        from privfed.engines.latent.job import run_spec
+        from privfed.engines.latent.stages import fit_codec, load_data
 
         config = pipeline_config(run)
         data = load_data(config)
@@ -586,7 +588,8 @@ def test_settings_flower_cannot_honour_are_refused_before_any_node_is_asked(
 
 
 def test_a_node_refuses_a_round_in_another_security_mode() -> None:
-    from privfed.engines.latent.job import fit_codec, load_data, run_spec
+    from privfed.engines.latent.job import run_spec
+    from privfed.engines.latent.stages import fit_codec, load_data
     from privfed.flower.latent_app import check_round_config
     from privfed.secagg import SecAggConfig
 

@@ -16,15 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from privfed.engines.latent.job import (
-    aggregate_with_noise,
-    client_statistics,
-    dropout_plan,
-    encode,
-    fit_codec,
-    load_data,
-    run_spec,
-)
+from privfed.engines.latent.job import aggregate_with_noise, dropout_plan, run_spec
+from privfed.engines.latent.stages import client_statistics, encode, fit_codec, load_data
 from privfed.errors import ParameterError
 from privfed.flower import _wire
 from privfed.flower.client import JournalIn

@@ -19,15 +19,8 @@ from flower_helpers import walk_arrays
 
 import privfed.flower.server as server_module
 from privfed.engines.latent.distributed import exact_ring_vector, layers_supported
-from privfed.engines.latent.job import (
-    aggregate_with_noise,
-    client_statistics,
-    dropout_plan,
-    encode,
-    fit_codec,
-    load_data,
-    run_spec,
-)
+from privfed.engines.latent.job import aggregate_with_noise, dropout_plan, run_spec
+from privfed.engines.latent.stages import client_statistics, encode, fit_codec, load_data
 from privfed.errors import ParameterError, ProtocolAbort
 from privfed.flower.client import JournalIn
 from privfed.flower.latent_app import (

@@ -172,3 +172,21 @@ def test_no_node_helps_unmask_a_sum_with_fewer_than_two_honest_inputs(make_grid:
         again, {1001 + i: i + 1 for i in range(3)}
     )
     assert done.survivors == (2, 3)
+
+
+def test_a_one_shot_job_threshold_comes_from_the_policy() -> None:
+    """Run config ``threshold``: 0 or absent is the strict majority; others are checked first."""
+    from privfed.flower.server import round_threshold
+
+    assert round_threshold({}, 5, {}) == 3
+    assert round_threshold({"threshold": 0}, 6, {}) == 4
+    assert round_threshold({"threshold": 5}, 6, {}) == 5
+    # Every node would refuse these rounds: the server refuses them before asking any.
+    with pytest.raises(ParameterError, match="threshold"):
+        round_threshold({"threshold": 2}, 5, {})
+    active = {"mode": "active", "corrupted": 1}
+    assert round_threshold({"threshold": 4}, 5, active) == 4
+    assert round_threshold({}, 6, active) == 4  # 2t > 6 + 1
+    # The majority 3 of 5 breaks 2t > 5 + 1: refused, never silently raised.
+    with pytest.raises(ParameterError, match="threshold"):
+        round_threshold({}, 5, active)

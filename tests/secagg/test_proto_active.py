@@ -704,8 +704,10 @@ def test_an_active_client_survives_export_and_restore_mid_round() -> None:
 
     r = active_round()
     consistency = to_consistency(r)
+    journal = MemoryRevealJournal()  # the node's own, which knows its session
+    journal.start_session(r.config.session_id, r.config.round_index, 1)
     restored = restore_client_state(
-        export_client_state(r.clients[1]), journal=MemoryRevealJournal(), identity=r.keys[1]
+        export_client_state(r.clients[1]), journal=journal, identity=r.keys[1]
     )
     assert restored.config == r.config
     r.clients[1] = restored

@@ -247,3 +247,20 @@ def test_the_harary_graph_needs_the_roster_seed() -> None:
     assert all(len(cfg.neighbours(c, bytes(32))) == 2 for c in cfg.client_ids)
     graphs = {frozenset(cfg.neighbourhoods(bytes([i]) * 32).items()) for i in range(5)}
     assert len(graphs) > 1
+
+
+def test_runners_refuse_unknown_and_missing_keywords_as_python_does() -> None:
+    # Both runners take their shared keywords as one typed option set; a
+    # keyword outside it (noise_layers is run_protocol's alone) or no threshold
+    # is the TypeError an explicit signature gave.
+    inputs = [np.arange(4, dtype=np.uint64) for _ in range(3)]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'noise_layers'"):
+        run_in_memory(inputs, threshold=2, noise_layers=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'treshold'"):
+        run_protocol(inputs, treshold=2)  # type: ignore[call-arg]
+    for run in (run_in_memory, run_protocol):
+        with pytest.raises(TypeError, match="missing 1 required keyword-only argument"):
+            run(inputs)  # type: ignore[operator]
+    with pytest.raises(TypeError, match="positional"):
+        run_in_memory(inputs, 2)  # type: ignore[misc]
+    assert run_in_memory(inputs, threshold=2).tolist() == [0, 3, 6, 9]

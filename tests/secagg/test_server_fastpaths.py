@@ -36,7 +36,7 @@ from privfed.secagg import (
     decode_message,
 )
 from privfed.secagg.primitives import shamir
-from privfed.secagg.protocol import server as server_module
+from privfed.secagg.protocol import _unmasking as unmasking_module
 from privfed.secagg.protocol.graph import GraphMode
 from privfed.secagg.protocol.messages import Message
 
@@ -238,7 +238,7 @@ def test_parsed_badly_encoded_share_is_refused_and_state_kept(
 ) -> None:
     # A short list is checked share by share as bytes, a long one with arrays
     # (here: longer than 4): both must refuse every bad encoding.
-    monkeypatch.setattr(server_module, "_ARRAY_CHECK_MIN", 4)
+    monkeypatch.setattr(unmasking_module, "_ARRAY_CHECK_MIN", 4)
     server, responses = _unmasking_round(8)
     response = responses[1]
     fb = shamir.FIELD_BYTES

@@ -41,6 +41,13 @@ def _inputs() -> dict[int, np.ndarray]:
     return {i: rng.integers(0, 2**63, size=LENGTH, dtype=np.uint64) for i in IDS}
 
 
+def _started(config: SecAggConfig, cid: int) -> MemoryRevealJournal:
+    """A journal that knows the client's session (as the node's own does from its start)."""
+    journal = MemoryRevealJournal()
+    journal.start_session(config.session_id, config.round_index, cid)
+    return journal
+
+
 class _Node:
     """A client that lives only as exported bytes between steps (like a Flower node)."""
 
@@ -92,7 +99,7 @@ def test_a_round_through_exported_state_gives_the_exact_sum() -> None:
     # Encoding is canonical: restore then export gives the same bytes.
     for node in nodes.values():
         for blob in node.history:
-            again = restore_client_state(blob, journal=MemoryRevealJournal())
+            again = restore_client_state(blob, journal=_started(config, node.cid))
             assert export_client_state(again) == blob
             assert blob[:5] == STATE_MAGIC + bytes([STATE_VERSION])
 
@@ -109,7 +116,7 @@ def test_every_attribute_at_every_stage_is_encodable() -> None:
     seen: set[str] = set()
     for node in nodes.values():
         for blob in node.history:
-            client = restore_client_state(blob, journal=MemoryRevealJournal())
+            client = restore_client_state(blob, journal=_started(config, node.cid))
             seen |= set(vars(client))
             export_client_state(client)
     fresh = SecAggClient(config, 1)
@@ -121,7 +128,7 @@ def test_every_attribute_at_every_stage_is_encodable() -> None:
         server.receive(SecAggClient(config, cid).advertise_keys(), sender=cid)
     with pytest.raises(ProtocolAbort):
         aborted.share_keys(server.roster())
-    restored = restore_client_state(export_client_state(aborted), journal=MemoryRevealJournal())
+    restored = restore_client_state(export_client_state(aborted), journal=_started(config, 1))
     assert restored.aborted
     fresh._new_secret = object()  # type: ignore[attr-defined]
     with pytest.raises(ParameterTypeError, match=r"client\._new_secret"):
@@ -179,10 +186,10 @@ def test_a_lying_server_cannot_rewind_a_client_to_get_both_shares() -> None:
     # ... and even a client rebuilt without the step check (a journal that lost
     # its step records but kept the reveals) cannot journal the other kind.
     forgetful = MemoryRevealJournal()
-    client = restore_client_state(before_unmask, journal=forgetful)
     for entry in journals[1].entries:
         if entry.reveals:
             forgetful.record(dataclass_replace_step(entry, 0))
+    client = restore_client_state(before_unmask, journal=forgetful)
     answer = client.unmask(other_view)
     with pytest.raises(ProtocolAbort, match="second kind"):
         record_answer(forgetful, client, answer)
@@ -345,3 +352,31 @@ def test_crafted_unhashable_keys_are_format_errors(body: bytes) -> None:
     blob = STATE_MAGIC + bytes([STATE_VERSION]) + body
     with pytest.raises(MessageFormatError):
         restore_client_state(blob, journal=MemoryRevealJournal())
+
+
+def test_a_state_whose_journal_was_lost_refuses_at_every_stage(tmp_path: Path) -> None:
+    """The journal lost (or swapped for an empty one) while the state survived: refused.
+
+    Without this an attacker who deletes the journal file and replays an older state
+    gets the other kind of share of a peer (that peer's input) at UNMASKING.
+    """
+    config = SecAggConfig(client_ids=IDS, threshold=3, vector_length=LENGTH)
+    path = tmp_path / "node-1.jsonl"
+    nodes = {
+        cid: _Node(config, cid, FileRevealJournal(path) if cid == 1 else MemoryRevealJournal())
+        for cid in IDS
+    }
+    _play(nodes, SecAggServer(config), _inputs())
+    history = nodes[1].history
+    # The normal restart: the node's own journal file, reopened, accepts its latest state.
+    assert restore_client_state(history[-1], journal=FileRevealJournal(path)).done
+    path.unlink()  # the journal is lost; the states survive
+    refused = 0
+    for blob in history[1:]:  # after ADVERTISE, SHARE, MASKED_INPUT, UNMASKING
+        for journal in (FileRevealJournal(path), MemoryRevealJournal()):
+            with pytest.raises(ProtocolAbort, match="journal does not know"):
+                restore_client_state(blob, journal=journal)
+            refused += 1
+    assert refused == 2 * 4
+    # A state that answered nothing (step 0) reveals nothing by being restored.
+    assert client_step(restore_client_state(history[0], journal=MemoryRevealJournal())) == 0

@@ -12,10 +12,10 @@ from privfed.dp import (
     Adjacency,
     count_sensitivity,
     joint_mu_squared,
-    plan_latent_release,
     second_moment_sensitivity,
     sum_sensitivity,
 )
+from privfed.engines.moments.planning import plan_latent_release
 from privfed.errors import ParameterError, ParameterTypeError
 from privfed.testing import (
     LabelledDataset,

@@ -67,7 +67,6 @@ from privfed.audit.canary import (
     audit_gaussian_mechanism,
     audit_gaussian_release,
     audit_latent_release,
-    self_audit,
     worst_case_latent_canary,
     worst_case_latent_records,
 )
@@ -205,7 +204,6 @@ __all__ = [
     "repeated_split_bounds",
     "rmia_scores",
     "roc_curve",
-    "self_audit",
     "torch_scoring",
     "tpr_at_fpr",
     "true_class_probabilities",

@@ -82,7 +82,6 @@ __all__ = [
     "audit_gaussian_mechanism",
     "audit_gaussian_release",
     "audit_latent_release",
-    "self_audit",
     "worst_case_latent_canary",
     "worst_case_latent_records",
 ]
@@ -834,7 +833,7 @@ def worst_case_latent_canary(
 
     The release of one class is ``(Σz + N(0, σ_s² I_d), Σzzᵀ + N(0, σ_m² I_{d²}),
     n + N(0, σ_c²))`` (second-moment noise isotropic on the d×d matrix, as in
-    ``privfed.dp.plan_latent_release``).  Public labels only.
+    ``privfed.engines.moments.planning.plan_latent_release``).  Public labels only.
 
     * REPLACE_ONE: z = R·e₁ is replaced by z′ = R·(c·e₁ + √(1−c²)·e₂) with
       c = max(−σ_m²/(2σ_s²R²), −1), the angle maximising
@@ -885,7 +884,10 @@ def worst_case_latent_canary(
 
 
 def audit_latent_release(plan: Any, **kwargs: Any) -> CanaryAuditResult:
-    """Simulated canary audit of a ``privfed.dp.LatentReleasePlan`` with its worst-case canary.
+    """Simulated canary audit of a latent release plan with its worst-case canary.
+
+    The plan is a ``privfed.engines.moments.planning.LatentReleasePlan`` (or
+    any object with its attributes).
 
     **Simulated**: checks the accounting arithmetic of the plan only, not the
     release code (:data:`SIMULATED_LABEL`).  The audit of the engine's real
@@ -934,49 +936,3 @@ def audit_latent_release(plan: Any, **kwargs: Any) -> CanaryAuditResult:
         claimed_epsilon=float(plan.epsilon),
         **kwargs,
     )
-
-
-def self_audit(
-    epsilon: float,
-    delta: float,
-    *,
-    clip_norm: float,
-    dim: int,
-    adjacency: Any = None,
-    split: str | float = "optimal",
-    **kwargs: Any,
-) -> CanaryAuditResult:
-    """Plan a latent release with ``privfed.dp.plan_latent_release`` and audit it, SIMULATED.
-
-    **Simulated**: the release is simulated from the plan's claimed noise
-    stds, so this checks the accounting arithmetic only, not the release code
-    (the result's ``audited`` is :data:`SIMULATED_LABEL`).  The self-audit of
-    privfed's real release code (``privfed audit --self-audit``) is
-    ``privfed.engines.latent.self_audit.self_audit_release``: it runs
-    ``release_latent_statistics`` itself; this package cannot, because it never
-    imports the engines.
-
-    Args:
-        epsilon: Target ε, finite, > 0.
-        delta: Target δ in (0, 1).
-        clip_norm: R, finite, > 0.
-        dim: Latent dimension d ≥ 1.
-        adjacency: ``privfed.dp.Adjacency``; default REPLACE_ONE.
-        split: Budget split passed to the planner.
-        **kwargs: Forwarded to :func:`audit_gaussian_release`.
-
-    Returns:
-        A :class:`CanaryAuditResult` comparing the plan's claim with μ_lb, ε_lb.
-    """
-    from privfed.dp import Adjacency, plan_latent_release
-
-    adj = Adjacency.REPLACE_ONE if adjacency is None else adjacency
-    plan = plan_latent_release(
-        epsilon,
-        delta,
-        clip_norm=clip_norm,
-        dim=dim,
-        adjacency=adj,
-        split=split,  # type: ignore[arg-type]
-    )
-    return audit_latent_release(plan, **kwargs)

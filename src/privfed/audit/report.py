@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from privfed._atomic import atomic_path, atomic_write_text
 from privfed.audit.bounds import OneRunAudit, PrivacyLowerBound, TrialModel
 from privfed.audit.canary import CanaryAuditResult
 from privfed.audit.metrics import MembershipMetrics
@@ -223,7 +224,8 @@ def _plot(path: Path, attacks: Mapping[str, MembershipMetrics], title: str) -> N
     ax.set_title(title)
     ax.legend(loc="lower right", fontsize="small")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:  # keeps the suffix: matplotlib's format
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)
 
 
@@ -314,8 +316,8 @@ def write_audit_report(
     directory.mkdir(parents=True, exist_ok=True)
     json_path = directory / "audit.json"
     md_path = directory / "audit.md"
-    json_path.write_text(text + "\n", encoding="utf-8")
-    md_path.write_text(markdown, encoding="utf-8")
+    atomic_write_text(json_path, text + "\n")
+    atomic_write_text(md_path, markdown)
     roc_path = None
     if plot and attacks:
         roc_path = directory / "roc.png"

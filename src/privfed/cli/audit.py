@@ -41,14 +41,15 @@ Inputs (any combination, at least one):
 
 ``--self-audit``
     Canary audit of the latent-statistic release planned by
-    ``privfed.dp.plan_latent_release`` at ``--epsilon`` (one or a comma list),
+    ``privfed.engines.moments.planning.plan_latent_release`` at ``--epsilon`` (one or a comma list),
     ``--delta``, ``--clip-norm``, ``--dim``, ``--adjacency``.  By default
     (``--self-audit-mode real``) every trial runs privfed's real release code,
     ``release_latent_statistics`` with its own noise sampler, on worst-case
     neighbouring statistics
     (:func:`privfed.engines.latent.self_audit.self_audit_release`).
     ``--self-audit-mode simulated`` instead simulates the release from the
-    plan's claimed noise stds (:func:`privfed.audit.self_audit`): it checks the
+    plan's claimed noise stds
+    (:func:`privfed.engines.latent.self_audit.simulated_self_audit`): it checks the
     accounting arithmetic only, not the release code.  The report says which.
 
 ``--config FILE.json`` supplies any option by its long name with underscores
@@ -407,7 +408,7 @@ def _one_run_inputs(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _run_dir_inputs(directory: Path) -> Any:
-    from privfed.engines.latent.audit import AuditInputs
+    from privfed.engines.artifacts import AuditInputs
     from privfed.errors import ParameterError
 
     path = directory / AUDIT_INPUTS_FILENAME
@@ -478,7 +479,9 @@ def _execute(options: dict[str, Any]) -> int:
 
             run_self_audit: Any = self_audit_release
         else:
-            run_self_audit = audit.self_audit
+            from privfed.engines.latent.self_audit import simulated_self_audit
+
+            run_self_audit = simulated_self_audit
         trials, calibration_trials = _SELF_AUDIT_TRIALS[mode]
         for eps in _floats(options["epsilon"], "epsilon"):
             canary.append(

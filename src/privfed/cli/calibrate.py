@@ -121,7 +121,8 @@ def _check(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``privfed calibrate``; returns 0 on success, 2 on a bad parameter."""
-    from privfed.dp import Adjacency, paper_baseline_noise_stds, plan_latent_release
+    from privfed.dp import Adjacency
+    from privfed.engines.moments.planning import paper_baseline_noise_stds, plan_latent_release
     from privfed.errors import PrivfedError
 
     try:

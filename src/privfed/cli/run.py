@@ -36,8 +36,8 @@ def _defaults() -> tuple[dict[str, tuple[str, Any]], dict[str, tuple[str, Any]],
     (latent default, factory default) for shared ones.  Only dataclass field
     defaults are read, so no engine code (torch) is imported.
     """
-    from privfed.engines.factory.job import FactoryPipelineConfig
-    from privfed.engines.latent.job import PipelineConfig
+    from privfed.engines.factory.config import FactoryPipelineConfig
+    from privfed.engines.latent.config import PipelineConfig
 
     latent, factory = _field_defaults(PipelineConfig), _field_defaults(FactoryPipelineConfig)
     latent_only = {
@@ -46,7 +46,6 @@ def _defaults() -> tuple[dict[str, tuple[str, Any]], dict[str, tuple[str, Any]],
         "clip_norm": ("--clip-norm", latent["clip_norm"]),
         "adjacency": ("--adjacency", latent["adjacency"].value),
         "dropout_rate": ("--dropout-rate", latent["dropout_rate"]),
-        "noise_seed": ("--noise-seed", latent["noise_seed"]),
         "noise": ("--noise", latent["noise"].value),
         "assumed_corrupted": ("--assumed-corrupted", latent["assumed_corrupted"]),
         "secagg_mode": ("--secagg-mode", latent["secagg_mode"]),
@@ -74,6 +73,8 @@ def _defaults() -> tuple[dict[str, tuple[str, Any]], dict[str, tuple[str, Any]],
         "baselines": (latent["baselines"], factory["centralized"]),
         "threads": (latent["num_threads"], factory["num_threads"]),
         "no_audit": (not latent["audit"], not factory["audit"]),
+        # factory: seeds the Gaussian factories' DP noise (with --epsilon).
+        "noise_seed": (latent["noise_seed"], factory["noise_seed"]),
     }
     return latent_only, factory_only, shared
 
@@ -268,7 +269,8 @@ def _add_noise_options(add: Any) -> None:
         "--noise-seed",
         type=int,
         default=None,
-        help="latent: seed the DP noise (reproducible experiments only; default: OS CSPRNG)",
+        help="seed the DP noise (reproducible experiments only; default: OS CSPRNG); "
+        "factory: Gaussian factories with --epsilon",
     )
     add(
         "--noise",
@@ -487,7 +489,8 @@ def _printer(args: argparse.Namespace) -> Any:
 
 def _run_latent(args: argparse.Namespace) -> int:
     from privfed.dp import Adjacency
-    from privfed.engines.latent.job import PipelineConfig, run_pipeline
+    from privfed.engines.latent.config import PipelineConfig
+    from privfed.engines.latent.job import run_pipeline
 
     scheme, option = args.partition
     config = PipelineConfig(
@@ -618,7 +621,8 @@ def _audit_rows(summary: Any) -> list[tuple[str, str]]:
 
 
 def _run_factory(args: argparse.Namespace) -> int:
-    from privfed.engines.factory.job import FactoryPipelineConfig, run_factory_pipeline
+    from privfed.engines.factory.config import FactoryPipelineConfig
+    from privfed.engines.factory.job import run_factory_pipeline
 
     scheme, alpha = args.partition
     kwargs: dict[str, Any] = {
@@ -640,6 +644,7 @@ def _run_factory(args: argparse.Namespace) -> int:
         "num_threads": args.threads,
         "epsilon": args.epsilon,
         "delta": args.delta,
+        "noise_seed": args.noise_seed,
     }
     if scheme == "dirichlet":
         kwargs["dirichlet_alpha"] = alpha

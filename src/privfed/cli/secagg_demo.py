@@ -112,7 +112,10 @@ def _plan(args: argparse.Namespace) -> tuple[int | None, int]:
         elif degree % 2 == 1 and n % 2 == 1:
             raise _UsageError(f"--degree must be even when --clients is odd ({n}); got {degree}")
         hood = degree + 1
-    threshold = args.threshold if args.threshold is not None else max(2, hood // 2 + 1)
+    from privfed.secagg.threshold import ThresholdPolicy
+
+    # A demo of the protocol: any t in [2, s] runs; the default is the policy's majority.
+    threshold = args.threshold if args.threshold is not None else ThresholdPolicy().default(hood)
     if threshold > hood:
         size = "--clients" if degree is None else "--degree + 1"
         raise _UsageError(

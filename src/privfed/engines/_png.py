@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from privfed._atomic import atomic_write_bytes
+
 __all__ = ["encode_png", "label_glyphs", "sample_grid", "write_sample_grid"]
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -157,4 +159,4 @@ def write_sample_grid(
 ) -> None:
     """Write :func:`sample_grid` of ``images`` as a PNG file at ``path``."""
     pixels = sample_grid(images, labels, per_class=per_class)
-    Path(path).write_bytes(encode_png(pixels, title=title))
+    atomic_write_bytes(path, encode_png(pixels, title=title))

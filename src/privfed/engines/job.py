@@ -22,10 +22,16 @@ both wings share:
   ``audit_inputs.npz``: computed from private data without noise, labelled
   so, never needed to use the release), plus the federated model card
   (``model_card.md``, ``model_card.json``, :mod:`privfed.engines.model_card`:
-  release facts only in a release-only run, evaluation fields marked
-  otherwise); the output directory is checked before any work and every file
-  is written atomically;
+  release facts only, in every run, so it ships with the release) and, in a
+  full run, the evaluation card beside it (``evaluation_card.md`` / ``.json``:
+  the same card with the evaluation fields, marked; never part of the
+  release); the output directory is checked before any work and every file
+  is written crash-consistently (:mod:`privfed._atomic`);
 * :func:`save_sample_grid` -- the ``samples.png`` picture of synthetic images.
+
+The artefact names, :class:`RunArtifacts` and the audit inputs live in
+:mod:`privfed.engines.artifacts` (re-exported here), which the model card and
+both wings import without importing this module.
 
 Nothing here imports torch at module level (the torch-free server path relies
 on it); :func:`torch_threads` and the plotting helper import what they need
@@ -39,25 +45,42 @@ import json
 import os
 import secrets
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
+from privfed._atomic import fsync_dir, fsync_file
 from privfed._checks import check_int
+from privfed.engines.artifacts import (
+    ARTIFACT_FILENAMES,
+    AUDIT_INPUTS_FILENAME,
+    EVALUATION_CARD_JSON_FILENAME,
+    EVALUATION_CARD_MARKDOWN_FILENAME,
+    EVALUATION_FILENAME,
+    LEDGER_FILENAME,
+    LEGACY_FILENAMES,
+    MODEL_CARD_JSON_FILENAME,
+    MODEL_CARD_MARKDOWN_FILENAME,
+    RELEASE_FILENAME,
+    RELEASE_FILENAMES,
+    SAMPLES_FILENAME,
+    SYNTHETIC_FILENAME,
+    RunArtifacts,
+)
 from privfed.errors import ParameterError, ParameterTypeError
 from privfed.progress import ProgressEvent, ProgressFn
 
 if TYPE_CHECKING:  # pragma: no cover
-    from privfed.dp import PrivacyLedger
-    from privfed.engines.latent.audit import AuditInputs
-    from privfed.engines.model_card import ModelCardDeclarations
+    from privfed.engines.model_card.declarations import ModelCardDeclarations
 
 __all__ = [
     "ARTIFACT_FILENAMES",
     "AUDIT_INPUTS_FILENAME",
+    "EVALUATION_CARD_JSON_FILENAME",
+    "EVALUATION_CARD_MARKDOWN_FILENAME",
     "EVALUATION_FILENAME",
     "EVALUATION_NOTICE",
     "LEDGER_FILENAME",
@@ -68,6 +91,7 @@ __all__ = [
     "RELEASE_NOTICE",
     "SAMPLES_FILENAME",
     "SYNTHETIC_FILENAME",
+    "JobStage",
     "RunArtifacts",
     "StageClock",
     "WritesArtifacts",
@@ -76,49 +100,11 @@ __all__ = [
     "evaluation_document",
     "release_document",
     "run_job",
+    "run_stages",
     "save_sample_grid",
     "torch_threads",
     "write_artifacts",
 ]
-
-#: Names of the artefacts in a run directory.  The release (what a deployment
-#: ships) is ``release.json``, ``ledger.json``, ``samples.png`` and
-#: ``synthetic.npz``; ``evaluation.json`` and ``audit_inputs.npz`` are computed
-#: from private data without noise and are never part of the release.
-RELEASE_FILENAME = "release.json"
-EVALUATION_FILENAME = "evaluation.json"
-LEDGER_FILENAME = "ledger.json"
-SAMPLES_FILENAME = "samples.png"
-SYNTHETIC_FILENAME = "synthetic.npz"
-AUDIT_INPUTS_FILENAME = "audit_inputs.npz"
-#: The federated model card (:mod:`privfed.engines.model_card`), written by every run.
-#: Without an evaluation it holds release facts and declarations only (part of the
-#: release); a full run's card also holds evaluation fields, marked, and says so.
-MODEL_CARD_JSON_FILENAME = "model_card.json"
-MODEL_CARD_MARKDOWN_FILENAME = "model_card.md"
-#: What earlier versions wrote (one report mixing both); removed by ``overwrite``.
-_LEGACY_FILENAMES = ("report.json",)
-#: Every file a run may write (what ``overwrite`` replaces or removes).
-ARTIFACT_FILENAMES: tuple[str, ...] = (
-    RELEASE_FILENAME,
-    EVALUATION_FILENAME,
-    LEDGER_FILENAME,
-    SAMPLES_FILENAME,
-    SYNTHETIC_FILENAME,
-    AUDIT_INPUTS_FILENAME,
-    MODEL_CARD_JSON_FILENAME,
-    MODEL_CARD_MARKDOWN_FILENAME,
-)
-#: The files of the release alone (what a release-only run writes; its model card
-#: carries no evaluation field).
-RELEASE_FILENAMES: tuple[str, ...] = (
-    RELEASE_FILENAME,
-    LEDGER_FILENAME,
-    SAMPLES_FILENAME,
-    SYNTHETIC_FILENAME,
-    MODEL_CARD_JSON_FILENAME,
-    MODEL_CARD_MARKDOWN_FILENAME,
-)
 
 #: Header of every ``evaluation.json``.
 EVALUATION_NOTICE = (
@@ -151,6 +137,7 @@ class StageClock:
             raise ParameterTypeError("progress", "a callable taking a ProgressEvent", progress)
         self._progress = progress
         self._started: dict[str, float] = {}
+        self._held: set[str] = set()
         self.seconds: dict[str, float] = {}
 
     def _emit(self, event: ProgressEvent) -> None:
@@ -163,11 +150,24 @@ class StageClock:
         self._emit(ProgressEvent(stage, 0, 1, message))
 
     def step(self, stage: str, done: int, total: int, message: str = "") -> None:
-        """Report ``done`` of ``total`` steps of ``stage`` (the last one ends it)."""
+        """Report ``done`` of ``total`` steps of ``stage``.
+
+        The last step ends a stage opened with :meth:`start`, unless
+        :func:`run_stages` runs it (the runner ends its stages itself).
+        """
         seconds = None
-        if done == total and stage in self._started:
+        if done == total and stage in self._started and stage not in self._held:
             seconds = self._record(stage)
         self._emit(ProgressEvent(stage, done, total, message, seconds))
+
+    @contextlib.contextmanager
+    def _holding(self, stage: str) -> Iterator[None]:
+        # Inside the block, counted steps of ``stage`` report progress and never end it.
+        self._held.add(stage)
+        try:
+            yield
+        finally:
+            self._held.discard(stage)
 
     def finish(self, stage: str, message: str = "") -> float:
         """End ``stage`` and return its seconds."""
@@ -261,6 +261,55 @@ def run_job(
         return stages(clock)
 
 
+_J = TypeVar("_J")
+
+
+@dataclass(frozen=True)
+class JobStage(Generic[_J]):
+    """One stage of a job, as data: its name, when it runs, its messages and its body.
+
+    Both jobs (:mod:`privfed.engines.latent.job`, :mod:`privfed.engines.factory.job`)
+    list their stages as a tuple of these over a job object that carries the
+    values one stage hands to the next, and run them with :func:`run_stages`.
+
+    Attributes:
+        name: The stage's name (its key in the report's ``seconds`` and its
+            progress events).
+        run: The stage's body, called with the job; returns the message of
+            the stage's finish event.
+        begin: The message of its start event, computed from the job just
+            before it starts (``None``: no message).
+        when: Whether the stage runs for this job (``None``: always).
+    """
+
+    name: str
+    run: Callable[[_J], str]
+    begin: Callable[[_J], str] | None = None
+    when: Callable[[_J], bool] | None = None
+
+
+def run_stages(job: _J, stages: Sequence[JobStage[_J]], clock: StageClock) -> None:
+    """Run a job's stages in order under the one timing contract of both jobs.
+
+    Every stage that runs is started on ``clock`` with its ``begin`` message and
+    finished with what its body returns; its seconds span its whole body.
+    Counted progress inside a body (:meth:`StageClock.step`) reports steps
+    and never ends the stage early.
+
+    Args:
+        job: The job object the stages read and fill in.
+        stages: The stages, in order.
+        clock: The job's clock.
+    """
+    for stage in stages:
+        if stage.when is not None and not stage.when(job):
+            continue
+        clock.start(stage.name, "" if stage.begin is None else stage.begin(job))
+        with clock._holding(stage.name):
+            summary = stage.run(job)
+        clock.finish(stage.name, summary)
+
+
 def release_document(
     engine: str, *, public: Mapping[str, Any], dp: Mapping[str, Any], samples_per_class: int
 ) -> dict[str, Any]:
@@ -297,55 +346,6 @@ def evaluation_document(engine: str, body: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True, eq=False)
-class RunArtifacts:
-    """Everything a run writes, whichever engine ran it.
-
-    Attributes:
-        release: ``release.json``: DP outputs and public facts only (a plain,
-            JSON-serialisable mapping).
-        evaluation: ``evaluation.json``: what was computed from private data
-            without noise (accuracies, exact counts, timings, the audit), or
-            ``None`` (a release-only run).
-        ledger: The run's privacy ledger (``ledger.json``), or ``None`` when the
-            run made no DP release.
-        sample_images: Synthetic images ``(s, C, H, W)`` in ``[0, 1]`` for
-            ``samples.png`` and ``synthetic.npz``, or ``None``.
-        sample_labels: Their labels ``(s,)``.
-        audit_inputs: What ``privfed audit --run-dir`` reads
-            (``audit_inputs.npz``), or ``None`` when no audit ran.  It holds
-            real records' latents: keep it as private as the data.
-        declarations: What the operator states for the model card
-            (:class:`~privfed.engines.model_card.ModelCardDeclarations`), or
-            ``None``: nothing declared.
-    """
-
-    release: Mapping[str, Any]
-    evaluation: Mapping[str, Any] | None = None
-    ledger: PrivacyLedger | None = None
-    sample_images: np.ndarray | None = field(default=None, repr=False)
-    sample_labels: np.ndarray | None = field(default=None, repr=False)
-    audit_inputs: AuditInputs | None = field(default=None, repr=False)
-    declarations: ModelCardDeclarations | None = None
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.release, Mapping):
-            raise ParameterTypeError("release", "a mapping", self.release)
-        if self.evaluation is not None and not isinstance(self.evaluation, Mapping):
-            raise ParameterTypeError("evaluation", "a mapping or None", self.evaluation)
-        if (self.sample_images is None) != (self.sample_labels is None):
-            raise ParameterError(
-                "sample_labels", "given together with sample_images", self.sample_labels
-            )
-        if self.declarations is not None:
-            from privfed.engines.model_card import ModelCardDeclarations
-
-            if not isinstance(self.declarations, ModelCardDeclarations):
-                raise ParameterTypeError(
-                    "declarations", "a ModelCardDeclarations or None", self.declarations
-                )
-
-
 class WritesArtifacts:
     """Mixin of a run's result: :meth:`write` puts its :meth:`artifacts` on disk."""
 
@@ -368,8 +368,9 @@ class WritesArtifacts:
         ``evaluation.json`` and, when the audit ran, ``audit_inputs.npz``; the
         last holds real records' latents (members and non-members): keep it as
         private as the data itself.  The model card (``model_card.md``,
-        ``model_card.json``) always; with ``release_only`` it has no evaluation
-        field.
+        ``model_card.json``: release facts only) always; unless
+        ``release_only``, the evaluation card (``evaluation_card.md``,
+        ``evaluation_card.json``) too.
 
         Args:
             output_dir: The run directory.
@@ -440,11 +441,14 @@ def write_artifacts(
     Files: ``release.json`` and, when present, ``evaluation.json``,
     ``ledger.json``, ``samples.png``, ``synthetic.npz`` and
     ``audit_inputs.npz``, and the model card ``model_card.json`` and
-    ``model_card.md`` (:func:`privfed.engines.model_card.build_model_card`;
-    without an evaluation it holds no evaluation field).  Every file is
-    written under a temporary name and
-    renamed into place; on any error (or Ctrl-C) the temporary files are
-    removed and nothing of this run is left half-written.  With ``overwrite``
+    ``model_card.md`` (:func:`privfed.engines.model_card.build_model_card` of
+    the release alone: never an evaluation field, whatever the run) and, with
+    an evaluation, the evaluation card ``evaluation_card.json`` and
+    ``evaluation_card.md`` (the card with its evaluation fields).  Every file
+    is written under a temporary name, ``fsync``-ed and renamed into place,
+    then the directory is ``fsync``-ed: a kill at any instant leaves each
+    file old or new, never torn; on any error (or Ctrl-C) the temporary
+    files are removed and nothing of this run is left half-written.  With ``overwrite``
     an earlier run's artefacts that this run does not write (say
     ``audit_inputs.npz`` of a run that audited, when this one did not) are
     removed, so the directory never mixes two runs.
@@ -457,7 +461,8 @@ def write_artifacts(
     Returns:
         The paths written, by kind (``"release"``, ``"evaluation"``,
         ``"ledger"``, ``"samples"``, ``"synthetic"``, ``"audit_inputs"``,
-        ``"model_card_json"``, ``"model_card_md"``).
+        ``"model_card_json"``, ``"model_card_md"``, ``"evaluation_card_json"``,
+        ``"evaluation_card_md"``).
     """
     if not isinstance(artifacts, RunArtifacts):
         raise ParameterTypeError("artifacts", "a RunArtifacts", artifacts)
@@ -480,18 +485,7 @@ def write_artifacts(
     if artifacts.audit_inputs is not None:
         audit_inputs = artifacts.audit_inputs
         writers["audit_inputs"] = (AUDIT_INPUTS_FILENAME, audit_inputs.save)
-    from privfed.engines.model_card import build_model_card
-
-    card = build_model_card(artifacts)
-    card_json, card_md = card.to_json(), card.to_markdown()
-    writers["model_card_json"] = (
-        MODEL_CARD_JSON_FILENAME,
-        lambda p: Path(p).write_text(card_json, encoding="utf-8"),
-    )
-    writers["model_card_md"] = (
-        MODEL_CARD_MARKDOWN_FILENAME,
-        lambda p: Path(p).write_text(card_md, encoding="utf-8"),
-    )
+    writers.update(_card_writers(artifacts))
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     temporary: list[Path] = []
@@ -502,6 +496,7 @@ def write_artifacts(
             tmp = out / f".{name}.{secrets.token_hex(4)}.tmp{final.suffix}"
             temporary.append(tmp)
             write(tmp)
+            fsync_file(tmp)  # complete on disk before its rename makes it the file
             staged[kind] = (tmp, final)
         # Every file of this run now exists under a temporary name.  First remove what an
         # earlier run left that this one does not rewrite (so a failure from here on can
@@ -509,11 +504,12 @@ def write_artifacts(
         # the renames are one system call each, with nothing in between that can fail on
         # its own.
         written = {final.name for _, final in staged.values()}
-        for name in (*ARTIFACT_FILENAMES, *_LEGACY_FILENAMES):
+        for name in (*ARTIFACT_FILENAMES, *LEGACY_FILENAMES):
             if name not in written:
                 (out / name).unlink(missing_ok=True)
         for tmp, final in staged.values():
             os.replace(tmp, final)
+        fsync_dir(out)
     except BaseException:
         for tmp in temporary:
             tmp.unlink(missing_ok=True)
@@ -521,6 +517,32 @@ def write_artifacts(
             out.rmdir()
         raise
     return {kind: final for kind, (_, final) in staged.items()}
+
+
+def _card_writers(artifacts: RunArtifacts) -> dict[str, tuple[str, Any]]:
+    """The model card (the release's: never an evaluation field) and, for a full run,
+    the evaluation card beside it (the same card with the evaluation fields)."""
+    from privfed.engines.model_card import build_model_card
+
+    # The release card of a full run is the release-only run's card, byte for byte.
+    release = replace(artifacts, evaluation=None, audit_inputs=None)
+    cards = {"model_card": build_model_card(release)}
+    if artifacts.evaluation is not None:
+        cards["evaluation_card"] = build_model_card(artifacts)
+    names = {
+        "model_card": (MODEL_CARD_JSON_FILENAME, MODEL_CARD_MARKDOWN_FILENAME),
+        "evaluation_card": (EVALUATION_CARD_JSON_FILENAME, EVALUATION_CARD_MARKDOWN_FILENAME),
+    }
+    writers: dict[str, tuple[str, Any]] = {}
+    for kind, card in cards.items():
+        json_name, md_name = names[kind]
+        writers[f"{kind}_json"] = (json_name, _text_writer(card.to_json()))
+        writers[f"{kind}_md"] = (md_name, _text_writer(card.to_markdown()))
+    return writers
+
+
+def _text_writer(text: str) -> Any:
+    return lambda path: Path(path).write_text(text, encoding="utf-8")
 
 
 def _json_writer(data: Mapping[str, Any]) -> Any:

@@ -32,9 +32,11 @@ from privfed.flower.server import (
     SecAggRound,
     active_mode_fields,
     quiet_privfed_errors,
+    round_threshold,
     say,
     wait_for_federation,
 )
+from privfed.secagg import ClientIds
 
 __all__ = ["JOBS", "client_app", "server_app"]
 
@@ -49,13 +51,14 @@ def _sum_main(grid: Grid, run: Any) -> None:
     )
     partitions = wait_for_federation(grid, run, count, registry=fields.get("identities"))
     flow = SecAggRound(
-        threshold=int(run.get("threshold", 0)) or len(partitions) // 2 + 1,
+        threshold=round_threshold(run, len(partitions), fields),
         vector_length=int(run.get("vector-length", 1000)),
         timeout=float(run.get("timeout", 60.0)),
         config_fields=fields or None,
     )
-    result = flow.run(grid, {node: pid + 1 for node, pid in partitions.items()})
-    expected = expected_sum([c - 1 for c in result.survivors], 0, flow.vector_length)
+    ids = ClientIds.from_partitions(partitions.values())
+    result = flow.run(grid, ids.of_nodes(partitions))
+    expected = expected_sum(list(ids.partition_ids(result.survivors)), 0, flow.vector_length)
     if not np.array_equal(result.total, expected):  # pragma: no cover -- a bug
         raise RuntimeError("the secure sum differs from the plaintext sum")
     print(f"privfed secure sum over Flower: {len(result.survivors)} survivors, exact")

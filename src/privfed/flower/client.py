@@ -244,6 +244,7 @@ class _Handlers:
             # id or round -- would let the server pick between two key sets: one
             # session, one client.
             raise ProtocolAbort("this node already took part in that session")
+        journal.start_session(config.session_id, config.round_index, client_id)
         answer = client.advertise_keys()
         self._commit(context, journal, client, answer)
         return Message(_wire.bytes_content(answer.to_bytes()), reply_to=message)

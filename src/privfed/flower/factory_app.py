@@ -13,7 +13,7 @@ in a :class:`~privfed.engines.factory.matrix.FactoryMatrix` and runs the
 engine's own server stage (:func:`~privfed.engines.factory.job.downstream_stage`:
 synthesis, downstream classifier, evaluation).  It writes the artefacts of
 ``privfed run --engine factory`` (a
-:class:`~privfed.engines.factory.job.FactoryPipelineReport` and its
+:class:`~privfed.engines.factory.report.FactoryPipelineReport` and its
 ``write``: ``release.json``, ``synthetic.npz``, ``samples.png``,
 ``evaluation.json``, the model card) into ``output-dir``, plus
 :data:`FACTORY_RESULT_FILE` (``factory_flower.json``: the transport's facts --
@@ -46,7 +46,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import tempfile
 import time
 from collections.abc import Mapping
@@ -58,6 +57,7 @@ from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid
 
+from privfed._atomic import atomic_write_text
 from privfed.errors import MessageFormatError, ParameterError, PrivfedError, ProtocolAbort
 from privfed.flower import _wire
 from privfed.flower.server import wait_for_federation
@@ -67,12 +67,10 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
     from numpy.typing import NDArray
 
-    from privfed.engines.factory.job import (
-        DownstreamResult,
-        FactoryPipelineConfig,
-        FactoryPipelineReport,
-    )
+    from privfed.engines.factory.config import FactoryPipelineConfig
+    from privfed.engines.factory.job import DownstreamResult
     from privfed.engines.factory.matrix import FactoryMatrix
+    from privfed.engines.factory.report import FactoryPipelineReport
     from privfed.engines.job import StageClock
 
 __all__ = [
@@ -148,7 +146,7 @@ def _server_value(run: Mapping[str, Any], key: str) -> Any:
 
 
 def factory_config(run: Mapping[str, Any]) -> FactoryPipelineConfig:
-    """The :class:`~privfed.engines.factory.job.FactoryPipelineConfig` a run config names.
+    """The :class:`~privfed.engines.factory.config.FactoryPipelineConfig` a run config names.
 
     Reads the keys of :data:`CONFIG_KEYS`; missing ones take the job's
     defaults.  The Flower job trains no baselines and runs no audit (they
@@ -158,7 +156,7 @@ def factory_config(run: Mapping[str, Any]) -> FactoryPipelineConfig:
         ParameterError: A value of the wrong type (naming its key) or outside
             its domain (the config's own checks).
     """
-    from privfed.engines.factory.job import FactoryPipelineConfig
+    from privfed.engines.factory.config import FactoryPipelineConfig
 
     fields: dict[str, Any] = {"centralized": False, "audit": False}
     for key, (name, kind) in CONFIG_KEYS.items():
@@ -403,9 +401,9 @@ def _serve(
     report = _pipeline_report(config, got, final, test_x, test_y, codec_seconds, clock)
     report.write(output, overwrite=overwrite, release_only=release_only)
     _write_flower_result(output, doc, release_only)
-    print(
-        f"privfed factory job over Flower: {len(got.matrix)} factories, "
-        f"accuracy {final.accuracy:.4f}"
+    print(  # a release-only run states no evaluation number, not even in its log
+        f"privfed factory job over Flower: {len(got.matrix)} factories"
+        + ("" if release_only else f", accuracy {final.accuracy:.4f}")
         + (f"; client {forget} unlearned" if forget is not None else "")
         + f"; artefacts in {output}"
     )
@@ -513,7 +511,7 @@ def _pipeline_report(
     """The report whose artefacts ``privfed run --engine factory`` writes, of the final matrix."""
     import numpy as np
 
-    from privfed.engines.factory.job import FactoryPipelineReport
+    from privfed.engines.factory.report import FactoryPipelineReport
 
     return FactoryPipelineReport(
         config=config,
@@ -542,6 +540,4 @@ def _write_flower_result(output: Path, doc: dict[str, Any], release_only: bool) 
     if release_only:
         result.unlink(missing_ok=True)  # an earlier full run's: never two runs' files together
     else:
-        tmp = output / f".{FACTORY_RESULT_FILE}.tmp"
-        tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, result)
+        atomic_write_text(result, json.dumps(doc, indent=2, sort_keys=True) + "\n")

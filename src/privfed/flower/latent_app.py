@@ -3,7 +3,7 @@
 Each node loads the dataset, takes its own partition (``partition-id`` of its
 node config), encodes it with the public codec (fitted on the public split,
 the same on every node) and computes its exact statistics
-(:func:`privfed.engines.latent.job.client_statistics`); the statistics leave
+(:func:`privfed.engines.latent.stages.client_statistics`); the statistics leave
 the node only masked, through :class:`~privfed.flower.SecAggRound`.  The
 server runs :func:`privfed.engines.latent.job.run_pipeline` with that
 aggregation in place of the in-process one -- the same release (plan, noise,
@@ -58,6 +58,7 @@ from flwr.app import Context
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
+from privfed._atomic import atomic_write_text
 from privfed.errors import DeclarationError, ParameterError, ProtocolAbort
 from privfed.flower.client import JournalFn
 from privfed.flower.declaration import NoiseDeclaration
@@ -76,7 +77,8 @@ from privfed.flower.server import (
     quiet_privfed_errors,
     wait_for_federation,
 )
-from privfed.secagg import Stage
+from privfed.secagg import ClientIds, Stage
+from privfed.secagg.threshold import requested_threshold
 
 __all__ = [
     "FLOWER_EVALUATION_FILE",
@@ -130,7 +132,7 @@ class _FlowerAggregator:
         grid: Grid,
         partitions: Mapping[int, int],
         *,
-        threshold: int,
+        threshold: int | None,
         timeout: float,
         seeded: bool = False,
         noise_model: str = "central",
@@ -144,7 +146,9 @@ class _FlowerAggregator:
         self.seeded = seeded
         self.noise_model = noise_model
         self.partitions = dict(partitions)  # node id -> partition id
-        self.threshold = threshold
+        self.ids = ClientIds.from_partitions(self.partitions.values(), self.num_clients)
+        #: The run config's threshold (``None``: the job's).
+        self.threshold = requested_threshold(threshold)
         self.timeout = timeout
         self.round: SecAggRoundResult | None = None
 
@@ -152,13 +156,13 @@ class _FlowerAggregator:
         from privfed.engines.latent.job import Aggregation
         from privfed.engines.latent.statistics import LatentStatistics
 
-        t = self.threshold or threshold
+        t = threshold if self.threshold is None else self.threshold
         expected = NoiseDeclaration.none(self.noise_model)
         result = self._round(t, spec.num_values, 0, expected)
         check_declarations(result, expected)
         return Aggregation(
             aggregate=LatentStatistics.from_ring_vector(result.total, spec),
-            survivors=tuple(cid - 1 for cid in result.survivors),
+            survivors=self.ids.partition_ids(result.survivors),
             dropouts=self._observed(result, len(data.clients)),
             threshold=t,
             bytes_per_client=self._bytes(result),
@@ -174,7 +178,7 @@ class _FlowerAggregator:
         from privfed.engines.latent.distributed import DistributedAggregation, decode_noisy_total
         from privfed.engines.latent.job import NoisyRound
 
-        if self.threshold not in (0, plan.threshold):
+        if self.threshold not in (None, plan.threshold):
             raise ParameterError(
                 "threshold", f"0 or {plan.threshold} (the noise is calibrated for it)",
                 self.threshold,
@@ -192,7 +196,7 @@ class _FlowerAggregator:
         )
         dist = DistributedAggregation(
             noisy=noisy,
-            survivors=tuple(cid - 1 for cid in result.survivors),
+            survivors=self.ids.partition_ids(result.survivors),
             server_total=result.total,
             bytes_per_client=self._bytes(result),
             noise_seconds=(),  # measured on the nodes, not reported to the server
@@ -213,10 +217,10 @@ class _FlowerAggregator:
             config_fields=fields or None,
             expected_input=expected,
         )
-        mapping = {node: pid + 1 for node, pid in self.partitions.items()}
+        mapping = self.ids.of_nodes(self.partitions)
         # Partitions without a node are still clients of the round (the nodes' noise plan
         # counts n of them): dropouts before they advertise.
-        absent = set(range(1, self.num_clients + 1)) - set(mapping.values())
+        absent = set(self.ids.client_ids) - set(mapping.values())
         result = workflow.run(self.grid, mapping, absent=absent)
         self.round = result
         return result
@@ -225,7 +229,7 @@ class _FlowerAggregator:
         self, result: SecAggRoundResult, num_clients: int
     ) -> dict[Stage, tuple[int, ...]]:
         observed = {
-            stage: tuple(sorted(cid - 1 for cid in ids))
+            stage: tuple(sorted(self.ids.partition_ids(ids)))
             for stage, ids in result.dropped.items()
             if ids
         }
@@ -254,12 +258,14 @@ def check_declarations(result: SecAggRoundResult, expected: NoiseDeclaration) ->
         DeclarationError: A survivor's declaration is missing or differs.
     """
     problems = []
+    ids = ClientIds.any()
     for cid in result.survivors:
         declared = result.declarations.get(cid)
+        pid = ids.partition_id(cid)
         if declared is None:
-            problems.append(f"client {cid - 1} declared nothing")
+            problems.append(f"client {pid} declared nothing")
         elif declared != expected:
-            problems.append(f"client {cid - 1}: " + "; ".join(declared.differences(expected)))
+            problems.append(f"client {pid}: " + "; ".join(declared.differences(expected)))
     if problems:
         raise DeclarationError(
             "refusing to write a DP release: the noise of its contributors is not the "
@@ -271,6 +277,7 @@ def _write_flower_evaluation(out: Path, agg: _FlowerAggregator, result: Any) -> 
     rnd = agg.round
     if rnd is None:  # pragma: no cover -- the aggregator ran
         return
+    ids = agg.ids
     total = np.ascontiguousarray(rnd.total, dtype="<u8")
     central = result.report.distributed is None
     doc = {
@@ -280,18 +287,20 @@ def _write_flower_evaluation(out: Path, agg: _FlowerAggregator, result: Any) -> 
         "the clients' noise",
         "transport": "flower",
         "nodes": len(rnd.clients),
-        "survivors": [c - 1 for c in rnd.survivors],
-        "dropped": {s.name: [c - 1 for c in ids] for s, ids in rnd.dropped.items()},
-        "refused": {str(c - 1): why for c, why in rnd.refused.items()},
+        "survivors": list(ids.partition_ids(rnd.survivors)),
+        "dropped": {s.name: list(ids.partition_ids(cids)) for s, cids in rnd.dropped.items()},
+        "refused": {str(ids.partition_id(c)): why for c, why in rnd.refused.items()},
         "stage_seconds": {s.name: v for s, v in rnd.seconds.items()},
         "server_seconds": {s.name: v for s, v in rnd.server_seconds.items()},
         "aggregate_ring_sha256": hashlib.sha256(total.tobytes()).hexdigest(),
         # What each contributing node declared it added (the server refused any other).
         "declarations": {
-            str(c - 1): None if d is None else d.to_dict() for c, d in rnd.declarations.items()
+            str(ids.partition_id(c)): None if d is None else d.to_dict()
+            for c, d in rnd.declarations.items()
         },
     }
-    (out / FLOWER_EVALUATION_FILE).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    atomic_write_text(out / FLOWER_EVALUATION_FILE, text)
 
 
 def active_fields(run: Mapping[str, Any], config: Any) -> dict[str, Any]:
@@ -328,18 +337,18 @@ def latent_main(
     """
     from privfed.engines.job import check_output_dir
     from privfed.engines.latent.distributed import NoiseModel
-    from privfed.engines.latent.job import run_pipeline, threshold_for
+    from privfed.engines.latent.job import run_pipeline
 
     config = pipeline_config(run)
     distributed = config.noise is not NoiseModel.CENTRAL
-    threshold = int(run.get("threshold", 0))
-    if distributed and threshold not in (0, threshold_for(config.num_clients)):
+    threshold = requested_threshold(run.get("threshold"))
+    if distributed and threshold not in (None, config.secagg_threshold):
         # The clients' noise is calibrated for the job's threshold: fail before waiting.
         raise ParameterError(
-            "threshold",
-            f"0 or {threshold_for(config.num_clients)} with distributed noise",
-            threshold,
+            "threshold", f"0 or {config.secagg_threshold} with distributed noise", threshold
         )
+    if threshold is not None:  # every node refuses a round outside the policy: fail first
+        config.threshold_policy.check(threshold, config.num_clients)
     secagg_fields = active_fields(run, config)
     if distributed and config.baselines:
         raise ParameterError(
@@ -394,7 +403,7 @@ def latent_server_app(
 
     Args:
         run_config: Overrides of Flower's run config.
-        on_result: Called with the :class:`~privfed.engines.latent.job.PipelineResult`
+        on_result: Called with the :class:`~privfed.engines.latent.report.PipelineResult`
             (in the ServerApp's process).
     """
     app = ServerApp()

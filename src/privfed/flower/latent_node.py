@@ -32,7 +32,7 @@ from flwr.common.constant import ErrorCode
 
 from privfed.errors import ParameterError, ProtocolAbort
 from privfed.flower.declaration import DeclaredInput, NoiseDeclaration
-from privfed.secagg import GraphMode, SecAggConfig
+from privfed.secagg import ClientIds, GraphMode, SecAggConfig
 
 __all__ = [
     "check_round_config",
@@ -46,7 +46,7 @@ _LOG = logging.getLogger("privfed.flower")
 
 
 def pipeline_config(run_config: Mapping[str, Any]) -> Any:
-    """The :class:`~privfed.engines.latent.job.PipelineConfig` a run config names.
+    """The :class:`~privfed.engines.latent.config.PipelineConfig` a run config names.
 
     Keys are the dashed field names (``num-clients``, ``noise-seed`` ...),
     every field of the config; missing ones take the job's defaults.
@@ -58,7 +58,7 @@ def pipeline_config(run_config: Mapping[str, Any]) -> Any:
     """
     import dataclasses
 
-    from privfed.engines.latent.job import PipelineConfig
+    from privfed.engines.latent.config import PipelineConfig
 
     fields: dict[str, Any] = {}
     for field in dataclasses.fields(PipelineConfig):
@@ -120,13 +120,8 @@ def node_inputs(config: Any, partition_id: int) -> tuple[npt.NDArray[np.uint64],
     """
     import torch
 
-    from privfed.engines.latent.job import (
-        client_statistics,
-        encode,
-        fit_codec,
-        load_data,
-        run_spec,
-    )
+    from privfed.engines.latent.job import run_spec
+    from privfed.engines.latent.stages import client_statistics, encode, fit_codec, load_data
 
     key = (json.dumps(config.to_dict(), sort_keys=True), partition_id)
     cached = _CACHE.get(key)
@@ -275,7 +270,8 @@ class _Values(_RunConfig):
             return DeclaredInput(vector, NoiseDeclaration.none(str(run.noise)))
         check_round_config(config, plan)
         own, _ = client_noise_seeds(run.noise_seed, pid, 0)
-        layers = self.seeds(context, config, pid + 1) if plan.layers else []
+        cid = ClientIds(run.num_clients).protocol_id(pid)
+        layers = self.seeds(context, config, cid) if plan.layers else []
         # The node's noise share, added to its exact vector before masking.
         noisy = add_client_noise(vector, plan, seed=own, layer_seeds=layers)
         return DeclaredInput(noisy, declaration_for(plan, seeded=run.noise_seed is not None))

@@ -62,8 +62,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from flwr.app import Context
 
+from privfed._atomic import fsync_dir, temporary_sibling
 from privfed.errors import MessageFormatError, ParameterError, ParameterTypeError, ProtocolAbort
 from privfed.secagg import IdentityKey, IdentityRegistry, SecAggConfig, SecurityMode
+from privfed.secagg.threshold import MIN_THRESHOLD, ThresholdPolicy, ThresholdRule
 
 __all__ = [
     "POLICY_KEYS",
@@ -142,9 +144,20 @@ def write_identity_key(path: str | os.PathLike[str], key: IdentityKey) -> Path:
         serialization.NoEncryption(),
     )
     file = Path(path)
-    fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        out.write(pem)
+    if file.exists():
+        raise FileExistsError(f"{file} exists: a key is never overwritten")
+    tmp = temporary_sibling(file)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(pem)
+            out.flush()
+            os.fsync(out.fileno())
+        # A hard link never replaces: complete key or none, and an existing key wins.
+        os.link(tmp, file)
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_dir(file.parent)
     return file
 
 
@@ -202,7 +215,7 @@ class NodePolicy:
         mode = _mode(self.mode, "mode")
         object.__setattr__(self, "mode", mode)
         if self.min_threshold is not None:
-            floor = _int(self.min_threshold, "min-threshold", 2)
+            floor = _int(self.min_threshold, "min-threshold", MIN_THRESHOLD)
             object.__setattr__(self, "min_threshold", floor)
         object.__setattr__(self, "corrupted", _int(self.corrupted, "corrupted", 0))
         if self.identity is not None and not isinstance(self.identity, IdentityKey):
@@ -271,7 +284,7 @@ class NodePolicy:
         for key, field in (("min-threshold", "min_threshold"), ("corrupted", "corrupted")):
             if key in values:
                 raw, name, _ = values[key]
-                kwargs[field] = _int(raw, name, 2 if key == "min-threshold" else 0)
+                kwargs[field] = _int(raw, name, MIN_THRESHOLD if key == "min-threshold" else 0)
         if "identity-key" in values:
             raw, name, folder = values["identity-key"]
             kwargs["identity"] = load_identity_key(_path(raw, name, folder), name=name)
@@ -286,13 +299,14 @@ class NodePolicy:
         """Refuse a proposed round that is weaker than this policy (before any key exists).
 
         Refused: a semi-honest round under an active policy; an active round
-        without an identity; a threshold below ``min_threshold``, or not above
-        ``n_C`` (semi-honest: ``n_C`` colluders hold fewer than ``t`` shares),
-        or with ``2t <= s + n_C`` (active) -- a sparse graph cannot lower a
-        neighbourhood below the minimum, since ``t <= s``; ``corrupted``
-        below :attr:`assumed_corrupted`; an active round over a registry other
-        than the node's own; a client id that is not the registry's id of
-        this node's key.
+        without an identity; ``corrupted`` below :attr:`assumed_corrupted`; a
+        threshold the :class:`~privfed.secagg.ThresholdPolicy` of the round's
+        mode and ``n_C`` with ``min_threshold`` refuses -- below the minimum,
+        not above ``n_C`` (``n_C`` colluders must hold fewer than ``t``
+        shares), not a strict majority, or with ``2t <= s + n_C`` (active); a
+        sparse graph cannot lower a neighbourhood below the minimum, since
+        ``t <= s``; an active round over a registry other than the node's
+        own; a client id that is not the registry's id of this node's key.
 
         Args:
             config: The round the server proposes.
@@ -307,24 +321,33 @@ class NodePolicy:
             refuse("mode 'semi-honest' is below this node's policy (privfed-mode = 'active')")
         if config.active and (self.identity is None or self.registry is None):
             refuse("an active round needs this node's identity (privfed-identity-key, -registry)")
-        t, n_c = config.threshold, self.assumed_corrupted
-        s = config.neighbourhood_size
-        if self.min_threshold is not None and t < self.min_threshold:
+        t, s, n_c = config.threshold, config.neighbourhood_size, self.assumed_corrupted
+        if config.corrupted < n_c:
+            refuse(f"corrupted {config.corrupted} is below this node's assumed n_C = {n_c}")
+        rules = ThresholdPolicy(
+            active=config.active,
+            corrupted=config.corrupted,
+            minimum=MIN_THRESHOLD if self.min_threshold is None else self.min_threshold,
+        )
+        broken = rules.violation(t, s)
+        if broken is ThresholdRule.MINIMUM:
             # Also a sparse graph whose neighbourhoods are smaller: t <= s always.
             refuse(
                 f"threshold {t} is below this node's privfed-min-threshold {self.min_threshold} "
                 f"(graph {config.graph.value}, {s} per neighbourhood)"
             )
-        if config.corrupted < n_c:
-            refuse(f"corrupted {config.corrupted} is below this node's assumed n_C = {n_c}")
-        if t <= max(n_c, config.corrupted):
-            refuse(f"threshold {t} does not exceed n_C = {max(n_c, config.corrupted)}")
-        if 2 * t <= s:
+        if broken is ThresholdRule.ABOVE_CORRUPTED:
+            refuse(f"threshold {t} does not exceed n_C = {config.corrupted}")
+        if broken is ThresholdRule.MAJORITY:
             # Two disjoint groups of t could then be shown different survivor views.
             refuse(
                 f"threshold {t} is not a strict majority of its {s}-client neighbourhood "
                 f"(graph {config.graph.value})"
             )
+        if broken is ThresholdRule.ACTIVE:
+            refuse(f"threshold {t} breaks the active rule 2t > s + n_C = {s} + {config.corrupted}")
+        if broken is not None:  # pragma: no cover -- the config itself holds t in [2, s]
+            refuse(f"threshold {t} is outside [2, {s}]")
         if config.active:
             self._check_active(config, client_id, refuse)
 
@@ -335,9 +358,6 @@ class NodePolicy:
         assert registry is not None  # noqa: S101 -- checked by the caller
         if config.identities is None or config.identities.digest != registry.digest:
             refuse("the round's identity registry is not this node's own (privfed-registry)")
-        t, s, n_c = config.threshold, config.neighbourhood_size, config.corrupted
-        if 2 * t <= s + n_c:
-            refuse(f"threshold {t} breaks the active rule 2t > s + n_C = {s} + {n_c}")
         if client_id != self.client_id:
             refuse(
                 f"client id {client_id} is not this node's identity in its registry "

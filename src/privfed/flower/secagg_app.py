@@ -38,8 +38,10 @@ from privfed.flower.server import (
     active_mode_fields,
     hello,
     quiet_privfed_errors,
+    round_threshold,
     wait_for_nodes,
 )
+from privfed.secagg import ClientIds
 
 __all__ = [
     "demo_values",
@@ -110,15 +112,15 @@ def sum_server_app(
         )
         nodes = wait_for_nodes(grid, count, timeout=wait)
         flow = workflow or SecAggRound(
-            threshold=int(cfg.get("threshold", len(nodes) // 2 + 1)),
+            threshold=round_threshold(cfg, len(nodes), fields),
             vector_length=int(cfg.get("vector-length", 1000)),
             timeout=float(cfg.get("timeout", 60.0)),
             config_fields=fields or None,
         )
         # The first message to a node may wait for its worker to start: a long timeout.
         partitions = hello(grid, nodes, timeout=wait, registry=fields.get("identities"))
-        mapping = {node: pid + 1 for node, pid in partitions.items()}
-        by_client = {pid + 1: pid for pid in partitions.values()}
+        mapping = ClientIds.from_partitions(partitions.values()).of_nodes(partitions)
+        by_client: dict[int, int] = {cid: partitions[node] for node, cid in mapping.items()}
         total_rounds = rounds if rounds is not None else int(cfg.get("rounds", 1))
         for r in range(total_rounds):
             outcome: SecAggRoundResult | ProtocolAbort

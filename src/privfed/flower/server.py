@@ -57,11 +57,13 @@ from privfed.flower.declaration import NoiseDeclaration
 from privfed.flower.policy import identify_payload
 from privfed.progress import ProgressEvent, ProgressFn
 from privfed.secagg import (
+    ClientIds,
     GraphMode,
     IdentityRegistry,
     SecAggConfig,
     SecAggServer,
     Stage,
+    ThresholdPolicy,
     decode_message,
     new_session_id,
 )
@@ -69,6 +71,7 @@ from privfed.secagg import (
     Message as ProtocolMessage,
 )
 from privfed.secagg.protocol.state import encode_config
+from privfed.secagg.threshold import MIN_THRESHOLD, requested_threshold
 
 __all__ = [
     "HELLO_TYPE",
@@ -77,6 +80,7 @@ __all__ = [
     "active_mode_fields",
     "hello",
     "quiet_privfed_errors",
+    "round_threshold",
     "say",
     "wait_for_federation",
     "wait_for_nodes",
@@ -341,12 +345,15 @@ def hello(
 def _signed_partition(
     registry: IdentityRegistry, record: ConfigRecord, nonce: bytes, pid: int
 ) -> bool:
-    """Whether the hello reply proves the key of registry id ``pid + 1``."""
+    """Whether the hello reply proves the key of the registry id of partition ``pid``."""
     cid = record.get("client-id")
     signature = record.get("signature")
-    if cid != pid + 1 or not isinstance(signature, bytes) or not 0 < pid + 1 < 2**32:
+    ids = ClientIds.any()
+    if not isinstance(signature, bytes) or not isinstance(cid, int) or cid not in ids:
         return False
-    return registry.verify(pid + 1, identify_payload(nonce, pid + 1, registry.digest), signature)
+    if ids.partition_id(cid) != pid:
+        return False
+    return registry.verify(cid, identify_payload(nonce, cid, registry.digest), signature)
 
 
 def active_mode_fields(
@@ -382,7 +389,7 @@ def active_mode_fields(
             registry_path,
         )
     registry = load_registry(registry_path, name="secagg-registry")
-    missing = sorted(set(range(1, num_clients + 1)) - set(registry.client_ids))
+    missing = sorted(set(ClientIds(num_clients).client_ids) - set(registry.client_ids))
     if missing:
         raise ParameterError(
             "secagg-registry",
@@ -396,6 +403,23 @@ def active_mode_fields(
             corrupted,
         )
     return {"mode": "active", "identities": registry, "corrupted": corrupted}
+
+
+def round_threshold(run: Mapping[str, Any], num_clients: int, fields: Mapping[str, Any]) -> int:
+    """A one-shot job's threshold: run config ``threshold`` (0 or absent: the strict majority).
+
+    Checked against the :class:`~privfed.secagg.ThresholdPolicy` of the
+    round's mode and n_C (``fields``: :func:`active_mode_fields`) over
+    ``num_clients``, before any node is asked: every node's policy would
+    refuse a threshold outside it.
+
+    Raises:
+        ParameterError, ParameterTypeError: The threshold breaks the policy.
+    """
+    policy = ThresholdPolicy(
+        active=fields.get("mode") == "active", corrupted=int(fields.get("corrupted", 0))
+    )
+    return policy.resolve(requested_threshold(run.get("threshold")), num_clients)
 
 
 class SecAggRound:
@@ -443,7 +467,7 @@ class SecAggRound:
         progress: ProgressFn | None = None,
         expected_input: NoiseDeclaration | None = None,
     ) -> None:
-        check_int("threshold", threshold, minimum=2)
+        check_int("threshold", threshold, minimum=MIN_THRESHOLD)
         check_int("vector_length", vector_length, minimum=1)
         check_float("timeout", timeout, low=0.0, open_low=True, numpy=False)
         if config_fields is not None and not isinstance(config_fields, Mapping):

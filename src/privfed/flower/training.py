@@ -119,6 +119,7 @@ from privfed.secagg import (
     decode_message,
 )
 from privfed.secagg.protocol.state import encode_config
+from privfed.secagg.threshold import MIN_THRESHOLD
 
 __all__ = [
     "SecAggGrid",
@@ -745,7 +746,7 @@ class SecAggWorkflow:
     def _threshold(self, size: int) -> int:
         t = self.reconstruction_threshold
         if isinstance(t, float):
-            return max(round(t * size), 2)
+            return max(round(t * size), MIN_THRESHOLD)
         return t
 
     def _exchange(
@@ -923,8 +924,10 @@ def _threshold_arg(value: object) -> int | float:
     )  # fmt: skip
     if threshold == 1:
         return 1.0
-    if threshold < 2:
-        raise ParameterError("reconstruction_threshold", "an int >= 2, or a float in (0, 1]", value)
+    if threshold < MIN_THRESHOLD:
+        raise ParameterError(
+            "reconstruction_threshold", f"an int >= {MIN_THRESHOLD}, or a float in (0, 1]", value
+        )
     return threshold
 
 

@@ -11,6 +11,9 @@ Layers:
 * :mod:`privfed.secagg.protocol` -- config, stages, wire messages, graphs and
   the client and server state machines (re-exported here).
 * :mod:`privfed.secagg.parameters` -- choosing SecAgg+ degree and threshold.
+* :class:`ThresholdPolicy` -- the threshold every job, app and node picks and
+  checks (:mod:`privfed.secagg.threshold`); :class:`ClientIds` -- partition
+  ``p`` is protocol client id ``p + 1`` (:mod:`privfed.secagg.client_ids`).
 * :func:`run_in_memory` / :func:`run_protocol` -- a whole round in one process,
   through serialized messages, with scripted dropouts.
 
@@ -62,10 +65,16 @@ _EXPORTS: dict[str, str] = {
     "RunReport": "privfed.secagg.runner",
     "run_in_memory": "privfed.secagg.runner",
     "run_protocol": "privfed.secagg.runner",
+    "ClientId": "privfed.secagg.client_ids",
+    "ClientIds": "privfed.secagg.client_ids",
+    "ThresholdPolicy": "privfed.secagg.threshold",
+    "majority_threshold": "privfed.secagg.threshold",
 }
 
 __all__ = [
     "AdvertiseKeys",
+    "ClientId",
+    "ClientIds",
     "ClientRecord",
     "ConsistencyRequest",
     "ConsistencySignature",
@@ -94,12 +103,14 @@ __all__ = [
     "SecurityMode",
     "Stage",
     "SurvivorSignature",
+    "ThresholdPolicy",
     "UnmaskRequest",
     "UnmaskResponse",
     "decode_message",
     "export_client_state",
     "find_secagg_plus_parameters",
     "harary_neighbourhoods",
+    "majority_threshold",
     "new_session_id",
     "noise_layers_to_reveal",
     "restore_client_state",
@@ -110,6 +121,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
+    from privfed.secagg.client_ids import ClientId, ClientIds
     from privfed.secagg.parameters import (
         SecAggPlusBounds,
         SecAggPlusParameters,
@@ -150,6 +162,7 @@ if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
         restore_client_state,
     )
     from privfed.secagg.runner import ClientRecord, RunReport, run_in_memory, run_protocol
+    from privfed.secagg.threshold import ThresholdPolicy, majority_threshold
 else:
     # Hidden from type checkers, so that a name missing from the imports above is
     # an error for them rather than an ``Any`` from a module ``__getattr__``.

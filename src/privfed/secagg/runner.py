@@ -28,7 +28,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import TypeVar
+from typing import Required, TypedDict, TypeVar, Unpack
 
 import numpy as np
 import numpy.typing as npt
@@ -54,6 +54,7 @@ from privfed.secagg.protocol.stages import Stage
 __all__ = ["ClientRecord", "RunReport", "run_in_memory", "run_protocol"]
 
 _T = TypeVar("_T")
+_E = TypeVar("_E", GraphMode, SecurityMode)
 _STAGES = (Stage.ADVERTISE_KEYS, Stage.SHARE_KEYS, Stage.MASKED_INPUT, Stage.UNMASKING)
 _ACTIVE_STAGES = (*_STAGES[:3], Stage.CONSISTENCY_CHECK, Stage.UNMASKING)
 
@@ -189,120 +190,133 @@ def _check_dropouts(dropouts: Mapping[Stage, Iterable[int]] | None, n: int) -> d
     return stop
 
 
-def run_protocol(
-    inputs: Sequence[npt.NDArray[np.integer]],
-    *,
-    threshold: int,
-    dropouts: Mapping[Stage, Iterable[int]] | None = None,
-    ring_bits: int = 64,
-    graph: GraphMode | str = GraphMode.COMPLETE,
-    degree: int | None = None,
-    session_id: bytes | None = None,
-    round_index: int = 0,
-    progress: ProgressFn | None = None,
-    mode: SecurityMode | str = SecurityMode.SEMI_HONEST,
-    corrupted: int = 0,
-    identity_keys: Mapping[int, IdentityKey] | None = None,
-    noise_layers: int = 0,
-    noise_seeds: Sequence[Sequence[bytes]] | None = None,
-) -> RunReport:
-    """Play one round for ``len(inputs)`` clients and report the sum and its costs.
+class _RoundOptions(TypedDict, total=False):
+    """The keywords :func:`run_in_memory` and :func:`run_protocol` share (see run_in_memory)."""
 
-    Arguments are those of :func:`run_in_memory`, plus ``noise_layers`` (see
-    :class:`~privfed.secagg.SecAggConfig`) and ``noise_seeds``: one sequence of
-    ``noise_layers`` 32-byte seeds per client.
+    threshold: Required[int]
+    dropouts: Mapping[Stage, Iterable[int]] | None
+    ring_bits: int
+    graph: GraphMode | str
+    degree: int | None
+    session_id: bytes | None
+    round_index: int
+    progress: ProgressFn | None
+    mode: SecurityMode | str
+    corrupted: int
+    identity_keys: Mapping[int, IdentityKey] | None
 
-    Returns:
-        A :class:`RunReport`.
 
-    Raises:
-        ParameterTypeError: An argument has the wrong type.
-        ParameterError: An argument is outside its domain (see
-            :class:`~privfed.secagg.SecAggConfig` for the config's domains).
-        ProtocolAbort: The server aborted: fewer than ``threshold`` clients
-            (or shares of a needed secret) remained at some stage.
-    """
-    rows = _check_inputs(inputs, ring_bits)
-    n = len(rows)
-    stop = _check_dropouts(dropouts, n)
-    if isinstance(graph, str):
+_OPTION_NAMES = frozenset(_RoundOptions.__annotations__)
+
+
+def _check_option_names(function: str, options: Mapping[str, object]) -> None:
+    """The ``TypeError`` Python raises for an unknown or missing keyword argument."""
+    for name in options:
+        if name not in _OPTION_NAMES:
+            raise TypeError(f"{function}() got an unexpected keyword argument {name!r}")
+    if "threshold" not in options:
+        raise TypeError(f"{function}() missing 1 required keyword-only argument: 'threshold'")
+
+
+def _enum_option(kind: type[_E], name: str, domain: str, value: _E | str) -> _E:
+    if isinstance(value, str):
         try:
-            graph = GraphMode(graph)
+            return kind(value)
         except ValueError:
-            raise ParameterError("graph", "'complete' or 'harary'", graph) from None
-    if isinstance(mode, str):
-        try:
-            mode = SecurityMode(mode)
-        except ValueError:
-            raise ParameterError("mode", "'semi-honest' or 'active'", mode) from None
-    ids = tuple(range(1, n + 1))
-    registry: IdentityRegistry | None = None
+            raise ParameterError(name, domain, value) from None
+    return value
+
+
+def _identities(
+    mode: SecurityMode,
+    identity_keys: Mapping[int, IdentityKey] | None,
+    ids: tuple[int, ...],
+    corrupted: int,
+) -> tuple[Mapping[int, IdentityKey] | None, IdentityRegistry | None]:
+    """Active mode: the clients' identity keys (fresh ones unless given) and their registry."""
     if mode is SecurityMode.ACTIVE:
         if identity_keys is None:
             identity_keys = {cid: IdentityKey.generate() for cid in ids}
         if not isinstance(identity_keys, Mapping):
             raise ParameterTypeError("identity_keys", "a mapping id -> IdentityKey", identity_keys)
-        registry = IdentityRegistry.of(identity_keys, assumed_corrupted=corrupted)
-    elif identity_keys is not None:
+        return identity_keys, IdentityRegistry.of(identity_keys, assumed_corrupted=corrupted)
+    if identity_keys is not None:
         raise ParameterError("identity_keys", "None in semi-honest mode", "keys")
-    if noise_seeds is not None and len(noise_seeds) != n:
-        raise ParameterError(
-            "noise_seeds", f"one sequence of seeds per client ({n})", len(noise_seeds)
-        )
-    config = SecAggConfig(
-        client_ids=ids,
-        threshold=threshold,
-        vector_length=int(rows[0].shape[0]),
-        ring_bits=ring_bits,
-        graph=graph,
-        degree=degree,
-        session_id=new_session_id() if session_id is None else session_id,
-        round_index=round_index,
-        mode=mode,
-        corrupted=corrupted,
-        noise_layers=noise_layers,
-        identities=registry,
-    )
-    # Inputs are handed over at the masked-input stage, so only one client's
-    # copy is alive at a time.
-    clients = [
-        SecAggClient(
-            config,
-            i + 1,
-            identity=None if identity_keys is None else identity_keys[i + 1],
-            noise_seeds=() if noise_seeds is None else noise_seeds[i],
-        )
-        for i in range(n)
-    ]
-    server = SecAggServer(config)
-    seconds: list[dict[Stage, float]] = [{} for _ in range(n)]
-    sent: list[dict[Stage, int]] = [{} for _ in range(n)]
-    aborted = [False] * n
-    server_seconds: dict[Stage, float] = {}
-    server_sent: dict[Stage, int] = {}
+    return None, None
 
-    def active(index: int, stage: Stage) -> bool:
-        return not aborted[index] and (index not in stop or stop[index] > stage)
 
-    def tick(stage: Stage, done: int, total: int) -> None:
-        if progress is not None:
-            progress(ProgressEvent(stage.name.lower(), done, total))
+def _no_input(_: int) -> None:
+    return None
 
-    def server_receive(stage: Stage, data: bytes, client_id: int) -> None:
+
+class _Round:
+    """One round played in memory: the parties, the scripted dropouts and the costs so far.
+
+    Each protocol stage is one method; each passes what the server published
+    to the next as bytes, keyed by client id.
+    """
+
+    def __init__(
+        self,
+        config: SecAggConfig,
+        clients: list[SecAggClient],
+        rows: Sequence[npt.NDArray[np.integer]],
+        stop: Mapping[int, Stage],
+        progress: ProgressFn | None,
+    ) -> None:
+        n = len(clients)
+        self.config = config
+        self.clients = clients
+        self.server = SecAggServer(config)
+        self.rows = rows
+        self.stop = stop
+        self.progress = progress
+        self.seconds: list[dict[Stage, float]] = [{} for _ in range(n)]
+        self.sent: list[dict[Stage, int]] = [{} for _ in range(n)]
+        self.aborted = [False] * n
+        self.server_seconds: dict[Stage, float] = {}
+        self.server_sent: dict[Stage, int] = {}
+
+    # -- the bookkeeping of every stage ------------------------------------------------
+
+    def active(self, index: int, stage: Stage) -> bool:
+        """Whether client ``index`` still answers at ``stage``."""
+        stop = self.stop.get(index)
+        return not self.aborted[index] and (stop is None or stop > stage)
+
+    def order(self, stage: Stage, addressed: Mapping[int, bytes] | None = None) -> list[int]:
+        """The clients that answer at ``stage`` (of those the server addressed, if given)."""
+        return [
+            i
+            for i in range(len(self.clients))
+            if (addressed is None or (i + 1) in addressed) and self.active(i, stage)
+        ]
+
+    def _tick(self, stage: Stage, done: int, total: int) -> None:
+        if self.progress is not None:
+            self.progress(ProgressEvent(stage.name.lower(), done, total))
+
+    def _server_receive(self, stage: Stage, data: bytes, client_id: int) -> None:
         # ``client_id``: the transport's word for who sent the bytes -- here the
         # client object that produced them.
         start = time.perf_counter()
-        server.receive(decode_message(data), sender=client_id)
-        server_seconds[stage] = server_seconds.get(stage, 0.0) + time.perf_counter() - start
+        self.server.receive(decode_message(data), sender=client_id)
+        self._server_time(stage, start)
 
-    def server_close(stage: Stage, close: Callable[[], _T]) -> _T:
+    def _server_time(self, stage: Stage, start: float) -> None:
+        spent = time.perf_counter() - start
+        self.server_seconds[stage] = self.server_seconds.get(stage, 0.0) + spent
+
+    def server_close(self, stage: Stage, close: Callable[[], _T]) -> _T:
+        """Run the server call that closes ``stage``, timed as the server's work."""
         start = time.perf_counter()
         try:
             return close()
         finally:
-            server_seconds[stage] = server_seconds.get(stage, 0.0) + time.perf_counter() - start
+            self._server_time(stage, start)
 
     def play_replies(
+        self,
         stage: Stage,
         order: list[int],
         act: Callable[[int, _T], bytes],
@@ -320,16 +334,37 @@ def run_protocol(
             try:
                 data = act(i, local)
             except ProtocolAbort:
-                aborted[i] = True
-                seconds[i][stage] = time.perf_counter() - start
+                self.aborted[i] = True
+                self.seconds[i][stage] = time.perf_counter() - start
                 continue
-            seconds[i][stage] = time.perf_counter() - start
-            sent[i][stage] = len(data)
+            self.seconds[i][stage] = time.perf_counter() - start
+            self.sent[i][stage] = len(data)
             if data:
-                server_receive(stage, data, i + 1)
-            tick(stage, done, len(order))
+                self._server_receive(stage, data, i + 1)
+            self._tick(stage, done, len(order))
 
-    def publish(stage: Stage, produce: Callable[[], Mapping[int, Message]]) -> dict[int, bytes]:
+    def play_answers(
+        self,
+        stage: Stage,
+        published: Mapping[int, bytes],
+        answer: Callable[[SecAggClient, bytes, _T], Message],
+        fetch: Callable[[int], _T] = _no_input,  # type: ignore[assignment]  # _T is None then
+    ) -> None:
+        """:meth:`play_replies` for the clients the server addressed at ``stage``.
+
+        ``answer(client, data, local)`` parses ``data``, what the server
+        published for ``client``, and returns the client's reply.
+        """
+        self.play_replies(
+            stage,
+            self.order(stage, published),
+            lambda i, local: answer(self.clients[i], published[i + 1], local).to_bytes(),
+            fetch,
+        )
+
+    def publish(
+        self, stage: Stage, produce: Callable[[], Mapping[int, Message]]
+    ) -> dict[int, bytes]:
         """Close ``stage`` on the server and serialize what it sends to each client."""
 
         def close() -> dict[int, bytes]:
@@ -340,116 +375,186 @@ def run_protocol(
                     encoded[id(message)] = message.to_bytes()
             return {cid: encoded[id(m)] for cid, m in messages.items()}
 
-        out = server_close(stage, close)
-        server_sent[stage] = sum(len(b) for b in out.values())
+        out = self.server_close(stage, close)
+        self.server_sent[stage] = sum(len(b) for b in out.values())
         return out
 
-    def no_input(_: int) -> None:
-        return None
+    # -- the stages, in protocol order ---------------------------------------------------
 
-    # ADVERTISE_KEYS
-    stage = Stage.ADVERTISE_KEYS
-    order = [i for i in range(n) if active(i, stage)]
-    play_replies(stage, order, lambda i, _: clients[i].advertise_keys().to_bytes(), no_input)
-
-    def rosters_to_send() -> dict[int, Roster]:
-        if config.graph is GraphMode.COMPLETE:
-            # One roster, broadcast to everyone (its bytes counted once per recipient).
-            roster = server.roster()
-            return {i + 1: roster for i in order}
-        # SecAgg+: each client gets the entries of its own neighbourhood only.
-        return {i + 1: server.roster(i + 1) for i in order}
-
-    rosters = publish(stage, rosters_to_send)
-
-    # SHARE_KEYS (clients dropping here send half their ciphertexts, then die)
-    stage = Stage.SHARE_KEYS
-
-    def share(i: int, _: None) -> bytes:
-        outgoing = clients[i].share_keys(Roster.from_bytes(rosters[i + 1]))
-        items = [outgoing[r] for r in sorted(outgoing)]
-        if not active(i, stage):
-            items = items[: len(items) // 2]
-        return EncryptedSharesBundle.from_shares(items).to_bytes() if items else b""
-
-    play_replies(stage, [i for i in range(n) if active(i, Stage.ADVERTISE_KEYS)], share, no_input)
-    routed = publish(stage, server.routed_shares)
-
-    # MASKED_INPUT.  Fetching an input (which the caller may compute lazily) is
-    # the caller's work, not the client's protocol work, so it is not timed.
-    stage = Stage.MASKED_INPUT
-    play_replies(
-        stage,
-        [i for i in range(n) if (i + 1) in routed and active(i, stage)],
-        lambda i, values: (
-            clients[i].masked_input(RoutedShares.from_bytes(routed[i + 1]), values).to_bytes()
-        ),
-        fetch=lambda i: rows[i],
-    )
-    if config.active:
-        consistency = publish(stage, server.consistency_requests)
-        stage = Stage.CONSISTENCY_CHECK
-        play_replies(
-            stage,
-            [i for i in range(n) if (i + 1) in consistency and active(i, stage)],
-            lambda i, _: (
-                clients[i]
-                .consistency_check(ConsistencyRequest.from_bytes(consistency[i + 1]))
-                .to_bytes()
-            ),
-            no_input,
+    def advertise_keys(self) -> dict[int, bytes]:
+        """ADVERTISE_KEYS; returns each advertiser's roster."""
+        stage = Stage.ADVERTISE_KEYS
+        order = self.order(stage)
+        self.play_replies(
+            stage, order, lambda i, _: self.clients[i].advertise_keys().to_bytes(), _no_input
         )
-    requests = publish(stage, server.unmask_requests)
 
-    # UNMASKING
-    stage = Stage.UNMASKING
-    play_replies(
-        stage,
-        [i for i in range(n) if (i + 1) in requests and active(i, stage)],
-        lambda i, _: clients[i].unmask(UnmaskRequest.from_bytes(requests[i + 1])).to_bytes(),
-        no_input,
+        def rosters_to_send() -> dict[int, Roster]:
+            if self.config.graph is GraphMode.COMPLETE:
+                # One roster, broadcast to everyone (its bytes counted once per recipient).
+                roster = self.server.roster()
+                return {i + 1: roster for i in order}
+            # SecAgg+: each client gets the entries of its own neighbourhood only.
+            return {i + 1: self.server.roster(i + 1) for i in order}
+
+        return self.publish(stage, rosters_to_send)
+
+    def share_keys(self, rosters: Mapping[int, bytes]) -> dict[int, bytes]:
+        """SHARE_KEYS (clients dropping here send half their ciphertexts, then die)."""
+        stage = Stage.SHARE_KEYS
+
+        def share(i: int, _: None) -> bytes:
+            outgoing = self.clients[i].share_keys(Roster.from_bytes(rosters[i + 1]))
+            items = [outgoing[r] for r in sorted(outgoing)]
+            if not self.active(i, stage):
+                items = items[: len(items) // 2]
+            return EncryptedSharesBundle.from_shares(items).to_bytes() if items else b""
+
+        self.play_replies(stage, self.order(Stage.ADVERTISE_KEYS), share, _no_input)
+        return self.publish(stage, self.server.routed_shares)
+
+    def masked_input(self, routed: Mapping[int, bytes]) -> tuple[Stage, dict[int, bytes]]:
+        """MASKED_INPUT, then (active mode) CONSISTENCY_CHECK; returns the unmask requests.
+
+        Fetching an input (which the caller may compute lazily) is the caller's
+        work, not the client's protocol work, so it is not timed.  The stage
+        returned is the one whose closing published the requests.
+        """
+        stage = Stage.MASKED_INPUT
+        self.play_answers(
+            stage,
+            routed,
+            lambda client, data, values: client.masked_input(RoutedShares.from_bytes(data), values),
+            fetch=lambda i: self.rows[i],
+        )
+        if self.config.active:
+            consistency = self.publish(stage, self.server.consistency_requests)
+            stage = Stage.CONSISTENCY_CHECK
+            self.play_answers(
+                stage,
+                consistency,
+                lambda client, data, _: client.consistency_check(
+                    ConsistencyRequest.from_bytes(data)
+                ),
+            )
+        return stage, self.publish(stage, self.server.unmask_requests)
+
+    def unmask(self, requests: Mapping[int, bytes]) -> npt.NDArray[np.uint64]:
+        """UNMASKING; returns the server's sum."""
+        stage = Stage.UNMASKING
+        self.play_answers(
+            stage, requests, lambda client, data, _: client.unmask(UnmaskRequest.from_bytes(data))
+        )
+        return self.server_close(stage, self.server.finalize)
+
+    def report(self, total: npt.NDArray[np.uint64]) -> RunReport:
+        """The :class:`RunReport` of the finished round."""
+        server = self.server
+        records = tuple(
+            ClientRecord(
+                client_id=i + 1,
+                seconds=MappingProxyType(self.seconds[i]),
+                bytes_sent=MappingProxyType(self.sent[i]),
+                aborted=self.aborted[i],
+                signatures_made=client.signatures_made,
+                signatures_verified=client.signatures_verified,
+            )
+            for i, client in enumerate(self.clients)
+            if self.seconds[i]
+        )
+        return RunReport(
+            total=total,
+            config=self.config,
+            shared=tuple(sorted(server.shared)),
+            survivors=tuple(sorted(server.survivors)),
+            clients=records,
+            server_seconds=MappingProxyType(self.server_seconds),
+            server_bytes_sent=MappingProxyType(self.server_sent),
+            revealed_noise_seeds=server.revealed_noise_seeds,
+            graph_seed=server.graph_seed,
+        )
+
+
+def run_protocol(
+    inputs: Sequence[npt.NDArray[np.integer]],
+    *,
+    noise_layers: int = 0,
+    noise_seeds: Sequence[Sequence[bytes]] | None = None,
+    **options: Unpack[_RoundOptions],
+) -> RunReport:
+    """Play one round for ``len(inputs)`` clients and report the sum and its costs.
+
+    Arguments are those of :func:`run_in_memory`, plus ``noise_layers`` (see
+    :class:`~privfed.secagg.SecAggConfig`) and ``noise_seeds``: one sequence of
+    ``noise_layers`` 32-byte seeds per client.
+
+    Returns:
+        A :class:`RunReport`.
+
+    Raises:
+        ParameterTypeError: An argument has the wrong type.
+        ParameterError: An argument is outside its domain (see
+            :class:`~privfed.secagg.SecAggConfig` for the config's domains).
+        ProtocolAbort: The server aborted: fewer than ``threshold`` clients
+            (or shares of a needed secret) remained at some stage.
+        TypeError: An unknown keyword, or no ``threshold``.
+    """
+    _check_option_names("run_protocol", options)
+    ring_bits = options.get("ring_bits", 64)
+    rows = _check_inputs(inputs, ring_bits)
+    n = len(rows)
+    stop = _check_dropouts(options.get("dropouts"), n)
+    graph = _enum_option(
+        GraphMode, "graph", "'complete' or 'harary'", options.get("graph", GraphMode.COMPLETE)
     )
-
-    total = server_close(stage, server.finalize)
-    records = tuple(
-        ClientRecord(
-            client_id=i + 1,
-            seconds=MappingProxyType(seconds[i]),
-            bytes_sent=MappingProxyType(sent[i]),
-            aborted=aborted[i],
-            signatures_made=clients[i].signatures_made,
-            signatures_verified=clients[i].signatures_verified,
+    mode = _enum_option(
+        SecurityMode,
+        "mode",
+        "'semi-honest' or 'active'",
+        options.get("mode", SecurityMode.SEMI_HONEST),
+    )
+    ids = tuple(range(1, n + 1))
+    corrupted = options.get("corrupted", 0)
+    identity_keys, registry = _identities(mode, options.get("identity_keys"), ids, corrupted)
+    if noise_seeds is not None and len(noise_seeds) != n:
+        raise ParameterError(
+            "noise_seeds", f"one sequence of seeds per client ({n})", len(noise_seeds)
+        )
+    session_id = options.get("session_id")
+    config = SecAggConfig(
+        client_ids=ids,
+        threshold=options["threshold"],
+        vector_length=int(rows[0].shape[0]),
+        ring_bits=ring_bits,
+        graph=graph,
+        degree=options.get("degree"),
+        session_id=new_session_id() if session_id is None else session_id,
+        round_index=options.get("round_index", 0),
+        mode=mode,
+        corrupted=corrupted,
+        noise_layers=noise_layers,
+        identities=registry,
+    )
+    # Inputs are handed over at the masked-input stage, so only one client's
+    # copy is alive at a time.
+    clients = [
+        SecAggClient(
+            config,
+            i + 1,
+            identity=None if identity_keys is None else identity_keys[i + 1],
+            noise_seeds=() if noise_seeds is None else noise_seeds[i],
         )
         for i in range(n)
-        if seconds[i]
-    )
-    return RunReport(
-        total=total,
-        config=config,
-        shared=tuple(sorted(server.shared)),
-        survivors=tuple(sorted(server.survivors)),
-        clients=records,
-        server_seconds=MappingProxyType(server_seconds),
-        server_bytes_sent=MappingProxyType(server_sent),
-        revealed_noise_seeds=server.revealed_noise_seeds,
-        graph_seed=server.graph_seed,
-    )
+    ]
+    played = _Round(config, clients, rows, stop, options.get("progress"))
+    rosters = played.advertise_keys()
+    routed = played.share_keys(rosters)
+    _, requests = played.masked_input(routed)
+    return played.report(played.unmask(requests))
 
 
 def run_in_memory(
-    inputs: Sequence[npt.NDArray[np.integer]],
-    *,
-    threshold: int,
-    dropouts: Mapping[Stage, Iterable[int]] | None = None,
-    ring_bits: int = 64,
-    graph: GraphMode | str = GraphMode.COMPLETE,
-    degree: int | None = None,
-    session_id: bytes | None = None,
-    round_index: int = 0,
-    progress: ProgressFn | None = None,
-    mode: SecurityMode | str = SecurityMode.SEMI_HONEST,
-    corrupted: int = 0,
-    identity_keys: Mapping[int, IdentityKey] | None = None,
+    inputs: Sequence[npt.NDArray[np.integer]], **options: Unpack[_RoundOptions]
 ) -> npt.NDArray[np.uint64]:
     """Securely sum ``inputs`` with one in-memory round of double-masking SecAgg.
 
@@ -497,18 +602,7 @@ def run_in_memory(
         ParameterError: An argument is outside its domain.
         ProtocolAbort: Fewer than ``threshold`` clients (or shares of a needed
             secret) remained at some stage.
+        TypeError: An unknown keyword, or no ``threshold``.
     """
-    return run_protocol(
-        inputs,
-        threshold=threshold,
-        dropouts=dropouts,
-        ring_bits=ring_bits,
-        graph=graph,
-        degree=degree,
-        session_id=session_id,
-        round_index=round_index,
-        progress=progress,
-        mode=mode,
-        corrupted=corrupted,
-        identity_keys=identity_keys,
-    ).total
+    _check_option_names("run_in_memory", options)
+    return run_protocol(inputs, **options).total

@@ -7,15 +7,9 @@ import pytest
 import torch
 
 from privfed.data import load_digits
+from privfed.engines.classifier import evaluate_classifier, train_classifier
+from privfed.engines.codecs import Codec, ConvAutoencoderCodec, DiffusersCodec, PCACodec
 from privfed.errors import NonFiniteInputError, ParameterError
-from privfed.models import (
-    Codec,
-    ConvAutoencoderCodec,
-    DiffusersCodec,
-    PCACodec,
-    evaluate_classifier,
-    train_classifier,
-)
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from privfed.engines.factory import FactoryAuditConfig
+from privfed.engines.factory.config import FactoryPipelineConfig
 from privfed.engines.factory.fedavg import run_fedavg
-from privfed.engines.factory.job import FactoryPipelineConfig, run_factory_pipeline
+from privfed.engines.factory.job import run_factory_pipeline
 from privfed.errors import ParameterError, ParameterTypeError
 
 

@@ -12,12 +12,8 @@ import torch
 from privfed.data import load_digits, split_public_private
 from privfed.engines.codecs import PCACodec
 from privfed.engines.factory import FactoryAuditConfig, LatentGaussianFactory, codec_fingerprint
-from privfed.engines.factory.job import (
-    FactoryPipelineConfig,
-    make_factory,
-    public_codec,
-    run_factory_pipeline,
-)
+from privfed.engines.factory.config import FactoryPipelineConfig
+from privfed.engines.factory.job import make_factory, public_codec, run_factory_pipeline
 
 TINY = FactoryPipelineConfig(
     synthetic_per_class=20,

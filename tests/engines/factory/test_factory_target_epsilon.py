@@ -23,9 +23,10 @@ import pytest
 from dp_accounting.pld import PLDAccountant
 
 from privfed.engines.factory import EDMConfig, EDMTrainingConfig, UNetConfig
+from privfed.engines.factory.config import FactoryPipelineConfig
 from privfed.engines.factory.job import (
-    FactoryPipelineConfig,
     calibrated_dpsgd,
+    cell_noise_seed,
     make_factory,
     run_factory_pipeline,
 )
@@ -146,6 +147,9 @@ def test_a_fixed_rate_shares_one_calibration_and_keeps_counts_out(two_class_npz:
         ({"dp_clip_norm": -1.0}, "dp_clip_norm"),
         ({"dp_sampling_rate": 1.5}, "dp_sampling_rate"),
         ({"epsilon": None, "dp_sampling_rate": 0.5}, "dp_sampling_rate"),
+        ({"epsilon": None, "factory": "gaussian", "noise_seed": 1}, "noise_seed"),
+        ({"factory": "edm", "noise_seed": 1}, "noise_seed"),
+        ({"factory": "gaussian", "noise_seed": -1}, "noise_seed"),
     ],
 )
 def test_bad_targets_are_refused_with_the_parameter_named(
@@ -249,8 +253,9 @@ def _gaussian_epsilon(noise_multiplier: float) -> float:
 
 
 def test_dp_gaussian_factories_meet_the_target_in_every_cell() -> None:
-    from privfed.dp import Adjacency, GaussianRelease, plan_latent_release
+    from privfed.dp import Adjacency, GaussianRelease
     from privfed.engines.factory.job import public_codec
+    from privfed.engines.moments.planning import plan_latent_release
 
     target = 2.0
     cfg = FactoryPipelineConfig(
@@ -333,6 +338,28 @@ def test_a_dp_gaussian_factory_ships_its_record_and_refuses_a_private_basis(
     with pytest.raises(ParameterError) as info:
         FactoryPipelineConfig(epsilon=1.0, gaussian_basis="private-pca")
     assert info.value.parameter == "gaussian_basis"  # type: ignore[attr-defined]
+
+
+def test_a_noise_seed_makes_gaussian_factories_reproducible_per_cell(tmp_path: Path) -> None:
+    from privfed.cli import main
+
+    argv = ["run", "--engine", "factory", "--epsilon", "2", "--noise-seed", "5", "--quiet"]
+    argv += ["--samples-per-class", "10", "--epochs", "1", "--fedavg-rounds", "1"]
+    argv += ["--no-baselines", "--no-audit"]
+    for name in ("a", "b"):
+        assert main([*argv, "--output-dir", str(tmp_path / name)]) == 0
+    for artefact in ("release.json", "ledger.json", "synthetic.npz"):
+        assert (tmp_path / "a" / artefact).read_bytes() == (tmp_path / "b" / artefact).read_bytes()
+    release = json.loads((tmp_path / "a" / "release.json").read_text())
+    assert release["public"]["config"]["noise_seeded"] is True
+    assert "noise_seed" not in release["public"]["config"]
+    items = json.loads((tmp_path / "a" / "ledger.json").read_text())["releases"]
+    assert len(items) == 10 and all(item["seeded"] for item in items)
+    # Every cell draws its own stream (equal noise in two cells would cancel).
+    cfg = FactoryPipelineConfig(epsilon=2.0, noise_seed=5)
+    seeds = {cell_noise_seed(cfg, c, k) for c in range(10) for k in range(10)}
+    assert len(seeds) == 100 and None not in seeds
+    assert cell_noise_seed(FactoryPipelineConfig(epsilon=2.0), 0, 0) is None
 
 
 def test_cli_gaussian_factories_to_a_target(tmp_path: Path) -> None:

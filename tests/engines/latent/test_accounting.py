@@ -13,9 +13,9 @@ from privfed.dp import (
     PartitionKey,
     PrivacyLedger,
     SubsampledGaussianRelease,
-    plan_latent_release,
 )
 from privfed.engines.latent.accounting import LATENT_SCHEME, record_latent_release
+from privfed.engines.moments.planning import plan_latent_release
 from privfed.errors import BudgetExceededError, ParameterError, ParameterTypeError
 
 REPLACE = Adjacency.REPLACE_ONE

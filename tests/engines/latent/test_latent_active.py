@@ -19,7 +19,9 @@ import pytest
 import privfed.engines.latent.job as job
 import privfed.secagg.runner as runner_module
 from privfed.cli import main
-from privfed.engines.latent.job import PipelineConfig, PipelineResult, run_pipeline
+from privfed.engines.latent.config import PipelineConfig
+from privfed.engines.latent.job import run_pipeline
+from privfed.engines.latent.report import PipelineResult
 from privfed.errors import ParameterError
 from privfed.secagg import SecurityMode
 

@@ -18,8 +18,8 @@ from privfed.engines.latent.audit import (
     audit_summary,
     save_audit_inputs,
 )
+from privfed.engines.latent.job import PipelineConfig, PipelineResult, run_pipeline
 from privfed.errors import ParameterError, ParameterTypeError
-from privfed.pipeline import PipelineConfig, PipelineResult, run_pipeline
 
 TINY: dict[str, Any] = {
     "num_clients": 6,

@@ -21,12 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import privfed.engines.latent.client as client
+from privfed.engines.latent.client import LatentStatisticsAccumulator, compute_latent_statistics
+from privfed.engines.latent.statistics import LatentStatisticsConfig
 from privfed.errors import NonFiniteInputError
-from privfed.models import (
-    LatentStatisticsAccumulator,
-    LatentStatisticsConfig,
-    compute_latent_statistics,
-)
 
 _MARGIN = 1.0 - 2.0**-40
 

@@ -328,7 +328,7 @@ TINY: dict[str, Any] = {
 
 
 def test_pipeline_config_refuses_what_cannot_hold() -> None:
-    from privfed.engines.latent.job import PipelineConfig
+    from privfed.engines.latent.config import PipelineConfig
 
     assert PipelineConfig().noise is NoiseModel.CENTRAL
     with pytest.raises(ParameterError, match="noise"):
@@ -344,7 +344,8 @@ def test_pipeline_config_refuses_what_cannot_hold() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["distributed-gaussian", "distributed-skellam"])
 def test_pipeline_runs_the_distributed_release_and_says_so(model: str) -> None:
-    from privfed.engines.latent.job import PipelineConfig, run_pipeline
+    from privfed.engines.latent.config import PipelineConfig
+    from privfed.engines.latent.job import run_pipeline
 
     config = PipelineConfig(noise=model, **TINY)
     result = run_pipeline(config)

@@ -5,16 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privfed.dp import Adjacency, PrivacyLedger, paper_baseline_noise_stds, plan_latent_release
-from privfed.errors import BudgetExceededError, ParameterError
-from privfed.models import (
-    compute_latent_statistics,
-    fit_class_gaussians,
+from privfed.dp import Adjacency, PrivacyLedger
+from privfed.engines.latent.client import compute_latent_statistics
+from privfed.engines.latent.gaussians import fit_class_gaussians, project_psd
+from privfed.engines.latent.release import (
     nonprivate_release,
-    project_psd,
     release_latent_statistics,
     release_with_noise_stds,
 )
+from privfed.engines.moments.planning import paper_baseline_noise_stds, plan_latent_release
+from privfed.errors import BudgetExceededError, ParameterError
 
 
 def _gaussian_data(seed: int = 0, n: int = 4000, d: int = 4):

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from privfed.cli import main
+from privfed.engines.latent.job import PipelineConfig, run_pipeline
 from privfed.errors import ParameterError
-from privfed.pipeline import PipelineConfig, run_pipeline
 
 TINY = {
     "num_clients": 6,

@@ -17,7 +17,7 @@ import pytest
 
 from privfed.audit import SimulationMode, audit_latent_release
 from privfed.audit.canary import audit_canary_game
-from privfed.dp import Adjacency, LatentReleasePlan, PrivacyLedger, plan_latent_release
+from privfed.dp import Adjacency, PrivacyLedger
 from privfed.engines.latent.release import (
     NoisePlacement,
     NoisyLatentStatistics,
@@ -33,6 +33,7 @@ from privfed.engines.latent.self_audit import (
     self_audit_release,
 )
 from privfed.engines.latent.statistics import LatentStatistics
+from privfed.engines.moments.planning import LatentReleasePlan, plan_latent_release
 from privfed.errors import AuditError, ParameterError, ParameterTypeError
 
 # 2·(10,000 + 2,500) published releases per audit: ~1–2 s at d = 6.

@@ -8,13 +8,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from privfed.engines.latent.client import LatentStatisticsAccumulator, compute_latent_statistics
+from privfed.engines.latent.statistics import LatentStatistics, LatentStatisticsConfig
 from privfed.errors import NonFiniteInputError, ParameterError, RingOverflowError
-from privfed.models import (
-    LatentStatistics,
-    LatentStatisticsAccumulator,
-    LatentStatisticsConfig,
-    compute_latent_statistics,
-)
 
 
 def _data(seed: int, n: int = 400, d: int = 5, k: int = 4) -> tuple[np.ndarray, np.ndarray]:

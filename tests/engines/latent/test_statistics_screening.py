@@ -18,11 +18,8 @@ import numpy as np
 import pytest
 import torch
 
-from privfed.models import (
-    LatentStatisticsAccumulator,
-    LatentStatisticsConfig,
-    compute_latent_statistics,
-)
+from privfed.engines.latent.client import LatentStatisticsAccumulator, compute_latent_statistics
+from privfed.engines.latent.statistics import LatentStatisticsConfig
 
 
 def _exact_quantize(z: np.ndarray, cfg: LatentStatisticsConfig) -> np.ndarray:

@@ -17,8 +17,9 @@ unlearning with certificates, DP-SGD training accounted in a
 * :mod:`~privfed.engines.factory.audit` -- membership-inference audit of
   factories (denoising-loss, likelihood and reconstruction attacks, AUC/TPR
   with intervals, held-out-threshold ε/μ lower bounds).
-* :mod:`~privfed.engines.factory.job` -- end-to-end runs with a FedAvg baseline
-  (imported on demand: ``from privfed.engines.factory.job import ...``).
+* :mod:`~privfed.engines.factory.job` -- end-to-end runs with a FedAvg baseline,
+  configured by :mod:`~privfed.engines.factory.config` and reported by
+  :mod:`~privfed.engines.factory.report` (imported on demand).
 """
 
 from __future__ import annotations

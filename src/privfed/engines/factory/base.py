@@ -33,6 +33,7 @@ import torch
 from safetensors.torch import load as safetensors_load
 from safetensors.torch import save_file
 
+from privfed._atomic import atomic_path, atomic_write_text
 from privfed._checks import check_bool, check_choice, check_float, check_int, check_str
 from privfed._records import field_dict
 from privfed._version import __version__
@@ -560,11 +561,12 @@ def save_factory(
     path.mkdir(parents=True, exist_ok=True)
     cpu = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}
     weights_path = path / WEIGHTS_FILENAME
-    save_file(cpu, str(weights_path))
+    with atomic_path(weights_path) as tmp:  # a kill leaves the old weights or the new
+        save_file(cpu, str(tmp))
     weights_sha = hashlib.sha256(weights_path.read_bytes()).hexdigest()
     body = dataclasses.replace(manifest, weights_sha256=weights_sha).to_dict()
     body["manifest_sha256"] = hashlib.sha256(_canonical_json(body)).hexdigest()
-    (path / MANIFEST_FILENAME).write_text(json.dumps(body, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(path / MANIFEST_FILENAME, json.dumps(body, indent=2, sort_keys=True) + "\n")
     return path
 
 

@@ -36,7 +36,7 @@ private basis from what is released; it does not make the rest private.
 latent engine's release, per cell: every latent is clipped to the codec's
 public radius ``R`` (``codec.default_clip_norm``, chosen without data), and
 the sum ``Σ z`` and second moment ``Σ z zᵀ`` receive Gaussian noise planned
-by :func:`privfed.dp.plan_latent_release` for the target (ε, δ) under
+by :func:`privfed.engines.moments.planning.plan_latent_release` for the target (ε, δ) under
 replace-one adjacency (the cell's size ``n`` ships in the manifest, so it is
 public; the joint sensitivity of the pair is exact).  The mean and covariance
 are then post-processing: ``S̃/n``, ``M̃/n − m mᵀ`` plus the noise's bias
@@ -135,19 +135,20 @@ class LatentGaussianDP:
         return {"epsilon": self.epsilon, "delta": self.delta, "seeded": self.seed is not None}
 
 
-def _section_seed(seed: int | bytes | None, section: str) -> bytes | None:
-    """An independent stream per noised quantity (the sum, the second moment)."""
-    if seed is None:
-        return None
-    raw = seed if isinstance(seed, bytes) else str(seed).encode()
-    return hashlib.sha256(b"latent-gaussian-dp|" + section.encode() + b"|" + raw).digest()
+def _stream_seed(seed: int | bytes | None) -> bytes | None:
+    """The cell's seed as the factory derivation reads it (an int as its decimal digits)."""
+    if seed is None or isinstance(seed, bytes):
+        return seed
+    return str(seed).encode()
 
 
 def _dp_moments(
     z: torch.Tensor, radius: float, dp: LatentGaussianDP, floor: float
 ) -> tuple[torch.Tensor, torch.Tensor, PrivacyRecord]:
     """Noisy mean and covariance factor of clipped latents, and the release's record."""
-    from privfed.dp import GAUSSIAN_SAMPLER, Adjacency, gaussian_noise, plan_latent_release
+    from privfed.dp import GAUSSIAN_SAMPLER, Adjacency
+    from privfed.engines.moments.noise import FACTORY_DOMAIN, add_gaussian
+    from privfed.engines.moments.planning import plan_latent_release
 
     n, d = z.shape
     plan = plan_latent_release(
@@ -158,10 +159,9 @@ def _dp_moments(
     target = radius * _CLIP_TARGET
     scale = np.where(norms > target, target / np.maximum(norms, 1e-300), 1.0)
     x = x * scale[:, None]
-    sums = x.sum(axis=0) + gaussian_noise(d, plan.noise_std_sum, seed=_section_seed(dp.seed, "s"))
-    second = x.T @ x + gaussian_noise(
-        (d, d), plan.noise_std_second_moment, seed=_section_seed(dp.seed, "m")
-    )
+    seed = _stream_seed(dp.seed)
+    sums = add_gaussian(x.sum(axis=0), plan.noise_std_sum, seed, "s", domain=FACTORY_DOMAIN)
+    second = add_gaussian(x.T @ x, plan.noise_std_second_moment, seed, "m", domain=FACTORY_DOMAIN)
     second = 0.5 * (second + second.T)
     mean = sums / n
     cov = second / n - np.outer(mean, mean) + (plan.noise_std_sum**2 / n**2) * np.eye(d)

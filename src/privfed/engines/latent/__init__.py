@@ -13,7 +13,10 @@ Where a change goes:
   Gaussian per class (numpy);
 * :mod:`~privfed.engines.latent.audit` -- the default membership-inference
   audit stage;
-* :mod:`~privfed.engines.latent.job` -- the job: configuration, stages, report.
+* :mod:`~privfed.engines.latent.job` -- the job and its stages
+  (:mod:`~privfed.engines.latent.stages`), with its configuration
+  (:mod:`~privfed.engines.latent.config`) and report
+  (:mod:`~privfed.engines.latent.report`).
 
 Names load lazily: the server path (statistics, release, accounting,
 gaussians) never imports torch.
@@ -46,9 +49,9 @@ _EXPORTS: dict[str, str] = {
     "audit_skip_reason": "privfed.engines.latent.audit",
     "audit_summary": "privfed.engines.latent.audit",
     "save_audit_inputs": "privfed.engines.latent.audit",
-    "PipelineConfig": "privfed.engines.latent.job",
-    "PipelineReport": "privfed.engines.latent.job",
-    "PipelineResult": "privfed.engines.latent.job",
+    "PipelineConfig": "privfed.engines.latent.config",
+    "PipelineReport": "privfed.engines.latent.report",
+    "PipelineResult": "privfed.engines.latent.report",
     "ProgressFn": "privfed.engines.latent.job",
     "run_pipeline": "privfed.engines.latent.job",
 }
@@ -94,18 +97,13 @@ if TYPE_CHECKING:  # pragma: no cover - static view of the lazy names
         LatentStatisticsAccumulator,
         compute_latent_statistics,
     )
+    from privfed.engines.latent.config import PipelineConfig
     from privfed.engines.latent.gaussians import (
         ClassGaussians,
         fit_class_gaussians,
         project_psd,
     )
-    from privfed.engines.latent.job import (
-        PipelineConfig,
-        PipelineReport,
-        PipelineResult,
-        ProgressFn,
-        run_pipeline,
-    )
+    from privfed.engines.latent.job import ProgressFn, run_pipeline
     from privfed.engines.latent.release import (
         NoisePlacement,
         NoisyLatentStatistics,
@@ -113,6 +111,7 @@ if TYPE_CHECKING:  # pragma: no cover - static view of the lazy names
         release_latent_statistics,
         release_with_noise_stds,
     )
+    from privfed.engines.latent.report import PipelineReport, PipelineResult
     from privfed.engines.latent.statistics import (
         DEFAULT_MAX_RECORDS,
         LatentStatistics,

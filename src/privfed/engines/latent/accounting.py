@@ -14,21 +14,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from privfed.dp import GaussianRelease, PartitionKey, PrivacyLedger
-from privfed.dp.planning import LatentReleasePlan
-from privfed.errors import ParameterError, ParameterTypeError
+from privfed.dp import GaussianRelease, PrivacyLedger
+from privfed.engines.moments.planning import LatentReleasePlan
+from privfed.errors import ParameterTypeError
 
 __all__ = ["LATENT_SCHEME", "record_latent_release"]
 
 #: The partition scheme of the latent engine's per-class releases.
 LATENT_SCHEME: Final = "class"
-
-
-def _check_label(value: object) -> None:
-    if isinstance(value, str):
-        return
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ParameterTypeError("partition", "an int, a str or None", value)
 
 
 def record_latent_release(
@@ -42,13 +35,9 @@ def record_latent_release(
 ) -> tuple[GaussianRelease, ...]:
     """Record the per-class releases of a latent-statistic plan, atomically.
 
-    Each class's (sum, second moment[, count]) release is recorded in
-    whitened form (``noise_std = 1``, ``l2_sensitivity = plan.mu``), one per
-    class, on partition ``PartitionKey("class", c)``.  With
-    ``plan.private_labels`` a record may change class, so the classes are not
-    disjoint partitions: a single release on ``None`` (all records) is
-    recorded instead, whose μ already covers both classes a replacement
-    touches.
+    The events are the plan's own (:meth:`LatentReleasePlan.events` in the
+    ``"class"`` scheme): one whitened Gaussian event per class, or a single
+    one on all records when ``plan.private_labels``.
 
     Args:
         ledger: Where the releases are recorded (budget checked first).
@@ -71,32 +60,6 @@ def record_latent_release(
         raise ParameterTypeError("ledger", "a privfed.dp.PrivacyLedger", ledger)
     if not isinstance(plan, LatentReleasePlan):
         raise ParameterTypeError("plan", "a LatentReleasePlan", plan)
-    labels = list(partitions)
-    if not labels:
-        raise ParameterError("partitions", "a non-empty sequence of class ids", labels)
-    if len(set(labels)) != len(labels):
-        raise ParameterError("partitions", "class ids without repeats", labels)
-    for label in labels:
-        if label is None:
-            raise ParameterTypeError("partitions", "a sequence of ints or strs", label)
-        _check_label(label)
-    d = plan.dim
-    dimension = d + d * d + (1 if plan.noise_std_count > 0 else 0)
-    targets: list[PartitionKey | None] = (
-        [None] if plan.private_labels else [PartitionKey(LATENT_SCHEME, c) for c in labels]
-    )
-    new = tuple(
-        GaussianRelease(
-            name=name,
-            partition=target,
-            l2_sensitivity=plan.mu,
-            noise_std=1.0,
-            adjacency=plan.adjacency,
-            sampler=sampler,
-            seeded=seeded,
-            dimension=dimension,
-        )
-        for target in targets
-    )
+    new = plan.events(partitions, scheme=LATENT_SCHEME, sampler=sampler, seeded=seeded, name=name)
     ledger.record_all(new)
     return new

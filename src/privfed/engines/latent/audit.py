@@ -36,17 +36,19 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any
-
-import numpy as np
 
 from privfed._checks import check_int
 from privfed._records import field_dict
 from privfed.audit import SyntheticReleaseAudit
 from privfed.dp import Adjacency, gdp_epsilon
-from privfed.engines.job import AUDIT_INPUTS_FILENAME
+from privfed.engines.artifacts import (
+    AUDIT_INPUT_ARRAYS,
+    AUDIT_INPUTS_FILENAME,
+    AuditInputs,
+    save_audit_inputs,
+)
 from privfed.errors import ParameterError, ParameterTypeError
 
 __all__ = [
@@ -63,23 +65,6 @@ __all__ = [
     "audit_summary",
     "save_audit_inputs",
 ]
-
-#: Arrays of ``audit_inputs.npz`` (the format ``privfed audit --run-dir`` reads), in
-#: the order they are written (kept stable, so equal inputs give equal bytes).
-AUDIT_INPUT_ARRAYS: tuple[str, ...] = (
-    "member_latents",
-    "nonmember_latents",
-    "synthetic_latents",
-    "member_labels",
-    "nonmember_labels",
-    "synthetic_labels",
-    "reference_latents",
-    "reference_labels",
-    "noisy_sums",
-    "counts",
-    "noise_std_sum",
-)
-
 
 def audit_skip_reason(*, members: int, nonmembers: int, reference: int) -> str | None:
     """Why the default audit cannot run on this many records, or ``None`` if it can.
@@ -318,140 +303,3 @@ def audit_summary(
         best=audit.best().attack.value,
         attacks=attacks,
     )
-
-
-@dataclass(frozen=True, eq=False)
-class AuditInputs:
-    """The arrays of ``audit_inputs.npz``: what the default audit reads.
-
-    Attributes:
-        member_latents: Float ``(n1, d)``: clipped, grid-quantized latents of
-            the records in the release.
-        nonmember_latents: Float ``(n0, d)``: the same for held-out records.
-        synthetic_latents: Float ``(s, d)``: the released synthetic latents.
-        member_labels / nonmember_labels / synthetic_labels: Int labels, or
-            ``None`` (one pooled class).
-        reference_latents / reference_labels: The attacker's population
-            knowledge (public split), or ``None``.
-        noisy_sums: Float ``(C, d)``: the released noisy per-class sums, in
-            latent units, or ``None``.
-        counts: Float ``(C,)``: the counts the attacker sees, or ``None``.
-        noise_std_sum: The sums' noise std (latent units), or ``None``.
-
-    Everything in it is either public release output or real records' latents:
-    treat it (and the file) as private data.
-    """
-
-    member_latents: np.ndarray = field(repr=False)
-    nonmember_latents: np.ndarray = field(repr=False)
-    synthetic_latents: np.ndarray = field(repr=False)
-    member_labels: np.ndarray | None = field(default=None, repr=False)
-    nonmember_labels: np.ndarray | None = field(default=None, repr=False)
-    synthetic_labels: np.ndarray | None = field(default=None, repr=False)
-    reference_latents: np.ndarray | None = field(default=None, repr=False)
-    reference_labels: np.ndarray | None = field(default=None, repr=False)
-    noisy_sums: np.ndarray | None = field(default=None, repr=False)
-    counts: np.ndarray | None = field(default=None, repr=False)
-    noise_std_sum: float | None = None
-
-    def __post_init__(self) -> None:
-        for name in AUDIT_INPUT_ARRAYS[:3]:
-            if getattr(self, name) is None:
-                raise ParameterError(name, "an array", None)
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        """The arrays that are present, by their ``.npz`` names."""
-        out: dict[str, np.ndarray] = {}
-        for name in AUDIT_INPUT_ARRAYS:
-            value = getattr(self, name)
-            if value is not None:
-                scalar = name == "noise_std_sum"
-                out[name] = np.asarray(value, dtype=np.float64) if scalar else value
-        return out
-
-    def save(self, path: str | Path) -> None:
-        """Write them as an uncompressed ``.npz`` without pickled objects."""
-        save_audit_inputs(path, self.arrays())
-
-    @classmethod
-    def load(cls, path: str | Path) -> AuditInputs:
-        """Read ``audit_inputs.npz`` written by :meth:`save`.
-
-        Raises:
-            ParameterError: The file is missing, not an ``.npz`` archive, lacks a
-                required array or has an unknown one.
-        """
-        file = Path(path)
-        if not file.is_file():
-            raise ParameterError("run_dir", f"a directory holding {file.name}", str(file))
-        try:
-            with np.load(file, allow_pickle=False) as data:
-                arrays = {k: np.asarray(data[k]) for k in data.files}
-        except (OSError, ValueError) as exc:
-            raise ParameterError(
-                "run_dir", f"a readable {file.name} (.npz archive)", str(file)
-            ) from exc
-        missing = [k for k in AUDIT_INPUT_ARRAYS[:3] if k not in arrays]
-        if missing:
-            raise ParameterError("run_dir", f"a {file.name} with {AUDIT_INPUT_ARRAYS[:3]}", missing)
-        unknown = sorted(set(arrays) - set(AUDIT_INPUT_ARRAYS))
-        if unknown:
-            raise ParameterError(
-                "run_dir", f"a {file.name} with arrays among {AUDIT_INPUT_ARRAYS}", unknown
-            )
-        values: dict[str, Any] = dict(arrays)
-        if "noise_std_sum" in values:
-            values["noise_std_sum"] = float(values["noise_std_sum"])
-        return cls(**values)
-
-    def run(
-        self,
-        *,
-        delta: float,
-        seed: int | None,
-        significance: float = 0.05,
-        confidence: float = 0.95,
-        fprs: tuple[float, ...] | None = None,
-    ) -> SyntheticReleaseAudit:
-        """Run :func:`privfed.audit.audit_synthetic_release` on these inputs."""
-        from privfed.audit import audit_synthetic_release
-
-        extra: dict[str, Any] = {} if fprs is None else {"fprs": fprs}
-        # The optional inputs are keyword arguments of the same names.
-        return audit_synthetic_release(
-            self.member_latents,
-            self.nonmember_latents,
-            self.synthetic_latents,
-            **field_dict(self, *AUDIT_INPUT_ARRAYS[3:]),
-            delta=delta,
-            significance=significance,
-            confidence=confidence,
-            seed=seed,
-            **extra,
-        )
-
-
-def save_audit_inputs(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
-    """Write the audit's inputs as an uncompressed ``.npz`` without pickled objects.
-
-    Args:
-        path: Destination file (conventionally ``AUDIT_INPUTS_FILENAME`` of
-            :mod:`privfed.cli.audit` inside a run directory).
-        arrays: Keys among :data:`AUDIT_INPUT_ARRAYS`, the first three
-            required; latents float ``(n, d)``, labels int ``(n,)``,
-            ``noisy_sums`` ``(C, d)``, ``counts`` ``(C,)``, ``noise_std_sum``
-            a scalar (latent units).  Everything in it is either public
-            release output or real records' latents: treat the file as
-            containing private data.
-
-    Raises:
-        ParameterError: On a missing required key or an unknown key.
-    """
-    missing = [k for k in AUDIT_INPUT_ARRAYS[:3] if k not in arrays]
-    if missing:
-        raise ParameterError("arrays", f"a dict with {AUDIT_INPUT_ARRAYS[:3]}", missing)
-    unknown = sorted(set(arrays) - set(AUDIT_INPUT_ARRAYS))
-    if unknown:
-        raise ParameterError("arrays", f"keys among {AUDIT_INPUT_ARRAYS}", unknown)
-    payload: dict[str, Any] = {k: np.asarray(v) for k, v in arrays.items()}
-    np.savez(path, allow_pickle=False, **payload)

@@ -68,20 +68,13 @@ from privfed.dp import (
     EXACT_DISCRETE_GAUSSIAN_SAMPLER,
     SKELLAM_SAMPLER,
     Adjacency,
-    LatentReleasePlan,
     PartitionKey,
     PrivacyLedger,
     gdp_delta,
     joint_mu_squared,
     min_honest_contributors,
-    plan_latent_release,
 )
-from privfed.dp.distributed import (
-    MAX_EXACT_DISCRETE_GAUSSIAN_SCALE,
-    MAX_POISSON_MEAN,
-    MIN_POISSON_MEAN,
-    WRAP_PROBABILITY_LIMIT,
-)
+from privfed.dp.distributed import WRAP_PROBABILITY_LIMIT
 from privfed.dp.distributed_blocks import (
     LAYER_SEED_BYTES,
     BlockNoise,
@@ -94,6 +87,11 @@ from privfed.dp.distributed_blocks import (
     sample_block_noise,
 )
 from privfed.dp.releases.distributed_blocks import DistributedBlockRelease
+from privfed.dp.samplers import (
+    MAX_EXACT_DISCRETE_GAUSSIAN_SCALE,
+    MAX_POISSON_MEAN,
+    MIN_POISSON_MEAN,
+)
 from privfed.engines.latent.accounting import LATENT_SCHEME
 from privfed.engines.latent.release import NoisePlacement, NoisyLatentStatistics
 from privfed.engines.latent.statistics import (
@@ -103,8 +101,10 @@ from privfed.engines.latent.statistics import (
     packed_size,
     unpack_symmetric,
 )
+from privfed.engines.moments.planning import LatentReleasePlan, plan_latent_release
 from privfed.errors import ParameterError, ParameterTypeError, RingOverflowError
-from privfed.secagg import IdentityKey, SecurityMode, Stage, run_protocol
+from privfed.secagg import ClientIds, IdentityKey, SecurityMode, Stage, run_protocol
+from privfed.secagg.threshold import MIN_THRESHOLD
 
 __all__ = [
     "DistributedAggregation",
@@ -297,6 +297,28 @@ class DistributedNoisePlan:
             std.get("count", 0.0),
         )
 
+    def ledger(self) -> PrivacyLedger:
+        """A fresh ledger budgeted at the target the plan was calibrated for."""
+        return self.central.ledger()
+
+    def events(self, *, seeded: bool) -> tuple[DistributedBlockRelease, ...]:
+        """The ledger events the clients' noise spends: one block release per class."""
+        return tuple(
+            DistributedBlockRelease(
+                name="latent-statistics",
+                partition=PartitionKey(LATENT_SCHEME, c),
+                mechanism=self.noise.mechanism,
+                num_contributors=self.min_honest,
+                noise=self.noise.noise,
+                dimensions=self.noise.dimensions,
+                unit_mu_squared=self.noise.unit_mu_squared,
+                adjacency=self.central.adjacency,
+                sampler=self.sampler,
+                seeded=seeded,
+            )
+            for c in range(self.spec.num_classes)
+        )
+
     def claimed_plan(self) -> LatentReleasePlan:
         """The central-form plan with the claimed honest noise stds (for the canary audit).
 
@@ -456,7 +478,7 @@ def plan_distributed_noise(
         num_classes: K.
         adjacency: Neighbouring relation (public labels).
         num_clients: n, clients of the round.
-        threshold: t of secure aggregation.
+        threshold: t of secure aggregation, an int in ``[2, n]``.
         corrupted: n_C >= 0 with ``t − n_C >= 1``.
         layers: Secret-shared noise layers (``L = n − t``) to remove the
             dropout excess; Skellam only.
@@ -476,7 +498,7 @@ def plan_distributed_noise(
         raise ParameterError("model", "a distributed noise model", kind.value)
     mechanism = str(kind.mechanism)
     n = check_int("num_clients", num_clients, minimum=2, numpy=True)
-    t = check_int("threshold", threshold, minimum=1, maximum=n, numpy=True)
+    t = check_int("threshold", threshold, minimum=MIN_THRESHOLD, maximum=n, numpy=True)
     n_min = min_honest_contributors(t, corrupted, num_clients=n)
     c = t - n_min
     check_bool("layers", layers)
@@ -485,96 +507,17 @@ def plan_distributed_noise(
         check_layered_mechanism(mechanism)
         big_l = n - t
     central = plan_latent_release(epsilon, delta, clip_norm=clip_norm, dim=dim, adjacency=adjacency)
-    counts = central.noise_std_count > 0.0
     last_error: Exception | None = None
     # The finest grid whose noise fits small sampler tables, else the finest that fits at all.
     candidates = [(fast, f) for fast in (True, False) for f in range(_MAX_FRACTIONAL_BITS, 0, -1)]
     for fast, f in candidates:
-        try:
-            spec = LatentStatisticsConfig(
-                dim=dim,
-                num_classes=num_classes,
-                clip_norm=clip_norm,
-                max_records=max_records,
-                fractional_bits=f,
-            )
-        except (ParameterError, RingOverflowError) as exc:
-            last_error = exc
-            continue
-        layout = _layout(spec, counts)
-        names = tuple(layout)
-        shape = {
-            "sum": math.ldexp(central.noise_std_sum, f) ** 2,
-            "diagonal": math.ldexp(central.noise_std_second_moment, 2 * f) ** 2,
-            "off-diagonal": math.ldexp(central.noise_std_second_moment, 2 * f) ** 2 / 2.0,
-            "count": central.noise_std_count**2,
-        }
-        per_class = {
-            "sum": dim,
-            "diagonal": dim,
-            "off-diagonal": dim * (dim - 1) // 2,
-            "count": 1,
-        }
-        try:
-            noise = calibrate_block_noise(
-                mechanism,  # type: ignore[arg-type]
-                epsilon,
-                delta,
-                num_contributors=n_min,
-                base_variances=[shape[b] for b in names],
-                dimensions=[per_class[b] for b in names],
-                base_mu_squared=central.mu**2,
-            )
-        except ParameterError as exc:
-            last_error = exc
-            continue
-        if not _in_domain(mechanism, noise.noise, fast):
-            last_error = RingOverflowError(
-                "fractional_bits", "a grid on which the noise fits the exact samplers", f
-            )
-            continue
-        means: tuple[tuple[float, ...], ...] = ()
-        wrap_noise = noise.noise
-        if big_l:
-            try:
-                # From the ACCOUNTED parameter (n_min contributors of the rounded λ_b),
-                # not from V_b: every accepted survivor set then keeps honest Skellam
-                # noise of total mean >= n_min·λ_b exactly (what the ledger claims).
-                means = tuple(
-                    layer_poisson_means(2.0 * n_min * lam, num_clients=n, corrupted=c, layers=big_l)
-                    for lam in noise.noise
-                )
-            except ParameterError as exc:
-                last_error = exc
-                continue
-            wrap_noise = tuple(float(sum(m)) for m in means)
-        p = ring_wrap_bound(
-            ring_bits=_RING_BITS,
-            mechanism=mechanism,  # type: ignore[arg-type]
-            noise=wrap_noise,
-            dimensions=[int(layout[b].size) for b in names],
-            total_bounds=_total_bounds(spec, names),
-            num_summands=n,
+        grid = _Grid(
+            kind, central, dim, clip_norm, n, t, c, n_min, big_l, max_records, num_classes, fast, f
         )
-        if p > WRAP_PROBABILITY_LIMIT:
-            last_error = RingOverflowError(
-                "fractional_bits", "a grid whose noisy totals wrap with probability <= 2**-40", f
-            )
-            continue
-        return DistributedNoisePlan(
-            model=kind,
-            spec=spec,
-            central=central,
-            noise=noise,
-            num_clients=n,
-            threshold=t,
-            corrupted=c,
-            layers=big_l,
-            layer_means=means,
-            wrap_probability=p,
-            block_names=names,
-            positions=tuple(layout[b] for b in names),
-        )
+        try:
+            return grid.plan(epsilon, delta)
+        except _GridRefusedError as refused:
+            last_error = refused.reason
     raise RingOverflowError(
         "(epsilon, clip_norm, max_records)",
         "a configuration with a grid on which the distributed noise fits the exact samplers "
@@ -584,31 +527,149 @@ def plan_distributed_noise(
     )
 
 
+class _GridRefusedError(Exception):
+    """A grid the distributed noise does not fit on (``reason``: why); the next one is tried."""
+
+    def __init__(self, reason: Exception) -> None:
+        super().__init__(str(reason))
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """One candidate grid of :func:`plan_distributed_noise` and the round it serves."""
+
+    kind: NoiseModel
+    central: LatentReleasePlan
+    dim: int
+    clip_norm: float
+    num_clients: int
+    threshold: int
+    corrupted: int
+    min_honest: int
+    layers: int
+    max_records: int
+    num_classes: int
+    fast: bool
+    bits: int
+
+    def spec(self) -> LatentStatisticsConfig:
+        try:
+            return LatentStatisticsConfig(
+                dim=self.dim,
+                num_classes=self.num_classes,
+                clip_norm=self.clip_norm,
+                max_records=self.max_records,
+                fractional_bits=self.bits,
+            )
+        except (ParameterError, RingOverflowError) as exc:
+            raise _GridRefusedError(exc) from None
+
+    def noise(self, epsilon: float, delta: float, names: Sequence[str]) -> BlockNoise:
+        """The block noise calibrated on this grid (in its units)."""
+        central, f, dim, mechanism = self.central, self.bits, self.dim, self.mechanism
+        shape = {
+            "sum": math.ldexp(central.noise_std_sum, f) ** 2,
+            "diagonal": math.ldexp(central.noise_std_second_moment, 2 * f) ** 2,
+            "off-diagonal": math.ldexp(central.noise_std_second_moment, 2 * f) ** 2 / 2.0,
+            "count": central.noise_std_count**2,
+        }
+        per_class = {"sum": dim, "diagonal": dim, "off-diagonal": dim * (dim - 1) // 2, "count": 1}
+        try:
+            noise = calibrate_block_noise(
+                mechanism,  # type: ignore[arg-type]
+                epsilon,
+                delta,
+                num_contributors=self.min_honest,
+                base_variances=[shape[b] for b in names],
+                dimensions=[per_class[b] for b in names],
+                base_mu_squared=central.mu**2,
+            )
+        except ParameterError as exc:
+            raise _GridRefusedError(exc) from None
+        if not _in_domain(mechanism, noise.noise, self.fast):
+            raise _GridRefusedError(
+                RingOverflowError(
+                    "fractional_bits", "a grid on which the noise fits the exact samplers", f
+                )
+            )
+        return noise
+
+    @property
+    def mechanism(self) -> str:
+        return str(self.kind.mechanism)
+
+    def layer_means(self, noise: BlockNoise) -> tuple[tuple[float, ...], ...]:
+        if not self.layers:
+            return ()
+        n_min = self.min_honest
+        try:
+            # From the ACCOUNTED parameter (n_min contributors of the rounded λ_b),
+            # not from V_b: every accepted survivor set then keeps honest Skellam
+            # noise of total mean >= n_min·λ_b exactly (what the ledger claims).
+            return tuple(
+                layer_poisson_means(
+                    2.0 * n_min * lam,
+                    num_clients=self.num_clients,
+                    corrupted=self.corrupted,
+                    layers=self.layers,
+                )
+                for lam in noise.noise
+            )
+        except ParameterError as exc:
+            raise _GridRefusedError(exc) from None
+
+    def plan(self, epsilon: float, delta: float) -> DistributedNoisePlan:
+        """The plan on this grid, or :class:`_GridRefusedError`."""
+        spec = self.spec()
+        layout = _layout(spec, self.central.noise_std_count > 0.0)
+        names = tuple(layout)
+        noise = self.noise(epsilon, delta, names)
+        means = self.layer_means(noise)
+        wrap_noise = tuple(float(sum(m)) for m in means) if self.layers else noise.noise
+        p = ring_wrap_bound(
+            ring_bits=_RING_BITS,
+            mechanism=self.mechanism,  # type: ignore[arg-type]
+            noise=wrap_noise,
+            dimensions=[int(layout[b].size) for b in names],
+            total_bounds=_total_bounds(spec, names),
+            num_summands=self.num_clients,
+        )
+        if p > WRAP_PROBABILITY_LIMIT:
+            raise _GridRefusedError(
+                RingOverflowError(
+                    "fractional_bits",
+                    "a grid whose noisy totals wrap with probability <= 2**-40",
+                    self.bits,
+                )
+            )
+        return DistributedNoisePlan(
+            model=self.kind,
+            spec=spec,
+            central=self.central,
+            noise=noise,
+            num_clients=self.num_clients,
+            threshold=self.threshold,
+            corrupted=self.corrupted,
+            layers=self.layers,
+            layer_means=means,
+            wrap_probability=p,
+            block_names=names,
+            positions=tuple(layout[b] for b in names),
+        )
+
+
 def record_distributed_release(
     ledger: PrivacyLedger, plan: DistributedNoisePlan, *, seeded: bool
 ) -> tuple[DistributedBlockRelease, ...]:
-    """Record one :class:`~privfed.dp.DistributedBlockRelease` per class, atomically.
+    """Record the plan's events (:meth:`DistributedNoisePlan.events`), atomically.
 
     Recorded when the plan is fixed, before any client draws noise; a
     budget overflow therefore releases nothing.
     """
     if not isinstance(ledger, PrivacyLedger):
         raise ParameterTypeError("ledger", "a privfed.dp.PrivacyLedger", ledger)
-    releases = tuple(
-        DistributedBlockRelease(
-            name="latent-statistics",
-            partition=PartitionKey(LATENT_SCHEME, c),
-            mechanism=plan.noise.mechanism,
-            num_contributors=plan.min_honest,
-            noise=plan.noise.noise,
-            dimensions=plan.noise.dimensions,
-            unit_mu_squared=plan.noise.unit_mu_squared,
-            adjacency=plan.central.adjacency,
-            sampler=plan.sampler,
-            seeded=seeded,
-        )
-        for c in range(plan.spec.num_classes)
-    )
+    releases = plan.events(seeded=seeded)
     ledger.record_all(releases)
     return releases
 
@@ -815,7 +876,7 @@ def secagg_options(mode: str, corrupted: int, num_clients: int) -> dict[str, Any
         return {}
     if mode != "active":
         raise ParameterError("secagg_mode", "'semi-honest' or 'active'", mode)
-    keys = {cid: IdentityKey.generate() for cid in range(1, num_clients + 1)}
+    keys = {cid: IdentityKey.generate() for cid in ClientIds(num_clients).client_ids}
     return {"mode": SecurityMode.ACTIVE, "corrupted": corrupted, "identity_keys": keys}
 
 
@@ -893,7 +954,7 @@ def aggregate_distributed(
     full = [c for c in report.clients if Stage.UNMASKING in c.bytes_sent]
     return DistributedAggregation(
         noisy=noisy,
-        survivors=tuple(i - 1 for i in report.survivors),
+        survivors=ClientIds(len(vectors)).partition_ids(report.survivors),
         server_total=np.asarray(report.total, dtype=np.uint64),
         bytes_per_client=float(np.mean([c.total_bytes for c in full])) if full else 0.0,
         noise_seconds=tuple(seconds),

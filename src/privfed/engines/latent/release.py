@@ -16,7 +16,7 @@ Noise placement (:class:`NoisePlacement`):
   noise is added.  Same accounting for the real-valued mechanism; exposed to
   floating-point attacks in principle.
 
-Second moments.  :mod:`privfed.dp.planning` calibrates ``σ_m`` for noise that
+Second moments.  :mod:`privfed.engines.moments.planning` calibrates ``σ_m`` for noise that
 is isotropic on the full ``d × d`` matrix (an independent draw per entry, both
 triangles), followed by symmetrisation (averaging with the transpose), which
 is post-processing.  The symmetrised noise has std ``σ_m`` on the diagonal and
@@ -34,7 +34,6 @@ noise is drawn; a budget overflow therefore releases nothing.
 from __future__ import annotations
 
 import enum
-import hashlib
 import math
 from dataclasses import dataclass
 
@@ -46,10 +45,8 @@ from privfed.dp import (
     ROUNDED_GAUSSIAN_SAMPLER,
     Adjacency,
     GaussianRelease,
-    LatentReleasePlan,
     PartitionKey,
     PrivacyLedger,
-    gaussian_noise,
     rounded_gaussian,
     second_moment_sensitivity,
     sum_sensitivity,
@@ -57,6 +54,8 @@ from privfed.dp import (
 from privfed.dp.noise import MAX_INTEGER_SCALE
 from privfed.engines.latent.accounting import LATENT_SCHEME, record_latent_release
 from privfed.engines.latent.statistics import LatentStatistics, packed_size, unpack_symmetric
+from privfed.engines.moments.noise import add_gaussian, section_seed
+from privfed.engines.moments.planning import LatentReleasePlan
 from privfed.errors import ParameterError, ParameterTypeError
 
 __all__ = [
@@ -135,23 +134,6 @@ class NoisyLatentStatistics:
         return self.noise_std_count == 0.0
 
 
-def _section_seed(seed: int | bytes | None, section: str) -> bytes | None:
-    """Independent per-section seeds derived from one experiment seed."""
-    if seed is None:
-        return None
-    if isinstance(seed, bool) or not isinstance(seed, int | bytes):
-        raise ParameterTypeError("seed", "an int >= 0, bytes or None", seed)
-    if isinstance(seed, int):
-        if seed < 0:
-            raise ParameterError("seed", "an int >= 0", None, secret=True)
-        seed = seed.to_bytes((seed.bit_length() + 8) // 8, "big")
-    # The domain string names this module's first home; it is part of the
-    # seeded-noise derivation, so it stays as it is (changing it would change
-    # every seeded release).
-    domain = b"privfed.models.release/v1/"
-    return hashlib.sha256(domain + section.encode() + b"/" + seed).digest()
-
-
 def _grid_scale(noise_std: float, bits: int, name: str) -> float:
     scale = math.ldexp(noise_std, bits)
     if scale > MAX_INTEGER_SCALE:
@@ -185,16 +167,16 @@ def _add_noise(
         if std_count > 0.0:
             _grid_scale(std_count, 0, "noise_std_count")
         # Draw everything before combining, then add in exact Python-checked int64.
-        noise_sum = rounded_gaussian((k, d), scale_sum, seed=_section_seed(seed, "sum"))
+        noise_sum = rounded_gaussian((k, d), scale_sum, seed=section_seed(seed, "sum"))
         noise_second = np.empty((k, packed_size(d)), dtype=np.int64)
         noise_second[:, ~off_diagonal] = rounded_gaussian(
-            (k, d), scale_second, seed=_section_seed(seed, "second-diagonal")
+            (k, d), scale_second, seed=section_seed(seed, "second-diagonal")
         )
         if d > 1:
             noise_second[:, off_diagonal] = rounded_gaussian(
                 (k, packed_size(d) - d),
                 scale_second / math.sqrt(2.0),
-                seed=_section_seed(seed, "second-off-diagonal"),
+                seed=section_seed(seed, "second-off-diagonal"),
             )
         headroom = (1 << 63) - 1
         for exact, noise in ((stats.sums, noise_sum), (stats.second_moments, noise_second)):
@@ -204,22 +186,18 @@ def _add_noise(
         noisy_packed = np.ldexp((stats.second_moments + noise_second).astype(np.float64), -2 * f)
         if std_count > 0.0:
             counts = (
-                stats.counts + rounded_gaussian(k, std_count, seed=_section_seed(seed, "n"))
+                stats.counts + rounded_gaussian(k, std_count, seed=section_seed(seed, "n"))
             ).astype(np.float64)
         else:
             counts = stats.counts.astype(np.float64)
         grid_variance = math.ldexp(1.0, -2 * f) / 12.0
     else:
-        noisy_sums = stats.sums_float() + gaussian_noise(
-            (k, d), std_sum, seed=_section_seed(seed, "sum")
-        )
+        noisy_sums = add_gaussian(stats.sums_float(), std_sum, seed, "sum")
         packed = np.ldexp(stats.second_moments.astype(np.float64), -2 * f)
-        noisy_packed = packed + entry_factor[None, :] * gaussian_noise(
-            (k, packed_size(d)), std_second, seed=_section_seed(seed, "m")
-        )
+        noisy_packed = add_gaussian(packed, std_second, seed, "m", scale=entry_factor[None, :])
         counts = stats.counts.astype(np.float64)
         if std_count > 0.0:
-            counts = counts + gaussian_noise(k, std_count, seed=_section_seed(seed, "n"))
+            counts = add_gaussian(counts, std_count, seed, "n")
         grid_variance = 0.0
     return NoisyLatentStatistics(
         sums=noisy_sums,
@@ -263,7 +241,7 @@ def release_latent_statistics(
 
     Args:
         stats: Exact aggregated totals (e.g. decoded from secure aggregation).
-        plan: From :func:`privfed.dp.plan_latent_release` with
+        plan: From :func:`privfed.engines.moments.planning.plan_latent_release` with
             ``clip_norm == stats.config.clip_norm`` and ``dim == stats.config.dim``.
         ledger: Where the release is recorded (atomically).
         seed: ``None`` (default) for CSPRNG noise from the OS; an int or bytes
@@ -281,7 +259,7 @@ def release_latent_statistics(
     """
     stats, ledger, where = _check_common(stats, ledger, placement)
     if not isinstance(plan, LatentReleasePlan):
-        raise ParameterTypeError("plan", "a privfed.dp.LatentReleasePlan", plan)
+        raise ParameterTypeError("plan", "a LatentReleasePlan", plan)
     cfg = stats.config
     if plan.clip_norm != cfg.clip_norm or plan.dim != cfg.dim:
         raise ParameterError(
@@ -289,7 +267,7 @@ def release_latent_statistics(
             f"a plan for clip_norm={cfg.clip_norm!r} and dim={cfg.dim}",
             (plan.clip_norm, plan.dim),
         )
-    _section_seed(seed, "check")
+    section_seed(seed, "check")
     if where is NoisePlacement.GRID:
         _grid_scale(plan.noise_std_sum, cfg.bits, "noise_std_sum")
         _grid_scale(plan.noise_std_second_moment, 2 * cfg.bits, "noise_std_second_moment")
@@ -322,7 +300,7 @@ def release_with_noise_stds(
 ) -> NoisyLatentStatistics:
     """Release with caller-chosen noise stds (e.g. the paper's calibration), counts public.
 
-    For comparisons such as :func:`privfed.dp.paper_baseline_noise_stds`.  The
+    For comparisons such as :func:`privfed.engines.moments.planning.paper_baseline_noise_stds`.  The
     adjacency is REPLACE_ONE with public labels (counts released exactly).
     Two releases per class are recorded, the sum (sensitivity ``2R``) and the
     second moment (``√2 R²``), accounted *separately*; the ledger composes
@@ -348,7 +326,7 @@ def release_with_noise_stds(
     ):
         check_float(label, value, low=0, open_low=True, numpy=False, expected="a float")
     cfg = stats.config
-    _section_seed(seed, "check")
+    section_seed(seed, "check")
     if where is NoisePlacement.GRID:
         _grid_scale(noise_std_sum, cfg.bits, "noise_std_sum")
         _grid_scale(noise_std_second_moment, 2 * cfg.bits, "noise_std_second_moment")

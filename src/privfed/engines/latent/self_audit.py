@@ -56,16 +56,10 @@ from privfed.audit.canary import (
     CanaryGame,
     ReleaseComponent,
     audit_canary_game,
+    audit_latent_release,
     worst_case_latent_records,
 )
-from privfed.dp import (
-    Adjacency,
-    LatentReleasePlan,
-    PrivacyLedger,
-    gdp_delta,
-    joint_mu_squared,
-    plan_latent_release,
-)
+from privfed.dp import Adjacency, PrivacyLedger, gdp_delta, joint_mu_squared
 from privfed.engines.latent.distributed import (
     DistributedNoisePlan,
     NoiseModel,
@@ -83,6 +77,7 @@ from privfed.engines.latent.statistics import (
     LatentStatisticsConfig,
     unpack_symmetric,
 )
+from privfed.engines.moments.planning import LatentReleasePlan, plan_latent_release
 from privfed.errors import AuditError, ParameterError, ParameterTypeError
 from privfed.secagg import Stage
 
@@ -97,6 +92,7 @@ __all__ = [
     "neighbouring_statistics",
     "self_audit_distributed_release",
     "self_audit_release",
+    "simulated_self_audit",
 ]
 
 #: ``release(stats, seed) -> NoisyLatentStatistics``: a release of exact totals with
@@ -169,7 +165,7 @@ class PlannedRelease:
 
     def __post_init__(self) -> None:
         if not isinstance(self.plan, LatentReleasePlan):
-            raise ParameterTypeError("plan", "a privfed.dp.LatentReleasePlan", self.plan)
+            raise ParameterTypeError("plan", "a LatentReleasePlan", self.plan)
         object.__setattr__(
             self, "placement", check_enum("placement", self.placement, NoisePlacement)
         )
@@ -317,7 +313,7 @@ def _class_totals(q: NDArray[np.int64], k: int, config: LatentStatisticsConfig) 
 
 def _check_plan(plan: object) -> LatentReleasePlan:
     if not isinstance(plan, LatentReleasePlan):
-        raise ParameterTypeError("plan", "a privfed.dp.LatentReleasePlan", plan)
+        raise ParameterTypeError("plan", "a LatentReleasePlan", plan)
     if plan.private_labels:
         raise ParameterError("plan", "a plan with public labels", "private_labels=True")
     return plan
@@ -568,6 +564,26 @@ def audit_latent_release_code(
     )
 
 
+def _planned(
+    epsilon: float,
+    delta: float,
+    *,
+    clip_norm: float,
+    dim: int,
+    adjacency: Adjacency | None,
+    split: str | float,
+) -> LatentReleasePlan:
+    """The plan a self-audit audits (adjacency ``None``: REPLACE_ONE)."""
+    return plan_latent_release(
+        epsilon,
+        delta,
+        clip_norm=clip_norm,
+        dim=dim,
+        adjacency=Adjacency.REPLACE_ONE if adjacency is None else adjacency,
+        split=split,  # type: ignore[arg-type]
+    )
+
+
 def self_audit_release(
     epsilon: float,
     delta: float,
@@ -586,17 +602,13 @@ def self_audit_release(
     """Plan a latent release and canary-audit privfed's REAL release code against the plan.
 
     What ``privfed audit --self-audit`` runs: the plan comes from
-    :func:`privfed.dp.plan_latent_release`, and every trial runs
+    :func:`privfed.engines.moments.planning.plan_latent_release`, and every trial runs
     :func:`release_latent_statistics` on the worst-case neighbouring
     ``LatentStatistics`` (see the module docstring).
 
     Args:
-        epsilon: Target ε, finite, > 0.
-        delta: Target δ in (0, 1).
-        clip_norm: R, finite, > 0.
-        dim: Latent dimension d ≥ 1.
-        adjacency: ``privfed.dp.Adjacency``; default REPLACE_ONE.
-        split: Budget split passed to the planner.
+        epsilon, delta, clip_norm, dim, adjacency, split: The plan audited, as
+            in :func:`simulated_self_audit`.
         placement: Noise placement of the release (default GRID).
         noise_scale: 1.0 (default) audits the release as planned; another value
             audits a deliberately broken release with that many times the
@@ -610,15 +622,7 @@ def self_audit_release(
         A :class:`privfed.audit.canary.CanaryAuditResult` comparing the plan's
         claim with μ_lb and ε_lb; its ``audited`` starts with ``"release code:"``.
     """
-    adj = Adjacency.REPLACE_ONE if adjacency is None else adjacency
-    plan = plan_latent_release(
-        epsilon,
-        delta,
-        clip_norm=clip_norm,
-        dim=dim,
-        adjacency=adj,
-        split=split,  # type: ignore[arg-type]
-    )
+    plan = _planned(epsilon, delta, clip_norm=clip_norm, dim=dim, adjacency=adjacency, split=split)
     release = PlannedRelease(
         plan, check_enum("placement", placement, NoisePlacement), noise_scale=noise_scale
     )
@@ -715,3 +719,41 @@ def self_audit_distributed_release(
         significance=significance,
         seed=seed,
     )
+
+
+def simulated_self_audit(
+    epsilon: float,
+    delta: float,
+    *,
+    clip_norm: float,
+    dim: int,
+    adjacency: Any = None,
+    split: str | float = "optimal",
+    **kwargs: Any,
+) -> CanaryAuditResult:
+    """Plan a latent release with :func:`~privfed.engines.moments.planning.plan_latent_release`
+    and audit the plan, SIMULATED.
+
+    **Simulated**: the release is simulated from the plan's claimed noise
+    stds, so this checks the accounting arithmetic only, not the release code
+    (the result's ``audited`` is :data:`privfed.audit.canary.SIMULATED_LABEL`).  The self-audit of
+    privfed's real release code (``privfed audit --self-audit``) is
+    :func:`self_audit_release`: it runs ``release_latent_statistics`` itself.
+    This one lives beside it because the plan is the engines' (the audit
+    package never imports the engines).
+
+    Args:
+        epsilon: Target ε, finite, > 0.
+        delta: Target δ in (0, 1).
+        clip_norm: R, finite, > 0.
+        dim: Latent dimension d ≥ 1.
+        adjacency: ``privfed.dp.Adjacency``; default REPLACE_ONE.
+        split: Budget split passed to the planner.
+        **kwargs: Forwarded to :func:`privfed.audit.canary.audit_gaussian_release`.
+
+    Returns:
+        A :class:`~privfed.audit.canary.CanaryAuditResult` comparing the plan's claim
+        with μ_lb, ε_lb.
+    """
+    plan = _planned(epsilon, delta, clip_norm=clip_norm, dim=dim, adjacency=adjacency, split=split)
+    return audit_latent_release(plan, **kwargs)

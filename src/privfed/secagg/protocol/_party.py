@@ -7,6 +7,11 @@ from privfed.secagg.protocol.config import SecAggConfig
 from privfed.secagg.protocol.stages import Stage
 
 
+def refusal(reason: str, stage: Stage | None) -> ProtocolAbort:
+    """The error for one refused message (the party's state is unchanged)."""
+    return ProtocolAbort(f"message refused: {reason}", stage=stage.name if stage else None)
+
+
 class Party:
     """Base of :class:`~privfed.secagg.SecAggClient` and :class:`~privfed.secagg.SecAggServer`.
 

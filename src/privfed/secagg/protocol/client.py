@@ -67,17 +67,15 @@ from privfed.secagg.protocol.identity import (
     advertisement_payload,
     survivor_set_payload,
 )
-from privfed.secagg.protocol.messages import (
-    AdvertiseKeys,
+from privfed.secagg.protocol.messages.base import Message
+from privfed.secagg.protocol.messages.masked import MaskedInput
+from privfed.secagg.protocol.messages.roster import AdvertiseKeys, Roster
+from privfed.secagg.protocol.messages.shares import EncryptedShares, RoutedShares
+from privfed.secagg.protocol.messages.unmasking import (
     ConsistencyRequest,
     ConsistencySignature,
-    EncryptedShares,
-    MaskedInput,
-    Message,
     RevealedNoiseShare,
     RevealedShare,
-    Roster,
-    RoutedShares,
     UnmaskRequest,
     UnmaskResponse,
 )
@@ -103,6 +101,9 @@ _STAGE_OF_PHASE = {
     _Phase.CONSIST: Stage.CONSISTENCY_CHECK,
     _Phase.UNMASK: Stage.UNMASKING,
 }
+
+# Serialized (key share, seed share, noise-layer shares) of one owner's secrets.
+_HeldShares = tuple[bytes, bytes, tuple[bytes, ...]]
 
 # The client module re-exports the mode enum so the state codec whitelists it.
 _MODES = SecurityMode
@@ -145,112 +146,6 @@ def check_ring_vector(
     if ring_bits < 64 and values.size and int(values.max()) >> ring_bits:
         raise ParameterError(name, f"ring elements in [0, 2**{ring_bits})", "<redacted>")
     return np.array(values, dtype=np.uint64, order="C", copy=True)
-
-
-# Lanes of _share_secrets wider than this fall back to one shamir.split per
-# secret (its Horner loop reduces modulo the prime as it goes; unreduced lanes of
-# very high thresholds would cost more than they save).
-_MAX_LANE_BITS = 4096
-_COEFFICIENT_BYTES = (shamir.PRIME.bit_length() + 7) // 8
-_COEFFICIENT_SHIFT = 8 * _COEFFICIENT_BYTES - shamir.PRIME.bit_length()
-
-
-def _random_coefficients(count: int) -> list[int]:
-    """``count`` independent, exactly uniform elements of ``[0, shamir.PRIME)``.
-
-    One CSPRNG read for all of them; each is the top 521 bits of 66 random bytes
-    (uniform on ``[0, 2**521)``), redrawn in the one case ``2**521 - 1 = PRIME``,
-    so exactly uniform below the prime -- the rejection rule of
-    :func:`secrets.randbelow` (which :func:`shamir.split` uses), read in bulk.
-    """
-    raw = secrets.token_bytes(_COEFFICIENT_BYTES * count)
-    prime, size, shift = shamir.PRIME, _COEFFICIENT_BYTES, _COEFFICIENT_SHIFT
-    out = [int.from_bytes(raw[i : i + size], "big") >> shift for i in range(0, len(raw), size)]
-    for i, value in enumerate(out):
-        while value >= prime:  # probability 2**-521 per coefficient
-            value = secrets.randbelow(prime)
-        out[i] = value
-    return out
-
-
-def _share_secrets(
-    values: Sequence[bytes], *, threshold: int, holders: Sequence[int]
-) -> list[list[bytes]]:
-    """Shamir-share several 32-byte secrets among the same holders, serialized.
-
-    ``out[k][i]`` is ``shamir.Share(holders[i], f_k(holders[i])).to_bytes()``
-    for an independent random polynomial ``f_k`` of degree ``threshold - 1``
-    with ``f_k(0) = values[k]`` over GF(:data:`shamir.PRIME`) -- the same
-    sharing, share for share, as :func:`shamir.split` of each secret with
-    ``indices=holders`` draws (the tests check equality for equal
-    coefficients).
-
-    Faster than one :func:`shamir.split` per secret because the secrets are
-    evaluated together: the polynomials' coefficients are packed side by side
-    into one integer, in lanes wide enough that no lane ever carries into the
-    next (every coefficient is below the prime and Horner's rule only
-    multiplies by the non-negative holder id and adds), so one Horner pass
-    evaluates every polynomial at once; each lane is reduced once at the end.
-
-    Args:
-        values: The secrets, each :data:`shamir.SECRET_SIZE` bytes.
-        threshold: In ``[2, len(holders)]``.
-        holders: Distinct client ids in ``[1, 2**32)``, the x-coordinates.
-
-    Returns:
-        For each secret, one serialized share per holder, in holder order.
-    """
-    xs = list(holders)
-    # Exact ints only (split refuses bool and numpy integers), in split's domain.
-    plain = (
-        type(threshold) is not int
-        or any(type(x) is not int for x in xs)
-        or not 2 <= threshold <= len(xs)
-        or min(xs) < 1
-        or max(xs) >= shamir.PRIME
-        or len(set(xs)) != len(xs)
-        or any(type(v) is not bytes or len(v) != shamir.SECRET_SIZE for v in values)
-    )
-    # A lane holds f(x) <= (PRIME - 1) * threshold * x**(threshold - 1) unreduced
-    # (x >= 1), which is below 2**(width - 1).
-    width = (
-        0
-        if plain
-        else shamir.PRIME.bit_length()
-        + (threshold - 1) * max(xs).bit_length()
-        + threshold.bit_length()
-        + 1
-    )
-    if plain or width > _MAX_LANE_BITS:
-        # Also where an argument is off its domain: split raises the typed error.
-        return [
-            [
-                share.to_bytes()
-                for share in shamir.split(v, threshold=threshold, num_shares=len(xs), indices=xs)
-            ]
-            for v in values
-        ]
-    drawn = _random_coefficients((threshold - 1) * len(values))
-    # packed[j] = sum_k c_{k,j} << (width * k); c_{k,0} is secret k.
-    rows = [
-        [int.from_bytes(v, "big"), *drawn[k * (threshold - 1) : (k + 1) * (threshold - 1)]]
-        for k, v in enumerate(values)
-    ]
-    top = [
-        sum(row[j] << (width * k) for k, row in enumerate(rows))
-        for j in range(threshold - 1, -1, -1)
-    ]
-    prime, lane, size = shamir.PRIME, (1 << width) - 1, shamir.FIELD_BYTES
-    shifts = [width * k for k in range(len(values))]
-    out: list[list[bytes]] = [[] for _ in values]
-    for x in xs:
-        acc = 0
-        for c in top:
-            acc = acc * x + c
-        index = x.to_bytes(size, "big")
-        for k, shift in enumerate(shifts):
-            out[k].append(index + (((acc >> shift) & lane) % prime).to_bytes(size, "big"))
-    return out
 
 
 def _client_input(values: object, config: SecAggConfig) -> npt.NDArray[np.uint64] | None:
@@ -590,8 +485,27 @@ class SecAggClient(Party):
         stage = Stage.SHARE_KEYS
         self._require(_Phase.SHARE, stage)
         self._check_context(roster, stage)
+        entries = self._roster_entries(roster, stage)
+        members = self._fix_graph(roster, entries, stage)
+        peers = sorted(self._neighbours & set(entries))
+        self._require_quorum(len(peers) + 1, "clients of this neighbourhood advertised keys", stage)
+        share_keys = self._pairwise_keys(
+            self._encryption_keys, {peer: entries[peer][0] for peer in peers}, stage
+        )
+        out, own = self._encrypted_shares(sorted([self._id, *peers]), share_keys)
+        self._roster = entries
+        self._roster_members = members
+        # The share-encryption key is symmetric in the pair, so the key used to
+        # encrypt to a peer also decrypts what that peer sent: keep it rather
+        # than run X25519 again at the next stage.
+        self._share_keys = share_keys
+        self._own_shares = own
+        self._phase = _Phase.MASK
+        return out
+
+    def _roster_entries(self, roster: Roster, stage: Stage) -> dict[int, tuple[bytes, bytes]]:
+        """``{id: (encryption key, mask key)}`` of a roster that passes every check (else abort)."""
         cfg = self._config
-        session = cfg.bound_session_id
         entries = {
             e.client_id: (e.encryption_public_key, e.mask_public_key) for e in roster.entries
         }
@@ -610,7 +524,7 @@ class SecAggClient(Party):
                 if e.client_id == self._id:
                     continue
                 payload = advertisement_payload(
-                    session=session,
+                    session=cfg.bound_session_id,
                     config_digest=cfg.digest,
                     client_id=e.client_id,
                     encryption_public_key=e.encryption_public_key,
@@ -621,67 +535,75 @@ class SecAggClient(Party):
                         f"the advertised keys of client {e.client_id} carry no valid signature",
                         stage,
                     )
-        members = frozenset(entries)
-        if cfg.graph is GraphMode.HARARY:
-            hashes = {
-                cid: advertisement_hash(session, cid, enc, mask)
-                for cid, (enc, mask) in entries.items()
-            }
-            listed = dict(roster.members) if roster.members else hashes
-            if len(listed) != len(roster.members or hashes) or not cfg.client_id_set.issuperset(
-                listed
-            ):
-                raise self._abort("the roster's member list is malformed", stage)
-            for cid, digest in hashes.items():
-                if not hmac.compare_digest(listed.get(cid, b""), digest):
-                    raise self._abort(
-                        f"the roster's entry of client {cid} differs from its member list", stage
-                    )
-            seed = (
-                graph_seed_of_section(session, roster.members_section())
-                if roster.members
-                else graph_seed(session, sorted(listed.items()))
-            )
-            neighbours = cfg.neighbours(self._id, seed)
-            members = frozenset(listed)
-            if (neighbours | {self._id}) & members != set(entries) & (neighbours | {self._id}):
+        return entries
+
+    def _fix_graph(
+        self, roster: Roster, entries: dict[int, tuple[bytes, bytes]], stage: Stage
+    ) -> frozenset[int]:
+        """The roster's members; SecAgg+: the graph seed and neighbourhood they fix.
+
+        The seed is the hash over every member's advertisement, checked
+        against the entries the roster part carries.
+        """
+        cfg = self._config
+        if cfg.graph is not GraphMode.HARARY:
+            return frozenset(entries)
+        session = cfg.bound_session_id
+        hashes = {
+            cid: advertisement_hash(session, cid, enc, mask) for cid, (enc, mask) in entries.items()
+        }
+        listed = dict(roster.members) if roster.members else hashes
+        if len(listed) != len(roster.members or hashes) or not cfg.client_id_set.issuperset(
+            listed
+        ):
+            raise self._abort("the roster's member list is malformed", stage)
+        for cid, digest in hashes.items():
+            if not hmac.compare_digest(listed.get(cid, b""), digest):
                 raise self._abort(
-                    "the roster leaves out part of this client's neighbourhood", stage
+                    f"the roster's entry of client {cid} differs from its member list", stage
                 )
-            self._graph_seed = seed
-            self._round_session = graph_session(session, seed)
-            self._neighbours = neighbours
-        peers = sorted(self._neighbours & set(entries))
-        self._require_quorum(len(peers) + 1, "clients of this neighbourhood advertised keys", stage)
-        holders = sorted([self._id, *peers])
-        key_shares, seed_shares, *noise_shares = _share_secrets(
+        seed = (
+            graph_seed_of_section(session, roster.members_section())
+            if roster.members
+            else graph_seed(session, sorted(listed.items()))
+        )
+        neighbours = cfg.neighbours(self._id, seed)
+        members = frozenset(listed)
+        if (neighbours | {self._id}) & members != set(entries) & (neighbours | {self._id}):
+            raise self._abort("the roster leaves out part of this client's neighbourhood", stage)
+        self._graph_seed = seed
+        self._round_session = graph_session(session, seed)
+        self._neighbours = neighbours
+        return members
+
+    def _encrypted_shares(
+        self, holders: list[int], share_keys: dict[int, bytes]
+    ) -> tuple[dict[int, EncryptedShares], _HeldShares | None]:
+        """Share the secrets among ``holders``: the others' encrypted, and this client's own."""
+        cfg = self._config
+        key_shares, seed_shares, *noise_shares = shamir.split_many(
             (self._mask_keys.private_key, self._seed, *self._noise_seeds),
             threshold=cfg.threshold,
             holders=holders,
         )
-        share_keys = self._pairwise_keys(
-            self._encryption_keys, {peer: entries[peer][0] for peer in peers}, stage
-        )
         out: dict[int, EncryptedShares] = {}
-        own: tuple[bytes, bytes, tuple[bytes, ...]] | None = None
+        own: _HeldShares | None = None
         for position, (holder, key_share, seed_share) in enumerate(
             zip(holders, key_shares, seed_shares, strict=True)
         ):
             layers = tuple(shares[position] for shares in noise_shares)
-            pair = (key_share, seed_share, layers)
             if holder == self._id:
-                own = pair
+                own = (key_share, seed_share, layers)
                 continue
-            key = share_keys[holder]
             plaintext = pack_shares(
                 sender=self._id,
                 recipient=holder,
-                key_share=pair[0],
-                seed_share=pair[1],
+                key_share=key_share,
+                seed_share=seed_share,
                 noise_shares=layers,
             )
             ciphertext = aead.seal(
-                key,
+                share_keys[holder],
                 plaintext,
                 associated_data=aead.share_associated_data(
                     session_id=self._round_session,
@@ -691,21 +613,13 @@ class SecAggClient(Party):
                 ),
             )
             out[holder] = EncryptedShares(
-                session_id=session,
+                session_id=cfg.bound_session_id,
                 round_index=cfg.round_index,
                 sender=self._id,
                 recipient=holder,
                 ciphertext=ciphertext,
             )
-        self._roster = entries
-        self._roster_members = members
-        # The share-encryption key is symmetric in the pair, so the key used to
-        # encrypt to a peer also decrypts what that peer sent: keep it rather
-        # than run X25519 again at the next stage.
-        self._share_keys = share_keys
-        self._own_shares = own
-        self._phase = _Phase.MASK
-        return out
+        return out, own
 
     # -- stage 2 ---------------------------------------------------------------------
 
@@ -768,7 +682,34 @@ class SecAggClient(Party):
         if not distinct <= allowed:
             raise self._abort("ciphertexts from a client outside the roster neighbourhood", stage)
         self._require_quorum(len(distinct) + 1, "clients of this neighbourhood shared keys", stage)
-        held: dict[int, tuple[bytes, bytes, tuple[bytes, ...]]] = {}
+        held = self._open_shares(routed, stage)
+        buffer = self._values if late is None else late
+        if buffer is None:  # pragma: no cover -- only None after an abort
+            raise self._abort("input already consumed", stage)
+        # ``buffer`` is our private copy of the input; it is masked in place.
+        self._mask(buffer, senders, stage)
+        self._values = None
+        self._share_keys = {}
+        # The seed lives on only in the Shamir shares now.  (Python cannot
+        # zeroize memory; dropping references is the best it can do.)
+        self._seed = b""
+        buffer.flags.writeable = False
+        self._noise_seeds = ()
+        self._held = held
+        self._masked_with = frozenset(senders)
+        self._phase = _Phase.CONSIST if cfg.active else _Phase.UNMASK
+        return MaskedInput(
+            session_id=cfg.bound_session_id,
+            round_index=cfg.round_index,
+            sender=self._id,
+            ring_bits=cfg.ring_bits,
+            values=buffer,
+        )
+
+    def _open_shares(self, routed: RoutedShares, stage: Stage) -> dict[int, _HeldShares]:
+        """Decrypt the shares each sender holds for this client (abort on any failure)."""
+        cfg = self._config
+        held: dict[int, _HeldShares] = {}
         for item in routed.shares:
             try:
                 plaintext = aead.unseal(
@@ -796,10 +737,11 @@ class SecAggClient(Party):
                 raise self._abort(
                     f"client {item.sender} sent a malformed share plaintext", stage
                 ) from None
-        buffer = self._values if late is None else late
-        if buffer is None:  # pragma: no cover -- only None after an abort
-            raise self._abort("input already consumed", stage)
-        # ``buffer`` is our private copy of the input; it is masked in place.
+        return held
+
+    def _mask(self, buffer: npt.NDArray[np.uint64], senders: tuple[int, ...], stage: Stage) -> None:
+        """Add the self mask and the pairwise masks with ``senders`` to ``buffer``, in place."""
+        cfg = self._config
         self_seed = keys.derive_self_mask_seed(
             self._seed,
             session_id=cfg.bound_session_id,
@@ -815,23 +757,6 @@ class SecAggClient(Party):
         prg.add_expanded_many(buffer, masks)
         if cfg.ring_bits < 64:
             np.bitwise_and(buffer, np.uint64(cfg.modulus - 1), out=buffer)
-        self._values = None
-        self._share_keys = {}
-        # The seed lives on only in the Shamir shares now.  (Python cannot
-        # zeroize memory; dropping references is the best it can do.)
-        self._seed = b""
-        buffer.flags.writeable = False
-        self._noise_seeds = ()
-        self._held = held
-        self._masked_with = frozenset(senders)
-        self._phase = _Phase.CONSIST if cfg.active else _Phase.UNMASK
-        return MaskedInput(
-            session_id=cfg.bound_session_id,
-            round_index=cfg.round_index,
-            sender=self._id,
-            ring_bits=cfg.ring_bits,
-            values=buffer,
-        )
 
     # -- stage 3 (active mode) -----------------------------------------------------------
 
@@ -984,40 +909,9 @@ class SecAggClient(Party):
             raise self._abort("asked twice with different views", stage)
         self._require(_Phase.UNMASK, stage)
         self._check_context(request, stage)
+        survivors, dropped = self._check_view(request, stage)
+        layers = self._layers_to_reveal(request, survivors, stage)
         cfg = self._config
-        if request.recipient != self._id:
-            raise self._abort("request addressed to another client", stage)
-        survivors = set(request.survivors)
-        dropped = set(request.dropped)
-        if survivors & dropped:
-            raise self._abort("a client is listed both as survivor and as dropped", stage)
-        if self._id not in survivors:
-            raise self._abort("the request does not list this client as a survivor", stage)
-        view = self._masked_with | {self._id}
-        if survivors | dropped != view:
-            raise self._abort(
-                "the request's clients differ from those this client masked with", stage
-            )
-        self._require_quorum(len(survivors), "survivors", stage)
-        if cfg.active:
-            self._check_signed_view(request, stage)
-        elif request.signatures:
-            raise self._abort("signatures in a semi-honest round", stage)
-        # Count only survivors this client masked with: a signed set padded with
-        # roster members outside its view (no masks, no noise in the sum) must
-        # not unlock more layers.
-        count = (
-            len(set(self._signed_survivors) & view)
-            if self._signed_survivors is not None
-            else len(survivors)
-        )
-        layers = noise_layers_to_reveal(cfg, count) if cfg.noise_layers else ()
-        if request.noise_layers != layers:
-            raise self._abort(
-                f"asked for noise layers {list(request.noise_layers)}; with {count} survivors "
-                f"the reveal rule allows {list(layers)}",
-                stage,
-            )
         own = self._own_shares
         if own is None:  # pragma: no cover -- only None after an abort
             raise self._abort("shares already wiped", stage)
@@ -1041,3 +935,49 @@ class SecAggClient(Party):
         self._wipe()
         self._phase = _Phase.DONE
         return response
+
+    def _check_view(self, request: UnmaskRequest, stage: Stage) -> tuple[set[int], set[int]]:
+        """The request's (survivors, dropped), once every check of :meth:`unmask` passed."""
+        cfg = self._config
+        if request.recipient != self._id:
+            raise self._abort("request addressed to another client", stage)
+        survivors = set(request.survivors)
+        dropped = set(request.dropped)
+        if survivors & dropped:
+            raise self._abort("a client is listed both as survivor and as dropped", stage)
+        if self._id not in survivors:
+            raise self._abort("the request does not list this client as a survivor", stage)
+        view = self._masked_with | {self._id}
+        if survivors | dropped != view:
+            raise self._abort(
+                "the request's clients differ from those this client masked with", stage
+            )
+        self._require_quorum(len(survivors), "survivors", stage)
+        if cfg.active:
+            self._check_signed_view(request, stage)
+        elif request.signatures:
+            raise self._abort("signatures in a semi-honest round", stage)
+        return survivors, dropped
+
+    def _layers_to_reveal(
+        self, request: UnmaskRequest, survivors: set[int], stage: Stage
+    ) -> tuple[int, ...]:
+        """The noise layers the reveal rule allows, which the request must name exactly."""
+        cfg = self._config
+        view = self._masked_with | {self._id}
+        # Count only survivors this client masked with: a signed set padded with
+        # roster members outside its view (no masks, no noise in the sum) must
+        # not unlock more layers.
+        count = (
+            len(set(self._signed_survivors) & view)
+            if self._signed_survivors is not None
+            else len(survivors)
+        )
+        layers = noise_layers_to_reveal(cfg, count) if cfg.noise_layers else ()
+        if request.noise_layers != layers:
+            raise self._abort(
+                f"asked for noise layers {list(request.noise_layers)}; with {count} survivors "
+                f"the reveal rule allows {list(layers)}",
+                stage,
+            )
+        return layers

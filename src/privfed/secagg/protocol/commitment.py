@@ -38,14 +38,9 @@ def noise_seed_commitment(seed: bytes, *, session_id: bytes, client_id: int, lay
         raise ParameterError("seed", f"bytes of length {SEED_SIZE}", None, secret=True)
     check_int("client_id", client_id, minimum=1, maximum=2**32 - 1)
     check_int("layer", layer, minimum=1, maximum=2**16 - 1)
-    return hashlib.sha256(
-        _NOISE_DOMAIN
-        + bytes((len(session_id),))
-        + session_id
-        + client_id.to_bytes(4, "big")
-        + layer.to_bytes(2, "big")
-        + seed
-    ).digest()
+    return _commitment(
+        _NOISE_DOMAIN, session_id, client_id.to_bytes(4, "big") + layer.to_bytes(2, "big"), seed
+    )
 
 
 def self_mask_commitment(
@@ -77,11 +72,11 @@ def self_mask_commitment(
         raise ParameterError("session_id", "bytes of length 1 to 255", f"{len(session_id)} bytes")
     for name, value, low in (("round_index", round_index, 0), ("client_id", client_id, 1)):
         check_int(name, value, minimum=low, maximum=2**32 - 1)
-    return hashlib.sha256(
-        _DOMAIN
-        + bytes((len(session_id),))
-        + session_id
-        + round_index.to_bytes(4, "big")
-        + client_id.to_bytes(4, "big")
-        + seed
-    ).digest()
+    return _commitment(
+        _DOMAIN, session_id, round_index.to_bytes(4, "big") + client_id.to_bytes(4, "big"), seed
+    )
+
+
+def _commitment(domain: bytes, session_id: bytes, fields: bytes, seed: bytes) -> bytes:
+    """``SHA-256(domain || len(session_id) || session_id || fields || seed)``."""
+    return hashlib.sha256(domain + bytes((len(session_id),)) + session_id + fields + seed).digest()

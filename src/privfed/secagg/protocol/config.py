@@ -12,6 +12,11 @@ from typing import TYPE_CHECKING, Final
 from privfed._checks import check_int
 from privfed.errors import ParameterError, ParameterTypeError
 from privfed.secagg.protocol.graph import GraphMode, build_neighbourhoods
+from privfed.secagg.threshold import (
+    check_active_threshold,
+    check_corrupted,
+    check_protocol_threshold,
+)
 
 if TYPE_CHECKING:  # pragma: no cover - imported where active mode checks a registry
     from privfed.secagg.protocol.identity import IdentityRegistry
@@ -161,32 +166,9 @@ class SecAggConfig:
         if len(set(checked)) != len(checked):
             raise ParameterError("client_ids", "distinct ids", "duplicates")
         n = len(checked)
-
-        graph = self.graph
-        if isinstance(graph, str):
-            try:
-                graph = GraphMode(graph)
-            except ValueError:
-                raise ParameterError("graph", "'complete' or 'harary'", self.graph) from None
-        if not isinstance(graph, GraphMode):
-            raise ParameterTypeError("graph", "a GraphMode", graph)
-
-        if graph is GraphMode.COMPLETE:
-            if self.degree is not None:
-                raise ParameterError("degree", "None for the complete graph", self.degree)
-            neighbourhood_size = n
-        else:
-            if self.degree is None:
-                raise ParameterError("degree", "an int for the Harary graph", None)
-            degree = check_int("degree", self.degree, minimum=2, maximum=n - 1)
-            if degree % 2 == 1 and n % 2 == 1:
-                raise ParameterError(
-                    "degree",
-                    "even when the number of clients is odd",
-                    degree,
-                )
-            neighbourhood_size = degree + 1
-        check_int("threshold", self.threshold, minimum=2, maximum=neighbourhood_size)
+        graph = _graph_mode(self.graph)
+        neighbourhood_size = _neighbourhood_size(graph, self.degree, n)
+        check_protocol_threshold(self.threshold, neighbourhood_size)
         check_int("vector_length", self.vector_length, minimum=1, maximum=MAX_VECTOR_LENGTH)
         check_int("ring_bits", self.ring_bits, minimum=8, maximum=64)
         check_int("round_index", self.round_index, minimum=0, maximum=2**32 - 1)
@@ -198,18 +180,8 @@ class SecAggConfig:
             raise ParameterError(
                 "session_id", f"bytes of length {low} to {high}", f"{len(sid)} bytes"
             )
-
-        mode = self.mode
-        if isinstance(mode, str):
-            try:
-                mode = SecurityMode(mode)
-            except ValueError:
-                raise ParameterError("mode", "'semi-honest' or 'active'", self.mode) from None
-        if not isinstance(mode, SecurityMode):
-            raise ParameterTypeError("mode", "a SecurityMode", mode)
-        corrupted = check_int("corrupted", self.corrupted, minimum=0)
-        if corrupted > neighbourhood_size - 2:
-            raise ParameterError("corrupted", f"an int in [0, {neighbourhood_size - 2}]", corrupted)
+        mode = _security_mode(self.mode)
+        corrupted = check_corrupted(self.corrupted, neighbourhood_size)
         layers = check_int("noise_layers", self.noise_layers, minimum=0)
         if layers and graph is not GraphMode.COMPLETE:
             raise ParameterError(
@@ -221,38 +193,11 @@ class SecAggConfig:
             raise ParameterError(
                 "noise_layers", f"an int in [0, n - t] = [0, {n - self.threshold}]", layers
             )
-        registry = self.identities
         ordered = tuple(sorted(checked))
         if mode is SecurityMode.ACTIVE:
-            # Only active mode needs the registry type (and the Ed25519 code behind it).
-            from privfed.secagg.protocol.identity import IdentityRegistry
-
-            if not isinstance(registry, IdentityRegistry):
-                raise ParameterTypeError(
-                    "identities", "an IdentityRegistry (required in active mode)", registry
-                )
-            missing = set(ordered) - set(registry.client_ids)
-            if missing:
-                raise ParameterError(
-                    "identities",
-                    "a registry enrolling every client id",
-                    f"missing {sorted(missing)[:5]}",
-                )
-            if corrupted < registry.assumed_corrupted:
-                raise ParameterError(
-                    "corrupted",
-                    f"at least the registry's assumed_corrupted ({registry.assumed_corrupted})",
-                    corrupted,
-                )
-            if 2 * self.threshold <= neighbourhood_size + corrupted:
-                raise ParameterError(
-                    "threshold",
-                    f"more than (s + n_C) / 2 = ({neighbourhood_size} + {corrupted}) / 2 in active "
-                    "mode (Bonawitz et al.: two honest groups shown different survivor sets "
-                    "would each need t - n_C signatures)",
-                    self.threshold,
-                )
-        elif registry is not None:
+            _check_active(self.identities, ordered, corrupted)
+            check_active_threshold(self.threshold, neighbourhood_size, corrupted)
+        elif self.identities is not None:
             raise ParameterError("identities", "None in semi-honest mode", "a registry")
 
         object.__setattr__(self, "client_ids", ordered)
@@ -406,3 +351,61 @@ class SecAggConfig:
     def neighbourhood(self, client_id: int, graph_seed: bytes | None = None) -> frozenset[int]:
         """The neighbours of ``client_id`` plus the client itself."""
         return self.neighbours(client_id, graph_seed) | {client_id}
+
+
+def _graph_mode(graph: object) -> GraphMode:
+    if isinstance(graph, str):
+        try:
+            graph = GraphMode(graph)
+        except ValueError:
+            raise ParameterError("graph", "'complete' or 'harary'", graph) from None
+    if not isinstance(graph, GraphMode):
+        raise ParameterTypeError("graph", "a GraphMode", graph)
+    return graph
+
+
+def _neighbourhood_size(graph: GraphMode, degree: object, n: int) -> int:
+    """Clients per neighbourhood (``s``), the degree checked against ``n`` clients."""
+    if graph is GraphMode.COMPLETE:
+        if degree is not None:
+            raise ParameterError("degree", "None for the complete graph", degree)
+        return n
+    if degree is None:
+        raise ParameterError("degree", "an int for the Harary graph", None)
+    checked = check_int("degree", degree, minimum=2, maximum=n - 1)
+    if checked % 2 == 1 and n % 2 == 1:
+        raise ParameterError("degree", "even when the number of clients is odd", checked)
+    return checked + 1
+
+
+def _security_mode(mode: object) -> SecurityMode:
+    if isinstance(mode, str):
+        try:
+            mode = SecurityMode(mode)
+        except ValueError:
+            raise ParameterError("mode", "'semi-honest' or 'active'", mode) from None
+    if not isinstance(mode, SecurityMode):
+        raise ParameterTypeError("mode", "a SecurityMode", mode)
+    return mode
+
+
+def _check_active(registry: object, client_ids: tuple[int, ...], corrupted: int) -> None:
+    """Refuse an active config whose registry is missing, incomplete or assumes more n_C."""
+    # Only active mode needs the registry type (and the Ed25519 code behind it).
+    from privfed.secagg.protocol.identity import IdentityRegistry
+
+    if not isinstance(registry, IdentityRegistry):
+        raise ParameterTypeError(
+            "identities", "an IdentityRegistry (required in active mode)", registry
+        )
+    missing = set(client_ids) - set(registry.client_ids)
+    if missing:
+        raise ParameterError(
+            "identities", "a registry enrolling every client id", f"missing {sorted(missing)[:5]}"
+        )
+    if corrupted < registry.assumed_corrupted:
+        raise ParameterError(
+            "corrupted",
+            f"at least the registry's assumed_corrupted ({registry.assumed_corrupted})",
+            corrupted,
+        )

@@ -56,6 +56,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
+from privfed._atomic import atomic_write_text
 from privfed._checks import check_int
 from privfed.errors import ParameterError, ParameterTypeError
 
@@ -323,7 +324,7 @@ class IdentityRegistry:
 
     def save(self, path: str | os.PathLike[str], *, encoding: str = "hex") -> None:
         """Write the registry file to ``path``."""
-        Path(path).write_text(self.to_json(encoding=encoding), encoding="utf-8")
+        atomic_write_text(path, self.to_json(encoding=encoding))
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> IdentityRegistry:

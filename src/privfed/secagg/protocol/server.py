@@ -48,23 +48,21 @@ from __future__ import annotations
 
 import enum
 import hmac
-import itertools
-import struct
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from privfed._checks import check_bool, check_int
 from privfed.errors import (
-    MessageFormatError,
     ParameterError,
     ParameterTypeError,
     ProtocolAbort,
     ReconstructionError,
 )
-from privfed.secagg.primitives import keys, prg, shamir
-from privfed.secagg.protocol._party import Party
+from privfed.secagg.primitives import keys, prg
+from privfed.secagg.protocol._party import Party, refusal
+from privfed.secagg.protocol._routing import route_items, route_packed
+from privfed.secagg.protocol._unmasking import RevealedShares
 from privfed.secagg.protocol.client import noise_layers_to_reveal
 from privfed.secagg.protocol.commitment import noise_seed_commitment, self_mask_commitment
 from privfed.secagg.protocol.config import MAX_CLIENT_ID, SecAggConfig
@@ -75,25 +73,21 @@ from privfed.secagg.protocol.graph import (
     graph_session,
 )
 from privfed.secagg.protocol.identity import advertisement_payload, survivor_set_payload
-from privfed.secagg.protocol.messages import (
-    AdvertiseKeys,
-    ConsistencyRequest,
-    ConsistencySignature,
+from privfed.secagg.protocol.messages._codec import _unchecked
+from privfed.secagg.protocol.messages.base import Message
+from privfed.secagg.protocol.messages.masked import MaskedInput
+from privfed.secagg.protocol.messages.roster import AdvertiseKeys, Roster, RosterEntry
+from privfed.secagg.protocol.messages.shares import (
     EncryptedShares,
     EncryptedSharesBundle,
-    MaskedInput,
-    Message,
-    RevealedNoiseShare,
-    RevealedShare,
-    Roster,
-    RosterEntry,
     RoutedShares,
+)
+from privfed.secagg.protocol.messages.unmasking import (
+    ConsistencyRequest,
+    ConsistencySignature,
     SurvivorSignature,
     UnmaskRequest,
     UnmaskResponse,
-    _blob_dtype,
-    _PackedBlobs,
-    _unchecked,
 )
 from privfed.secagg.protocol.stages import Stage
 
@@ -108,63 +102,6 @@ _CLIENT_MESSAGES = (
     ConsistencySignature,
     UnmaskResponse,
 )
-
-
-_SECRET_NAMES = {0: "self-mask seed", 1: "mask key"}
-
-# One response's revealed shares of one kind: (holder, owners, values), see __init__.
-_Revealed = tuple[int, npt.NDArray[np.int64], npt.NDArray[np.uint8]]
-
-# RoutedShares: ``recipient u32 | count u32`` then ``sender u32 | size u32 | ciphertext`` items.
-_GROUP_HEAD = struct.Struct(">II")
-
-
-def _group_dtype(width: int) -> np.dtype[Any]:
-    return _blob_dtype(True, width)
-
-
-_PRIME_ROW = np.frombuffer(shamir.PRIME.to_bytes(shamir.FIELD_BYTES, "big"), dtype=np.uint8)
-
-
-_PRIME_BYTES = shamir.PRIME.to_bytes(shamir.FIELD_BYTES, "big")
-# Share lists longer than this are checked with array operations (about where
-# those start to pay off), shorter ones share by share.
-_ARRAY_CHECK_MIN = 32
-
-
-def _canonical(group: _PackedBlobs, index: bytes) -> bool:
-    """:func:`_canonical_shares` of a packed list; a few items are checked as bytes.
-
-    Equal-length big-endian byte strings compare as the numbers they encode.
-    """
-    if len(group) > _ARRAY_CHECK_MIN:
-        return _canonical_shares(group.blobs, np.frombuffer(index, dtype=np.uint8))
-    width = shamir.FIELD_BYTES
-    return all(
-        len(share) == shamir.SHARE_SIZE and share[:width] == index and share[width:] < _PRIME_BYTES
-        for _, share in group.items()
-    )
-
-
-def _canonical_shares(blobs: npt.NDArray[np.uint8], index: npt.NDArray[np.uint8]) -> bool:
-    """Whether every row is a serialized share ``index | value`` with ``value < PRIME``.
-
-    The vectorised form of the per-share checks of ``_receive_unmask``: the
-    length, the index bytes equal to the sender's, and the value (big-endian)
-    below the field prime, compared lexicographically with ``PRIME``'s bytes.
-    """
-    if blobs.shape[0] == 0:
-        return True
-    if blobs.shape[1] != shamir.SHARE_SIZE:
-        return False
-    width = shamir.FIELD_BYTES
-    if not (blobs[:, :width] == index).all():
-        return False
-    values = blobs[:, width:]
-    differs = values != _PRIME_ROW
-    first = differs.argmax(axis=1)
-    above = values[np.arange(values.shape[0]), first] > _PRIME_ROW[first]
-    return bool((differs.any(axis=1) & ~above).all())
 
 
 class _Phase(enum.Enum):
@@ -216,10 +153,8 @@ class SecAggServer(Party):
         self._masked: set[int] = set()
         self._requests: dict[int, UnmaskRequest] = {}
         self._responses: dict[int, UnmaskResponse] = {}
-        # Revealed shares per kind (0: self-mask seeds, 1: mask keys), one record
-        # per response: (holder id = x-coordinate, owner ids, share values as an
-        # (n, FIELD_BYTES) big-endian byte array, usually a view of the message).
-        self._revealed: tuple[list[_Revealed], list[_Revealed]] = ([], [])
+        # UNMASKING: the revealed shares, checked and kept packed.
+        self._reveals = RevealedShares(config.threshold, check_all_shares, self._require_quorum)
         self._roster: Roster | None = None
         self._roster_index: dict[int, RosterEntry] = {}
         self._members: tuple[tuple[int, bytes], ...] = ()
@@ -231,8 +166,7 @@ class SecAggServer(Party):
         # Active mode: the survivor set sent for signing and the valid signatures.
         self._survivor_set: tuple[int, ...] = ()
         self._signatures: dict[int, bytes] = {}
-        # Noise layers: owner -> layer -> [(holder, share value)], and the result.
-        self._noise_shares: dict[int, dict[int, list[tuple[int, int]]]] = {}
+        # Noise layers: the seeds rebuilt under the reveal rule.
         self._noise_seeds: dict[int, dict[int, bytes]] = {}
 
     def __repr__(self) -> str:
@@ -317,16 +251,15 @@ class SecAggServer(Party):
     # -- helpers -----------------------------------------------------------------
 
     def _refuse(self, reason: str, stage: Stage | None) -> ProtocolAbort:
-        return ProtocolAbort(f"message refused: {reason}", stage=stage.name if stage else None)
+        return refusal(reason, stage)
 
     def _abort(self, reason: str, stage: Stage) -> ProtocolAbort:
         self._phase = _Phase.ABORTED
         self._ciphertexts = {}
         self._bundles = {}
         self._received = {}
-        self._revealed = ([], [])
+        self._reveals.clear()
         self._responses = {}
-        self._noise_shares = {}
         self._total = None
         return ProtocolAbort(reason, stage=stage.name)
 
@@ -562,118 +495,8 @@ class SecAggServer(Party):
         noise_wanted = tuple((v, j) for v in request.survivors for j in request.noise_layers)
         if tuple((s.owner, s.layer) for s in message.noise_shares) != noise_wanted:
             raise self._refuse("the noise-layer shares do not match the request", stage)
-        # Shares are checked here (canonical encoding, evaluated at the sender's
-        # id) but only turned into field elements for the ones finalize uses.
-        index_bytes = sender.to_bytes(shamir.FIELD_BYTES, "big")
-        width = shamir.FIELD_BYTES
-        records: list[_Revealed] = []
-        if packed is not None and all(_canonical(group, index_bytes) for group in packed):
-            records = [
-                (sender, np.asarray(group.ids, dtype=np.int64), group.blobs[:, width:])
-                for group in packed
-            ]
-        else:
-            for group in (message.self_mask_shares, message.key_shares):
-                for item in group:
-                    self._check_share(item, sender, index_bytes, stage)
-                values = b"".join(item.share[width:] for item in group)
-                records.append(
-                    (
-                        sender,
-                        np.array([item.owner for item in group], dtype=np.int64),
-                        np.frombuffer(values, dtype=np.uint8).reshape(len(group), width),
-                    )
-                )
-        noise: list[tuple[RevealedNoiseShare, int]] = []
-        for noise_item in message.noise_shares:
-            self._check_share(noise_item, sender, index_bytes, stage)
-            noise.append((noise_item, int.from_bytes(noise_item.share[width:], "big")))
+        self._reveals.add(message, packed, stage)
         self._responses[sender] = message
-        for kind, record in enumerate(records):
-            if record[1].shape[0]:
-                self._revealed[kind].append(record)
-        for noise_item, value in noise:
-            layers = self._noise_shares.setdefault(noise_item.owner, {})
-            layers.setdefault(noise_item.layer, []).append((sender, value))
-
-    def _check_share(
-        self, item: RevealedShare | RevealedNoiseShare, sender: int, index: bytes, stage: Stage
-    ) -> None:
-        raw = item.share
-        if (
-            len(raw) != shamir.SHARE_SIZE
-            or raw[: shamir.FIELD_BYTES] != index
-            or int.from_bytes(raw[shamir.FIELD_BYTES :], "big") >= shamir.PRIME
-        ):
-            self._check_share_encoding(item, sender, stage)
-
-    def _check_share_encoding(
-        self, item: RevealedShare | RevealedNoiseShare, sender: int, stage: Stage
-    ) -> None:
-        """Raise the right error for a revealed share that failed the fast checks."""
-        try:
-            share = shamir.Share.from_bytes(item.share)
-        except (ParameterError, ParameterTypeError):
-            raise MessageFormatError(
-                f"client {sender} sent a malformed share for client {item.owner}"
-            ) from None
-        if share.index != sender:
-            raise self._refuse("a share is not evaluated at the sender's id", stage)
-        raise AssertionError("unreachable: the fast checks accept this share")  # pragma: no cover
-
-    def _picked_shares(
-        self, owners: list[int], kind: int, stage: Stage
-    ) -> list[tuple[tuple[int, ...], list[int]]]:
-        """Per owner (kind 0: self-mask seed, 1: mask key), the shares to interpolate.
-
-        Each is ``(holders, values)``, holders increasing: the ``threshold``
-        lowest responders holding a share of that owner (all of them with
-        ``check_all_shares``).  Raises (aborting) for the first owner with
-        fewer than ``threshold`` shares.  Values become field elements here,
-        only for the responses that are used.
-        """
-        if not owners:
-            return []
-        t = self._config.threshold
-        records = sorted(self._revealed[kind], key=lambda r: r[0])
-        sizes = [r[1].shape[0] for r in records]
-        if records:
-            ids = np.concatenate([r[1] for r in records])
-            which = np.repeat(np.arange(len(records)), sizes)
-            rows = np.concatenate([np.arange(n) for n in sizes])
-        else:
-            ids = which = rows = np.empty(0, dtype=np.int64)
-        # Stable: within one owner, entries keep the increasing holder order.
-        order = np.argsort(ids, kind="stable")
-        ids = ids[order]
-        wanted = np.asarray(owners, dtype=np.int64)
-        starts = np.searchsorted(ids, wanted, "left")
-        counts = np.searchsorted(ids, wanted, "right") - starts
-        if (counts < t).any():
-            what = _SECRET_NAMES[kind]
-            for owner, count in zip(owners, counts.tolist(), strict=True):
-                self._require_quorum(count, f"shares of the {what} of client {owner}", stage)
-        if self._check_all:
-            take = np.concatenate(
-                [np.arange(a, a + n) for a, n in zip(starts, counts, strict=True)]
-            )
-            bounds = np.concatenate([[0], np.cumsum(counts)]).tolist()
-        else:
-            take = (starts[:, None] + np.arange(t)[None, :]).ravel()
-            bounds = list(range(0, t * len(owners) + 1, t))
-        used = which[order][take]
-        used_rows = rows[order][take]
-        width = shamir.FIELD_BYTES
-        values: list[list[int]] = [[] for _ in records]
-        for record in set(used.tolist()):
-            flat = records[record][2].tobytes()
-            values[record] = [
-                int.from_bytes(flat[i : i + width], "big") for i in range(0, len(flat), width)
-            ]
-        holder_of = np.asarray([r[0] for r in records], dtype=np.int64)
-        holders: list[int] = holder_of[used].tolist()
-        ys = [values[r][row] for r, row in zip(used.tolist(), used_rows.tolist(), strict=True)]
-        return [(tuple(holders[a:b]), ys[a:b]) for a, b in itertools.pairwise(bounds)]
 
     # -- closing stages ------------------------------------------------------------
 
@@ -772,85 +595,16 @@ class SecAggServer(Party):
             sender for sender, got in self._received.items() if got == self._hood(sender) & roster
         )
         self._require_quorum(len(complete), "clients shared keys", stage)
-        routed = self._route_packed(complete)
+        routed = route_packed(self._config, complete, self._bundles, self._hood)
         if routed is None:
-            routed = self._route_items(complete)
+            for sender in complete:
+                self._unpack_bundle(sender)
+            routed = route_items(self._config, complete, self._ciphertexts, self._hood)
         self._shared = complete
         self._ciphertexts = {}
         self._bundles = {}
         self._received = {}
         self._phase = _Phase.MASK
-        return routed
-
-    def _route_items(self, complete: frozenset[int]) -> dict[int, RoutedShares]:
-        """Route ciphertext by ciphertext (single items, or ciphertexts of mixed sizes)."""
-        cfg = self._config
-        for sender in complete:
-            self._unpack_bundle(sender)
-        routed: dict[int, RoutedShares] = {}
-        for recipient in sorted(complete):
-            items = tuple(
-                self._ciphertexts[sender][recipient]
-                for sender in sorted(self._hood(recipient) & complete)
-            )
-            # Every item was validated on receipt (session, round, ids, sender
-            # and recipient on the roster and neighbours), and senders are
-            # taken in increasing order: the RoutedShares checks would repeat that.
-            routed[recipient] = RoutedShares._trusted(
-                session_id=cfg.bound_session_id,
-                round_index=cfg.round_index,
-                recipient=recipient,
-                shares=items,
-            )
-        return routed
-
-    def _route_packed(self, complete: frozenset[int]) -> dict[int, RoutedShares] | None:
-        """Route whole packed bundles with array operations; ``None`` where that does not apply.
-
-        Applies when every client in ``complete`` sent one bundle of
-        equal-sized ciphertexts (what honest clients do).  The result is the
-        one :meth:`_route_items` builds -- the same messages, each with its
-        wire encoding already assembled -- and is checked to route exactly
-        ``hood(recipient) & complete`` to every recipient, else ``None``.
-        """
-        senders = sorted(complete)
-        bundles = [self._bundles.get(sender) for sender in senders]
-        parts = [None if b is None else b._packed_shares() for b in bundles]
-        packs = [p for p in parts if p is not None]
-        if len(packs) != len(senders) or len({p.width for p in packs}) != 1:
-            return None
-        width = packs[0].width
-        sizes = [len(p) for p in packs]
-        from_ids = np.repeat(np.asarray(senders, dtype=np.int64), sizes)
-        to_ids = np.fromiter(
-            itertools.chain.from_iterable(p.ids for p in packs), dtype=np.int64, count=sum(sizes)
-        )
-        keep = np.isin(to_ids, np.asarray(senders, dtype=np.int64))
-        # By recipient, then by sender (stable sort of sender-ordered entries).
-        by_recipient = np.argsort(to_ids, kind="stable")
-        order = by_recipient[keep[by_recipient]]
-        # A bundle item ``recipient | size | ciphertext`` becomes the routed item
-        # ``sender | size | ciphertext``: move whole records, then rewrite the id.
-        records = np.concatenate([p.records for p in packs])[order]
-        wire = records.view(_group_dtype(width))
-        wire["id"] = from_ids[order]
-        routed_from: list[int] = from_ids[order].tolist()
-        to_sorted = to_ids[order]
-        wanted = np.asarray(senders, dtype=np.int64)
-        starts = np.searchsorted(to_sorted, wanted, "left").tolist()
-        stops = np.searchsorted(to_sorted, wanted, "right").tolist()
-        cfg = self._config
-        header = {"session_id": cfg.bound_session_id, "round_index": cfg.round_index}
-        routed: dict[int, RoutedShares] = {}
-        for recipient, start, stop in zip(senders, starts, stops, strict=True):
-            if stop - start != len(self._hood(recipient) & complete):
-                return None  # pragma: no cover -- the graph is symmetric
-            part = wire[start:stop]
-            body = b"".join((_GROUP_HEAD.pack(recipient, stop - start), part.data))
-            packed = _PackedBlobs(
-                tuple(routed_from[start:stop]), width, records=records[start:stop]
-            )
-            routed[recipient] = RoutedShares._of_packed(header, recipient, packed, body)
         return routed
 
     def consistency_requests(self) -> dict[int, ConsistencyRequest]:
@@ -966,69 +720,35 @@ class SecAggServer(Party):
             return self._result.copy()
         stage = self._require(_Phase.UNMASK)
         cfg = self._config
-        t = cfg.threshold
         self._require_quorum(len(self._responses), "clients answered the unmasking request", stage)
-        session = cfg.bound_session_id
         survivors = sorted(self._masked)
         dropped = sorted(self._shared - self._masked)
         layers = noise_layers_to_reveal(cfg, len(survivors)) if cfg.noise_layers else ()
-
-        def gather(owner: int, kind: int) -> list[shamir.Share]:
-            # Noise-layer seeds (kind >= 2): the shares are few, kept per owner.
-            found = sorted(self._noise_shares.get(owner, {}).get(kind - 1, []))
-            what = f"noise-layer-{kind - 1} seed"
-            self._require_quorum(len(found), f"shares of the {what} of client {owner}", stage)
-            used = found if self._check_all else found[:t]
-            return [shamir.Share(holder, value) for holder, value in used]
-
-        def combine(owners: list[int], groups: list[list[shamir.Share]], kind: int) -> list[bytes]:
-            # One batched interpolation for all owners (one field inversion in
-            # total); on failure, find the owner whose shares are at fault.
-            try:
-                return shamir.combine_many(groups, threshold=t)
-            except ReconstructionError:
-                what = _SECRET_NAMES.get(kind, f"noise-layer-{kind - 1} seed")
-                for owner, group in zip(owners, groups, strict=True):
-                    try:
-                        shamir.combine(group, threshold=t)
-                    except ReconstructionError as exc:
-                        raise ReconstructionError(
-                            f"the shares of the {what} of client {owner}: {exc}"
-                        ) from None
-                raise  # pragma: no cover -- combine_many and combine agree
-
         # Rebuild and verify every secret first: nothing is mutated until all pass.
-        def rebuild(owners: list[int], kind: int) -> list[bytes]:
-            if kind >= 2:
-                return combine(owners, [gather(owner, kind) for owner in owners], kind)
-            picked = self._picked_shares(owners, kind, stage)
+        self_seeds = self._self_mask_seeds(survivors, stage)
+        noise_seeds = self._noise_layer_seeds(survivors, layers, stage)
+        pair_seeds = self._dropped_pair_seeds(survivors, dropped, stage)
+        total = self._total
+        if total is None:  # pragma: no cover -- at least threshold inputs arrived
+            raise self._abort("no masked input", stage)
+        result = total.copy()
+        prg.add_expanded_many(result, [(seed, True) for seed in self_seeds] + pair_seeds)
+        if cfg.ring_bits < 64:
+            np.bitwise_and(result, np.uint64(cfg.modulus - 1), out=result)
+        self._result = result
+        self._result.flags.writeable = False
+        self._reveals.clear()
+        self._noise_seeds = noise_seeds if layers else {}
+        self._total = None
+        self._phase = _Phase.DONE
+        return result.copy()
 
-            def shares() -> list[list[shamir.Share]]:
-                return [
-                    [shamir.Share(h, v) for h, v in zip(xs, ys, strict=True)] for xs, ys in picked
-                ]
-
-            if self._check_all:
-                return combine(owners, shares(), kind)
-            # Exactly t shares each: the owners whose shares come from the same
-            # responders share one set of Lagrange weights (in the complete
-            # graph, all of them).
-            by_holders: dict[tuple[int, ...], list[int]] = {}
-            for position, (xs, _) in enumerate(picked):
-                by_holders.setdefault(xs, []).append(position)
-            plan = [(xs, [picked[p][1] for p in positions]) for xs, positions in by_holders.items()]
-            try:
-                results = shamir.combine_batches(plan, threshold=t)
-            except ReconstructionError:
-                return combine(owners, shares(), kind)  # names the owner at fault
-            out = [b""] * len(owners)
-            for positions, secrets_of in zip(by_holders.values(), results, strict=True):
-                for p, secret in zip(positions, secrets_of, strict=True):
-                    out[p] = secret
-            return out
-
+    def _self_mask_seeds(self, survivors: list[int], stage: Stage) -> list[bytes]:
+        """The survivors' rebuilt self-mask seeds, each checked against its commitment."""
+        cfg = self._config
+        session = cfg.bound_session_id
         self_seeds: list[bytes] = []
-        for owner, seed in zip(survivors, rebuild(survivors, 0), strict=True):
+        for owner, seed in zip(survivors, self._reveals.rebuild(survivors, 0, stage), strict=True):
             expected = self._advertised[owner].self_mask_commitment
             actual = self_mask_commitment(
                 seed, session_id=session, round_index=cfg.round_index, client_id=owner
@@ -1042,9 +762,17 @@ class SecAggServer(Party):
                     seed, session_id=session, round_index=cfg.round_index, client_id=owner
                 )
             )
+        return self_seeds
+
+    def _noise_layer_seeds(
+        self, survivors: list[int], layers: tuple[int, ...], stage: Stage
+    ) -> dict[int, dict[int, bytes]]:
+        """``{survivor: {layer: seed}}`` rebuilt for ``layers``, checked against the commitments."""
+        session = self._config.bound_session_id
         noise_seeds: dict[int, dict[int, bytes]] = {owner: {} for owner in survivors}
         for layer in layers:
-            for owner, seed in zip(survivors, rebuild(survivors, layer + 1), strict=True):
+            rebuilt = self._reveals.rebuild(survivors, layer + 1, stage)
+            for owner, seed in zip(survivors, rebuilt, strict=True):
                 expected = self._advertised[owner].noise_commitments[layer - 1]
                 actual = noise_seed_commitment(
                     seed, session_id=session, client_id=owner, layer=layer
@@ -1055,12 +783,23 @@ class SecAggServer(Party):
                         "match its commitment"
                     )
                 noise_seeds[owner][layer] = seed
+        return noise_seeds
+
+    def _dropped_pair_seeds(
+        self, survivors: list[int], dropped: list[int], stage: Stage
+    ) -> list[tuple[bytes, bool]]:
+        """The pairwise mask seeds the dropped clients left in the sum, with their signs.
+
+        Each dropped client's mask key is rebuilt and checked against its
+        advertised public key.
+        """
+        cfg = self._config
         pair_seeds: list[tuple[bytes, bool]] = []
         alive = set(survivors)
         partners_of = {owner: sorted(self._hood(owner) & alive) for owner in dropped}
         # A dropped client without a surviving neighbour left no mask in the sum.
         needed = [owner for owner in dropped if partners_of[owner]]
-        for owner, private in zip(needed, rebuild(needed, 1), strict=True):
+        for owner, private in zip(needed, self._reveals.rebuild(needed, 1, stage), strict=True):
             partners = partners_of[owner]
             pair = keys.KeyPair.from_private_bytes(private)
             if not hmac.compare_digest(pair.public_key, self._advertised[owner].mask_public_key):
@@ -1076,19 +815,4 @@ class SecAggServer(Party):
             )
             # The partner added +PRG if its id is below the dropped client's.
             pair_seeds += [(seed, partner < owner) for partner, seed in seeds.items()]
-
-        total = self._total
-        if total is None:  # pragma: no cover -- at least threshold inputs arrived
-            raise self._abort("no masked input", stage)
-        result = total.copy()
-        prg.add_expanded_many(result, [(seed, True) for seed in self_seeds] + pair_seeds)
-        if cfg.ring_bits < 64:
-            np.bitwise_and(result, np.uint64(cfg.modulus - 1), out=result)
-        self._result = result
-        self._result.flags.writeable = False
-        self._revealed = ([], [])
-        self._noise_shares = {}
-        self._noise_seeds = noise_seeds if layers else {}
-        self._total = None
-        self._phase = _Phase.DONE
-        return result.copy()
+        return pair_seeds

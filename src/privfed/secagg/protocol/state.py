@@ -35,8 +35,11 @@ view and reveal the other kind -- both shares of a peer, i.e. its input.  So:
   peer) to a durable :class:`RevealJournal`;
 * :func:`restore_client_state` refuses (:class:`~privfed.errors.ProtocolAbort`)
   a state whose step counter is older than the latest one journaled for that
-  client and session, and the journal itself refuses an entry that goes back
-  in steps or reveals, for some peer, the other kind of share than it already did.
+  client and session, and a state that has answered whose client and session
+  the journal does not know at all (the journal was lost or swapped for an
+  empty one while the state survived); the journal itself refuses an entry
+  that goes back in steps or reveals, for some peer, the other kind of share
+  than it already did.
 
 Threat model: the journal, not the state, is what must be stored durably and
 out of the reach of whoever can replace the state (see SECURITY.md).  The
@@ -513,7 +516,9 @@ def restore_client_state(
         MessageFormatError: ``data`` is not a state of this format version, or
             holds a value outside the whitelist or an invalid one.
         ProtocolAbort: The state's step counter is older than the latest the
-            journal recorded for this client, session and round (a rollback):
+            journal recorded for this client, session and round (a rollback),
+            or the state has answered (step > 0) but the journal knows nothing
+            of its client, session and round (the journal was lost or replaced):
             the client must not answer from it.
     """
     if not isinstance(journal, RevealJournal):
@@ -534,6 +539,15 @@ def restore_client_state(
         raise MessageFormatError("client state's id is not one of its config's clients")
     object.__setattr__(client, "_identity", _restored_identity(config, client_id, identity))
     latest = journal.latest_step(config.session_id, config.round_index, client_id)
+    if latest is None and step > 0:
+        # Every answer is journaled before the state after it is stored, so a state that
+        # answered belongs to a session its journal knows -- unless the journal was lost
+        # or replaced while the state survived: the rollback the journal exists to stop.
+        raise ProtocolAbort(
+            f"state at step {step} of a session its reveal journal does not know (the "
+            "journal was lost or replaced): refusing to answer from it",
+            stage=None if client.stage is None else client.stage.name,
+        )
     if latest is not None and step < latest:
         raise ProtocolAbort(
             f"rolled-back state: step {step} is older than step {latest} already answered",
@@ -668,6 +682,15 @@ class RevealJournal(abc.ABC):
         with self._lock, self._exclusive():
             return any(key[0] == session_id for key in self._latest)
 
+    def start_session(self, session_id: bytes, round_index: int, client_id: int) -> None:
+        """Journal that a client of this session and round exists, before it answers.
+
+        A step-0 entry (idempotent): from here on a state of this client that
+        has answered can be restored, and :meth:`knows_session` is true.  A
+        node calls it when it creates the client, before its first answer.
+        """
+        self.record(JournalEntry(session_id, round_index, client_id, 0))
+
     def record(self, entry: JournalEntry) -> None:
         """Check ``entry`` against the journal, then store it durably.
 
@@ -737,6 +760,10 @@ class MemoryRevealJournal(RevealJournal):
 class FileRevealJournal(RevealJournal):
     """An append-only JSON-lines file, ``fsync``-ed before each answer leaves.
 
+    Crash-consistent: a record counts once its closing newline is on disk; a
+    writer killed mid-append leaves a torn tail, which readers ignore and the
+    next writer removes (that record's answer never left).
+
     Several processes may share the file: each check and write happens under an
     exclusive ``flock`` after reading what other processes appended.  Keep the
     file on storage that outlives, and is never restored together with, the
@@ -792,6 +819,11 @@ class FileRevealJournal(RevealJournal):
         fd = self._fd
         if fd is None:  # pragma: no cover -- only called under _exclusive
             raise RuntimeError("journal written outside its lock")
+        if os.fstat(fd).st_size > self._offset:
+            # A torn tail: a writer killed mid-append (we hold the lock, so it is dead).
+            # Its record never completed, so its answer never left: drop the fragment,
+            # or this record would be glued to it into one malformed line.
+            os.ftruncate(fd, self._offset)
         line = (entry.to_json() + "\n").encode()
         os.write(fd, line)
         os.fsync(fd)

@@ -1,4 +1,4 @@
-"""Review tests for the primitives: stronger adversarial checks of Shamir and the PRG."""
+"""Tampering with the primitives: altered Shamir shares are detected, PRG seed bits all matter."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Regression tests from the review of the secure-aggregation client's fast paths.
+"""The secure-aggregation client's fast paths at their edges (GCM counter, buffers, holders).
 
 * The GCM keystream engine ends where GCM's 32-bit counter would wrap (stream
   byte ``2**36``; cryptography refuses to encrypt further).  ``expand_mod`` may
@@ -7,8 +7,8 @@
   ``ValueError`` there; the stream now continues on a CTR context.
 * ``_zero_plaintext`` read its global twice, so a thread replacing the buffer
   in between could hand back fewer zero bytes than asked for.
-* ``_share_secrets``' packed path accepted holders that ``shamir.split``
-  refuses (``bool``, x-coordinates ``>= PRIME``).
+* The client's packed Shamir sharing (now ``shamir.split_many``) accepted
+  holders that ``shamir.split`` refuses (``bool``, x-coordinates ``>= PRIME``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from privfed.errors import ParameterError, ParameterTypeError
 from privfed.secagg.primitives import prg, shamir
-from privfed.secagg.protocol import client
 
 _SEED = bytes(range(32))
 
@@ -119,9 +118,9 @@ def test_share_secrets_refuses_what_split_refuses(holders: list[int], error: typ
     with pytest.raises(error):
         shamir.split(bytes(32), threshold=2, num_shares=len(holders), indices=holders)
     with pytest.raises(error):
-        client._share_secrets([bytes(32), bytes(range(32))], threshold=2, holders=holders)
+        shamir.split_many([bytes(32), bytes(range(32))], threshold=2, holders=holders)
 
 
 def test_share_secrets_refuses_a_numpy_threshold() -> None:
     with pytest.raises(ParameterTypeError):
-        client._share_secrets([bytes(32)], threshold=np.int64(2), holders=[1, 2])  # type: ignore[arg-type]
+        shamir.split_many([bytes(32)], threshold=np.int64(2), holders=[1, 2])  # type: ignore[arg-type]

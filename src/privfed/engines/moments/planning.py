@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -35,11 +36,13 @@ from privfed._checks import (
     check_finite_positive,
     to_float,
 )
+from privfed.dp import GaussianRelease, PartitionKey, PrivacyLedger
 from privfed.dp.calibration import (
     calibrate_analytic_gaussian,
     gdp_delta,
     mu_for_epsilon_delta,
 )
+from privfed.dp.calibrator import raise_until
 from privfed.dp.sensitivity import (
     Adjacency,
     count_sensitivity,
@@ -47,7 +50,7 @@ from privfed.dp.sensitivity import (
     second_moment_sensitivity,
     sum_sensitivity,
 )
-from privfed.errors import CalibrationError, ParameterError, ParameterTypeError
+from privfed.errors import ParameterError, ParameterTypeError
 
 __all__ = [
     "LatentReleasePlan",
@@ -96,6 +99,9 @@ class LatentReleasePlan:
         sum_sensitivity: L2 sensitivity of ``Σ z`` alone under ``adjacency``.
         second_moment_sensitivity: Frobenius sensitivity of ``Σ z zᵀ`` alone.
         count_sensitivity: L2 sensitivity of the count vector alone.
+        target_delta: The δ the plan was made for (the budget of the ledger
+            its release enters, :meth:`ledger`); ``None`` for a plan built by
+            hand.
     """
 
     epsilon: float
@@ -112,6 +118,7 @@ class LatentReleasePlan:
     sum_sensitivity: float
     second_moment_sensitivity: float
     count_sensitivity: float
+    target_delta: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.adjacency, Adjacency):
@@ -163,6 +170,81 @@ class LatentReleasePlan:
             )
         if gdp_delta(self.mu, self.epsilon) > self.delta:
             raise ParameterError("delta", "at least the exact delta of (mu, epsilon)", self.delta)
+        if self.target_delta is not None:
+            check_delta(self.target_delta, name="target_delta")
+
+    def ledger(self) -> PrivacyLedger:
+        """A fresh ledger whose budget is the target this plan was made for.
+
+        The one lane of ε: the job that releases with this plan budgets its
+        ledger here, never from its configuration again.
+
+        Raises:
+            ParameterError: The plan was built by hand (no ``target_delta``).
+        """
+        if self.target_delta is None:
+            raise ParameterError("target_delta", "the delta the plan was made for", None)
+        return PrivacyLedger(budget_epsilon=self.epsilon, budget_delta=self.target_delta)
+
+    def events(
+        self,
+        partitions: Sequence[int | str],
+        *,
+        scheme: str,
+        sampler: str,
+        seeded: bool,
+        name: str = "latent-statistics",
+    ) -> tuple[GaussianRelease, ...]:
+        """The ledger events this plan's release spends, one per partition.
+
+        Each partition's (sum, second moment[, count]) release is an event in
+        whitened form (``noise_std = 1``, ``l2_sensitivity = mu``) on
+        ``PartitionKey(scheme, label)``.  With ``private_labels`` a record
+        may change partition, so the partitions are not disjoint: a single
+        event on ``None`` (all records) is returned instead, whose μ already
+        covers both partitions a replacement touches.
+
+        Args:
+            partitions: The labels released (at least one, no repeats; ints or strs).
+            scheme: The partition scheme of the labels.
+            sampler: Noise sampler name.
+            seeded: Whether the noise was seeded.
+            name: Release name.
+
+        Raises:
+            ParameterTypeError: A label that is not an int or a str.
+            ParameterError: No labels, or repeated ones.
+        """
+        labels = list(partitions)
+        if not labels:
+            raise ParameterError("partitions", "a non-empty sequence of class ids", labels)
+        if len(set(labels)) != len(labels):
+            raise ParameterError("partitions", "class ids without repeats", labels)
+        for label in labels:
+            if label is None:
+                raise ParameterTypeError("partitions", "a sequence of ints or strs", label)
+            if not isinstance(label, str) and (
+                isinstance(label, bool) or not isinstance(label, int)
+            ):
+                raise ParameterTypeError("partition", "an int, a str or None", label)
+        d = self.dim
+        dimension = d + d * d + (1 if self.noise_std_count > 0 else 0)
+        targets: list[PartitionKey | None] = (
+            [None] if self.private_labels else [PartitionKey(scheme, c) for c in labels]
+        )
+        return tuple(
+            GaussianRelease(
+                name=name,
+                partition=target,
+                l2_sensitivity=self.mu,
+                noise_std=1.0,
+                adjacency=self.adjacency,
+                sampler=sampler,
+                seeded=seeded,
+                dimension=dimension,
+            )
+            for target in targets
+        )
 
 
 def _check_split(split: object) -> str | float:
@@ -348,6 +430,108 @@ def plan_latent_release(
         ParameterTypeError: A parameter has the wrong type.
         CalibrationError: The plan could not be certified (not expected).
     """
+    eps, target_delta, radius, d, checked_split, labels_private = _checked_request(
+        epsilon, delta, clip_norm, dim, adjacency, split, private_labels
+    )
+    solved = _solved_stds(
+        mu_for_epsilon_delta(eps, target_delta),
+        checked_split,
+        radius=radius,
+        dim=d,
+        adjacency=adjacency,
+        private_labels=labels_private,
+    )
+    # Nudged up until the exact curve confirms the guarantee (the one calibrator's
+    # certification step, on the three stds together).
+    std_sum, std_second, std_count = raise_until(
+        solved,
+        lambda stds: gdp_delta(_joint_mu(stds, radius, adjacency, labels_private), eps)
+        <= target_delta,
+        _nudged,
+        max_steps=_MAX_NUDGES,
+        failure="could not certify the latent release plan",
+    )
+    mu = _joint_mu((std_sum, std_second, std_count), radius, adjacency, labels_private)
+    achieved = gdp_delta(mu, eps)
+    return LatentReleasePlan(
+        epsilon=eps,
+        # δ can underflow to 0 for absurdly small targets; the target is then the bound.
+        delta=achieved if achieved > 0.0 else target_delta,
+        mu=mu,
+        noise_std_sum=std_sum,
+        noise_std_second_moment=std_second,
+        noise_std_count=std_count,
+        adjacency=adjacency,
+        clip_norm=radius,
+        dim=d,
+        split=checked_split,
+        private_labels=labels_private,
+        sum_sensitivity=sum_sensitivity(radius, adjacency),
+        second_moment_sensitivity=second_moment_sensitivity(radius, adjacency),
+        count_sensitivity=count_sensitivity(adjacency, private_labels=labels_private),
+        target_delta=target_delta,
+    )
+
+
+def _solved_stds(
+    mu_target: float,
+    split: str | float,
+    *,
+    radius: float,
+    dim: int,
+    adjacency: Adjacency,
+    private_labels: bool,
+) -> tuple[float, float, float]:
+    """``(σ_s, σ_m, σ_c)`` of the split's direction scaled so the joint μ is ``mu_target``."""
+    noised = _counts_noised(adjacency, private_labels)
+    if split == "balanced":
+        x, y, v = 1.0, 1.0, 1.0 if noised else 0.0
+    elif split == "optimal":
+        x, y, v = _optimal_direction(dim, adjacency, private_labels)
+    else:
+        weight = float(split)
+        x = weight / (sum_sensitivity(radius, adjacency) / radius) ** 2
+        y = (1.0 - weight) / (second_moment_sensitivity(radius, adjacency) / (radius * radius)) ** 2
+        v = x if noised else 0.0
+    scale = mu_target**2 / _constraint(x, y, v, adjacency, private_labels)
+    return (
+        radius / math.sqrt(scale * x),
+        radius * (radius / math.sqrt(scale * y)),
+        1.0 / math.sqrt(scale * v) if noised else 0.0,
+    )
+
+
+def _nudged(stds: tuple[float, float, float]) -> tuple[float, float, float]:
+    """Every std up by a relative 1e-12 (the certification's step)."""
+    return (stds[0] * (1.0 + 1e-12), stds[1] * (1.0 + 1e-12), stds[2] * (1.0 + 1e-12))
+
+
+def _joint_mu(
+    stds: tuple[float, float, float], radius: float, adjacency: Adjacency, private_labels: bool
+) -> float:
+    """The exact joint μ of the release with noise stds ``(σ_s, σ_m, σ_c)``."""
+    return math.sqrt(
+        joint_mu_squared(
+            radius,
+            stds[0],
+            stds[1],
+            adjacency,
+            noise_std_count=stds[2] if _counts_noised(adjacency, private_labels) else None,
+            private_labels=private_labels,
+        )
+    )
+
+
+def _checked_request(
+    epsilon: float,
+    delta: float,
+    clip_norm: float,
+    dim: int,
+    adjacency: Adjacency,
+    split: object,
+    private_labels: bool,
+) -> tuple[float, float, float, int, str | float, bool]:
+    """The checked ``(ε, δ, R, d, split, private labels)`` of a plan request."""
     eps = check_finite_positive("epsilon", epsilon)
     target_delta = check_delta(delta)
     radius = check_finite_positive("clip_norm", clip_norm)
@@ -362,62 +546,7 @@ def plan_latent_release(
     check_bool("private_labels", private_labels)
     checked_split = _check_split(split)
     labels_private = private_labels and adjacency is Adjacency.REPLACE_ONE
-    noised = _counts_noised(adjacency, labels_private)
-    sens_sum = sum_sensitivity(radius, adjacency)
-    sens_second = second_moment_sensitivity(radius, adjacency)
-    sens_count = count_sensitivity(adjacency, private_labels=labels_private)
-
-    mu_target = mu_for_epsilon_delta(eps, target_delta)
-    if checked_split == "balanced":
-        x, y, v = 1.0, 1.0, 1.0 if noised else 0.0
-    elif checked_split == "optimal":
-        x, y, v = _optimal_direction(d, adjacency, labels_private)
-    else:
-        weight = float(checked_split)
-        x = weight / (sens_sum / radius) ** 2
-        y = (1.0 - weight) / (sens_second / (radius * radius)) ** 2
-        v = x if noised else 0.0
-    scale = mu_target**2 / _constraint(x, y, v, adjacency, labels_private)
-    std_sum = radius / math.sqrt(scale * x)
-    std_second = radius * (radius / math.sqrt(scale * y))
-    std_count = 1.0 / math.sqrt(scale * v) if noised else 0.0
-
-    for _ in range(_MAX_NUDGES):
-        mu = math.sqrt(
-            joint_mu_squared(
-                radius,
-                std_sum,
-                std_second,
-                adjacency,
-                noise_std_count=std_count if noised else None,
-                private_labels=labels_private,
-            )
-        )
-        achieved = gdp_delta(mu, eps)
-        if achieved <= target_delta:
-            break
-        std_sum *= 1.0 + 1e-12
-        std_second *= 1.0 + 1e-12
-        std_count *= 1.0 + 1e-12
-    else:
-        raise CalibrationError("could not certify the latent release plan")
-    return LatentReleasePlan(
-        epsilon=eps,
-        # δ can underflow to 0 for absurdly small targets; the target is then the bound.
-        delta=achieved if achieved > 0.0 else target_delta,
-        mu=mu,
-        noise_std_sum=std_sum,
-        noise_std_second_moment=std_second,
-        noise_std_count=std_count,
-        adjacency=adjacency,
-        clip_norm=radius,
-        dim=d,
-        split=checked_split,
-        private_labels=labels_private,
-        sum_sensitivity=sens_sum,
-        second_moment_sensitivity=sens_second,
-        count_sensitivity=sens_count,
-    )
+    return eps, target_delta, radius, d, checked_split, labels_private
 
 
 def paper_baseline_noise_stds(

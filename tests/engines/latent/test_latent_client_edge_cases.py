@@ -1,4 +1,4 @@
-"""Regression tests from the review of the blocked, threaded statistics engine.
+"""Edge cases of the blocked, threaded client statistics: no rows, interrupts, races.
 
 Each test failed on the reviewed version (commit 2dc0a65) of
 ``privfed.engines.latent.client``:
@@ -23,11 +23,8 @@ import pytest
 import torch
 
 import privfed.engines.latent.client as client
-from privfed.models import (
-    LatentStatisticsAccumulator,
-    LatentStatisticsConfig,
-    compute_latent_statistics,
-)
+from privfed.engines.latent.client import LatentStatisticsAccumulator, compute_latent_statistics
+from privfed.engines.latent.statistics import LatentStatisticsConfig
 
 
 def test_quantize_of_no_rows_is_empty() -> None:

@@ -1,4 +1,4 @@
-"""The client's packed Shamir sharing equals ``shamir.split``, share for share."""
+"""The batched Shamir sharing ``shamir.split_many`` equals ``shamir.split``, share for share."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 
 from privfed.errors import ParameterError
 from privfed.secagg.primitives import shamir
-from privfed.secagg.protocol import client as client_module
-from privfed.secagg.protocol.client import _random_coefficients, _share_secrets
+from privfed.secagg.primitives.shamir import _random_coefficients, split_many
 
 
 class _Draws:
@@ -46,8 +45,8 @@ def test_packed_sharing_equals_split_for_the_same_coefficients(
     ours = _Draws(seed, count)
     theirs = _Draws(seed, count)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(client_module, "_random_coefficients", ours.bulk)
-        got = _share_secrets(secrets_, threshold=threshold, holders=holders)
+        patch.setattr(shamir, "_random_coefficients", ours.bulk)
+        got = split_many(secrets_, threshold=threshold, holders=holders)
     # shamir.split draws the threshold - 1 coefficients of each secret in turn,
     # from secrets.randbelow: feed it the very same sequence.
     with pytest.MonkeyPatch.context() as patch:
@@ -67,7 +66,7 @@ def test_packed_sharing_equals_split_for_the_same_coefficients(
 def test_packed_sharing_reconstructs_and_any_threshold_subset_works() -> None:
     values = [bytes([i]) * 32 for i in (1, 2, 255)] + [bytes(32), b"\xff" * 32]
     holders = list(range(1, 101))
-    shares = _share_secrets(values, threshold=51, holders=holders)
+    shares = split_many(values, threshold=51, holders=holders)
     rng = random.Random(0)
     for value, serialized in zip(values, shares, strict=True):
         parsed = [shamir.Share.from_bytes(b) for b in serialized]
@@ -75,7 +74,7 @@ def test_packed_sharing_reconstructs_and_any_threshold_subset_works() -> None:
         assert shamir.combine(parsed, threshold=51) == value  # all 100: consistency-checked
         assert shamir.combine(rng.sample(parsed, 51), threshold=51) == value
     # Independent polynomials: the same secret twice gives different shares.
-    twice = _share_secrets([values[0], values[0]], threshold=51, holders=holders)
+    twice = split_many([values[0], values[0]], threshold=51, holders=holders)
     assert twice[0] != twice[1]
 
 
@@ -92,7 +91,7 @@ def test_wide_lanes_fall_back_to_split_and_still_reconstruct() -> None:
             return original(*args, **kwargs)  # type: ignore[arg-type]
 
         patch.setattr(shamir, "split", spy)
-        shares = _share_secrets(values, threshold=118, holders=holders)
+        shares = split_many(values, threshold=118, holders=holders)
     assert len(calls) == 2
     for value, serialized in zip(values, shares, strict=True):
         parsed = [shamir.Share.from_bytes(b) for b in serialized]
@@ -105,8 +104,8 @@ def test_random_coefficients_are_below_the_prime_and_redraw_the_one_excluded_val
     assert len(set(drawn)) == 500  # a collision has probability < 2**-500
     # All-ones bytes read as 2**521 - 1 = PRIME, the one value outside the field.
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(client_module.secrets, "token_bytes", lambda n: b"\xff" * n)
-        patch.setattr(client_module.secrets, "randbelow", lambda bound: bound - 2)
+        patch.setattr(shamir.secrets, "token_bytes", lambda n: b"\xff" * n)
+        patch.setattr(shamir.secrets, "randbelow", lambda bound: bound - 2)
         assert _random_coefficients(3) == [shamir.PRIME - 2] * 3
 
 
@@ -127,10 +126,10 @@ def test_random_coefficients_use_every_bit_position() -> None:
 
 def test_arguments_off_the_domain_get_split_s_typed_errors() -> None:
     with pytest.raises(ParameterError, match="'secret'"):
-        _share_secrets([bytes(31)], threshold=2, holders=[1, 2])
+        split_many([bytes(31)], threshold=2, holders=[1, 2])
     with pytest.raises(ParameterError, match="'threshold'"):
-        _share_secrets([bytes(32)], threshold=3, holders=[1, 2])
+        split_many([bytes(32)], threshold=3, holders=[1, 2])
     with pytest.raises(ParameterError, match="'indices'"):
-        _share_secrets([bytes(32)], threshold=2, holders=[1, 1])
+        split_many([bytes(32)], threshold=2, holders=[1, 1])
     with pytest.raises(ParameterError, match="'indices'"):
-        _share_secrets([bytes(32)], threshold=2, holders=[0, 1])
+        split_many([bytes(32)], threshold=2, holders=[0, 1])

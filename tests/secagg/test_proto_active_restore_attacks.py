@@ -1,4 +1,4 @@
-"""Adversarial review of the active mode: attacks found in review, each a regression test.
+"""The active mode against a lying server: padded signed sets and restored-state replays.
 
 Every test drives real :class:`SecAggClient` objects with a server that lies
 and checks that nothing beyond the protocol's allowance is revealed.

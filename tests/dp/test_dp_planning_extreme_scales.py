@@ -1,4 +1,4 @@
-"""Review tests: sensitivities and plans at extreme scales must never under-claim μ.
+"""Sensitivities and plans at extreme scales must never under-claim μ.
 
 ``joint_mu_squared`` once formed ``1/σ²`` and ``R⁴`` separately; for large R
 the product underflowed/overflowed and the second-moment term silently vanished
@@ -15,8 +15,8 @@ import math
 import pytest
 
 from privfed.dp import gdp_delta
-from privfed.dp.planning import plan_latent_release
 from privfed.dp.sensitivity import Adjacency, joint_mu_squared
+from privfed.engines.moments.planning import plan_latent_release
 from privfed.errors import ParameterError
 
 CASES = [

@@ -1,4 +1,4 @@
-"""Review of the server speed-up: two regressions found by adversarial drivers.
+"""The server fast paths' caches at their limits: Lagrange weights and packed layouts.
 
 * ``shamir.combine_batches`` with the Lagrange-weight cache at its limit: a
   call mixing a cached index set with new ones cleared the cache and then
@@ -19,6 +19,7 @@ import pytest
 from privfed.secagg import EncryptedShares, EncryptedSharesBundle, decode_message
 from privfed.secagg.primitives import shamir
 from privfed.secagg.protocol import messages
+from privfed.secagg.protocol.messages import _codec
 
 
 def _line(xs: tuple[int, ...], secret: int, slope: int) -> list[int]:
@@ -60,15 +61,15 @@ def _bundle_bytes(n: int) -> bytes:
 
 
 def test_large_item_counts_parse_without_a_cached_layout() -> None:
-    large = messages._LAYOUT_CACHE_ITEMS + 1
-    messages._cached_layout.cache_clear()
+    large = _codec._LAYOUT_CACHE_ITEMS + 1
+    _codec._cached_layout.cache_clear()
     for n in (large, large + 1, large + 2):
         parsed = decode_message(_bundle_bytes(n))
         assert isinstance(parsed, EncryptedSharesBundle)
         assert parsed._packed_shares() is not None
         assert parsed.recipients == tuple(range(1, n + 1))
         assert parsed.shares[-1].ciphertext == bytes((n % 256,))
-    assert messages._cached_layout.cache_info().currsize == 0
+    assert _codec._cached_layout.cache_info().currsize == 0
     # Small counts still use (and fill) the cache, with the same result as objects.
     small = decode_message(_bundle_bytes(3))
     built = EncryptedSharesBundle.from_shares(
@@ -76,4 +77,4 @@ def test_large_item_counts_parse_without_a_cached_layout() -> None:
         for r in (1, 2, 3)
     )
     assert small == built and small.to_bytes() == built.to_bytes()
-    assert messages._cached_layout.cache_info().currsize == 1
+    assert _codec._cached_layout.cache_info().currsize == 1

@@ -1,0 +1,308 @@
+"""The server's UNMASKING stage: revealed shares in, verified-ready secrets out.
+
+A :class:`RevealedShares` keeps the shares each accepted
+:class:`~privfed.secagg.UnmaskResponse` revealed -- checked on arrival
+(canonical encoding, evaluated at the sender's id), kept packed -- and rebuilds
+the secrets :meth:`~privfed.secagg.SecAggServer.finalize` needs: the secrets of
+owners whose shares come from the same responders share one set of Lagrange
+weights (:func:`~privfed.secagg.primitives.shamir.combine_batches`).  Values
+become field elements only for the responses that are used.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import numpy as np
+import numpy.typing as npt
+
+from privfed.errors import (
+    MessageFormatError,
+    ParameterError,
+    ParameterTypeError,
+    ReconstructionError,
+)
+from privfed.secagg.primitives import shamir
+from privfed.secagg.protocol._party import refusal
+from privfed.secagg.protocol.messages import (
+    RevealedNoiseShare,
+    RevealedShare,
+    UnmaskResponse,
+)
+from privfed.secagg.protocol.messages._codec import _PackedBlobs
+from privfed.secagg.protocol.stages import Stage
+
+__all__ = ["RevealedShares"]
+
+_SECRET_NAMES = {0: "self-mask seed", 1: "mask key"}
+
+# One response's revealed shares of one kind: (holder, owners, values), see RevealedShares.
+_Revealed = tuple[int, npt.NDArray[np.int64], npt.NDArray[np.uint8]]
+
+_PRIME_ROW = np.frombuffer(shamir.PRIME.to_bytes(shamir.FIELD_BYTES, "big"), dtype=np.uint8)
+
+
+_PRIME_BYTES = shamir.PRIME.to_bytes(shamir.FIELD_BYTES, "big")
+# Share lists longer than this are checked with array operations (about where
+# those start to pay off), shorter ones share by share.
+_ARRAY_CHECK_MIN = 32
+
+
+def _canonical(group: _PackedBlobs, index: bytes) -> bool:
+    """:func:`_canonical_shares` of a packed list; a few items are checked as bytes.
+
+    Equal-length big-endian byte strings compare as the numbers they encode.
+    """
+    if len(group) > _ARRAY_CHECK_MIN:
+        return _canonical_shares(group.blobs, np.frombuffer(index, dtype=np.uint8))
+    width = shamir.FIELD_BYTES
+    return all(
+        len(share) == shamir.SHARE_SIZE and share[:width] == index and share[width:] < _PRIME_BYTES
+        for _, share in group.items()
+    )
+
+
+def _canonical_shares(blobs: npt.NDArray[np.uint8], index: npt.NDArray[np.uint8]) -> bool:
+    """Whether every row is a serialized share ``index | value`` with ``value < PRIME``.
+
+    The vectorised form of the per-share checks of ``_receive_unmask``: the
+    length, the index bytes equal to the sender's, and the value (big-endian)
+    below the field prime, compared lexicographically with ``PRIME``'s bytes.
+    """
+    if blobs.shape[0] == 0:
+        return True
+    if blobs.shape[1] != shamir.SHARE_SIZE:
+        return False
+    width = shamir.FIELD_BYTES
+    if not (blobs[:, :width] == index).all():
+        return False
+    values = blobs[:, width:]
+    differs = values != _PRIME_ROW
+    first = differs.argmax(axis=1)
+    above = values[np.arange(values.shape[0]), first] > _PRIME_ROW[first]
+    return bool((differs.any(axis=1) & ~above).all())
+
+
+class RevealedShares:
+    """The shares revealed at UNMASKING, and the secrets rebuilt from them.
+
+    Args:
+        threshold: The round's Shamir threshold ``t``.
+        check_all: Interpolate every share received (``check_all_shares`` of
+            :class:`~privfed.secagg.SecAggServer`) rather than exactly ``t``.
+        quorum: The server's quorum rule: aborts the round at a stage unless a
+            count reaches the threshold.
+    """
+
+    def __init__(
+        self, threshold: int, check_all: bool, quorum: Callable[[int, str, Stage], None]
+    ) -> None:
+        self._t = threshold
+        self._check_all = check_all
+        self._require_quorum = quorum
+        # Revealed shares per kind (0: self-mask seeds, 1: mask keys), one record
+        # per response: (holder id = x-coordinate, owner ids, share values as an
+        # (n, FIELD_BYTES) big-endian byte array, usually a view of the message).
+        self._revealed: tuple[list[_Revealed], list[_Revealed]] = ([], [])
+        # Noise layers: owner -> layer -> [(holder, share value)].
+        self._noise_shares: dict[int, dict[int, list[tuple[int, int]]]] = {}
+
+    def clear(self) -> None:
+        """Drop every share (abort, or the secrets are rebuilt)."""
+        self._revealed = ([], [])
+        self._noise_shares = {}
+
+    def add(
+        self,
+        message: UnmaskResponse,
+        packed: tuple[_PackedBlobs, _PackedBlobs] | None,
+        stage: Stage,
+    ) -> None:
+        """Check the shares of ``message`` (``packed``: its packed lists) and keep them.
+
+        Shares are checked here (canonical encoding, evaluated at the sender's
+        id) but only turned into field elements for the ones finalize uses.
+
+        Raises:
+            ProtocolAbort: A share is not evaluated at the sender's id (refused,
+                nothing kept).
+            MessageFormatError: A share is malformed (nothing kept).
+        """
+        sender = message.sender
+        index_bytes = sender.to_bytes(shamir.FIELD_BYTES, "big")
+        width = shamir.FIELD_BYTES
+        records: list[_Revealed] = []
+        if packed is not None and all(_canonical(group, index_bytes) for group in packed):
+            records = [
+                (sender, np.asarray(group.ids, dtype=np.int64), group.blobs[:, width:])
+                for group in packed
+            ]
+        else:
+            for group in (message.self_mask_shares, message.key_shares):
+                for item in group:
+                    _check_share(item, sender, index_bytes, stage)
+                values = b"".join(item.share[width:] for item in group)
+                records.append(
+                    (
+                        sender,
+                        np.array([item.owner for item in group], dtype=np.int64),
+                        np.frombuffer(values, dtype=np.uint8).reshape(len(group), width),
+                    )
+                )
+        noise: list[tuple[RevealedNoiseShare, int]] = []
+        for noise_item in message.noise_shares:
+            _check_share(noise_item, sender, index_bytes, stage)
+            noise.append((noise_item, int.from_bytes(noise_item.share[width:], "big")))
+        for kind, record in enumerate(records):
+            if record[1].shape[0]:
+                self._revealed[kind].append(record)
+        for noise_item, value in noise:
+            layers = self._noise_shares.setdefault(noise_item.owner, {})
+            layers.setdefault(noise_item.layer, []).append((sender, value))
+
+
+    def _picked_shares(
+        self, owners: list[int], kind: int, stage: Stage
+    ) -> list[tuple[tuple[int, ...], list[int]]]:
+        """Per owner (kind 0: self-mask seed, 1: mask key), the shares to interpolate.
+
+        Each is ``(holders, values)``, holders increasing: the ``threshold``
+        lowest responders holding a share of that owner (all of them with
+        ``check_all_shares``).  Raises (aborting) for the first owner with
+        fewer than ``threshold`` shares.  Values become field elements here,
+        only for the responses that are used.
+        """
+        if not owners:
+            return []
+        t = self._t
+        records = sorted(self._revealed[kind], key=lambda r: r[0])
+        sizes = [r[1].shape[0] for r in records]
+        if records:
+            ids = np.concatenate([r[1] for r in records])
+            which = np.repeat(np.arange(len(records)), sizes)
+            rows = np.concatenate([np.arange(n) for n in sizes])
+        else:
+            ids = which = rows = np.empty(0, dtype=np.int64)
+        # Stable: within one owner, entries keep the increasing holder order.
+        order = np.argsort(ids, kind="stable")
+        ids = ids[order]
+        wanted = np.asarray(owners, dtype=np.int64)
+        starts = np.searchsorted(ids, wanted, "left")
+        counts = np.searchsorted(ids, wanted, "right") - starts
+        if (counts < t).any():
+            what = _SECRET_NAMES[kind]
+            for owner, count in zip(owners, counts.tolist(), strict=True):
+                self._require_quorum(count, f"shares of the {what} of client {owner}", stage)
+        if self._check_all:
+            take = np.concatenate(
+                [np.arange(a, a + n) for a, n in zip(starts, counts, strict=True)]
+            )
+            bounds = np.concatenate([[0], np.cumsum(counts)]).tolist()
+        else:
+            take = (starts[:, None] + np.arange(t)[None, :]).ravel()
+            bounds = list(range(0, t * len(owners) + 1, t))
+        used = which[order][take]
+        used_rows = rows[order][take]
+        width = shamir.FIELD_BYTES
+        values: list[list[int]] = [[] for _ in records]
+        for record in set(used.tolist()):
+            flat = records[record][2].tobytes()
+            values[record] = [
+                int.from_bytes(flat[i : i + width], "big") for i in range(0, len(flat), width)
+            ]
+        holder_of = np.asarray([r[0] for r in records], dtype=np.int64)
+        holders: list[int] = holder_of[used].tolist()
+        ys = [values[r][row] for r, row in zip(used.tolist(), used_rows.tolist(), strict=True)]
+        return [(tuple(holders[a:b]), ys[a:b]) for a, b in itertools.pairwise(bounds)]
+
+    def rebuild(self, owners: list[int], kind: int, stage: Stage) -> list[bytes]:
+        """The secrets of ``owners`` of one kind.
+
+        ``kind`` 0: self-mask seeds, 1: mask private keys, ``j + 1``: the
+        layer-``j`` noise seeds.
+
+        Raises:
+            ProtocolAbort: (Aborting) fewer than ``threshold`` shares of one of them.
+            ReconstructionError: The shares of an owner are inconsistent (named).
+        """
+        if kind >= 2:
+            groups = [self._gather(owner, kind, stage) for owner in owners]
+            return self._combine(owners, groups, kind)
+        picked = self._picked_shares(owners, kind, stage)
+
+        def shares() -> list[list[shamir.Share]]:
+            return [[shamir.Share(h, v) for h, v in zip(xs, ys, strict=True)] for xs, ys in picked]
+
+        if self._check_all:
+            return self._combine(owners, shares(), kind)
+        # Exactly t shares each: the owners whose shares come from the same
+        # responders share one set of Lagrange weights (in the complete
+        # graph, all of them).
+        by_holders: dict[tuple[int, ...], list[int]] = {}
+        for position, (xs, _) in enumerate(picked):
+            by_holders.setdefault(xs, []).append(position)
+        plan = [(xs, [picked[p][1] for p in positions]) for xs, positions in by_holders.items()]
+        try:
+            results = shamir.combine_batches(plan, threshold=self._t)
+        except ReconstructionError:
+            return self._combine(owners, shares(), kind)  # names the owner at fault
+        out = [b""] * len(owners)
+        for positions, secrets_of in zip(by_holders.values(), results, strict=True):
+            for p, secret in zip(positions, secrets_of, strict=True):
+                out[p] = secret
+        return out
+
+    def _gather(self, owner: int, kind: int, stage: Stage) -> list[shamir.Share]:
+        # Noise-layer seeds (kind >= 2): the shares are few, kept per owner.
+        found = sorted(self._noise_shares.get(owner, {}).get(kind - 1, []))
+        what = f"noise-layer-{kind - 1} seed"
+        self._require_quorum(len(found), f"shares of the {what} of client {owner}", stage)
+        used = found if self._check_all else found[: self._t]
+        return [shamir.Share(holder, value) for holder, value in used]
+
+    def _combine(
+        self, owners: list[int], groups: list[list[shamir.Share]], kind: int
+    ) -> list[bytes]:
+        # One batched interpolation for all owners (one field inversion in
+        # total); on failure, find the owner whose shares are at fault.
+        t = self._t
+        try:
+            return shamir.combine_many(groups, threshold=t)
+        except ReconstructionError:
+            what = _SECRET_NAMES.get(kind, f"noise-layer-{kind - 1} seed")
+            for owner, group in zip(owners, groups, strict=True):
+                try:
+                    shamir.combine(group, threshold=t)
+                except ReconstructionError as exc:
+                    raise ReconstructionError(
+                        f"the shares of the {what} of client {owner}: {exc}"
+                    ) from None
+            raise  # pragma: no cover -- combine_many and combine agree
+
+
+def _check_share(
+    item: RevealedShare | RevealedNoiseShare, sender: int, index: bytes, stage: Stage
+) -> None:
+    raw = item.share
+    if (
+        len(raw) != shamir.SHARE_SIZE
+        or raw[: shamir.FIELD_BYTES] != index
+        or int.from_bytes(raw[shamir.FIELD_BYTES :], "big") >= shamir.PRIME
+    ):
+        _check_share_encoding(item, sender, stage)
+
+
+def _check_share_encoding(
+    item: RevealedShare | RevealedNoiseShare, sender: int, stage: Stage
+) -> None:
+    """Raise the right error for a revealed share that failed the fast checks."""
+    try:
+        share = shamir.Share.from_bytes(item.share)
+    except (ParameterError, ParameterTypeError):
+        raise MessageFormatError(
+            f"client {sender} sent a malformed share for client {item.owner}"
+        ) from None
+    if share.index != sender:
+        raise refusal("a share is not evaluated at the sender's id", stage)
+    raise AssertionError("unreachable: the fast checks accept this share")  # pragma: no cover
