@@ -5,8 +5,8 @@ Score files (``--scores``), higher score = "member":
 * ``.npz`` with one attack: arrays ``member_scores`` and ``nonmember_scores`` (or
   ``member`` and ``nonmember``); the attack is named ``scores``.
 * ``.npz`` with several attacks: arrays ``<attack>/member_scores`` and
-  ``<attack>/nonmember_scores`` for each attack name (``np.savez(path,
-  **{"loss/member_scores": ..., "loss/nonmember_scores": ...})``).
+  ``<attack>/nonmember_scores`` for each attack name (numpy keys such as
+  ``"loss/member_scores"`` and ``"loss/nonmember_scores"``).
 * ``.csv`` with a header holding ``score`` and ``member`` (1/0 or true/false) and
   optionally ``attack`` (rows without one belong to ``scores``).
 
