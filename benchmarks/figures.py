@@ -593,6 +593,45 @@ def self_audit(results: Results) -> Row:
     return Row("self_audit.py", what, figure)
 
 
+@row
+def audit_dpsgd(results: Results) -> Row:
+    data = results.load("audit_dpsgd.json", "python benchmarks/audit_dpsgd.py")
+    settings = data["settings"]
+    rows = data.items("rows")
+    private = [r for r in rows if r.opt_num("claimed_epsilon") is not None]
+    no_dp = [r for r in rows if r.opt_num("claimed_epsilon") is None]
+
+    def ratios(key: str) -> str:
+        return join([fixed(r.num("ratios", key), 2) for r in private])
+
+    def tight(s: Node) -> float:
+        return s.num("mean_epsilon_lower_bound") / s.num("claimed_epsilon")
+
+    def white(r: Node) -> float:
+        return r.num("epsilon_lower_bounds", "white_box_one_run")
+
+    sims = data.items("simulation")
+    exceed = sum(s.integer("exceedances") for s in sims)
+    reps = sum(s.integer("reps") for s in sims)
+    what = (
+        f"privfed's DP-SGD on a digits MLP (full batch, {settings.integer('steps')} steps, "
+        f"δ = {settings.num('delta'):g}), one run per ε: ε_lb / claimed ε"
+    )
+    figure = (
+        f"at ε = {join([epsilon(r.num('claimed_epsilon')) for r in private])}: white-box "
+        f"one-run ({count(settings.num('white_box_canaries'))} Dirac gradient canaries) "
+        f"{ratios('white_box_one_run')}; input-space one-run "
+        f"({count(settings.num('input_space_canaries'))} canaries) "
+        f"{ratios('input_space_one_run')}; black-box held-out (one model, heuristic) "
+        f"{ratios('black_box_held_out')}"
+        + "".join(f"; no DP: white-box ε_lb = {fixed(white(r), 2)}" for r in no_dp)
+        + "; the estimator on exact Gaussian canary scores: mean ε_lb / ε = "
+        f"{join([fixed(tight(s), 2) for s in sims])}"
+        f", {exceed} of {reps} above the true ε"
+    )
+    return Row("audit_dpsgd.py", what, figure)
+
+
 def _scheme_names(schemes: list[str]) -> str:
     """``iid, dirichlet-0.01, dirichlet-0.1, ...`` -> ``IID, Dirichlet 0.01 / 0.1, ...``."""
     parts: list[str] = []

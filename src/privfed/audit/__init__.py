@@ -10,7 +10,15 @@ scipy.special:
   confidence interval (Clopper–Pearson, DeLong or seeded bootstrap).
 * :mod:`~privfed.audit.bounds` -- ε and μ lower bounds with stated
   significance and an explicit threshold-selection rule, and the one-run bound
-  of Steinke, Nasr & Jagielski (arXiv:2305.08846).
+  of Steinke, Nasr & Jagielski (arXiv:2305.08846); every bound states its
+  statistical model (:class:`TrialModel`).
+* :mod:`~privfed.audit.one_run` -- one-run audits with the guess rule chosen
+  on a held-out half or over a declared grid (Bonferroni).
+* :mod:`~privfed.audit.gradient_canaries` -- white-box Dirac gradient canaries
+  for DP-SGD loops (privfed's ``dp_sgd_step(..., canaries=)`` or your own),
+  audited in one run.
+* :mod:`~privfed.audit.splits` -- held-out bounds on seeded random splits of
+  one set of scores, repeated over K splits.
 * :mod:`~privfed.audit.canary` -- canary audit of privfed's own Gaussian
   latent-statistic release with the optimal attack.
 * :mod:`~privfed.audit.synthetic` -- attacks on synthetic data and released
@@ -36,6 +44,7 @@ from privfed.audit.bounds import (
     OneRunAudit,
     PrivacyLowerBound,
     ThresholdSelection,
+    TrialModel,
     empirical_privacy_lower_bound,
     epsilon_lower_bound_from_rates,
     lower_bound_at_threshold,
@@ -68,6 +77,7 @@ from privfed.audit.generative import (
     denoising_loss_scores,
     reconstruction_error_scores,
 )
+from privfed.audit.gradient_canaries import CanaryAdjacency, DiracGradientCanaries
 from privfed.audit.metrics import (
     DEFAULT_FPRS,
     AucIntervalMethod,
@@ -82,6 +92,12 @@ from privfed.audit.metrics import (
     roc_curve,
     tpr_at_fpr,
 )
+from privfed.audit.one_run import (
+    DEFAULT_GUESS_FRACTIONS,
+    DEFAULT_IN_FRACTIONS,
+    OneRunSelection,
+    one_run_audit_selected,
+)
 from privfed.audit.reference import (
     ReferenceAttack,
     ReferenceAttackResult,
@@ -92,6 +108,7 @@ from privfed.audit.reference import (
     rmia_scores,
 )
 from privfed.audit.report import ReportPaths, render_markdown, write_audit_report
+from privfed.audit.splits import SplitBounds, lower_bound_random_split, repeated_split_bounds
 from privfed.audit.synthetic import (
     DensityModel,
     SyntheticAttack,
@@ -116,9 +133,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "DEFAULT_FPRS",
+    "DEFAULT_GUESS_FRACTIONS",
+    "DEFAULT_IN_FRACTIONS",
     "SIMULATED_LABEL",
     "AucIntervalMethod",
     "BoundObjective",
+    "CanaryAdjacency",
     "CanaryAuditResult",
     "CanaryGame",
     "CanaryRelease",
@@ -126,9 +146,11 @@ __all__ = [
     "DenoiseFn",
     "DenoisingLoss",
     "DensityModel",
+    "DiracGradientCanaries",
     "MembershipMetrics",
     "NoiseSampler",
     "OneRunAudit",
+    "OneRunSelection",
     "PrivacyLowerBound",
     "ReconstructFn",
     "ReferenceAttack",
@@ -137,12 +159,14 @@ __all__ = [
     "ReportPaths",
     "RocCurve",
     "SimulationMode",
+    "SplitBounds",
     "SyntheticAttack",
     "SyntheticAttackResult",
     "SyntheticReleaseAudit",
     "ThresholdSelection",
     "TprAtFpr",
     "TrainFn",
+    "TrialModel",
     "auc_score",
     "auc_with_interval",
     "audit_canary_game",
@@ -164,17 +188,20 @@ __all__ = [
     "lower_bound_at_threshold",
     "lower_bound_bonferroni",
     "lower_bound_held_out",
+    "lower_bound_random_split",
     "membership_metrics",
     "mu_lower_bound_from_rates",
     "noisy_sum_likelihood_ratio_scores",
     "numpy_callable",
     "one_run_audit",
+    "one_run_audit_selected",
     "one_run_epsilon_lower_bound",
     "one_run_p_value",
     "per_example_losses",
     "reconstruction_error_scores",
     "reference_model_attack",
     "render_markdown",
+    "repeated_split_bounds",
     "rmia_scores",
     "roc_curve",
     "torch_scoring",

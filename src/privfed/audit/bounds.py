@@ -53,6 +53,7 @@ __all__ = [
     "OneRunAudit",
     "PrivacyLowerBound",
     "ThresholdSelection",
+    "TrialModel",
     "empirical_privacy_lower_bound",
     "epsilon_lower_bound_from_rates",
     "lower_bound_at_threshold",
@@ -86,6 +87,46 @@ class ThresholdSelection(enum.Enum):
     HELD_OUT = "held-out"
 
 
+class TrialModel(enum.Enum):
+    """The statistical model under which a bound's 1 − α statement holds.
+
+    Every bound privfed reports carries one, and reports print its
+    :attr:`statement`.
+    """
+
+    #: Each score comes from its own, independently randomised run (release or
+    #: training): members and non-members are independent trials.
+    INDEPENDENT = "independent-trials"
+    #: Records scored against ONE trained model.  They are not independent trials
+    #: (they share the model), so the 1 − α statement is a heuristic, not a guarantee.
+    ONE_MODEL = "one-model"
+    #: One run with m canaries, each included independently with probability ½
+    #: (Steinke, Nasr & Jagielski 2023): valid for one trained model.
+    ONE_RUN = "one-run"
+
+    @property
+    def statement(self) -> str:
+        """One sentence stating what the bound assumes."""
+        return _TRIAL_STATEMENTS[self]
+
+
+_TRIAL_STATEMENTS: dict[TrialModel, str] = {
+    TrialModel.INDEPENDENT: (
+        "assumes independent trials: every member and non-member score comes from its "
+        "own independently randomised run"
+    ),
+    TrialModel.ONE_MODEL: (
+        "CAVEAT: records scored against one trained model are not independent trials; "
+        "the stated confidence assumes they are and is not guaranteed (use the one-run "
+        "estimator, with canaries included at random, for a valid bound)"
+    ),
+    TrialModel.ONE_RUN: (
+        "valid for one run: m canaries each included independently with probability 1/2, "
+        "guesses a function of the scores only (Steinke, Nasr & Jagielski 2023)"
+    ),
+}
+
+
 @dataclass(frozen=True)
 class PrivacyLowerBound:
     """A lower bound on ε (at a given δ) and on μ, holding with confidence 1 − significance.
@@ -106,6 +147,8 @@ class PrivacyLowerBound:
         fnr_upper: Clopper–Pearson upper bound on the FNR used in the bound.
         selection: How the threshold was chosen.
         num_thresholds: Thresholds the confidence was split over (1 unless Bonferroni).
+        trials: The statistical model the confidence statement assumes
+            (:class:`TrialModel`; independent trials unless the caller says otherwise).
     """
 
     epsilon_lower_bound: float
@@ -121,6 +164,7 @@ class PrivacyLowerBound:
     fnr_upper: float
     selection: ThresholdSelection
     num_thresholds: int = 1
+    trials: TrialModel = TrialModel.INDEPENDENT
 
     def __post_init__(self) -> None:
         for name in ("epsilon_lower_bound", "mu_lower_bound"):
@@ -144,11 +188,18 @@ class PrivacyLowerBound:
         if not isinstance(self.selection, ThresholdSelection):
             raise ParameterError("selection", "a ThresholdSelection", self.selection)
         check_int("num_thresholds", self.num_thresholds, minimum=1, numpy=True)
+        if not isinstance(self.trials, TrialModel):
+            raise ParameterError("trials", "a TrialModel", self.trials)
 
     @property
     def confidence(self) -> float:
         """1 − significance."""
         return 1.0 - self.significance
+
+    @property
+    def statistical_model(self) -> str:
+        """What the bound assumes, in one sentence (see :class:`TrialModel`)."""
+        return self.trials.statement
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-serialisable dict."""
@@ -156,6 +207,8 @@ class PrivacyLowerBound:
             **field_dict(self),
             "threshold": self.threshold if math.isfinite(self.threshold) else None,
             "selection": self.selection.value,
+            "trials": self.trials.value,
+            "statistical_model": self.statistical_model,
         }
 
 
@@ -659,16 +712,24 @@ def one_run_epsilon_lower_bound(
 
 @dataclass(frozen=True)
 class OneRunAudit:
-    """Outcome of :func:`one_run_audit`.
+    """Outcome of :func:`one_run_audit` (or :func:`privfed.audit.one_run_audit_selected`).
 
     Attributes:
         epsilon_lower_bound: ε_lb ≥ 0 at ``delta``, holding with probability ≥ 1 − significance.
-        num_canaries: m canaries scored.
-        num_guesses: r guesses made (the r/2 highest scores guessed "in", the r/2
-            lowest guessed "out"; ties in the ranking broken by canary index).
+        num_canaries: m canaries the bound is computed on (the evaluation half when
+            the guess rule was chosen on a held-out half).
+        num_guesses: r guesses made: the ``num_guesses_in`` highest scores guessed
+            "in", the ``r − num_guesses_in`` lowest guessed "out" (ties in the ranking
+            broken by canary index).
         num_correct: v correct guesses.
         delta: δ of the bound.
-        significance: α of the bound.
+        significance: α of the bound (the whole α, after any correction).
+        num_guesses_in: Guesses "in" (None: ⌊r/2⌋, the even split).
+        selection: How r and the split were chosen: ``"fixed"`` (given in advance),
+            ``"held-out"`` (on a disjoint half of the canaries) or ``"bonferroni"``
+            (best of ``num_configurations`` declared rules, each at α/k).
+        num_configurations: k, the declared rules the α was split over (1 unless Bonferroni).
+        calibration_canaries: Canaries spent choosing the rule (0 unless held-out).
     """
 
     epsilon_lower_bound: float
@@ -677,6 +738,10 @@ class OneRunAudit:
     num_correct: int
     delta: float
     significance: float
+    num_guesses_in: int | None = None
+    selection: str = "fixed"
+    num_configurations: int = 1
+    calibration_canaries: int = 0
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.epsilon_lower_bound) or self.epsilon_lower_bound < 0:
@@ -685,10 +750,52 @@ class OneRunAudit:
             )
         _check_one_run(self.num_canaries, self.num_guesses, self.num_correct, self.delta)
         check_probability("significance", self.significance, open_low=True, open_high=True)
+        if self.num_guesses_in is not None and not 0 <= self.num_guesses_in <= self.num_guesses:
+            raise ParameterError(
+                "num_guesses_in", "an int in [0, num_guesses]", self.num_guesses_in
+            )
+        if self.selection not in ("fixed", "held-out", "bonferroni"):
+            raise ParameterError("selection", "'fixed', 'held-out' or 'bonferroni'", self.selection)
+        check_int("num_configurations", self.num_configurations, minimum=1, numpy=True)
+        check_int("calibration_canaries", self.calibration_canaries, minimum=0, numpy=True)
+
+    @property
+    def statistical_model(self) -> str:
+        """What the bound assumes, in one sentence (:attr:`TrialModel.ONE_RUN`)."""
+        return TrialModel.ONE_RUN.statement
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-serialisable dict."""
-        return field_dict(self)
+        return {
+            **field_dict(self),
+            "trials": TrialModel.ONE_RUN.value,
+            "statistical_model": self.statistical_model,
+        }
+
+
+def _check_canaries(
+    canary_scores: ArrayLike, canary_included: ArrayLike
+) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
+    scores = check_vector("canary_scores", canary_scores)
+    included = np.asarray(canary_included)
+    if included.shape != scores.shape or included.dtype != np.bool_:
+        raise ParameterError(
+            "canary_included",
+            f"a bool array of shape {scores.shape}",
+            f"{included.dtype} {included.shape}",
+        )
+    return scores, included
+
+
+def _correct_guesses(
+    scores: NDArray[np.float64], included: NDArray[np.bool_], r: int, r_in: int
+) -> int:
+    """Correct guesses when the ``r_in`` highest are guessed in, the ``r − r_in`` lowest out."""
+    m = scores.size
+    order = np.argsort(scores, kind="stable")
+    guess_in = order[m - r_in :] if r_in else order[:0]
+    guess_out = order[: r - r_in]
+    return int(included[guess_in].sum() + (~included[guess_out]).sum())
 
 
 def one_run_audit(
@@ -698,16 +805,21 @@ def one_run_audit(
     num_guesses: int,
     delta: float,
     significance: float = 0.05,
+    guess_in_fraction: float = 0.5,
 ) -> OneRunAudit:
     """One-run audit from canary scores (Steinke, Nasr & Jagielski 2023, arXiv:2305.08846).
 
     Protocol: each of m canaries was included in the training run independently
     with probability ½ (the caller's responsibility: the bound is invalid
     otherwise).  After training, each canary gets a score (higher ⇒ "in").
-    The auditor guesses "in" for the ⌊r/2⌋ highest scores, "out" for the
-    ⌈r/2⌉ lowest, and abstains on the rest; the number of correct guesses
-    enters :func:`one_run_epsilon_lower_bound`.  The guess rule depends on
-    the scores only, never on the inclusion bits, as the theorem requires.
+    The auditor guesses "in" for the ⌊f·r⌋ highest scores (f =
+    ``guess_in_fraction``), "out" for the r − ⌊f·r⌋ lowest, and abstains on
+    the rest; the number of correct guesses enters
+    :func:`one_run_epsilon_lower_bound`.  The guess rule depends on the
+    scores only, never on the inclusion bits, as the theorem requires.  r and
+    f must be fixed in advance: to choose them from the data, use
+    :func:`privfed.audit.one_run_audit_selected` (a held-out half, or a
+    declared grid with a Bonferroni correction).
 
     Args:
         canary_scores: Scores of the m canaries, shape (m,), finite.
@@ -715,28 +827,22 @@ def one_run_audit(
         num_guesses: r in [1, m].
         delta: δ in [0, 1).
         significance: α in (0, 1).
+        guess_in_fraction: f in [0, 1]: the share of the r guesses that are "in"
+            (default ½, the even split).
 
     Returns:
-        A :class:`OneRunAudit`.
+        A :class:`OneRunAudit` with ``selection="fixed"``.
     """
-    scores = check_vector("canary_scores", canary_scores)
-    included = np.asarray(canary_included)
-    if included.shape != scores.shape or included.dtype != np.bool_:
-        raise ParameterError(
-            "canary_included",
-            f"a bool array of shape {scores.shape}",
-            f"{included.dtype} {included.shape}",
-        )
+    scores, included = _check_canaries(canary_scores, canary_included)
     m = scores.size
     r = check_int("num_guesses", num_guesses, minimum=1, numpy=True)
     if r > m:
         raise ParameterError("num_guesses", f"an int in [1, {m}]", num_guesses)
+    f = check_probability("guess_in_fraction", guess_in_fraction, open_low=False, open_high=False)
     d = check_probability("delta", delta, open_low=False, open_high=True)
     alpha = check_probability("significance", significance, open_low=True, open_high=True)
-    order = np.argsort(scores, kind="stable")
-    guess_in = order[m - r // 2 :] if r // 2 else order[:0]
-    guess_out = order[: r - r // 2]
-    correct = int(included[guess_in].sum() + (~included[guess_out]).sum())
+    r_in = math.floor(f * r)
+    correct = _correct_guesses(scores, included, r, r_in)
     return OneRunAudit(
         epsilon_lower_bound=one_run_epsilon_lower_bound(m, r, correct, delta=d, significance=alpha),
         num_canaries=m,
@@ -744,4 +850,5 @@ def one_run_audit(
         num_correct=correct,
         delta=d,
         significance=alpha,
+        num_guesses_in=r_in,
     )

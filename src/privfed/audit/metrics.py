@@ -18,8 +18,11 @@ with anything between about 0.476 and 0.526 at 95 % confidence.
 * TPR at a fixed FPR sets the threshold from the non-member scores only, so the
   Clopper–Pearson interval on the TPR (computed from the members) is exact
   conditional on the threshold.  A target FPR that the number of non-members
-  cannot resolve (fewer than ``3 / fpr`` of them) is flagged as unsupported
-  rather than silently reported.
+  cannot resolve (fewer than ``3 / fpr`` of them) is still reported, marked
+  unsupported (``supported=False``, a † in reports), never silently.
+* An AUC interval wholly below 0.5 means the score ranks non-members above
+  members (most likely a flipped sign): :attr:`MembershipMetrics.warnings`
+  says so, and reports print it.
 """
 
 from __future__ import annotations
@@ -459,6 +462,21 @@ class MembershipMetrics:
         if not (-1.0 <= self.max_advantage <= 1.0):
             raise ParameterError("max_advantage", "a float in [-1, 1]", self.max_advantage)
 
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Plain-language warnings about the scores (empty when there are none).
+
+        An AUC interval wholly below 0.5 means non-members score higher than
+        members: the score is most likely flipped (lower = member); negate it.
+        """
+        if self.auc.upper < 0.5:
+            return (
+                f"AUC interval [{self.auc.lower:.3f}, {self.auc.upper:.3f}] lies wholly below "
+                "0.5: the score ranks non-members above members; it is probably flipped "
+                "(higher must mean member): negate it",
+            )
+        return ()
+
     def to_dict(self, *, include_roc: bool = True) -> dict[str, Any]:
         """Return a JSON-serialisable dict (ROC thinned to ≤ 2000 points)."""
         out: dict[str, Any] = {
@@ -467,6 +485,7 @@ class MembershipMetrics:
             "auc": self.auc.to_dict(),
             "tpr_at_fpr": [t.to_dict() for t in self.tpr_at_fpr],
             "max_advantage": self.max_advantage,
+            "warnings": list(self.warnings),
         }
         if include_roc:
             out["roc"] = self.roc.to_dict()

@@ -40,7 +40,9 @@ from privfed._checks import (
 )
 from privfed.audit._distributions import normal_logpdf
 from privfed.audit._progress import progress_ticker
+from privfed.audit.bounds import PrivacyLowerBound, TrialModel
 from privfed.audit.metrics import DEFAULT_FPRS, MembershipMetrics, membership_metrics
+from privfed.audit.splits import lower_bound_random_split
 from privfed.errors import AuditError, ParameterError, ParameterTypeError
 
 __all__ = [
@@ -256,7 +258,12 @@ class ReferenceAttackResult:
         metrics: Metrics with intervals (members: the target's training records).
         num_reference_models: Reference models trained.
         member_scores: Scores of members, shape (n1,).
-        nonmember_scores: Scores of evaluated non-members, shape (n0,).
+        nonmember_scores: Scores of evaluated non-members, shape (n0,): every
+            non-member of the target, except for RMIA, whose population z is
+            set aside.
+        bound: ε/μ lower bound on a seeded held-out split of these scores
+            (stated under :attr:`~privfed.audit.TrialModel.ONE_MODEL`: the records
+            share one target model, so they are not independent trials).
     """
 
     attack: ReferenceAttack
@@ -264,6 +271,7 @@ class ReferenceAttackResult:
     num_reference_models: int
     member_scores: NDArray[np.float64] = field(repr=False)
     nonmember_scores: NDArray[np.float64] = field(repr=False)
+    bound: PrivacyLowerBound | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.attack, ReferenceAttack):
@@ -276,6 +284,7 @@ class ReferenceAttackResult:
             "attack": self.attack.value,
             "num_reference_models": self.num_reference_models,
             "metrics": self.metrics.to_dict(),
+            "bound": None if self.bound is None else self.bound.to_dict(),
         }
         if include_scores:
             out["member_scores"] = self.member_scores.tolist()
@@ -294,7 +303,9 @@ class _MembershipDesign:
 
     #: The target's members (a random half of the population), sorted.
     members: NDArray[np.int64]
-    #: The target's non-members that are scored (those not in :attr:`population`), sorted.
+    #: Every non-member of the target, sorted (scored by the attacks without a z set).
+    nonmembers: NDArray[np.int64]
+    #: The non-members RMIA scores (those not in :attr:`population`), sorted.
     eval_nonmembers: NDArray[np.int64]
     #: RMIA's population z: non-members set aside, never scored.
     population: NDArray[np.int64]
@@ -322,6 +333,7 @@ class _MembershipDesign:
         z_idx = rng.choice(nonmember_idx, size=z_count, replace=False)
         return cls(
             members=np.flatnonzero(target_in),
+            nonmembers=nonmember_idx,
             eval_nonmembers=np.setdiff1d(nonmember_idx, z_idx),
             population=z_idx,
             masks=masks,
@@ -344,6 +356,8 @@ def reference_model_attack(
     confidence: float = 0.95,
     seed: int | None = None,
     progress: bool = False,
+    delta: float = 1e-5,
+    significance: float = 0.05,
 ) -> tuple[ReferenceAttackResult, ...]:
     """Train a target and reference models with ``train_fn`` and run the attacks.
 
@@ -353,7 +367,11 @@ def reference_model_attack(
     is "in" for exactly one model of each pair.
     Offline attacks use only the "out" models of each record.  For RMIA, a
     random subset of the target's non-members serves as the population z and is
-    excluded from evaluation.
+    excluded from RMIA's evaluation; the other attacks score every non-member.
+    Each result carries an ε/μ bound from a seeded held-out split of its scores
+    (:func:`privfed.audit.lower_bound_random_split`), stated as a one-model bound:
+    its records share one target, so they are not independent trials; the
+    one-run estimator (canaries included at random) is the valid alternative.
 
     Args:
         train_fn: See :data:`TrainFn`.  Called 1 + ``num_reference_models`` times.
@@ -366,6 +384,8 @@ def reference_model_attack(
         confidence: Coverage of the intervals.
         seed: Seed of the membership draws (not of ``train_fn``'s own randomness).
         progress: Show a progress bar (tqdm if installed, else a counter on stderr).
+        delta: δ of each result's ε lower bound, in [0, 1).
+        significance: α of each result's bound, in (0, 1).
 
     Returns:
         One :class:`ReferenceAttackResult` per attack, in order.
@@ -382,9 +402,12 @@ def reference_model_attack(
         else check_int("num_population_records", num_population_records, minimum=1, numpy=True)
     )
     level = check_probability("confidence", confidence, open_low=True, open_high=True)
+    check_probability("delta", delta, open_low=False, open_high=True)
+    check_probability("significance", significance, open_low=True, open_high=True)
     rng = np.random.default_rng(check_seed("seed", seed))
     design = _MembershipDesign.draw(n, k, z_count, rng)
-    member_idx, eval_nonmember, masks = design.members, design.eval_nonmembers, design.masks
+    member_idx, masks = design.members, design.masks
+    split_seed = int(rng.integers(2**31))
 
     tick = progress_ticker(1 + k, progress, "models (target + reference)")
     target_p = _train(train_fn, member_idx.astype(np.int64), n)
@@ -398,27 +421,48 @@ def reference_model_attack(
 
     results = []
     for attack in attacks:
-        if attack is ReferenceAttack.LOSS:
-            scores = target_phi
-        elif attack is ReferenceAttack.LIRA_ONLINE:
-            scores = lira_scores(target_phi, ref_phi, masks, online=True)
-        elif attack is ReferenceAttack.LIRA_OFFLINE:
-            scores = lira_scores(target_phi, ref_phi, masks, online=False)
-        else:
-            online = attack is ReferenceAttack.RMIA_ONLINE
-            scores = _rmia_all(target_p, ref_p, masks, design.population, online=online)
+        scores = _attack_scores(attack, (target_p, ref_p), (target_phi, ref_phi), design)
+        needs_z = attack in (ReferenceAttack.RMIA_ONLINE, ReferenceAttack.RMIA_OFFLINE)
+        members, nonmembers = (
+            scores[member_idx],
+            scores[design.eval_nonmembers if needs_z else design.nonmembers],
+        )
         results.append(
             ReferenceAttackResult(
                 attack=attack,
-                metrics=membership_metrics(
-                    scores[member_idx], scores[eval_nonmember], fprs=fprs, confidence=level
-                ),
+                metrics=membership_metrics(members, nonmembers, fprs=fprs, confidence=level),
                 num_reference_models=0 if attack is ReferenceAttack.LOSS else k,
-                member_scores=scores[member_idx],
-                nonmember_scores=scores[eval_nonmember],
+                member_scores=members,
+                nonmember_scores=nonmembers,
+                bound=lower_bound_random_split(
+                    members,
+                    nonmembers,
+                    delta=delta,
+                    significance=significance,
+                    seed=split_seed,
+                    trials=TrialModel.ONE_MODEL,
+                ),
             )
         )
     return tuple(results)
+
+
+def _attack_scores(
+    attack: ReferenceAttack,
+    probabilities: tuple[NDArray[np.float64], NDArray[np.float64]],
+    confidences: tuple[NDArray[np.float64], NDArray[np.float64]],
+    design: _MembershipDesign,
+) -> NDArray[np.float64]:
+    """One attack's scores of every population record (target, then reference models)."""
+    target_phi, ref_phi = confidences
+    if attack is ReferenceAttack.LOSS:
+        return target_phi
+    if attack is ReferenceAttack.LIRA_ONLINE:
+        return lira_scores(target_phi, ref_phi, design.masks, online=True)
+    if attack is ReferenceAttack.LIRA_OFFLINE:
+        return lira_scores(target_phi, ref_phi, design.masks, online=False)
+    online = attack is ReferenceAttack.RMIA_ONLINE
+    return _rmia_all(*probabilities, design.masks, design.population, online=online)
 
 
 def _rmia_all(

@@ -19,9 +19,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from privfed._atomic import atomic_path, atomic_write_text
-from privfed.audit.bounds import PrivacyLowerBound
+from privfed.audit.bounds import OneRunAudit, PrivacyLowerBound, TrialModel
 from privfed.audit.canary import CanaryAuditResult
 from privfed.audit.metrics import MembershipMetrics
+from privfed.audit.splits import SplitBounds
 from privfed.errors import ParameterError, ParameterTypeError
 
 __all__ = ["ReportPaths", "render_markdown", "write_audit_report"]
@@ -57,8 +58,12 @@ def render_markdown(
     bounds: Mapping[str, PrivacyLowerBound],
     canary: Sequence[CanaryAuditResult],
     metadata: Mapping[str, Any],
+    one_run: Mapping[str, OneRunAudit] | None = None,
+    splits: Mapping[str, SplitBounds] | None = None,
 ) -> str:
     """Render the human-readable summary (markdown) of an audit.
+
+    Every bound is printed with the statistical model it assumes.
 
     Args:
         title: Heading.
@@ -66,6 +71,8 @@ def render_markdown(
         bounds: Lower bounds per attack name.
         canary: Canary self-audit results.
         metadata: Extra key/value lines shown under the heading.
+        one_run: One-run audits per name.
+        splits: Held-out bounds over repeated splits per attack name.
 
     Returns:
         The markdown text.
@@ -98,19 +105,11 @@ def render_markdown(
                 f"[{_fmt(m.auc.lower)}, {_fmt(m.auc.upper)}] | {'; '.join(cells)} |"
             )
         lines += ["", "† too few non-members to resolve this FPR (fewer than 3/FPR).", ""]
-    if bounds:
-        lines += [
-            "## Empirical privacy lower bounds",
-            "",
-            "| attack | ε_lb | μ_lb | δ | confidence | threshold rule |",
-            "|---|---|---|---|---|---|",
-        ]
-        for name, b in bounds.items():
-            lines.append(
-                f"| {name} | {_fmt(b.epsilon_lower_bound)} | {_fmt(b.mu_lower_bound)} | "
-                f"{b.delta:g} | {b.confidence:.0%} | {b.selection.value} |"
-            )
-        lines.append("")
+        for name, m in attacks.items():
+            lines += [f"**Warning ({name})**: {w}" for w in m.warnings]
+        if any(m.warnings for m in attacks.values()):
+            lines.append("")
+    lines += _bound_lines(bounds, one_run or {}, splits or {})
     if canary:
         lines += [
             "## Canary self-audit of the Gaussian release",
@@ -128,10 +127,75 @@ def render_markdown(
         lines += [
             "",
             "Each bound holds with probability at least 1 − significance "
-            f"({canary[0].significance:g}); a bound above the claim refutes the claim.",
+            f"({canary[0].significance:g}); a bound above the claim refutes the claim. "
+            f"Statistical model: {TrialModel.INDEPENDENT.statement} (one release per trial).",
             "",
         ]
     return "\n".join(lines)
+
+
+def _bound_lines(
+    bounds: Mapping[str, PrivacyLowerBound],
+    one_run: Mapping[str, OneRunAudit],
+    splits: Mapping[str, SplitBounds],
+) -> list[str]:
+    """The bound tables, each row naming its statistical model, then the models' statements."""
+    lines: list[str] = []
+    used: list[TrialModel] = []
+    if bounds:
+        lines += [
+            "## Empirical privacy lower bounds",
+            "",
+            "| attack | ε_lb | μ_lb | δ | confidence | threshold rule | statistical model |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for name, b in bounds.items():
+            used.append(b.trials)
+            lines.append(
+                f"| {name} | {_fmt(b.epsilon_lower_bound)} | {_fmt(b.mu_lower_bound)} | "
+                f"{b.delta:g} | {b.confidence:.0%} | {b.selection.value} | {b.trials.value} |"
+            )
+        lines.append("")
+    if splits:
+        lines += [
+            "Held-out bound over repeated splits (the median is a summary of K bounds, "
+            "each at the stated confidence; not a bound of its own):",
+            "",
+            "| attack | splits | median ε_lb | min–max ε_lb | median μ_lb |",
+            "|---|---|---|---|---|",
+        ]
+        for name, sb in splits.items():
+            low, high = sb.epsilon_range
+            lines.append(
+                f"| {name} | {len(sb.bounds)} | {_fmt(sb.median_epsilon)} | "
+                f"{_fmt(low)}–{_fmt(high)} | {_fmt(sb.median_mu)} |"
+            )
+        lines.append("")
+    if one_run:
+        used.append(TrialModel.ONE_RUN)
+        lines += [
+            "## One-run lower bounds (Steinke, Nasr & Jagielski 2023)",
+            "",
+            "| name | ε_lb | δ | confidence | canaries | guesses (in) | correct | rule |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for name, o in one_run.items():
+            rule = o.selection
+            if o.selection == "bonferroni":
+                rule += f" (k = {o.num_configurations})"
+            elif o.selection == "held-out":
+                rule += f" ({o.calibration_canaries} calibration canaries)"
+            lines.append(
+                f"| {name} | {_fmt(o.epsilon_lower_bound)} | {o.delta:g} | "
+                f"{1 - o.significance:.0%} | {o.num_canaries} | {o.num_guesses} "
+                f"({o.num_guesses_in}) | {o.num_correct} | {rule} |"
+            )
+        lines.append("")
+    for model in dict.fromkeys(used):
+        lines.append(f"- statistical model **{model.value}**: {model.statement}.")
+    if used:
+        lines.append("")
+    return lines
 
 
 def _plot(path: Path, attacks: Mapping[str, MembershipMetrics], title: str) -> None:
@@ -175,6 +239,8 @@ def write_audit_report(
     scores: Mapping[str, tuple[ArrayLike, ArrayLike]] | None = None,
     metadata: Mapping[str, Any] | None = None,
     plot: bool = True,
+    one_run: Mapping[str, OneRunAudit] | None = None,
+    splits: Mapping[str, SplitBounds] | None = None,
 ) -> ReportPaths:
     """Write ``audit.json``, ``audit.md`` and (if there are attacks and ``plot``) ``roc.png``.
 
@@ -189,6 +255,8 @@ def write_audit_report(
         scores: Per attack name, (member scores, non-member scores) to store.
         metadata: JSON-serialisable key/values (inputs, seeds policy, versions).
         plot: Write the log–log ROC plot (needs matplotlib).
+        one_run: One-run audits per name.
+        splits: Held-out bounds over repeated splits per attack name.
 
     Returns:
         The :class:`ReportPaths`.
@@ -202,12 +270,20 @@ def write_audit_report(
     for name, b in bounds.items():
         if not isinstance(b, PrivacyLowerBound):
             raise ParameterTypeError(f"bounds[{name!r}]", "a PrivacyLowerBound", b)
+    one_run = dict(one_run or {})
+    splits = dict(splits or {})
+    for name, o in one_run.items():
+        if not isinstance(o, OneRunAudit):
+            raise ParameterTypeError(f"one_run[{name!r}]", "a OneRunAudit", o)
+    for name, sb in splits.items():
+        if not isinstance(sb, SplitBounds):
+            raise ParameterTypeError(f"splits[{name!r}]", "a SplitBounds", sb)
     canary = tuple(canary)
     for c in canary:
         if not isinstance(c, CanaryAuditResult):
             raise ParameterTypeError("canary", "a sequence of CanaryAuditResult", c)
-    if not (attacks or bounds or canary):
-        raise ParameterError("attacks/bounds/canary", "at least one non-empty", "all empty")
+    if not (attacks or bounds or canary or one_run):
+        raise ParameterError("attacks/bounds/canary/one_run", "at least one non-empty", "all empty")
     score_json: dict[str, Any] = {}
     for name, pair in (scores or {}).items():
         member, nonmember = pair
@@ -222,11 +298,19 @@ def write_audit_report(
         "attacks": {k: v.to_dict() for k, v in attacks.items()},
         "bounds": {k: v.to_dict() for k, v in bounds.items()},
         "canary": [c.to_dict() for c in canary],
+        "one_run": {k: v.to_dict() for k, v in one_run.items()},
+        "splits": {k: v.to_dict() for k, v in splits.items()},
         "scores": score_json,
     }
     text = json.dumps(document, indent=2, allow_nan=False)
     markdown = render_markdown(
-        title=title, attacks=attacks, bounds=bounds, canary=canary, metadata=meta
+        title=title,
+        attacks=attacks,
+        bounds=bounds,
+        canary=canary,
+        metadata=meta,
+        one_run=one_run,
+        splits=splits,
     )
     directory = Path(out_dir)
     directory.mkdir(parents=True, exist_ok=True)

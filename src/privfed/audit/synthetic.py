@@ -39,8 +39,9 @@ from privfed._checks import (
     check_seed,
 )
 from privfed.audit._distributions import logsumexp_rows
-from privfed.audit.bounds import PrivacyLowerBound, lower_bound_held_out
+from privfed.audit.bounds import PrivacyLowerBound, TrialModel
 from privfed.audit.metrics import DEFAULT_FPRS, MembershipMetrics, membership_metrics
+from privfed.audit.splits import split_bound
 from privfed.errors import AuditError, ParameterError
 
 __all__ = [
@@ -798,14 +799,5 @@ def _held_out_bound(
 ) -> PrivacyLowerBound:
     if members.size < 2 or nonmembers.size < 2:
         raise AuditError("need at least 2 members and 2 non-members for a held-out bound")
-    pm = rng.permutation(members.size)
-    pn = rng.permutation(nonmembers.size)
-    hm, hn = members.size // 2, nonmembers.size // 2
-    return lower_bound_held_out(
-        members[pm[:hm]],
-        nonmembers[pn[:hn]],
-        members[pm[hm:]],
-        nonmembers[pn[hn:]],
-        delta=delta,
-        significance=alpha,
-    )
+    # The records are scored against one release: not independent trials (issue #29).
+    return split_bound(members, nonmembers, rng, 0.5, delta, alpha, trials=TrialModel.ONE_MODEL)

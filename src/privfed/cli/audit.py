@@ -3,12 +3,31 @@
 Inputs (any combination, at least one):
 
 ``--scores FILE``
-    Attack scores of members and non-members (higher = "member").  ``.npz``
-    with arrays ``member_scores`` and ``nonmember_scores`` (or ``member`` and
-    ``nonmember``); or ``.csv`` with a header containing the columns ``score``
-    and ``member`` (1/0 or true/false).  Metrics use all scores; the ε/μ lower
-    bound uses the ``--threshold-selection`` rule (default: a seeded held-out
-    split, ``--calibration-fraction`` of each group choosing the threshold).
+    Attack scores of members and non-members (higher = "member"), one attack or
+    several per file.  ``.npz`` with arrays ``member_scores`` and
+    ``nonmember_scores`` (or ``member`` and ``nonmember``; the attack is named
+    ``scores``), or ``<attack>/member_scores`` and ``<attack>/nonmember_scores``
+    for each of several attacks; or ``.csv`` with a header containing the
+    columns ``score`` and ``member`` (1/0 or true/false) and optionally
+    ``attack``.  Metrics use all scores; the ε/μ lower bound uses the
+    ``--threshold-selection`` rule (default: a seeded held-out split,
+    ``--calibration-fraction`` of each group choosing the threshold), repeated
+    over ``--splits`` K seeds (median and spread reported; the bound quoted is
+    the one of ``--seed``).  ``--score-trials`` says what the scores are:
+    ``one-model`` (default; records scored against one trained model, which
+    are NOT independent trials, so the bound's confidence is not guaranteed
+    and a caveat is printed) or ``independent`` (each score from its own run).
+    An AUC interval wholly below 0.5 (a flipped score) prints a warning.
+
+``--one-run FILE``
+    One-run audit (Steinke, Nasr & Jagielski 2023), valid for one trained
+    model: ``.npz`` with ``canary_scores`` (m,) and ``canary_included`` (m,
+    bools or 0/1 ints; each canary included independently with probability
+    ½), or ``<name>/canary_scores`` and ``<name>/canary_included`` for several
+    runs.  The guess rule (how many guesses, how many of them "in") is chosen
+    by ``--one-run-selection``: ``held-out`` (default: on a seeded random half
+    of the canaries, the bound on the other half) or ``bonferroni`` (best of
+    the declared grid, each rule at α/k).
 
 ``--run-dir DIR``
     The output directory of ``privfed run``; reads ``DIR/audit_inputs.npz``
@@ -47,13 +66,13 @@ claimed guarantee (its empirical lower bound exceeds the claim).
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 import zipfile
 from pathlib import Path
 from typing import Any
 
+from privfed.cli._audit_files import load_canaries, load_scores
 from privfed.cli._options import (
     FINITE,
     OPEN_UNIT,
@@ -73,6 +92,7 @@ __all__ = ["AUDIT_INPUTS_FILENAME", "register"]
 
 _DEFAULTS: dict[str, Any] = {
     "scores": None,
+    "one_run": None,
     "run_dir": None,
     "self_audit": False,
     "out": "audit",
@@ -85,6 +105,9 @@ _DEFAULTS: dict[str, Any] = {
     "threshold": None,
     "thresholds": None,
     "calibration_fraction": 0.5,
+    "splits": 1,
+    "score_trials": "one-model",
+    "one_run_selection": "held-out",
     "epsilon": "1,4,10",
     "clip_norm": 1.0,
     "dim": 16,
@@ -165,7 +188,20 @@ def register(subparsers: Any) -> None:
     one_line_errors(p)
     add = p.add_argument
     add("--config", help="JSON file with options (long names, underscores)")
-    add("--scores", help=".npz or .csv file with member / non-member scores")
+    add("--scores", help=".npz or .csv file with member / non-member scores (one or more attacks)")
+    add("--one-run", help=".npz file with canary_scores and canary_included (one-run audit)")
+    add(
+        "--one-run-selection",
+        choices=("held-out", "bonferroni"),
+        help="how the one-run guess rule is chosen",
+    )
+    add(
+        "--score-trials",
+        choices=("one-model", "independent"),
+        help="what --scores holds: records scored against one model (not independent trials; "
+        "printed with a caveat) or independent runs",
+    )
+    add("--splits", type=int, help="held-out bound: repeat over K split seeds (median, spread)")
     add("--run-dir", help=f"privfed run output directory (reads {AUDIT_INPUTS_FILENAME})")
     add("--self-audit", action="store_true", default=None, help="canary audit of privfed's release")
     add("--out", help="output directory")
@@ -240,7 +276,7 @@ def _check_options(options: dict[str, Any]) -> None:
     Raises:
         OptionError: The message names the option.
     """
-    for key in ("config", "scores", "run_dir", "out"):
+    for key in ("config", "scores", "one_run", "run_dir", "out"):
         value = options.get(key)
         if value is not None and (not isinstance(value, str) or not value):
             raise OptionError(f"--{key.replace('_', '-')} must be a path; got {value!r}")
@@ -266,13 +302,15 @@ def _check_options(options: dict[str, Any]) -> None:
             _floats(options[key], key)
     if "seed" in options:
         parse_int(options["seed"], "--seed", minimum=0)
-    for key in ("dim", "trials", "calibration_trials"):
+    for key in ("dim", "trials", "calibration_trials", "splits"):
         if options.get(key) is not None:
             parse_int(options[key], f"--{key.replace('_', '-')}", minimum=1)
     choices = {
         "threshold_selection": ("held-out", "fixed", "bonferroni"),
         "adjacency": ("replace-one", "add-remove"),
         "self_audit_mode": tuple(_SELF_AUDIT_TRIALS),
+        "score_trials": ("one-model", "independent"),
+        "one_run_selection": ("held-out", "bonferroni"),
     }
     for key, allowed in choices.items():
         if key in options and options[key] not in allowed:
@@ -282,90 +320,91 @@ def _check_options(options: dict[str, Any]) -> None:
             )
 
 
-def _load_scores(path: Path) -> tuple[Any, Any]:
-    import numpy as np
-
-    if not path.is_file():
-        raise _UsageError(f"score file not found: {path}")
-    if path.suffix == ".npz":
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                for m_key, n_key in (
-                    ("member_scores", "nonmember_scores"),
-                    ("member", "nonmember"),
-                ):
-                    if m_key in data and n_key in data:
-                        return np.asarray(data[m_key], float), np.asarray(data[n_key], float)
-        except (OSError, ValueError, TypeError, EOFError, zipfile.BadZipFile) as exc:
-            raise _UsageError(f"cannot read --scores {path}: {exc}") from None
-        raise _UsageError(f"{path} needs arrays member_scores and nonmember_scores")
-    if path.suffix == ".csv":
-        try:
-            return _load_csv_scores(path)
-        except (OSError, UnicodeDecodeError, csv.Error) as exc:
-            raise _UsageError(f"cannot read --scores {path}: {exc}") from None
-    raise _UsageError(f"unsupported score file type {path.suffix!r} (use .npz or .csv)")
-
-
-def _load_csv_scores(path: Path) -> tuple[Any, Any]:
-    import numpy as np
-
-    members: list[float] = []
-    nonmembers: list[float] = []
-    with path.open(newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        if reader.fieldnames is None or not {"score", "member"} <= set(reader.fieldnames):
-            raise _UsageError(f"{path} needs a header with columns 'score' and 'member'")
-        for line, row in enumerate(reader, start=2):
-            flag = (row["member"] or "").strip().lower()  # None: the row is too short
-            if flag not in ("1", "0", "true", "false"):
-                raise _UsageError(f"{path}:{line}: member must be 1/0/true/false")
-            try:
-                score = float(row["score"] or "")
-            except ValueError as exc:
-                raise _UsageError(f"{path}:{line}: score is not a number") from exc
-            (members if flag in ("1", "true") else nonmembers).append(score)
-    return np.asarray(members, float), np.asarray(nonmembers, float)
-
-
 def _score_bound(members: Any, nonmembers: Any, options: dict[str, Any]) -> Any:
-    import numpy as np
+    from dataclasses import replace
 
     from privfed import audit
 
     rule = options["threshold_selection"]
     delta, alpha = float(options["delta"]), float(options["significance"])
+    trials = {"one-model": audit.TrialModel.ONE_MODEL, "independent": audit.TrialModel.INDEPENDENT}[
+        options["score_trials"]
+    ]
     if rule == "fixed":
         if options["threshold"] is None:
             raise _UsageError("--threshold-selection fixed needs --threshold")
-        return audit.lower_bound_at_threshold(
+        bound = audit.lower_bound_at_threshold(
             members, nonmembers, float(options["threshold"]), delta=delta, significance=alpha
         )
+        return replace(bound, trials=trials)
     if rule == "bonferroni":
         if options["thresholds"] is None:
             raise _UsageError("--threshold-selection bonferroni needs --thresholds")
         grid = _floats(options["thresholds"], "thresholds")
-        return audit.lower_bound_bonferroni(
+        bound = audit.lower_bound_bonferroni(
             members, nonmembers, grid, delta=delta, significance=alpha
         )
+        return replace(bound, trials=trials)
     if rule != "held-out":
         raise _UsageError(f"unknown threshold selection {rule!r}")
     fraction = float(options["calibration_fraction"])
     if not 0.0 < fraction < 1.0:
         raise _UsageError("--calibration-fraction must be in (0, 1)")
-    rng = np.random.default_rng(int(options["seed"]))
-    pm, pn = rng.permutation(members.size), rng.permutation(nonmembers.size)
     cm, cn = int(members.size * fraction), int(nonmembers.size * fraction)
     if min(cm, cn, members.size - cm, nonmembers.size - cn) < 1:
         raise _UsageError("too few scores for a held-out split")
-    return audit.lower_bound_held_out(
-        members[pm[:cm]],
-        nonmembers[pn[:cn]],
-        members[pm[cm:]],
-        nonmembers[pn[cn:]],
+    return audit.repeated_split_bounds(
+        members,
+        nonmembers,
+        num_splits=int(options["splits"]),
         delta=delta,
         significance=alpha,
+        calibration_fraction=fraction,
+        seed=int(options["seed"]),
+        trials=trials,
     )
+
+
+def _score_inputs(
+    options: dict[str, Any], fprs: tuple[float, ...], confidence: float
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(metrics, bounds, repeated splits, scores) per attack of the ``--scores`` file."""
+    from privfed import audit
+
+    attacks: dict[str, Any] = {}
+    bounds: dict[str, Any] = {}
+    splits: dict[str, Any] = {}
+    scores: dict[str, Any] = {}
+    for name, (members, nonmembers) in load_scores(Path(options["scores"])).items():
+        attacks[name] = audit.membership_metrics(
+            members, nonmembers, fprs=fprs, confidence=confidence
+        )
+        result = _score_bound(members, nonmembers, options)
+        if isinstance(result, audit.SplitBounds):
+            bounds[name] = result.bounds[0]
+            if len(result.bounds) > 1:
+                splits[name] = result
+        else:
+            bounds[name] = result
+        scores[name] = (members, nonmembers)
+    return attacks, bounds, splits, scores
+
+
+def _one_run_inputs(options: dict[str, Any]) -> dict[str, Any]:
+    """One-run audit per run of the ``--one-run`` file."""
+    from privfed import audit
+
+    return {
+        name: audit.one_run_audit_selected(
+            canary_scores,
+            included,
+            delta=float(options["delta"]),
+            significance=float(options["significance"]),
+            selection=options["one_run_selection"],
+            seed=int(options["seed"]),
+        )
+        for name, (canary_scores, included) in load_canaries(Path(options["one_run"])).items()
+    }
 
 
 def _run_dir_inputs(directory: Path) -> Any:
@@ -386,8 +425,8 @@ def _run_dir_inputs(directory: Path) -> Any:
 def _execute(options: dict[str, Any]) -> int:
     from privfed._deps import require
 
-    if not (options["scores"] or options["run_dir"] or options["self_audit"]):
-        raise _UsageError("give at least one of --scores, --run-dir, --self-audit")
+    if not (options["scores"] or options["run_dir"] or options["self_audit"] or options["one_run"]):
+        raise _UsageError("give at least one of --scores, --one-run, --run-dir, --self-audit")
     _check_options(options)
     if not options["no_plot"] and (options["scores"] or options["run_dir"]):
         # roc.png is drawn last; find out now, not after the work, that it cannot be.
@@ -401,19 +440,19 @@ def _execute(options: dict[str, Any]) -> int:
     seed = int(options["seed"])
     attacks: dict[str, Any] = {}
     bounds: dict[str, Any] = {}
+    splits: dict[str, Any] = {}
     scores: dict[str, Any] = {}
+    one_run: dict[str, Any] = {}
     canary: list[Any] = []
     meta: dict[str, Any] = {"seed": seed, "delta": options["delta"]}
 
     if options["scores"]:
-        path = Path(options["scores"])
-        members, nonmembers = _load_scores(path)
-        attacks["scores"] = audit.membership_metrics(
-            members, nonmembers, fprs=fprs, confidence=confidence
-        )
-        bounds["scores"] = _score_bound(members, nonmembers, options)
-        scores["scores"] = (members, nonmembers)
-        meta["scores_file"] = str(path)
+        attacks, bounds, splits, scores = _score_inputs(options, fprs, confidence)
+        meta["scores_file"] = str(options["scores"])
+        meta["score_trials"] = options["score_trials"]
+    if options["one_run"]:
+        one_run = _one_run_inputs(options)
+        meta["one_run_file"] = str(options["one_run"])
 
     if options["run_dir"]:
         inputs = _run_dir_inputs(Path(options["run_dir"]))
@@ -475,12 +514,26 @@ def _execute(options: dict[str, Any]) -> int:
         scores=None if options["no_scores"] else scores,
         metadata=meta,
         plot=not options["no_plot"],
+        one_run=one_run,
+        splits=splits,
     )
+    _print_warnings(attacks, bounds)
     print(paths.markdown.read_text(encoding="utf-8"))
     print(
         f"wrote {paths.json}, {paths.markdown}" + (f", {paths.roc_plot}" if paths.roc_plot else "")
     )
     return 3 if any(c.violation_detected for c in canary) else 0
+
+
+def _print_warnings(attacks: dict[str, Any], bounds: dict[str, Any]) -> None:
+    """Flipped-score warnings and the one-model caveat, one line each, on stderr."""
+    for name, metrics in attacks.items():
+        for warning in metrics.warnings:
+            print(f"privfed audit: warning: {name}: {warning}", file=sys.stderr)
+    one_model = [name for name, b in bounds.items() if b.trials.value == "one-model"]
+    if one_model:
+        caveat = bounds[one_model[0]].statistical_model
+        print(f"privfed audit: caveat: {', '.join(one_model)}: {caveat}", file=sys.stderr)
 
 
 def run_audit(args: argparse.Namespace) -> int:

@@ -459,6 +459,7 @@ def dp_sgd_step(
     batch_generator: torch.Generator,
     noise: GaussianNoiseSource,
     draw_aux: Callable[[int], torch.Tensor],
+    canaries: Any = None,
 ) -> int:
     """Run one DP-SGD step on ``module`` and return the Poisson batch size.
 
@@ -485,6 +486,10 @@ def dp_sgd_step(
         draw_aux: ``g(count) -> Tensor (count, ...)`` drawing per-example
             randomness (e.g. diffusion noise levels) for a micro-batch, on the
             module's device; transforms cannot draw randomness inside ``f``.
+        canaries: Audit hook (``None``: none), e.g. a
+            :class:`privfed.audit.gradient_canaries.DiracGradientCanaries`: its
+            ``insert(summed)`` gets the clipped sum before noise (and may add
+            canary gradients to it), its ``observe(noisy)`` the noisy sum.
 
     Returns:
         The number of records included in this step (may be 0).  It is
@@ -524,13 +529,18 @@ def dp_sgd_step(
         for name in params:
             clipped = _apply_clip(grads[name], count, *plan)
             summed[name] += clipped.sum(dim=0).reshape(summed[name].shape)
+    if canaries is not None:
+        canaries.insert(summed)
     expected_batch = config.realised_sampling_rate * n
     std = float(config.noise_multiplier * config.clip_norm)
     optimizer.zero_grad(set_to_none=True)
+    noisy_sums = {}
     for name, p in trainable:
         draw = noise.standard_normal(tuple(p.shape), device).to(torch.float64)
-        noisy = summed[name] + std * draw
-        p.grad = (noisy / expected_batch).to(p.dtype)
+        noisy_sums[name] = summed[name] + std * draw
+        p.grad = (noisy_sums[name] / expected_batch).to(p.dtype)
+    if canaries is not None:
+        canaries.observe(noisy_sums)
     optimizer.step()
     return int(indices.numel())
 
