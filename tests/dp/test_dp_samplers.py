@@ -99,11 +99,12 @@ def test_tables_bracket_their_exact_weights() -> None:
         assert int(poisson.lower[i + 1]) <= exact <= int(poisson.hi[i])
     mpmath.mp.dps = 60
     gauss = samplers._DiscreteGaussianTable(3.0)
-    scale = mpmath.mpf(2) ** (gauss.scale_bits + 1)
+    assert gauss.scale == gauss.mult * 2**gauss.scale_bits and gauss.mult < 2**53
+    scale = 2 * mpmath.mpf(gauss.scale)
     for x in range(1, gauss.hi.size):
         exact = scale * mpmath.exp(-mpmath.mpf(x * x) / 18)
         assert int(gauss.lower[x + 1]) <= exact <= int(gauss.hi[x])
-    assert gauss.hi[0] == gauss.lower[1] == 2**gauss.scale_bits
+    assert gauss.hi[0] == gauss.lower[1] == gauss.scale
 
 
 def test_exact_window_acceptance_has_the_fractional_probability() -> None:
@@ -116,7 +117,7 @@ def test_exact_window_acceptance_has_the_fractional_probability() -> None:
     floor_y = math.floor(y)
     mpmath.mp.dps = 60
     gauss = samplers._DiscreteGaussianTable(3.0)
-    g = mpmath.mpf(2) ** (gauss.scale_bits + 1) * mpmath.exp(-mpmath.mpf(25) / 18)
+    g = 2 * mpmath.mpf(gauss.scale) * mpmath.exp(-mpmath.mpf(25) / 18)
     n = 4000
     for draw, p in (
         (lambda: poisson.window_exact(source, index, floor_y), float(y - floor_y)),

@@ -1,0 +1,228 @@
+"""Speed of the exact distributed-DP noise samplers, the new against the old, in one run.
+
+Two parts:
+
+1. **Samplers/second** of :func:`privfed.dp.samplers.exact_discrete_gaussian` (σ) and
+   :func:`privfed.dp.samplers.skellam_noise` (λ = σ²/2, the same variance), σ in
+   {1, 10, 1000}, d in {10^5, 10^6} draws per call, the table already built (a client
+   draws every round from the same tables); plus the cold cost of building a table.
+   "old" is the previous implementation, kept verbatim as
+   ``benchmarks/_old_samplers.py`` (rejection from the same exact envelope, but a
+   modular uniform per proposal, a binary search per proposal and a separate sign word);
+   "new" is the package's.  Both are exact; their streams differ.
+2. **A training client's round**: its noise (Skellam, layer 0 plus ``L = n − t``
+   secret-shared layers, d coordinates, tables warm as from round 2 on) against its
+   secure-aggregation work in the same round (``run_protocol``'s mean client seconds,
+   masks with every peer, the layer seeds shared), n = 20, t = 11, b = 32.  The noise
+   share of (noise + secure aggregation) bounds the share of the whole client-side
+   privacy work from above (clipping, rotation and rounding only add to it).
+   Goal: <= 10 %.
+
+    python benchmarks/samplers.py [--dims 100000 1000000] [--sigmas 1 10 1000]
+        [--repeats 3] [--round-dims 100000] [--no-old]
+
+Prints a table per part and writes benchmarks/results/samplers.json.  Times are the
+minimum over ``--repeats`` (wall clock and process CPU); the machine's load average is
+recorded with them, since the benchmark machine is shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+
+
+def _old_module() -> ModuleType:
+    """The previous sampler implementation (``benchmarks/_old_samplers.py``)."""
+    spec = importlib.util.spec_from_file_location("_old_samplers", HERE / "_old_samplers.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["_old_samplers"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _best(fn: Any, repeats: int) -> tuple[float, float]:
+    """Minimum wall and CPU seconds of ``fn()`` over ``repeats`` calls."""
+    wall, cpu = math.inf, math.inf
+    for _ in range(repeats):
+        w0, c0 = time.perf_counter(), time.process_time()
+        fn()
+        wall = min(wall, time.perf_counter() - w0)
+        cpu = min(cpu, time.process_time() - c0)
+    return wall, cpu
+
+
+def _clear(module: ModuleType) -> None:
+    module._poisson_table.cache_clear()
+    module._gaussian_table.cache_clear()
+
+
+def speed_part(
+    modules: dict[str, ModuleType], sigmas: list[float], dims: list[int], repeats: int
+) -> list[dict[str, Any]]:
+    rows = []
+    for sigma in sigmas:
+        for sampler, param in (
+            ("discrete-gaussian", sigma),
+            ("skellam", sigma * sigma / 2.0),
+        ):
+            for label, module in modules.items():
+                fn = (
+                    module.exact_discrete_gaussian
+                    if sampler == "discrete-gaussian"
+                    else module.skellam_noise
+                )
+                _clear(module)
+                w0 = time.perf_counter()
+                fn(16, param, seed=0)  # builds the table
+                build = time.perf_counter() - w0
+                for dim in dims:
+                    fn(dim, param, seed=1)  # warm (and any lazily built index)
+                    wall, cpu = _best(lambda f=fn, d=dim, p=param: f(d, p, seed=2), repeats)
+                    rows.append(
+                        {
+                            "implementation": label,
+                            "sampler": sampler,
+                            "sigma": sigma,
+                            "parameter": param,
+                            "draws": dim,
+                            "seconds": wall,
+                            "cpu_seconds": cpu,
+                            "samples_per_second": dim / wall,
+                            "samples_per_cpu_second": dim / cpu,
+                            "table_build_seconds": build,
+                        }
+                    )
+                    print(
+                        f"  {label:<3} {sampler:<17} σ={sigma:<6g} d={dim:<8d} "
+                        f"{dim / wall / 1e6:7.2f} M/s wall {dim / cpu / 1e6:7.2f} M/s cpu"
+                        f"  (table {build * 1e3:.2f} ms)",
+                        flush=True,
+                    )
+    return rows
+
+
+def round_part(
+    modules: dict[str, ModuleType], dims: list[int], repeats: int, clients: int = 20
+) -> list[dict[str, Any]]:
+    from privfed.dp.distributed_blocks import layered_noise
+    from privfed.secagg import run_protocol
+
+    threshold = clients // 2 + 1
+    layers = clients - threshold
+    means = [2.0e4 / (j + 1) for j in range(layers + 1)]  # λ per layer, 1e3-scale stds
+    seeds = [[bytes([i, j + 1]) * 16 for j in range(layers)] for i in range(clients)]
+    rows = []
+    for dim in dims:
+        rng = np.random.default_rng(0)
+        inputs = [rng.integers(0, 2**32, size=dim, dtype=np.uint64) for _ in range(clients)]
+        start = time.perf_counter()
+        report = run_protocol(
+            inputs, threshold=threshold, ring_bits=32, noise_layers=layers, noise_seeds=seeds
+        )
+        protocol = report.mean_client_seconds
+        wall_protocol = time.perf_counter() - start
+        for label, module in modules.items():
+
+            def noise(m: ModuleType = module, d: int = dim) -> None:
+                total = m.skellam_noise(d, means[0], seed=b"layer0" * 4)
+                for j, key in enumerate(seeds[0], start=1):
+                    if m is modules.get("new"):
+                        total += layered_noise([means[j]], [d], key)
+                    else:  # the same per-layer streams' cost, from the old module
+                        total += m.skellam_noise(d, means[j], seed=key)
+
+            noise()  # tables warm, as for a client from its second round on
+            wall, cpu = _best(noise, repeats)
+            share = wall / (wall + protocol)
+            rows.append(
+                {
+                    "implementation": label,
+                    "clients": clients,
+                    "threshold": threshold,
+                    "layers": layers,
+                    "dimension": dim,
+                    "client_noise_seconds": wall,
+                    "client_noise_cpu_seconds": cpu,
+                    "client_secagg_seconds": protocol,
+                    "round_wall_seconds": wall_protocol,
+                    "noise_share": share,
+                }
+            )
+            print(
+                f"  {label:<3} d={dim:<8d} L={layers} noise {wall * 1e3:8.1f} ms, secure "
+                f"aggregation {protocol * 1e3:8.1f} ms per client -> noise share "
+                f"{100 * share:.1f} %",
+                flush=True,
+            )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--dims", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--sigmas", type=float, nargs="+", default=[1.0, 10.0, 1000.0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--round-dims", type=int, nargs="*", default=[100_000])
+    parser.add_argument("--no-old", action="store_true", help="skip the old implementation")
+    parser.add_argument("--output", type=Path, default=RESULTS / "samplers.json")
+    args = parser.parse_args()
+
+    from privfed.dp import samplers
+
+    modules = {"new": samplers} if args.no_old else {"old": _old_module(), "new": samplers}
+    load_before = os.getloadavg()
+    print("1. samples per second (tables built; min over repeats)", flush=True)
+    speed = speed_part(modules, args.sigmas, args.dims, args.repeats)
+    print("2. a training client's round: noise vs. secure aggregation", flush=True)
+    rounds = round_part(modules, args.round_dims, args.repeats)
+    speedups = {
+        f"{r['sampler']} sigma={r['sigma']:g} d={r['draws']}": o["seconds"] / r["seconds"]
+        for r in speed
+        if r["implementation"] == "new"
+        for o in speed
+        if o["implementation"] == "old"
+        and (o["sampler"], o["sigma"], o["draws"]) == (r["sampler"], r["sigma"], r["draws"])
+    }
+    result = {
+        "benchmark": "samplers",
+        "command": " ".join(["python", "benchmarks/samplers.py", *sys.argv[1:]]),
+        "machine": {
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+            "platform": platform.platform(),
+            "cpu_count": os.cpu_count(),
+            "load_average_before": load_before,
+            "load_average_after": os.getloadavg(),
+        },
+        "speed": speed,
+        "training_round": rounds,
+        "summary": {
+            "speedup_old_seconds_over_new": speedups,
+            "max_new_noise_share": max(
+                (r["noise_share"] for r in rounds if r["implementation"] == "new"), default=None
+            ),
+        },
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
