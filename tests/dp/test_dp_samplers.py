@@ -227,3 +227,116 @@ def test_sum_of_client_skellams_is_skellam() -> None:
     total = skellam_noise((clients, 60_000), lam, seed=3).sum(axis=0)
     lp = log_skellam(clients * lam, half=80)
     assert _chi_square_pvalue(total, {k - 80: v for k, v in enumerate(lp)}) > ALPHA
+
+
+# -- the table layout: the bins fill 2**62, the guide names the searched bin --------------
+
+TABLES = [
+    lambda: samplers._PoissonTable(0.5),
+    lambda: samplers._PoissonTable(7.3),
+    lambda: samplers._PoissonTable(5e5),
+    lambda: samplers._PoissonTable(30.0, 2),
+    lambda: samplers._DiscreteGaussianTable(0.3),
+    lambda: samplers._DiscreteGaussianTable(3.0),
+    lambda: samplers._DiscreteGaussianTable(1000.0),
+    lambda: samplers._DiscreteGaussianTable(3.0, 2),
+]
+
+
+@pytest.mark.parametrize("make", TABLES)
+def test_bins_fill_the_proposal_space_exactly(make) -> None:  # type: ignore[no-untyped-def]
+    table = make()
+    space = 2**samplers._K
+    weights = [int(w) for w in table.weights]
+    assert min(weights) >= 0 and sum(weights) == space == int(table.cum[-1])
+    # The last bin rejects; it holds the rest of 2**62 (about 2**-20 of it).
+    assert weights[-1] == space - table.total and 0 <= weights[-1] <= space >> 19
+    assert np.all(table.lower[1:-2] <= table.hi) and np.all(table.lower[[0, -2, -1]] == 0)
+    assert table.mult < 2**53 and table.scale == table.mult << table.scale_bits
+
+
+@pytest.mark.parametrize("make", TABLES)
+def test_guide_table_names_the_searched_bin(make) -> None:  # type: ignore[no-untyped-def]
+    # Every proposal's bin from the guide equals the binary search's: on random words
+    # and on the words at both sides of every bin boundary and every bucket boundary.
+    table = make()
+    guide = table._build_guide()
+    assert guide.size == 2**table.guide_bits and guide.max() < table.weights.size
+    shift = 64 - samplers._K
+    ends = table.cum[:-1].astype(np.uint64) << np.uint64(shift)
+    buckets = np.arange(guide.size, dtype=np.uint64) << np.uint64(64 - table.guide_bits)
+    rng = np.random.default_rng(0)
+    words = np.concatenate(
+        [
+            rng.integers(0, 2**64, size=50_000, dtype=np.uint64),
+            ends,
+            ends - np.uint64(1),
+            buckets,
+            buckets - np.uint64(1),
+        ]
+    )
+    v = (words >> np.uint64(shift)).view(np.int64)
+    expected = np.searchsorted(table.cum, v, side="right")
+    assert np.array_equal(table._bins(words, v), expected)
+
+
+def test_poisson_bounds_hold_at_a_large_mean() -> None:
+    # The M·2**e scale and the long float products: lo <= exact <= hi on every 97th bin.
+    table = samplers._PoissonTable(5e5)
+    for i in range(0, table.hi.size, 97):
+        exact = table.exact_weight(table.start + i)
+        assert int(table.lower[i + 1]) <= exact <= int(table.hi[i])
+
+
+# -- the law at the scales a training round uses -----------------------------------------
+
+
+@pytest.mark.parametrize("sigma", [10.0, 1000.0])
+def test_discrete_gaussian_wide_draws(sigma: float) -> None:
+    # 200,000 draws: four passes of the vectorised sampler, searched then guided.
+    x = exact_discrete_gaussian(200_000, sigma, seed=77)
+    lp = log_dg(sigma, math.ceil(12 * sigma))
+    half = (lp.size - 1) // 2
+    assert _chi_square_pvalue(x, {k - half: v for k, v in enumerate(lp)}) > ALPHA
+
+
+@pytest.mark.parametrize("lam", [0.5, 5e5])
+def test_poisson_wide_draws(lam: float) -> None:
+    x = exact_poisson(200_000, lam, seed=41)
+    lo, hi = max(0, int(lam - 12 * math.sqrt(lam))), int(lam + 12 * math.sqrt(lam) + 40)
+    ks = np.arange(lo, hi)
+    pmf = dict(zip(ks.tolist(), stats.poisson.logpmf(ks, lam), strict=True))
+    assert _chi_square_pvalue(x, pmf) > ALPHA
+
+
+def test_moments_match_the_exact_laws() -> None:
+    # Sample mean and variance against the exact ones (z-tests on n = 400,000 draws,
+    # normal approximation of the estimators; |z| < 4.89 is two-sided α = 1e-6 each).
+    n = 400_000
+    sigma = 10.0
+    lp = log_dg(sigma, 200)
+    k = np.arange(-200, 201, dtype=np.float64)
+    p = np.exp(lp)
+    var = float(np.sum(p * k * k))
+    mu4 = float(np.sum(p * k**4))
+    lam = 50.0  # Skellam(λ, λ): mean 0, variance 2λ, fourth central moment 2λ + 3(2λ)²
+    cases = [
+        (exact_discrete_gaussian(n, sigma, seed=101), var, mu4),
+        (skellam_noise(n, lam, seed=102), 2 * lam, 2 * lam + 3 * (2 * lam) ** 2),
+    ]
+    for sample, v, m4 in cases:
+        x = sample.astype(np.float64)
+        assert abs(x.mean()) / math.sqrt(v / n) < 4.89
+        assert abs(np.mean(x * x) - v) / math.sqrt((m4 - v * v) / n) < 4.89
+
+
+def test_small_and_large_draws_share_the_law() -> None:
+    # Below a table's guide threshold draws use the binary search only; split into
+    # many small calls, the pooled draws follow the same law (χ², α = 1e-6).
+    sigma = 3.0
+    samplers._gaussian_table.cache_clear()
+    parts = [exact_discrete_gaussian(64, sigma, seed=i) for i in range(1500)]
+    lp = log_dg(sigma, 100)
+    assert _chi_square_pvalue(np.concatenate(parts), {k - 100: v for k, v in enumerate(lp)}) > (
+        ALPHA
+    )

@@ -331,6 +331,10 @@ class _Histogram:
     weights: npt.NDArray[np.int64]  # per bin: [left tail, window..., right tail, reject]
     cum: npt.NDArray[np.int64]  # per bin: its end (the last is 2**62)
     total: int  # the weight of the real bins (all but the reject bin), <= 2**62
+    base: npt.NDArray[np.int64]  # per bin: its start
+    fast_limit: npt.NDArray[np.int64]  # per bin: base + lower
+    guide_bits: int
+    guide: npt.NDArray[np.int32] | None
 
     @property
     def scale(self) -> int:
@@ -358,9 +362,10 @@ class _Histogram:
                 scale /= 4.0
                 continue
             total = left + right + int(hi.sum(dtype=np.int64))
-            if total <= _SPACE and (total >= target * (1.0 - 2.0**-12) or attempt >= 8):
+            if total <= _SPACE and (total >= target * (1.0 - 2.0**-24) or attempt >= 8):
                 break
-            scale *= target / total * (1.0 - attempt * 2.0**-20)
+            # Nearly linear in the scale; overshoots of 2**62 shrink a little more each time.
+            scale *= target / total * (1.0 - attempt * 2.0**-24 if total > _SPACE else 1.0)
         else:  # pragma: no cover - the scale shrinks until the bins fit
             raise ArithmeticError("histogram does not fit")
         self.mult, self.scale_bits, self.hi, self.total = mult, bits, hi, total
@@ -377,8 +382,8 @@ class _Histogram:
         bins = self.weights.shape[0]
         self.base = self.cum - self.weights
         self.fast_limit = self.base + self.lower  # V below it: certainly accepted
-        self.guide_bits = min(max((bins - 1).bit_length() + 4, 8), 20)
-        self.guide: npt.NDArray[np.int32] | None = None
+        self.guide_bits = min(max(int(bins - 1).bit_length() + 4, 8), 20)
+        self.guide = None
         self._searched = 0
 
     @property
@@ -411,7 +416,7 @@ class _Histogram:
             if self._searched < 1 << (self.guide_bits - 3):
                 return np.asarray(np.searchsorted(self.cum, v, side="right"), dtype=np.intp)
             guide = self._build_guide()
-        b = guide[words >> np.uint64(64 - self.guide_bits)].astype(np.intp)
+        b: npt.NDArray[np.intp] = guide[words >> np.uint64(64 - self.guide_bits)].astype(np.intp)
         search = np.flatnonzero(b < 0)
         if search.size:
             b[search] = np.searchsorted(self.cum, v[search], side="right")
