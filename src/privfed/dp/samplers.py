@@ -266,9 +266,9 @@ def _product_range(lo: int, hi: int) -> int:
 # Gaussian).  So P(accept k) = y(k)/2**62, the accepted law is exactly y, and
 # the discarded proposals (reject bin, failed tests) only cost keystream.  The
 # bin of V is read from a guide table on V's top bits (Chen & Asau's index
-# method): a bucket inside one bin names it; a bucket holding a bin boundary
-# sends V to a binary search.  Both give the same bin, so the guide changes
-# speed only.
+# method): a bucket inside one bin's certainly-accepted part names its value;
+# any other bucket sends V to a binary search and the fast test.  Both decide
+# every proposal alike, so the guide changes speed only.
 #
 # The table bounds come from float64 products with a *proved* relative error:
 # every step is one IEEE-754 multiplication or division of binary64 values,
@@ -394,33 +394,34 @@ class _Histogram:
         return size + (4 << self.guide_bits)
 
     def _build_guide(self) -> npt.NDArray[np.int32]:
-        """The bin of each bucket of V's top bits; -1 where a bin boundary lies inside it."""
+        """Per bucket of V's top bits: the value, where the whole bucket is certainly accepted.
+
+        A bucket ``[g·W, (g+1)·W)`` inside one window bin's fast region ``[base, base +
+        lo)`` holds only proposals that the fast path accepts with that bin's value;
+        every other bucket (a bin boundary or the end of a fast region inside it, a
+        tail or the reject bin) holds -1 and sends its proposals to the search.
+        """
         bins = self.weights.shape[0]
         width = 1 << (_K - self.guide_bits)
         firsts = -(-self.cum // width) - (-(-self.base // width))
-        guide = np.repeat(np.arange(bins, dtype=np.int32), firsts)
-        ends = self.cum[:-1]
-        guide[ends[(ends % width) != 0] // width] = -1
+        first_bin = np.repeat(np.arange(bins, dtype=np.intp), firsts)
+        last = (np.arange(1, first_bin.size + 1, dtype=np.int64) << (_K - self.guide_bits)) - 1
+        certain = last < self.fast_limit[first_bin]
+        guide = np.where(certain, first_bin + (self.start - 1), -1).astype(np.int32)
         self.guide = guide
         return guide
 
-    def _bins(
-        self, words: npt.NDArray[np.uint64], v: npt.NDArray[np.int64]
-    ) -> npt.NDArray[np.intp]:
-        """The bin of each proposal ``v`` (the guide only speeds the search up)."""
+    def _guide(self, count: int) -> npt.NDArray[np.int32] | None:
+        """The guide table, once the table has served about 1/8 of its size (else None).
+
+        Small draws search directly.  Thread-safe: a race builds the same guide twice.
+        """
         guide = self.guide
         if guide is None:
-            # Small draws search directly; the guide pays off once a table has served
-            # about 1/8 of its size (thread-safe: a race builds the same guide twice).
-            self._searched += v.size
-            if self._searched < 1 << (self.guide_bits - 3):
-                return np.asarray(np.searchsorted(self.cum, v, side="right"), dtype=np.intp)
-            guide = self._build_guide()
-        b: npt.NDArray[np.intp] = guide[words >> np.uint64(64 - self.guide_bits)].astype(np.intp)
-        search = np.flatnonzero(b < 0)
-        if search.size:
-            b[search] = np.searchsorted(self.cum, v[search], side="right")
-        return b
+            self._searched += count
+            if self._searched >= 1 << (self.guide_bits - 3):
+                guide = self._build_guide()
+        return guide
 
     def window_exact(self, source: _Source, index: int, offset: int) -> bool:
         """Whether ``offset + U < y(start + index)`` for a fresh uniform U (exact)."""
@@ -433,24 +434,43 @@ class _Histogram:
     def _propose(self, source: _Source, count: int) -> npt.NDArray[np.int64]:
         """``count`` proposals, exactly tested; the accepted values, in proposal order."""
         words = source.words(count)
-        v = (words >> np.uint64(64 - _K)).view(np.int64)
-        b = self._bins(words, v)
-        accepted = v < self.fast_limit[b]
-        values = b + (self.start - 1)
-        window = self.weights.shape[0] - 3
-        for i in np.flatnonzero(~accepted & (b <= window + 1)):
-            bin_ = int(b[i])
-            if bin_ >= 1 and bin_ <= window:
-                offset = int(v[i]) - int(self.base[bin_])
-                accepted[i] = self.window_exact(source, bin_ - 1, offset)
-            else:
-                value = self.tail(source, 0 if bin_ == 0 else 1)
-                if value is not None:
-                    values[i] = value
-                    accepted[i] = True
+        guide = self._guide(count)
+        if guide is None:
+            values = np.empty(count, dtype=np.int64)
+            pending = np.arange(count)
+        else:  # the guide decides most proposals outright (certainly accepted)
+            values = guide[words >> np.uint64(64 - self.guide_bits)].astype(np.int64)
+            pending = np.flatnonzero(values < 0)
+        keep: npt.NDArray[np.bool_] | None = None
+        if pending.size:
+            v = (words[pending] >> np.uint64(64 - _K)).view(np.int64)
+            b = np.searchsorted(self.cum, v, side="right")
+            fast = v < self.fast_limit[b]
+            values[pending[fast]] = b[fast] + (self.start - 1)
+            slow = np.flatnonzero(~fast)
+            if slow.size:
+                keep = np.ones(count, dtype=bool)
+                for j in slow.tolist():
+                    i = int(pending[j])
+                    value = self._decide(source, int(b[j]), int(v[j]))
+                    if value is None:
+                        keep[i] = False
+                    else:
+                        values[i] = value
         if self.symmetric:
             values = np.where((words & np.uint64(1)).astype(bool), -values, values)
-        return values[accepted]
+        return values if keep is None else values[keep]
+
+    def _decide(self, source: _Source, bin_: int, v: int) -> int | None:
+        """The value of a proposal the fast path left open, or ``None`` if rejected (exact)."""
+        reject = self.weights.shape[0] - 1
+        if bin_ == reject:
+            return None
+        if 1 <= bin_ < reject - 1:
+            offset = v - int(self.base[bin_])
+            accepted = self.window_exact(source, bin_ - 1, offset)
+            return self.start + bin_ - 1 if accepted else None
+        return self.tail(source, 0 if bin_ == 0 else 1)
 
     def draw(self, source: _Source, count: int) -> npt.NDArray[np.int64]:
         out = np.empty(count, dtype=np.int64)
