@@ -334,7 +334,7 @@ class _Histogram:
     base: npt.NDArray[np.int64]  # per bin: its start
     fast_limit: npt.NDArray[np.int64]  # per bin: base + lower
     guide_bits: int
-    guide: npt.NDArray[np.int32] | None
+    guide: tuple[int, npt.NDArray[np.int32]] | None  # (bits, guide), built on demand
 
     @property
     def scale(self) -> int:
@@ -378,23 +378,23 @@ class _Histogram:
         self._index()
 
     def _index(self) -> None:
-        """The per-bin fast-path limits; the guide table's size (it is built on demand)."""
+        """The per-bin fast-path limits; the guide table's largest size (built on demand)."""
         bins = self.weights.shape[0]
         self.base = self.cum - self.weights
         self.fast_limit = self.base + self.lower  # V below it: certainly accepted
-        self.guide_bits = min(max(int(bins - 1).bit_length() + 4, 8), 20)
+        self.guide_bits = min(max(int(bins - 1).bit_length() + 4, 10), 20)
         self.guide = None
         self._searched = 0
 
     @property
     def nbytes(self) -> int:
         """Bytes of the table's arrays, its guide table included (built or not)."""
-        arrays = (v for k, v in vars(self).items() if k != "guide" and isinstance(v, np.ndarray))
+        arrays = (v for v in vars(self).values() if isinstance(v, np.ndarray))
         size: int = sum(int(a.nbytes) for a in arrays)
         return size + (4 << self.guide_bits)
 
-    def _build_guide(self) -> npt.NDArray[np.int32]:
-        """Per bucket of V's top bits: the value, where the whole bucket is certainly accepted.
+    def _build_guide(self, bits: int) -> npt.NDArray[np.int32]:
+        """Per bucket of V's top ``bits`` bits: its value, where all of it is certainly accepted.
 
         A bucket ``[g·W, (g+1)·W)`` inside one window bin's fast region ``[base, base +
         lo)`` holds only proposals that the fast path accepts with that bin's value;
@@ -402,26 +402,30 @@ class _Histogram:
         tail or the reject bin) holds -1 and sends its proposals to the search.
         """
         bins = self.weights.shape[0]
-        width = 1 << (_K - self.guide_bits)
+        width = 1 << (_K - bits)
         firsts = -(-self.cum // width) - (-(-self.base // width))
         first_bin = np.repeat(np.arange(bins, dtype=np.intp), firsts)
-        last = (np.arange(1, first_bin.size + 1, dtype=np.int64) << (_K - self.guide_bits)) - 1
+        last = (np.arange(1, first_bin.size + 1, dtype=np.int64) << (_K - bits)) - 1
         certain = last < self.fast_limit[first_bin]
-        guide = np.where(certain, first_bin + (self.start - 1), -1).astype(np.int32)
-        self.guide = guide
-        return guide
+        return np.where(certain, first_bin + (self.start - 1), -1).astype(np.int32)
 
-    def _guide(self, count: int) -> npt.NDArray[np.int32] | None:
-        """The guide table, once the table has served about 1/8 of its size (else None).
+    def _guide(self, count: int) -> tuple[int, npt.NDArray[np.int32]] | None:
+        """``(bits, guide)`` sized to the proposals this table has served (None at first).
 
-        Small draws search directly.  Thread-safe: a race builds the same guide twice.
+        A guide of ``2**bits`` buckets costs about as much to build as searching a
+        quarter as many proposals, so it grows with the demand (to at most
+        ``2**guide_bits``, rebuilt at most once per doubling) and small draws search
+        directly.  Thread-safe: the pair is replaced whole; a race builds it twice.
         """
-        guide = self.guide
-        if guide is None:
-            self._searched += count
-            if self._searched >= 1 << (self.guide_bits - 3):
-                guide = self._build_guide()
-        return guide
+        self._searched += count
+        bits = min(self.guide_bits, self._searched.bit_length() - 1)
+        current = self.guide
+        if bits < 10:
+            return current
+        if current is None or current[0] < bits:
+            current = (bits, self._build_guide(bits))
+            self.guide = current
+        return current
 
     def window_exact(self, source: _Source, index: int, offset: int) -> bool:
         """Whether ``offset + U < y(start + index)`` for a fresh uniform U (exact)."""
@@ -439,7 +443,8 @@ class _Histogram:
             values = np.empty(count, dtype=np.int64)
             pending = np.arange(count)
         else:  # the guide decides most proposals outright (certainly accepted)
-            values = guide[words >> np.uint64(64 - self.guide_bits)].astype(np.int64)
+            bits, table = guide
+            values = table[words >> np.uint64(64 - bits)].astype(np.int64)
             pending = np.flatnonzero(values < 0)
         keep: npt.NDArray[np.bool_] | None = None
         if pending.size:
