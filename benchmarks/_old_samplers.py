@@ -1,3 +1,6 @@
+# OLD IMPLEMENTATION, FOR benchmarks/samplers.py ONLY: privfed.dp.samplers as of commit
+# 0f9a62c (before the guide-table sampler), verbatim.  Not part of the package; nothing
+# but the benchmark imports it.  Its draws are exact too, from different streams.
 """Exact integer samplers for distributed DP, driven by a ChaCha20 CSPRNG.
 
 Each client of a distributed release adds integer noise to its integer

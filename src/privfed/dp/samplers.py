@@ -10,7 +10,9 @@ it).  The samplers here draw that noise *exactly*:
 
 Both are rejection samplers from an integer histogram envelope with exact
 Bernoulli factories (see the notes on the histogram sampler below): no
-floating-point value enters the law and the support is unbounded.  The float
+floating-point value enters the law and the support is unbounded.  They are
+vectorised over the keystream: one 64-bit word per proposal, almost every
+proposal decided by one lookup in a guide table, the rest by exact tests.  The float
 samplers are in :mod:`privfed.dp.noise`; the streams here are keyed by
 :func:`privfed.dp.noise.stream_key` under this module's own domain.
 """
@@ -58,7 +60,8 @@ MIN_POISSON_MEAN: Final = 2.0**-30
 MAX_POISSON_MEAN: Final = 2.0**30
 
 #: The key-derivation domain of the streams (unchanged since the samplers lived in
-#: :mod:`privfed.dp.distributed`: the same seed draws the same noise).
+#: :mod:`privfed.dp.distributed`).  The keystream of a seed is the same; the draws
+#: read from it changed with the guide-table sampler (same law, different values).
 _DOMAIN = b"privfed.dp.distributed/v1/"
 _U: Final = 2.0**-53  # unit roundoff of IEEE-754 binary64
 _TINY: Final = 2.0**-900  # table weights below this are left to the tails
