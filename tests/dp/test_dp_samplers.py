@@ -351,3 +351,20 @@ def test_small_and_large_draws_share_the_law() -> None:
     assert _chi_square_pvalue(np.concatenate(parts), {k - 100: v for k, v in enumerate(lp)}) > (
         ALPHA
     )
+
+
+@pytest.mark.parametrize(("sampler", "param"), [*SAMPLERS, (exact_discrete_gaussian, 1000.0)])
+def test_draws_do_not_depend_on_the_table_history(sampler, param) -> None:  # type: ignore[no-untyped-def]
+    # A server re-derives a client's layer noise from its seed in another process: the
+    # values must not depend on which tables (or guide sizes) that process built before.
+    samplers._poisson_table.cache_clear()
+    samplers._gaussian_table.cache_clear()
+    cold = sampler(150_000, param, seed=b"layer")
+    for size in (10, 5_000, 300_000):  # grows the table's guide to its full size
+        sampler(size, param, seed=size)
+    assert np.array_equal(cold, sampler(150_000, param, seed=b"layer"))
+    samplers._poisson_table.cache_clear()
+    samplers._gaussian_table.cache_clear()
+    small = sampler(3_000, param, seed=b"small")  # no guide yet: the search decides alone
+    sampler(300_000, param, seed=1)
+    assert np.array_equal(small, sampler(3_000, param, seed=b"small"))
