@@ -99,11 +99,12 @@ def test_tables_bracket_their_exact_weights() -> None:
         assert int(poisson.lower[i + 1]) <= exact <= int(poisson.hi[i])
     mpmath.mp.dps = 60
     gauss = samplers._DiscreteGaussianTable(3.0)
-    scale = mpmath.mpf(2) ** (gauss.scale_bits + 1)
+    assert gauss.scale == gauss.mult * 2**gauss.scale_bits and gauss.mult < 2**53
+    scale = 2 * mpmath.mpf(gauss.scale)
     for x in range(1, gauss.hi.size):
         exact = scale * mpmath.exp(-mpmath.mpf(x * x) / 18)
         assert int(gauss.lower[x + 1]) <= exact <= int(gauss.hi[x])
-    assert gauss.hi[0] == gauss.lower[1] == 2**gauss.scale_bits
+    assert gauss.hi[0] == gauss.lower[1] == gauss.scale
 
 
 def test_exact_window_acceptance_has_the_fractional_probability() -> None:
@@ -116,7 +117,7 @@ def test_exact_window_acceptance_has_the_fractional_probability() -> None:
     floor_y = math.floor(y)
     mpmath.mp.dps = 60
     gauss = samplers._DiscreteGaussianTable(3.0)
-    g = mpmath.mpf(2) ** (gauss.scale_bits + 1) * mpmath.exp(-mpmath.mpf(25) / 18)
+    g = 2 * mpmath.mpf(gauss.scale) * mpmath.exp(-mpmath.mpf(25) / 18)
     n = 4000
     for draw, p in (
         (lambda: poisson.window_exact(source, index, floor_y), float(y - floor_y)),
@@ -226,3 +227,144 @@ def test_sum_of_client_skellams_is_skellam() -> None:
     total = skellam_noise((clients, 60_000), lam, seed=3).sum(axis=0)
     lp = log_skellam(clients * lam, half=80)
     assert _chi_square_pvalue(total, {k - 80: v for k, v in enumerate(lp)}) > ALPHA
+
+
+# -- the table layout: the bins fill 2**62, the guide names the searched bin --------------
+
+TABLES = [
+    lambda: samplers._PoissonTable(0.5),
+    lambda: samplers._PoissonTable(7.3),
+    lambda: samplers._PoissonTable(5e5),
+    lambda: samplers._PoissonTable(30.0, 2),
+    lambda: samplers._DiscreteGaussianTable(0.3),
+    lambda: samplers._DiscreteGaussianTable(3.0),
+    lambda: samplers._DiscreteGaussianTable(1000.0),
+    lambda: samplers._DiscreteGaussianTable(3.0, 2),
+]
+
+
+@pytest.mark.parametrize("make", TABLES)
+def test_bins_fill_the_proposal_space_exactly(make) -> None:  # type: ignore[no-untyped-def]
+    table = make()
+    space = 2**samplers._K
+    weights = [int(w) for w in table.weights]
+    assert min(weights) >= 0 and sum(weights) == space == int(table.cum[-1])
+    # The last bin rejects; it holds the rest of 2**62 (about 2**-20 of it).
+    assert weights[-1] == space - table.total and 0 <= weights[-1] <= space >> 19
+    assert np.all(table.lower[1:-2] <= table.hi) and np.all(table.lower[[0, -2, -1]] == 0)
+    assert table.mult < 2**53 and table.scale == table.mult << table.scale_bits
+
+
+@pytest.mark.parametrize("make", TABLES)
+def test_guide_table_decides_as_the_search_does(make) -> None:  # type: ignore[no-untyped-def]
+    # Where the guide names a value, the binary search finds that bin and the fast test
+    # accepts: on random words and on the words at both sides of every bin boundary,
+    # every fast-region end and every bucket boundary.
+    table = make()
+    for bits in (10, table.guide_bits):
+        _check_guide(table, bits)
+
+
+def _check_guide(table, bits: int) -> None:  # type: ignore[no-untyped-def]
+    guide = table._build_guide(bits)
+    assert guide.size == 2**bits
+    shift = 64 - samplers._K
+    edges = np.concatenate([table.cum[:-1], table.fast_limit]).astype(np.uint64) << np.uint64(shift)
+    buckets = np.arange(guide.size, dtype=np.uint64) << np.uint64(64 - bits)
+    rng = np.random.default_rng(0)
+    words = np.concatenate(
+        [
+            rng.integers(0, 2**64, size=50_000, dtype=np.uint64),
+            edges,
+            edges - np.uint64(1),
+            buckets,
+            buckets - np.uint64(1),
+        ]
+    )
+    v = (words >> np.uint64(shift)).view(np.int64)
+    b = np.searchsorted(table.cum, v, side="right")
+    named = guide[words >> np.uint64(64 - bits)].astype(np.int64)
+    decided = named >= 0
+    assert np.all(v[decided] < table.fast_limit[b[decided]])
+    assert np.array_equal(named[decided], b[decided] + table.start - 1)
+    if bits == table.guide_bits and table.weights[0] + table.weights[-2] < 2**samplers._K // 100:
+        assert decided.mean() > 0.5  # the guide decides most proposals (speed, not law)
+
+
+def test_poisson_bounds_hold_at_a_large_mean() -> None:
+    # The M·2**e scale and the long float products: lo <= exact <= hi on every 97th bin.
+    table = samplers._PoissonTable(5e5)
+    for i in range(0, table.hi.size, 97):
+        exact = table.exact_weight(table.start + i)
+        assert int(table.lower[i + 1]) <= exact <= int(table.hi[i])
+
+
+# -- the law at the scales a training round uses -----------------------------------------
+
+
+@pytest.mark.parametrize("sigma", [10.0, 1000.0])
+def test_discrete_gaussian_wide_draws(sigma: float) -> None:
+    # 200,000 draws: four passes of the vectorised sampler, searched then guided.
+    x = exact_discrete_gaussian(200_000, sigma, seed=77)
+    lp = log_dg(sigma, math.ceil(12 * sigma))
+    half = (lp.size - 1) // 2
+    assert _chi_square_pvalue(x, {k - half: v for k, v in enumerate(lp)}) > ALPHA
+
+
+@pytest.mark.parametrize("lam", [0.5, 5e5])
+def test_poisson_wide_draws(lam: float) -> None:
+    x = exact_poisson(200_000, lam, seed=41)
+    lo, hi = max(0, int(lam - 12 * math.sqrt(lam))), int(lam + 12 * math.sqrt(lam) + 40)
+    ks = np.arange(lo, hi)
+    pmf = dict(zip(ks.tolist(), stats.poisson.logpmf(ks, lam), strict=True))
+    assert _chi_square_pvalue(x, pmf) > ALPHA
+
+
+def test_moments_match_the_exact_laws() -> None:
+    # Sample mean and variance against the exact ones (z-tests on n = 400,000 draws,
+    # normal approximation of the estimators; |z| < 4.89 is two-sided α = 1e-6 each).
+    n = 400_000
+    sigma = 10.0
+    lp = log_dg(sigma, 200)
+    k = np.arange(-200, 201, dtype=np.float64)
+    p = np.exp(lp)
+    var = float(np.sum(p * k * k))
+    mu4 = float(np.sum(p * k**4))
+    lam = 50.0  # Skellam(λ, λ): mean 0, variance 2λ, fourth central moment 2λ + 3(2λ)²
+    cases = [
+        (exact_discrete_gaussian(n, sigma, seed=101), var, mu4),
+        (skellam_noise(n, lam, seed=102), 2 * lam, 2 * lam + 3 * (2 * lam) ** 2),
+    ]
+    for sample, v, m4 in cases:
+        x = sample.astype(np.float64)
+        assert abs(x.mean()) / math.sqrt(v / n) < 4.89
+        assert abs(np.mean(x * x) - v) / math.sqrt((m4 - v * v) / n) < 4.89
+
+
+def test_small_and_large_draws_share_the_law() -> None:
+    # Below a table's guide threshold draws use the binary search only; split into
+    # many small calls, the pooled draws follow the same law (χ², α = 1e-6).
+    sigma = 3.0
+    samplers._gaussian_table.cache_clear()
+    parts = [exact_discrete_gaussian(64, sigma, seed=i) for i in range(1500)]
+    lp = log_dg(sigma, 100)
+    assert _chi_square_pvalue(np.concatenate(parts), {k - 100: v for k, v in enumerate(lp)}) > (
+        ALPHA
+    )
+
+
+@pytest.mark.parametrize(("sampler", "param"), [*SAMPLERS, (exact_discrete_gaussian, 1000.0)])
+def test_draws_do_not_depend_on_the_table_history(sampler, param) -> None:  # type: ignore[no-untyped-def]
+    # A server re-derives a client's layer noise from its seed in another process: the
+    # values must not depend on which tables (or guide sizes) that process built before.
+    samplers._poisson_table.cache_clear()
+    samplers._gaussian_table.cache_clear()
+    cold = sampler(150_000, param, seed=b"layer")
+    for size in (10, 5_000, 300_000):  # grows the table's guide to its full size
+        sampler(size, param, seed=size)
+    assert np.array_equal(cold, sampler(150_000, param, seed=b"layer"))
+    samplers._poisson_table.cache_clear()
+    samplers._gaussian_table.cache_clear()
+    small = sampler(3_000, param, seed=b"small")  # no guide yet: the search decides alone
+    sampler(300_000, param, seed=1)
+    assert np.array_equal(small, sampler(3_000, param, seed=b"small"))

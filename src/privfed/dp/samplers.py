@@ -10,7 +10,9 @@ it).  The samplers here draw that noise *exactly*:
 
 Both are rejection samplers from an integer histogram envelope with exact
 Bernoulli factories (see the notes on the histogram sampler below): no
-floating-point value enters the law and the support is unbounded.  The float
+floating-point value enters the law and the support is unbounded.  They are
+vectorised over the keystream: one 64-bit word per proposal, almost every
+proposal decided by one lookup in a guide table, the rest by exact tests.  The float
 samplers are in :mod:`privfed.dp.noise`; the streams here are its ChaCha20
 keystreams, keyed by :func:`privfed.dp.noise.stream_key` under this module's own
 domain.
@@ -58,7 +60,8 @@ MIN_POISSON_MEAN: Final = 2.0**-30
 MAX_POISSON_MEAN: Final = 2.0**30
 
 #: The key-derivation domain of the streams (unchanged since the samplers lived in
-#: :mod:`privfed.dp.distributed`: the same seed draws the same noise).
+#: :mod:`privfed.dp.distributed`).  The keystream of a seed is the same; the draws
+#: read from it changed with the guide-table sampler (same law, different values).
 _DOMAIN = b"privfed.dp.distributed/v1/"
 _U: Final = 2.0**-53  # unit roundoff of IEEE-754 binary64
 _TINY: Final = 2.0**-900  # table weights below this are left to the tails
@@ -79,8 +82,9 @@ class _Source(_KeyStream):
         super().__init__(label, seed, _DOMAIN)
 
     def words(self, count: int) -> npt.NDArray[np.uint64]:
+        """``count`` uniform 64-bit words (little-endian keystream; read-only)."""
         data = self.raw(8 * count)
-        return np.frombuffer(data, dtype="<u8").astype(np.uint64, copy=True)
+        return np.frombuffer(data, dtype="<u8").astype(np.uint64, copy=False)
 
     def below(self, bounds: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
         """One exact uniform integer in ``[0, b)`` for each ``b >= 1`` of ``bounds``.
@@ -171,40 +175,42 @@ def _exp_scaled_bounds(num: int, den: int, bits: int) -> tuple[int, int]:
     return scale // e_hi, -((-scale) // e_lo)
 
 
-def _exp_less(num: int, den: int, value: int, bits: int) -> bool:
-    """Whether the integer ``value < exp(-num/den) * 2**bits``, decided exactly.
+def _exp_less(num: int, den: int, value: int, bits: int, mult: int = 1) -> bool:
+    """Whether the integer ``value < mult * exp(-num/den) * 2**bits``, decided exactly.
 
-    Refines :func:`_exp_scaled_bounds` until the bracket excludes ``value``; it
-    always does, because ``e^-γ`` is irrational for rational ``γ > 0``
-    (Lindemann) and equals ``2**bits`` for ``γ = 0``.
+    Refines :func:`_exp_scaled_bounds` until the bracket (times the integer
+    ``mult >= 1``) excludes ``value``; it always does, because ``e^-γ`` is
+    irrational for rational ``γ > 0`` (Lindemann) and equals 1 for ``γ = 0``.
     """
     if num == 0:
-        return value < (1 << bits)
+        return value < (mult << bits)
     extra = 32
     while True:
         lo, hi = _exp_scaled_bounds(num, den, bits + extra)
         scaled = value << extra
-        if scaled < lo:
+        if scaled < lo * mult:
             return True
-        if scaled >= hi:
+        if scaled >= hi * mult:
             return False
         extra *= 2
 
 
-def _uniform_below_exp(source: _Source, offset: int, num: int, den: int, bits: int) -> bool:
-    """Whether ``offset + V < exp(-num/den) * 2**bits`` for a fresh uniform ``V`` in [0, 1).
+def _uniform_below_exp(
+    source: _Source, offset: int, num: int, den: int, bits: int, mult: int = 1
+) -> bool:
+    """Whether ``offset + V < mult * exp(-num/den) * 2**bits`` for a fresh uniform ``V`` in [0, 1).
 
     ``V`` is drawn 64 bits at a time, only as far as needed to decide: with
     ``z`` the integer formed by ``offset`` and the bits drawn so far (``t`` of
     them), ``offset + V`` lies in ``[z, z + 1) * 2**-t``.  Exact.
     """
     if num == 0:
-        return offset < (1 << bits)
+        return offset < (mult << bits)
     z, t = offset, 0
     while True:
-        if _exp_less(num, den, z + 1, bits + t):
+        if _exp_less(num, den, z + 1, bits + t, mult):
             return True
-        if not _exp_less(num, den, z, bits + t):
+        if not _exp_less(num, den, z, bits + t, mult):
             return False
         z = (z << 64) | int(source.words(1)[0])
         t += 64
@@ -239,26 +245,42 @@ def _product_range(lo: int, hi: int) -> int:
 # rejection from an integer histogram envelope:
 #
 # * a window of support points k with integer weights hi(k) >= y(k) and integer
-#   lower bounds lo(k) <= y(k) (y scaled by 2**S);
+#   lower bounds lo(k) <= y(k) (y scaled by the integer c = M·2**e, the mode's
+#   weight, chosen so that the bins fill 2**62 almost exactly);
 # * geometric tails beyond the window, with rational ratio ρ chosen so that
-#   the tail envelope dominates y.
+#   the tail envelope dominates y;
+# * one "reject" bin with the rest of 2**62 (a few parts in 2**20): a proposal
+#   there is simply discarded.
 #
-# One uniform integer V in [0, total) picks a bin with probability hi/total;
+# One uniform integer V in [0, 2**62) -- the top 62 bits of one keystream word,
+# so no modular reduction -- picks a bin with probability (bin weight)/2**62;
 # its offset W = V − (start of the bin) is uniform in [0, hi(k)) given the bin.
 # The proposal is accepted iff W + U < y(k) for a continuous uniform U in
 # [0, 1): certain when W < lo(k) (the fast, vectorised path), otherwise decided
 # exactly (rational arithmetic for Poisson, certified exp bounds for the
-# Gaussian).  So P(accept k) = y(k)/total and the accepted law is exactly y.
+# Gaussian).  So P(accept k) = y(k)/2**62, the accepted law is exactly y, and
+# the discarded proposals (reject bin, failed tests) only cost keystream.  The
+# bin of V is read from a guide table on V's top bits (Chen & Asau's index
+# method): a bucket inside one bin's certainly-accepted part names its value;
+# any other bucket sends V to a binary search and the fast test.  Both decide
+# every proposal alike, so the guide changes speed only.
 #
 # The table bounds come from float64 products with a *proved* relative error:
 # every step is one IEEE-754 multiplication or division of binary64 values,
 # each correctly rounded (relative error <= u = 2**-53), so a value built from
 # N such steps (and inputs with N0 units of error) lies within γ_{N+N0} =
 # (N+N0)u / (1 − (N+N0)u) of the exact value, whatever the evaluation order;
-# weights are kept only while >= 2**-900, far from subnormals.  The bounds are
-# widened by a further 4 units and a factor 1.01.  The float values therefore
-# only decide which proposals are *certainly* accepted; they never change the
-# law.
+# weights are kept only while >= 2**-900, far from subnormals.  The scale M·2**e
+# adds one rounding (M < 2**53 is exact in binary64, 2**e is exact).  The bounds
+# are widened by a further 4 units and a factor 1.01.  The float values
+# therefore only decide which proposals are *certainly* accepted; they never
+# change the law.
+
+#: Proposals are the top ``_K`` bits of a 64-bit keystream word; the bins fill ``2**_K``.
+_K: Final = 62
+_SPACE: Final = 1 << _K
+#: Samples drawn per vectorised pass (bounded so the pass's arrays stay in cache).
+_CHUNK: Final = 1 << 16
 
 
 def _relative_error(units: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -267,40 +289,138 @@ def _relative_error(units: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
 
 
 def _integer_bounds(
-    values: npt.NDArray[np.float64], units: npt.NDArray[np.float64], scale_bits: int
+    values: npt.NDArray[np.float64], units: npt.NDArray[np.float64], mult: int, bits: int
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """(lo, hi) integers bracketing ``exact * 2**S`` from ``values`` with ``units`` of error."""
-    eta = _relative_error(units)
-    x = np.ldexp(values, scale_bits)
+    """(lo, hi) integers bracketing ``exact * M * 2**e`` from ``values`` with ``units`` of error.
+
+    ``mult`` (M) is below 2**53, so ``values * M`` is one more correct rounding.
+    """
+    eta = _relative_error(units + 1.0)
+    x = np.ldexp(values * float(mult), bits)
     hi = np.ceil(x * (1.0 + eta)).astype(np.int64)
     lo = np.maximum(np.floor(x * (1.0 - eta)), 0.0).astype(np.int64)
     return lo, np.maximum(hi, 1)
 
 
+def _split_scale(scale: float) -> tuple[int, int]:
+    """``(M, e)`` with ``M < 2**53`` and ``M * 2**e <= scale`` (``scale >= 1``)."""
+    whole = max(int(scale), 1)
+    shift = max(whole.bit_length() - 53, 0)
+    return whole >> shift, shift
+
+
 class _Histogram:
-    """Window bins plus tail bins; subclasses supply the exact tests."""
+    """Window bins plus tail bins and the reject bin; subclasses supply the exact tests.
+
+    Subclasses set ``start`` (the value of the first window bin) and
+    ``symmetric`` (draws are magnitudes; the lowest bit of each proposal's
+    word, unused by V, is its sign), then call :meth:`_fit`.
+    """
 
     start: int
+    symmetric: bool = False
+    mult: int  # M: the window scale is c = M·2**scale_bits
     scale_bits: int
-    lower: npt.NDArray[np.int64]  # per bin (0 for tail bins)
-    weights: npt.NDArray[np.int64]  # per bin: [left tail, window..., right tail]
-    cum: npt.NDArray[np.int64]
-    total: int
+    hi: npt.NDArray[np.int64]  # window bins
+    lower: npt.NDArray[np.int64]  # per bin (0 for tail and reject bins)
+    weights: npt.NDArray[np.int64]  # per bin: [left tail, window..., right tail, reject]
+    cum: npt.NDArray[np.int64]  # per bin: its end (the last is 2**62)
+    total: int  # the weight of the real bins (all but the reject bin), <= 2**62
+    base: npt.NDArray[np.int64]  # per bin: its start
+    fast_limit: npt.NDArray[np.int64]  # per bin: base + lower
+    guide_bits: int
+    guide: tuple[int, npt.NDArray[np.int32]] | None  # (bits, guide), built on demand
 
-    def _finish(
-        self, lo: npt.NDArray[np.int64], hi: npt.NDArray[np.int64], left: int, right: int
-    ) -> None:
+    @property
+    def scale(self) -> int:
+        """c = M·2**e: the weight of the mode (an exact integer)."""
+        return self.mult << self.scale_bits
+
+    def _bounds(
+        self, mult: int, bits: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int, int]:
+        """(lo, hi) of the window and the (left, right) tail weights at scale M·2**e."""
+        raise NotImplementedError
+
+    def _fit(self, mass: float) -> None:
+        """Choose the scale so the bins fill ``2**62`` to within about ``2**-20``.
+
+        ``mass`` estimates the window's total in units of the mode's weight; the
+        exact total then corrects the scale (it is nearly linear in c).
+        """
+        target = float(_SPACE - (_SPACE >> 20))
+        scale = target / mass
+        for attempt in range(64):
+            mult, bits = _split_scale(scale)
+            lo, hi, left, right = self._bounds(mult, bits)
+            if float(np.sum(hi, dtype=np.float64)) + float(left) + float(right) >= 2.0**62.5:
+                scale /= 4.0
+                continue
+            total = left + right + int(hi.sum(dtype=np.int64))
+            if total <= _SPACE and (total >= target * (1.0 - 2.0**-24) or attempt >= 8):
+                break
+            # Nearly linear in the scale; overshoots of 2**62 shrink a little more each time.
+            scale *= target / total * (1.0 - attempt * 2.0**-24 if total > _SPACE else 1.0)
+        else:  # pragma: no cover - the scale shrinks until the bins fit
+            raise ArithmeticError("histogram does not fit")
+        self.mult, self.scale_bits, self.hi, self.total = mult, bits, hi, total
+        zero = np.zeros(1, np.int64)
         self.weights = np.concatenate(
-            [np.array([left], dtype=np.int64), hi, np.array([right], dtype=np.int64)]
+            [np.array([left], np.int64), hi, np.array([right, _SPACE - total], np.int64)]
         )
-        self.lower = np.concatenate([np.zeros(1, np.int64), lo, np.zeros(1, np.int64)])
-        if float(np.sum(hi, dtype=np.float64)) + float(left) + float(right) >= 2.0**61:
-            raise ArithmeticError("histogram total too large")  # caller lowers the scale
-        total = int(left) + int(right) + int(hi.sum(dtype=np.int64))
-        if total >= 2**62:
-            raise ArithmeticError("histogram total too large")  # caller lowers the scale
+        self.lower = np.concatenate([zero, lo, zero, zero])
         self.cum = np.cumsum(self.weights, dtype=np.int64)
-        self.total = total
+        self._index()
+
+    def _index(self) -> None:
+        """The per-bin fast-path limits; the guide table's largest size (built on demand)."""
+        bins = self.weights.shape[0]
+        self.base = self.cum - self.weights
+        self.fast_limit = self.base + self.lower  # V below it: certainly accepted
+        self.guide_bits = min(max(int(bins - 1).bit_length() + 4, 10), 20)
+        self.guide = None
+        self._searched = 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the table's arrays, its guide table included (built or not)."""
+        arrays = (v for v in vars(self).values() if isinstance(v, np.ndarray))
+        size: int = sum(int(a.nbytes) for a in arrays)
+        return size + (4 << self.guide_bits)
+
+    def _build_guide(self, bits: int) -> npt.NDArray[np.int32]:
+        """Per bucket of V's top ``bits`` bits: its value, where all of it is certainly accepted.
+
+        A bucket ``[g·W, (g+1)·W)`` inside one window bin's fast region ``[base, base +
+        lo)`` holds only proposals that the fast path accepts with that bin's value;
+        every other bucket (a bin boundary or the end of a fast region inside it, a
+        tail or the reject bin) holds -1 and sends its proposals to the search.
+        """
+        bins = self.weights.shape[0]
+        width = 1 << (_K - bits)
+        firsts = -(-self.cum // width) - (-(-self.base // width))
+        first_bin = np.repeat(np.arange(bins, dtype=np.intp), firsts)
+        last = (np.arange(1, first_bin.size + 1, dtype=np.int64) << (_K - bits)) - 1
+        certain = last < self.fast_limit[first_bin]
+        return np.where(certain, first_bin + (self.start - 1), -1).astype(np.int32)
+
+    def _guide(self, count: int) -> tuple[int, npt.NDArray[np.int32]] | None:
+        """``(bits, guide)`` sized to the proposals this table has served (None at first).
+
+        A guide of ``2**bits`` buckets costs about as much to build as searching a
+        quarter as many proposals, so it grows with the demand (to at most
+        ``2**guide_bits``, rebuilt at most once per doubling) and small draws search
+        directly.  Thread-safe: the pair is replaced whole; a race builds it twice.
+        """
+        self._searched += count
+        bits = min(self.guide_bits, self._searched.bit_length() - 1)
+        current = self.guide
+        if bits < 10:
+            return current
+        if current is None or current[0] < bits:
+            current = (bits, self._build_guide(bits))
+            self.guide = current
+        return current
 
     def window_exact(self, source: _Source, index: int, offset: int) -> bool:
         """Whether ``offset + U < y(start + index)`` for a fresh uniform U (exact)."""
@@ -310,40 +430,61 @@ class _Histogram:
         """One tail proposal (side 0 left, 1 right): the value, or ``None`` if rejected."""
         raise NotImplementedError
 
+    def _propose(self, source: _Source, count: int) -> npt.NDArray[np.int64]:
+        """``count`` proposals, exactly tested; the accepted values, in proposal order."""
+        words = source.words(count)
+        guide = self._guide(count)
+        if guide is None:
+            values = np.empty(count, dtype=np.int64)
+            pending = np.arange(count)
+        else:  # the guide decides most proposals outright (certainly accepted)
+            bits, table = guide
+            values = table[words >> np.uint64(64 - bits)].astype(np.int64)
+            pending = np.flatnonzero(values < 0)
+        keep: npt.NDArray[np.bool_] | None = None
+        if pending.size:
+            v = (words[pending] >> np.uint64(64 - _K)).view(np.int64)
+            b = np.searchsorted(self.cum, v, side="right")
+            fast = v < self.fast_limit[b]
+            values[pending[fast]] = b[fast] + (self.start - 1)
+            slow = np.flatnonzero(~fast)
+            if slow.size:
+                keep = np.ones(count, dtype=bool)
+                for j in slow.tolist():
+                    i = int(pending[j])
+                    value = self._decide(source, int(b[j]), int(v[j]))
+                    if value is None:
+                        keep[i] = False
+                    else:
+                        values[i] = value
+        if self.symmetric:
+            values = np.where((words & np.uint64(1)).astype(bool), -values, values)
+        return values if keep is None else values[keep]
+
+    def _decide(self, source: _Source, bin_: int, v: int) -> int | None:
+        """The value of a proposal the fast path left open, or ``None`` if rejected (exact)."""
+        reject = self.weights.shape[0] - 1
+        if bin_ == reject:
+            return None
+        if 1 <= bin_ < reject - 1:
+            offset = v - int(self.base[bin_])
+            accepted = self.window_exact(source, bin_ - 1, offset)
+            return self.start + bin_ - 1 if accepted else None
+        return self.tail(source, 0 if bin_ == 0 else 1)
+
     def draw(self, source: _Source, count: int) -> npt.NDArray[np.int64]:
         out = np.empty(count, dtype=np.int64)
         filled = 0
-        window = self.weights.shape[0] - 2
-        bounds_cache: npt.NDArray[np.uint64] | None = None
         while filled < count:
             need = count - filled
-            batch = need + need // 64 + 16
-            if bounds_cache is None or bounds_cache.shape[0] != batch:
-                bounds_cache = np.full(batch, self.total, dtype=np.uint64)
-            v = source.below(bounds_cache).astype(np.int64)
-            b = np.searchsorted(self.cum, v, side="right")
-            offset = v - (self.cum[b] - self.weights[b])
-            in_window = (b >= 1) & (b <= window)
-            fast = in_window & (offset < self.lower[b])
-            accepted = fast.copy()
-            values = self.start + (b - 1)
-            for i in np.flatnonzero(~fast):
-                bin_ = int(b[i])
-                if 1 <= bin_ <= window:
-                    accepted[i] = self.window_exact(source, bin_ - 1, int(offset[i]))
-                else:
-                    value = self.tail(source, 0 if bin_ == 0 else 1)
-                    if value is not None:
-                        values[i] = value
-                        accepted[i] = True
-            got = values[accepted][:need]
+            got = self._propose(source, min(need + need // 1024 + 8, _CHUNK))[:need]
             out[filled : filled + got.size] = got
             filled += got.size
         return out
 
 
 class _PoissonTable(_Histogram):
-    """Exact Poisson(λ): y(k) = 2**S · λ^(k−m) m!/k! with m = floor(λ) (the mode)."""
+    """Exact Poisson(λ): y(k) = c · λ^(k−m) m!/k! with m = floor(λ) (the mode)."""
 
     def __init__(self, lam: float, half_width: int | None = None) -> None:
         frac = Fraction(lam)
@@ -363,31 +504,22 @@ class _PoissonTable(_Histogram):
         left = left[:n_left]
         self.start = m - n_left
         self.right_end = m + n_right  # R: last window point
-        values = np.concatenate([left[::-1], np.ones(1), right])
+        self._values = np.concatenate([left[::-1], np.ones(1), right])
         # r(m ± i) is built from i roundings of the factors and i − 1 products.
         steps_left = np.arange(n_left, 0, -1, dtype=np.float64)
         steps_right = np.arange(1, n_right + 1, dtype=np.float64)
-        units = np.concatenate([2.0 * steps_left - 1.0, np.zeros(1), 2.0 * steps_right - 1.0])
-        bins = values.shape[0] + 2
-        scale = min(52, 60 - math.ceil(math.log2(bins + 2)))
-        while True:
-            try:
-                self._build(values, units, scale, n_left)
-                break
-            except ArithmeticError:
-                scale -= 1
+        self._units = np.concatenate(
+            [2.0 * steps_left - 1.0, np.zeros(1), 2.0 * steps_right - 1.0]
+        )
+        self._n_left = n_left
+        self._fit(float(self._values.sum()))
+        del self._values, self._units
 
-    def _build(
-        self,
-        values: npt.NDArray[np.float64],
-        units: npt.NDArray[np.float64],
-        scale: int,
-        n_left: int,
-    ) -> None:
-        self.scale_bits = scale
-        lo, hi = _integer_bounds(values, units, scale)
-        lo[n_left] = hi[n_left] = 1 << scale  # the mode: y = 2**S exactly
-        self.hi = hi
+    def _bounds(
+        self, mult: int, bits: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int, int]:
+        lo, hi = _integer_bounds(self._values, self._units, mult, bits)
+        lo[self._n_left] = hi[self._n_left] = mult << bits  # the mode: y = c exactly
         a, b = self.a, self.b
         big_r = self.right_end
         right_tail = -((-int(hi[-1]) * a) // (b * (big_r + 1) - a))
@@ -395,10 +527,10 @@ class _PoissonTable(_Histogram):
         left_tail = 0
         if big_l > 0:
             left_tail = -((-int(hi[0]) * big_l * b) // (a - big_l * b))
-        self._finish(lo, hi, left_tail, right_tail)
+        return lo, hi, left_tail, right_tail
 
     def exact_weight(self, k: int) -> Fraction:
-        """y(k) = 2**S · λ^(k−m) m!/k! as an exact fraction (the window edges are cached)."""
+        """y(k) = c · λ^(k−m) m!/k! as an exact fraction (the window edges are cached)."""
         if k in (self.start, self.right_end):
             cache = self.__dict__.setdefault("_edges", {})
             if k not in cache:
@@ -408,7 +540,7 @@ class _PoissonTable(_Histogram):
 
     def _weight(self, k: int) -> Fraction:
         m, a, b = self.mode, self.a, self.b
-        scale = 1 << self.scale_bits
+        scale = self.scale
         if k >= m:
             i = k - m
             return Fraction(a**i * scale, b**i * _product_range(m + 1, k + 1))
@@ -429,7 +561,7 @@ class _PoissonTable(_Histogram):
             weight_r = self.exact_weight(big_r)
             if not _uniform_below_fraction(source, source.below_int(hi_r), weight_r):
                 return None
-            tail_mass = int(self.weights[-1])
+            tail_mass = int(self.weights[-2])
             if not source.bernoulli(hi_r * a, (b * (big_r + 1) - a) * tail_mass):
                 return None
             for i in range(2, j + 1):
@@ -456,7 +588,9 @@ class _PoissonTable(_Histogram):
 
 
 class _DiscreteGaussianTable(_Histogram):
-    """Exact |X| for X ~ N_Z(0, σ²): y(0) = 2**S, y(x) = 2**(S+1) · exp(−x²/(2σ²)) for x >= 1."""
+    """Exact |X| for X ~ N_Z(0, σ²): y(0) = c, y(x) = 2c · exp(−x²/(2σ²)) for x >= 1."""
+
+    symmetric = True
 
     def __init__(self, scale: float, half_width: int | None = None) -> None:
         var = Fraction(scale) ** 2
@@ -474,44 +608,36 @@ class _DiscreteGaussianTable(_Histogram):
         self.right_end = n_win  # R >= 1: w(1) = q >= e^-128 > 2**-900 on the domain of σ
         self.start = 0
         x = np.arange(1, n_win + 1, dtype=np.float64)
-        values = np.concatenate([np.ones(1), w])
-        units = np.concatenate([np.zeros(1), 3.0 * x * x])
+        self._values = np.concatenate([np.ones(1), w])
+        self._units = np.concatenate([np.zeros(1), 3.0 * x * x])
         # exp(−(2R+1)/(2σ²)) <= ρ = rho_num / 2**64 < 1: the tail ratio.
         self.c_num, self.c_den = (2 * n_win + 1) * self.vd, 2 * self.vn
         _, rho_num = _exp_scaled_bounds(self.c_num, self.c_den, 64)
         if rho_num >= 1 << 64:
             raise ParameterError("scale", "a σ with a tail ratio below 1", scale)
         self.rho_num = rho_num
-        bins = values.shape[0] + 2
-        bits = min(51, 59 - math.ceil(math.log2(bins + 2)))
-        while True:
-            try:
-                self._build(values, units, bits)
-                break
-            except ArithmeticError:
-                bits -= 1
+        self._fit(2.0 * float(self._values.sum()) - 1.0)
+        del self._values, self._units
 
-    def _build(
-        self, values: npt.NDArray[np.float64], units: npt.NDArray[np.float64], bits: int
-    ) -> None:
-        self.scale_bits = bits
-        lo, hi = _integer_bounds(values, units, bits)
-        lo[0] = hi[0] = 1 << bits
+    def _bounds(
+        self, mult: int, bits: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int, int]:
+        lo, hi = _integer_bounds(self._values, self._units, mult, bits)
+        lo[0] = hi[0] = mult << bits  # y(0) = c exactly
         lo[1:] *= 2  # |X| = x >= 1 has two preimages ±x
         hi[1:] *= 2
-        self.hi = hi
         rho = self.rho_num
         right_tail = -((-int(hi[-1]) * rho) // ((1 << 64) - rho))
-        self._finish(lo, hi, 0, right_tail)
+        return lo, hi, 0, right_tail
 
     def _gamma(self, x: int) -> tuple[int, int]:
         return x * x * self.vd, 2 * self.vn  # x²/(2σ²)
 
     def window_exact(self, source: _Source, index: int, offset: int) -> bool:
         if index == 0:
-            return True  # y(0) = 2**S = hi(0) > offset
+            return True  # y(0) = c = hi(0) > offset
         num, den = self._gamma(index)
-        return _uniform_below_exp(source, offset, num, den, self.scale_bits + 1)
+        return _uniform_below_exp(source, offset, num, den, self.scale_bits + 1, self.mult)
 
     def tail(self, source: _Source, side: int) -> int | None:
         # Proposal |X| = R + j, j >= 1, with mass T(1 − ρ)ρ^(j−1) >= hi(R)ρ^j.  Accepted
@@ -524,9 +650,10 @@ class _DiscreteGaussianTable(_Histogram):
         while int(source.words(1)[0]) < rho:  # geometric, ratio ρ
             j += 1
         num, den = self._gamma(big_r)
-        if not _uniform_below_exp(source, source.below_int(hi_r), num, den, self.scale_bits + 1):
+        offset = source.below_int(hi_r)
+        if not _uniform_below_exp(source, offset, num, den, self.scale_bits + 1, self.mult):
             return None
-        tail_mass = int(self.weights[-1])
+        tail_mass = int(self.weights[-2])
         if not source.bernoulli(hi_r * rho, ((1 << 64) - rho) * tail_mass):
             return None
         if not source.bernoulli_exp((j * j - j) * self.vd, 2 * self.vn):
@@ -568,7 +695,7 @@ class _TableCache:
                 self.hits += 1
                 return found[0]
         table = self._factory(value, half_width)  # built outside the lock
-        size = sum(int(v.nbytes) for v in vars(table).values() if isinstance(v, np.ndarray))
+        size = table.nbytes
         with self._lock:
             self.misses += 1
             if key not in self._tables:
@@ -663,9 +790,8 @@ def exact_discrete_gaussian(
     )
 
     def draw(source: _Source, count: int) -> npt.NDArray[np.int64]:
-        magnitude = _gaussian_table(sigma, _half_width).draw(source, count)
-        negative = (source.words(count) & np.uint64(1)).astype(bool)
-        return np.where(negative, -magnitude, magnitude)
+        # The table draws |X| and signs it with a spare bit of each proposal's word.
+        return _gaussian_table(sigma, _half_width).draw(source, count)
 
     return _sample(dims, b"exact-discrete-gaussian", seed, draw)
 
