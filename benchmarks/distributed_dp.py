@@ -164,7 +164,7 @@ def cost_part(clients: int, epsilon: float, dims: list[int]) -> list[dict[str, A
     import numpy as np
 
     from privfed.dp import Adjacency
-    from privfed.dp import distributed as dp_distributed
+    from privfed.dp import samplers as dp_samplers
     from privfed.engines.latent.distributed import (
         add_client_noise,
         exact_ring_vector,
@@ -203,8 +203,8 @@ def cost_part(clients: int, epsilon: float, dims: list[int]) -> list[dict[str, A
         vectors = []
         for i in range(clients):
             # Each client is its own process: it builds its sampler tables once.
-            dp_distributed._poisson_table.cache_clear()
-            dp_distributed._gaussian_table.cache_clear()
+            dp_samplers._poisson_table.cache_clear()
+            dp_samplers._gaussian_table.cache_clear()
             start = time.perf_counter()
             vectors.append(add_client_noise(zero, plan, layer_seeds=seeds[i]))
             noise_seconds.append(time.perf_counter() - start)

@@ -158,12 +158,15 @@ EXPECTED_ALL: dict[str, list[str]] = {
         "AccountantRelation",
         "Accounting",
         "Adjacency",
+        "Bisection",
+        "Bracket",
         "DistributedBlockRelease",
         "DistributedDiscreteGaussianRelease",
         "DistributedSkellamRelease",
         "GaussianRelease",
         "LatentReleasePlan",
         "LedgerGuarantee",
+        "Nudge",
         "Partition",
         "PartitionKey",
         "PrivacyLedger",
@@ -173,6 +176,7 @@ EXPECTED_ALL: dict[str, list[str]] = {
         "SubsampledGaussianRelease",
         "block_rdp",
         "block_zcdp",
+        "calibrate",
         "calibrate_analytic_gaussian",
         "calibrate_block_noise",
         "calibrate_distributed_discrete_gaussian",
@@ -303,18 +307,13 @@ INTERNAL: dict[str, frozenset[str]] = {
     "privfed.secagg.primitives.shamir": frozenset(
         ("FIELD_BYTES", "combine_batches", "combine_many", "split_many")
     ),
+    "privfed.dp.calibrator": frozenset(("bracket_and_bisect", "raise_until")),
     "privfed.dp.distributed": frozenset(
         (
             "DDG_MIN_NOISE_STD",
             "MAX_CONTRIBUTORS",
-            "MAX_EXACT_DISCRETE_GAUSSIAN_SCALE",
-            "MAX_POISSON_MEAN",
-            "MIN_EXACT_DISCRETE_GAUSSIAN_SCALE",
-            "MIN_POISSON_MEAN",
-            "RDP_ORDERS",
             "WRAP_PROBABILITY_LIMIT",
             "DistributedMechanism",
-            "check_orders",
             "ddg_tau",
             "effective_sensitivities",
         )
@@ -346,10 +345,19 @@ INTERNAL: dict[str, frozenset[str]] = {
             "check_partition",
             "check_relation",
             "check_sampler",
-            "is_registered",
         )
     ),
     "privfed.dp.noise": frozenset(("MAX_INTEGER_SCALE", "Seed")),
+    "privfed.dp.rdp": frozenset(("RDP_ORDERS", "check_orders", "meets_rdp_target")),
+    "privfed.dp.registry": frozenset(("RELEASE_KINDS", "is_registered")),
+    "privfed.dp.samplers": frozenset(
+        (
+            "MAX_EXACT_DISCRETE_GAUSSIAN_SCALE",
+            "MAX_POISSON_MEAN",
+            "MIN_EXACT_DISCRETE_GAUSSIAN_SCALE",
+            "MIN_POISSON_MEAN",
+        )
+    ),
 }
 
 #: The privfed modules ``import <package>`` may load: the package inits on its path.

@@ -21,7 +21,6 @@ from scipy import stats as sps
 from scipy.special import logsumexp
 
 from privfed.dp import PartitionKey, PrivacyLedger, ddg_zcdp, skellam_zcdp
-from privfed.dp.distributed import RDP_ORDERS, rdp_epsilon
 from privfed.dp.distributed_blocks import (
     LAYER_SEED_BYTES,
     block_rdp,
@@ -37,6 +36,7 @@ from privfed.dp.distributed_blocks import (
     ring_wrap_bound,
     sample_block_noise,
 )
+from privfed.dp.rdp import RDP_ORDERS, rdp_epsilon
 from privfed.dp.releases.distributed_blocks import DistributedBlockRelease
 from privfed.dp.sensitivity import Adjacency
 from privfed.errors import CalibrationError, ParameterError, RingOverflowError
@@ -608,7 +608,7 @@ def test_sampler_table_cache_changes_no_draw_and_survives_long_cycles() -> None:
     # A layered client (and the server removing layers) cycles over one table per
     # (layer, block); the old 64-entry LRU never hit on cycles of more keys.  The cache
     # must hit on the second pass, stay within its byte bound, and change no draw.
-    from privfed.dp import distributed as dist
+    from privfed.dp import samplers as dist
 
     cache = dist._poisson_table
     cache.cache_clear()

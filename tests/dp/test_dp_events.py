@@ -1,16 +1,19 @@
 """The release-event contract, run against every registered release kind.
 
 Each kind supplies example instances through its ``examples()`` hook, so a new
-kind module in ``privfed/dp/releases/`` is covered here without editing this file.
+kind module in ``privfed/dp/releases/``, once listed in
+:data:`privfed.dp.registry.RELEASE_KINDS`, is covered here without editing this file.
 Every test is deterministic (no randomness): the tolerances below only absorb
 dp-accounting's PLD discretisation (a 1e-4 loss grid, pessimistic).
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import dp_accounting
@@ -27,6 +30,9 @@ from privfed.dp import (
     release_from_dict,
     release_kinds,
 )
+from privfed.dp import events as events_module
+from privfed.dp import releases as releases_package
+from privfed.dp.registry import RELEASE_KINDS
 from privfed.errors import BudgetExceededError, LedgerError, ParameterTypeError
 
 DELTA = 1e-5
@@ -90,6 +96,29 @@ def test_registry_holds_the_built_in_kinds() -> None:
     assert {"gaussian", "subsampled-gaussian"} <= set(KINDS)
     for tag, kind in KINDS.items():
         assert kind.type_tag == tag and issubclass(kind, ReleaseEvent)
+
+
+def test_the_table_lists_a_kind_of_every_release_module() -> None:
+    # The table replaced discovery of the folder: a new kind module must be listed.
+    folder = Path(releases_package.__file__).parent
+    modules = {p.stem for p in folder.glob("*.py") if not p.stem.startswith("_")}
+    listed = {kind.__module__.rsplit(".", 1)[1] for kind in RELEASE_KINDS}
+    assert listed == modules
+    assert [kind.type_tag for kind in RELEASE_KINDS] == list(KINDS)[: len(RELEASE_KINDS)]
+
+
+def test_events_import_no_release_kind() -> None:
+    # No circle: the protocol imports neither the kinds nor the table, nor discovers them.
+    tree = ast.parse(Path(events_module.__file__).read_text(encoding="utf-8"))
+    imported = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not {"importlib", "pkgutil", "privfed.dp.registry"} & imported
+    assert not any(name.startswith("privfed.dp.releases") for name in imported)
 
 
 @pytest.mark.parametrize("tag", sorted(KINDS))

@@ -33,6 +33,7 @@ from privfed.dp import (
 )
 from privfed.dp import events as events_module
 from privfed.dp import ledger as ledger_module
+from privfed.dp import registry as registry_module
 from privfed.errors import BudgetExceededError, LedgerError, ParameterError, ParameterTypeError
 
 REPLACE = Adjacency.REPLACE_ONE
@@ -610,8 +611,8 @@ class _RdpOnlyGaussian(GaussianRelease):
 
 
 def test_an_rdp_only_kind_composes_by_rdp(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(events_module, "_REGISTRY", dict(events_module._REGISTRY))
-    kind = events_module.register_release("rdp-only-gaussian")(_RdpOnlyGaussian)
+    monkeypatch.setattr(registry_module, "_REGISTRY", dict(registry_module._REGISTRY))
+    kind = registry_module.register_release("rdp-only-gaussian")(_RdpOnlyGaussian)
     only = kind(
         name="secagg-noise",
         partition=None,

@@ -4,19 +4,26 @@ Pure numpy + scipy; scipy.special, scipy.optimize and dp-accounting are imported
 only by the functions that use them (the Gaussian calibration, the noise-split
 optimiser, the PLD/RDP accountants).  Never imports torch.
 
+* :mod:`privfed.dp.calibrator` -- the one calibrator every noise calibration uses:
+  the smallest parameter of a release that meets a privacy target.
 * :mod:`privfed.dp.calibration` -- exact analytic Gaussian calibration and μ-GDP.
 * :mod:`privfed.dp.sensitivity` -- adjacency relations and exact sensitivities,
   including the joint μ of the latent-statistic release.
 * :mod:`privfed.dp.planning` -- noise plans for the latent-statistic release.
 * :mod:`privfed.dp.noise` -- CSPRNG-backed Gaussian, rounded and discrete
   Gaussian samplers.
-* :mod:`privfed.dp.events` -- the release-event protocol, partition schemes and
-  the registry of release kinds (one module per kind in :mod:`privfed.dp.releases`).
+* :mod:`privfed.dp.events` -- the release-event protocol and partition schemes.
+* :mod:`privfed.dp.registry` -- the one table of release kinds (one module per
+  kind in :mod:`privfed.dp.releases`) and release JSON through it.
 * :mod:`privfed.dp.ledger` -- an audited ledger that composes release events.
+* :mod:`privfed.dp.rdp` -- the Rényi orders and the one RDP -> (ε, δ) conversion
+  (the ledger's).
 * :mod:`privfed.dp.dpsgd_calibration` -- DP-SGD noise multipliers to a target
   (ε, δ), solved on the ledger's own PLD accounting.
-* :mod:`privfed.dp.distributed` -- distributed DP under secure aggregation: exact
-  discrete Gaussian and Skellam client noise, its RDP accounting and calibration.
+* :mod:`privfed.dp.samplers` -- exact discrete Gaussian, Poisson and Skellam
+  samplers for distributed client noise, driven by a ChaCha20 CSPRNG.
+* :mod:`privfed.dp.distributed` -- distributed DP under secure aggregation: the
+  RDP accounting and calibration of that client noise.
 * :mod:`privfed.dp.distributed_blocks` -- the same for vectors whose blocks carry
   different noise scales, and dropout-resilient secret-shared noise layers.
 
@@ -44,19 +51,16 @@ _EXPORTS: dict[str, str] = {
     "gdp_epsilon": "privfed.dp.calibration",
     "gdp_mu": "privfed.dp.calibration",
     "mu_for_epsilon_delta": "privfed.dp.calibration",
-    "EXACT_DISCRETE_GAUSSIAN_SAMPLER": "privfed.dp.distributed",
-    "SKELLAM_SAMPLER": "privfed.dp.distributed",
+    "Bisection": "privfed.dp.calibrator",
+    "Bracket": "privfed.dp.calibrator",
+    "Nudge": "privfed.dp.calibrator",
+    "calibrate": "privfed.dp.calibrator",
     "calibrate_distributed_discrete_gaussian": "privfed.dp.distributed",
     "calibrate_distributed_skellam": "privfed.dp.distributed",
     "check_ring": "privfed.dp.distributed",
     "ddg_rdp": "privfed.dp.distributed",
     "ddg_zcdp": "privfed.dp.distributed",
-    "exact_discrete_gaussian": "privfed.dp.distributed",
-    "exact_poisson": "privfed.dp.distributed",
     "min_honest_contributors": "privfed.dp.distributed",
-    "rdp_delta": "privfed.dp.distributed",
-    "rdp_epsilon": "privfed.dp.distributed",
-    "skellam_noise": "privfed.dp.distributed",
     "skellam_rdp": "privfed.dp.distributed",
     "skellam_zcdp": "privfed.dp.distributed",
     "wrap_probability": "privfed.dp.distributed",
@@ -74,9 +78,6 @@ _EXPORTS: dict[str, str] = {
     "ReleaseEvent": "privfed.dp.events",
     "in_scheme": "privfed.dp.events",
     "partition_key": "privfed.dp.events",
-    "register_release": "privfed.dp.events",
-    "release_from_dict": "privfed.dp.events",
-    "release_kinds": "privfed.dp.events",
     "LedgerGuarantee": "privfed.dp.ledger",
     "PrivacyLedger": "privfed.dp.ledger",
     "Release": "privfed.dp.ledger",
@@ -86,6 +87,16 @@ _EXPORTS: dict[str, str] = {
     "discrete_gaussian": "privfed.dp.noise",
     "gaussian_noise": "privfed.dp.noise",
     "rounded_gaussian": "privfed.dp.noise",
+    "rdp_delta": "privfed.dp.rdp",
+    "rdp_epsilon": "privfed.dp.rdp",
+    "register_release": "privfed.dp.registry",
+    "release_from_dict": "privfed.dp.registry",
+    "release_kinds": "privfed.dp.registry",
+    "EXACT_DISCRETE_GAUSSIAN_SAMPLER": "privfed.dp.samplers",
+    "SKELLAM_SAMPLER": "privfed.dp.samplers",
+    "exact_discrete_gaussian": "privfed.dp.samplers",
+    "exact_poisson": "privfed.dp.samplers",
+    "skellam_noise": "privfed.dp.samplers",
     "LatentReleasePlan": "privfed.dp.planning",
     "SplitName": "privfed.dp.planning",
     "paper_baseline_noise_stds": "privfed.dp.planning",
@@ -114,12 +125,15 @@ __all__ = [
     "AccountantRelation",
     "Accounting",
     "Adjacency",
+    "Bisection",
+    "Bracket",
     "DistributedBlockRelease",
     "DistributedDiscreteGaussianRelease",
     "DistributedSkellamRelease",
     "GaussianRelease",
     "LatentReleasePlan",
     "LedgerGuarantee",
+    "Nudge",
     "Partition",
     "PartitionKey",
     "PrivacyLedger",
@@ -129,6 +143,7 @@ __all__ = [
     "SubsampledGaussianRelease",
     "block_rdp",
     "block_zcdp",
+    "calibrate",
     "calibrate_analytic_gaussian",
     "calibrate_block_noise",
     "calibrate_distributed_discrete_gaussian",
@@ -182,20 +197,14 @@ if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
         gdp_mu,
         mu_for_epsilon_delta,
     )
+    from privfed.dp.calibrator import Bisection, Bracket, Nudge, calibrate
     from privfed.dp.distributed import (
-        EXACT_DISCRETE_GAUSSIAN_SAMPLER,
-        SKELLAM_SAMPLER,
         calibrate_distributed_discrete_gaussian,
         calibrate_distributed_skellam,
         check_ring,
         ddg_rdp,
         ddg_zcdp,
-        exact_discrete_gaussian,
-        exact_poisson,
         min_honest_contributors,
-        rdp_delta,
-        rdp_epsilon,
-        skellam_noise,
         skellam_rdp,
         skellam_zcdp,
         wrap_probability,
@@ -217,9 +226,6 @@ if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
         ReleaseEvent,
         in_scheme,
         partition_key,
-        register_release,
-        release_from_dict,
-        release_kinds,
     )
     from privfed.dp.ledger import LedgerGuarantee, PrivacyLedger, Release
     from privfed.dp.noise import (
@@ -237,11 +243,20 @@ if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
         plan_latent_release,
         release_error_objective,
     )
+    from privfed.dp.rdp import rdp_delta, rdp_epsilon
+    from privfed.dp.registry import register_release, release_from_dict, release_kinds
     from privfed.dp.releases.distributed_blocks import DistributedBlockRelease
     from privfed.dp.releases.distributed_gaussian import DistributedDiscreteGaussianRelease
     from privfed.dp.releases.distributed_skellam import DistributedSkellamRelease
     from privfed.dp.releases.gaussian import GaussianRelease
     from privfed.dp.releases.subsampled_gaussian import SubsampledGaussianRelease
+    from privfed.dp.samplers import (
+        EXACT_DISCRETE_GAUSSIAN_SAMPLER,
+        SKELLAM_SAMPLER,
+        exact_discrete_gaussian,
+        exact_poisson,
+        skellam_noise,
+    )
     from privfed.dp.sensitivity import (
         Adjacency,
         count_sensitivity,

@@ -33,7 +33,8 @@ from privfed._checks import (
     check_finite_positive,
     to_float,
 )
-from privfed.errors import CalibrationError, ParameterError
+from privfed.dp.calibrator import Bisection, Bracket, Nudge, calibrate, raise_until
+from privfed.errors import ParameterError
 
 __all__ = [
     "calibrate_analytic_gaussian",
@@ -220,11 +221,13 @@ def _solve_epsilon(mu: float, delta: float) -> float:
         else:
             hi = mid
     # The invariant keeps δ(hi) <= target; re-check anyway and move up if not.
-    for _ in range(_MAX_ITER):
-        if _certified(mu, hi, delta):
-            return hi
-        hi = math.nextafter(hi * (1.0 + 1e-15), math.inf)
-    raise CalibrationError("could not certify the epsilon of a Gaussian mechanism")
+    return raise_until(
+        hi,
+        lambda eps: _certified(mu, eps, delta),
+        _up,
+        max_steps=_MAX_ITER,
+        failure="could not certify the epsilon of a Gaussian mechanism",
+    )
 
 
 def gaussian_delta(noise_std: float, epsilon: float, *, l2_sensitivity: float = 1.0) -> float:
@@ -295,52 +298,43 @@ def calibrate_analytic_gaussian(
     if sens == 0.0:
         return 0.0
     unit = _calibrate_unit(eps, target)
-    sigma = unit * sens
     # Scaling by Δ rounds; re-check on the exact curve and nudge up until safe.
-    for _ in range(_MAX_ITER):
-        if math.isfinite(sigma) and _certified(sens / sigma, eps, target):
-            return sigma
-        sigma = math.nextafter(sigma * (1.0 + 1e-15), math.inf)
-    raise CalibrationError("could not certify the calibrated noise std")
+    return raise_until(
+        unit * sens,
+        lambda sigma: math.isfinite(sigma) and _certified(sens / sigma, eps, target),
+        _up,
+        max_steps=_MAX_ITER,
+        failure="could not certify the calibrated noise std",
+    )
+
+
+def _up(value: float) -> float:
+    """The next candidate above ``value`` when nudging a result to the safe side."""
+    return math.nextafter(value * (1.0 + 1e-15), math.inf)
 
 
 def _calibrate_unit(epsilon: float, delta: float) -> float:
     """Noise std for Δ = 1: bisection on log σ; returns the safe (high) end."""
     log_target = math.log(delta)
 
-    def too_small(sigma: float) -> bool:
-        return _log_delta(1.0 / sigma, epsilon) > log_target
+    def meets(mu: float) -> bool:
+        return _log_delta(mu, epsilon) <= log_target
 
     guess = math.sqrt(2.0 * max(-log_target, 1.0)) / epsilon
-    lo = hi = min(max(guess, 1e-300), 1e300)
-    while too_small(hi):
-        hi *= 2.0
-        if hi > 1e300:
-            raise CalibrationError("noise std bracket overflowed")
-    if hi == lo:
-        lo = hi / 2.0
-    while not too_small(lo):
-        hi = lo
-        lo /= 2.0
-        if lo < 1e-300:
-            raise CalibrationError("noise std bracket underflowed")
-    log_lo, log_hi = math.log(lo), math.log(hi)
-    for _ in range(_MAX_ITER):
-        if log_hi - log_lo <= _RTOL:
-            break
-        log_mid = 0.5 * (log_lo + log_hi)
-        if log_mid in (log_lo, log_hi):
-            break
-        if too_small(math.exp(log_mid)):
-            log_lo = log_mid
-        else:
-            log_hi = log_mid
-    sigma = math.exp(log_hi)
-    for _ in range(_MAX_ITER):
-        if not too_small(sigma):
-            return sigma
-        sigma = math.nextafter(sigma * (1.0 + 1e-15), math.inf)
-    raise CalibrationError("could not certify the calibrated noise std")
+    return calibrate(
+        lambda sigma: 1.0 / sigma,  # the μ of the release at Δ = 1
+        meets,
+        Bracket(
+            guess,
+            1e-300,
+            1e300,
+            restart="guess",
+            below="noise std bracket underflowed",
+            above="noise std bracket overflowed",
+        ),
+        bisection=Bisection(_RTOL, "log-span"),
+        nudge=Nudge(_up, _MAX_ITER, "could not certify the calibrated noise std"),
+    )
 
 
 def mu_for_epsilon_delta(epsilon: float, delta: float) -> float:
@@ -357,9 +351,10 @@ def mu_for_epsilon_delta(epsilon: float, delta: float) -> float:
     """
     sigma = calibrate_analytic_gaussian(epsilon, delta, l2_sensitivity=1.0)
     eps = float(epsilon)
-    mu = 1.0 / sigma
-    for _ in range(_MAX_ITER):
-        if _certified(mu, eps, float(delta)):
-            return mu
-        mu = math.nextafter(mu * (1.0 - 1e-15), 0.0)
-    raise CalibrationError("could not certify mu")
+    return raise_until(
+        1.0 / sigma,
+        lambda mu: _certified(mu, eps, float(delta)),
+        lambda mu: math.nextafter(mu * (1.0 - 1e-15), 0.0),
+        max_steps=_MAX_ITER,
+        failure="could not certify mu",
+    )

@@ -101,10 +101,6 @@ from privfed._checks import (
 from privfed.dp.distributed import (
     DDG_MIN_NOISE_STD,
     MAX_CONTRIBUTORS,
-    MAX_EXACT_DISCRETE_GAUSSIAN_SCALE,
-    MAX_POISSON_MEAN,
-    MIN_POISSON_MEAN,
-    RDP_ORDERS,
     WRAP_PROBABILITY_LIMIT,
     DistributedMechanism,
     _calibrate,
@@ -113,11 +109,15 @@ from privfed.dp.distributed import (
     _refuse_wrap,
     _round_up,
     _tau_increments,
-    check_orders,
-    exact_discrete_gaussian,
-    rdp_epsilon,
-    skellam_noise,
     wrap_probability,
+)
+from privfed.dp.rdp import RDP_ORDERS, check_orders, rdp_epsilon
+from privfed.dp.samplers import (
+    MAX_EXACT_DISCRETE_GAUSSIAN_SCALE,
+    MAX_POISSON_MEAN,
+    MIN_POISSON_MEAN,
+    exact_discrete_gaussian,
+    skellam_noise,
 )
 from privfed.errors import CalibrationError, ParameterError, ParameterTypeError
 
@@ -362,7 +362,7 @@ def calibrate_block_noise(
     central plan's μ²).  Each of the ``n`` contributors then adds
     ``σ_b = sqrt(V_b/n)`` or ``λ_b = V_b/(2n)``, so ``M = n·base_mu²/κ``.  κ is
     bisected on the :func:`block_rdp` curve converted with
-    :func:`privfed.dp.distributed.rdp_epsilon`, the parameters rounded *up*,
+    :func:`privfed.dp.rdp.rdp_epsilon`, the parameters rounded *up*,
     and the result re-checked (our ε and dp-accounting's ``compute_delta``).
 
     Args:

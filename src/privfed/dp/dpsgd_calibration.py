@@ -75,6 +75,7 @@ from privfed._checks import (
     check_float,
 )
 from privfed.dp.calibration import calibrate_analytic_gaussian
+from privfed.dp.calibrator import Bisection, Bracket, bracket_and_bisect, raise_until
 from privfed.dp.events import check_adjacency
 from privfed.dp.ledger import _PLD_INTERVAL, PrivacyLedger
 from privfed.dp.releases import SubsampledGaussianRelease
@@ -117,14 +118,6 @@ _MAX_NUDGES: Final = 64
 _CHECK_NAME: Final = "calibrate_noise_multiplier check"
 
 
-class _BelowFloorError(Exception):
-    """The accounting certifies :data:`MIN_NOISE_MULTIPLIER` already."""
-
-
-class _UnreachableError(Exception):
-    """The accounting refuses :data:`MAX_NOISE_MULTIPLIER`."""
-
-
 def _release(
     multiplier: float, rate: float, steps: int, adjacency: Adjacency
 ) -> SubsampledGaussianRelease:
@@ -150,44 +143,6 @@ def _certifier(
         return bool(float(pld.get_delta_for_epsilon(epsilon)) <= delta)
 
     return certified
-
-
-def _solve(certified: Callable[[float], bool], guess: float, spread: float, rtol: float) -> float:
-    """The upper end of a certified bracket of relative width ``rtol`` around the threshold.
-
-    Raises:
-        _BelowFloorError: ``MIN_NOISE_MULTIPLIER`` is certified.
-        _UnreachableError: ``MAX_NOISE_MULTIPLIER`` is not.
-    """
-    guess = min(max(guess, MIN_NOISE_MULTIPLIER), MAX_NOISE_MULTIPLIER)
-    step = spread
-    if certified(guess):
-        hi = guess
-        while True:
-            lo = max(hi / (1.0 + step), MIN_NOISE_MULTIPLIER)
-            if lo >= hi:
-                raise _BelowFloorError
-            if not certified(lo):
-                break
-            hi, step = lo, min(2.0 * step, 1.0)
-    else:
-        lo = guess
-        while True:
-            hi = min(lo * (1.0 + step), MAX_NOISE_MULTIPLIER)
-            if hi <= lo:
-                raise _UnreachableError
-            if certified(hi):
-                break
-            lo, step = hi, min(2.0 * step, 1.0)
-    while hi > lo * (1.0 + rtol):
-        mid = math.sqrt(lo * hi)
-        if not lo < mid < hi:
-            break
-        if certified(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
 
 
 def _full_batch_guess(epsilon: float, delta: float, steps: int, adjacency: Adjacency) -> float:
@@ -219,49 +174,50 @@ def _calibrate(
     spread = _FIRST_SPREAD
     target = f"(epsilon={epsilon:.6g}, delta={delta:.3g})"
     setting = f"{steps} step(s) at sampling_rate={rate:.6g} under {adjacency.value!r}"
-    try:
-        if guess <= MIN_NOISE_MULTIPLIER:
-            # The full batch is never less private than a Poisson subsample of it (each
-            # subsample of neighbours is a pair of neighbours or equal), so the target is
-            # already met at the floor: refuse at once rather than account a PLD at the
-            # floor, which can take minutes for such spread-out losses.
-            raise _BelowFloorError
-        for interval, rtol in levels:
-            certified = _certifier(epsilon, delta, rate, steps, adjacency, interval)
-            guess = _solve(certified, guess, spread, rtol)
-            # The next, finer level starts from a bracket as wide as this tolerance
-            # (a coarser pessimistic grid overstates the loss a little, so this level's
-            # answer is usually certified at the next and the bracket expands downwards).
-            spread = rtol
-    except _BelowFloorError:
-        sampled = -math.expm1(steps * math.log1p(-rate)) if rate < 1.0 else 1.0
-        hint = (
-            f"; the record enters any step with probability {sampled:.3g} <= delta, so the "
-            "target holds with no noise at all"
-            if sampled <= delta
-            else ""
+    sampled = -math.expm1(steps * math.log1p(-rate)) if rate < 1.0 else 1.0
+    hint = (
+        f"; the record enters any step with probability {sampled:.3g} <= delta, so the "
+        "target holds with no noise at all"
+        if sampled <= delta
+        else ""
+    )
+    below = (
+        f"the target {target} for {setting} is met with noise multipliers below "
+        f"{MIN_NOISE_MULTIPLIER}, which calibrate_noise_multiplier does not return (their "
+        f"privacy-loss distributions are too costly to account){hint}"
+    )
+    above = (
+        f"no noise multiplier up to {MAX_NOISE_MULTIPLIER:.0e} makes {setting} "
+        f"{target}-DP under the ledger's PLD accounting (interval {_PLD_INTERVAL}, "
+        "pessimistic): no finite multiplier reaches a delta below the tail mass "
+        "dp-accounting truncates when composing (about 1e-15), and an epsilon this "
+        f"small may need more than {MAX_NOISE_MULTIPLIER:.0e}"
+    )
+    if guess <= MIN_NOISE_MULTIPLIER:
+        # The full batch is never less private than a Poisson subsample of it (each
+        # subsample of neighbours is a pair of neighbours or equal), so the target is
+        # already met at the floor: refuse at once rather than account a PLD at the
+        # floor, which can take minutes for such spread-out losses.
+        raise CalibrationError(below)
+    for interval, rtol in levels:
+        certified = _certifier(epsilon, delta, rate, steps, adjacency, interval)
+        bracket = Bracket(
+            guess, MIN_NOISE_MULTIPLIER, MAX_NOISE_MULTIPLIER, spread, below=below, above=above
         )
-        raise CalibrationError(
-            f"the target {target} for {setting} is met with noise multipliers below "
-            f"{MIN_NOISE_MULTIPLIER}, which calibrate_noise_multiplier does not return (their "
-            f"privacy-loss distributions are too costly to account){hint}"
-        ) from None
-    except _UnreachableError:
-        raise CalibrationError(
-            f"no noise multiplier up to {MAX_NOISE_MULTIPLIER:.0e} makes {setting} "
-            f"{target}-DP under the ledger's PLD accounting (interval {_PLD_INTERVAL}, "
-            "pessimistic): no finite multiplier reaches a delta below the tail mass "
-            "dp-accounting truncates when composing (about 1e-15), and an epsilon this "
-            f"small may need more than {MAX_NOISE_MULTIPLIER:.0e}"
-        ) from None
-    multiplier = guess
-    for _ in range(_MAX_NUDGES):
-        if _ledger_accepts(multiplier, epsilon, delta, rate, steps, adjacency):
-            return multiplier
-        multiplier *= 1.0 + RELATIVE_TOLERANCE
-    raise CalibrationError(  # not expected: the search used the ledger's own test
-        f"the ledger refuses the calibrated noise multiplier {multiplier:.6g} for {setting} "
-        f"at {target}"
+        guess = bracket_and_bisect(certified, bracket, Bisection(rtol))
+        # The next, finer level starts from a bracket as wide as this tolerance
+        # (a coarser pessimistic grid overstates the loss a little, so this level's
+        # answer is usually certified at the next and the bracket expands downwards).
+        spread = rtol
+    return raise_until(  # the search used the ledger's own test: not expected to nudge
+        guess,
+        lambda multiplier: _ledger_accepts(multiplier, epsilon, delta, rate, steps, adjacency),
+        lambda multiplier: multiplier * (1.0 + RELATIVE_TOLERANCE),
+        max_steps=_MAX_NUDGES,
+        failure=lambda multiplier: (
+            f"the ledger refuses the calibrated noise multiplier {multiplier:.6g} for "
+            f"{setting} at {target}"
+        ),
     )
 
 

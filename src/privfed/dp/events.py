@@ -1,4 +1,4 @@
-"""Release events: the protocol every release kind implements, partitions, the registry.
+"""Release events: the protocol every release kind implements, and partitions.
 
 A *release event* is a small frozen value that says what one noisy release
 cost: which records it read (its partition), under which neighbouring relation
@@ -35,7 +35,7 @@ common fields ``name``, ``partition``, ``adjacency``, ``sampler`` and
   wrong for the named accountant (``accountant="pld"`` or ``"rdp"``) raises
   :class:`~privfed.errors.LedgerError` instead of exporting.
 * :meth:`~ReleaseEvent.to_dict` / :meth:`~ReleaseEvent.from_dict` -- JSON
-  through the registry, keyed by the kind's type tag (inherited; a kind only
+  keyed by the kind's type tag :attr:`~ReleaseEvent.type_tag` (inherited; a kind only
   overrides them for fields that are not JSON scalars, an
   :class:`~privfed.dp.Adjacency` or a :data:`Partition`).
 * :meth:`~ReleaseEvent.examples` -- a few valid instances (both adjacencies
@@ -46,13 +46,14 @@ Adding a release kind
 ---------------------
 
 Write ONE module in the folder ``privfed/dp/releases/`` (say
-``laplace.py``) that defines the kind and decorates it with
-``@register_release("laplace")``, plus its own test file.  Nothing else
-changes: :mod:`privfed.dp.releases` imports every module of its folder
-(:mod:`pkgutil` discovery, modules whose name starts with ``_`` excepted), so
-the kind is registered as soon as :mod:`privfed.dp` is imported, the ledger
-accepts it, JSON restores it, and the contract tests cover it.  Re-exporting it
-from :mod:`privfed.dp` is optional.
+``laplace.py``) that defines the kind with its tag
+(``type_tag: ClassVar[str] = "laplace"``), plus its own test file, and add the
+class to :data:`privfed.dp.registry.RELEASE_KINDS`, the one table of kinds.
+The ledger then accepts it, JSON restores it, and the contract tests cover it
+(``tests/dp/test_dp_events.py`` also checks that every module of the folder
+is in the table).  Kinds defined outside privfed register at run time with
+:func:`privfed.dp.registry.register_release`.  Re-exporting it from
+:mod:`privfed.dp` is optional.
 
 Partitions and schemes
 ----------------------
@@ -80,11 +81,9 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import importlib
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
-from typing import Any, ClassVar, Final, Literal, Self, TypeVar
+from typing import Any, ClassVar, Final, Literal, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -109,11 +108,7 @@ __all__ = [
     "check_relation",
     "check_sampler",
     "in_scheme",
-    "is_registered",
     "partition_key",
-    "register_release",
-    "release_from_dict",
-    "release_kinds",
 ]
 
 #: The scheme of a bare ``int``/``str`` partition label.
@@ -274,8 +269,8 @@ def _partition_from_json(value: object) -> Any:
 class ReleaseEvent(abc.ABC):
     """The protocol every release kind implements (see the module notes).
 
-    Concrete kinds are frozen dataclasses registered with
-    :func:`register_release`; they declare the common fields below and
+    Concrete kinds are frozen dataclasses listed in
+    :data:`privfed.dp.registry.RELEASE_KINDS`; they declare the common fields below and
     validate every field in ``__post_init__`` (a kind's constructor is its
     only validator, JSON input included).
 
@@ -285,7 +280,7 @@ class ReleaseEvent(abc.ABC):
         adjacency: The neighbouring relation of its guarantee.
         sampler: Name of the noise sampler (non-empty).
         seeded: Whether the noise came from an explicit, reproducible seed.
-        type_tag: The kind's JSON tag (set by :func:`register_release`).
+        type_tag: The kind's JSON tag (a class attribute of each kind).
     """
 
     type_tag: ClassVar[str]
@@ -461,81 +456,3 @@ def _as_dataclass(obj: object) -> Any:
     if not dataclasses.is_dataclass(obj):
         raise TypeError(f"{obj!r} is not a dataclass")
     return obj
-
-
-# -- the registry ---------------------------------------------------------------------------
-
-_REGISTRY: dict[str, type[ReleaseEvent]] = {}
-_COMMON_FIELDS: Final = ("name", "partition", "adjacency", "sampler", "seeded")
-
-E = TypeVar("E", bound=ReleaseEvent)
-
-
-def register_release(tag: str) -> Callable[[type[E]], type[E]]:
-    """Class decorator: register a release kind under the JSON type tag ``tag``.
-
-    The class must subclass :class:`ReleaseEvent`, be a frozen dataclass and
-    declare the common fields; the tag must be new.
-
-    Raises:
-        ParameterError: ``tag`` is empty or already taken by another class.
-        ParameterTypeError: The class is not a frozen-dataclass ``ReleaseEvent``.
-    """
-    check_name(tag, "tag")
-
-    def decorate(cls: type[E]) -> type[E]:
-        if not (isinstance(cls, type) and issubclass(cls, ReleaseEvent)):
-            raise ParameterTypeError("cls", "a ReleaseEvent subclass", cls)
-        params = getattr(cls, "__dataclass_params__", None)
-        if params is None or not params.frozen:
-            raise ParameterTypeError("cls", "a frozen dataclass", cls)
-        names = {field.name for field in dataclasses.fields(_as_dataclass(cls))}
-        if not set(_COMMON_FIELDS) <= names or "type" in names:
-            raise ParameterError(
-                "cls", f"a dataclass with the fields {list(_COMMON_FIELDS)} and no 'type'", cls
-            )
-        taken = _REGISTRY.get(tag)
-        if taken is not None and (taken.__module__, taken.__qualname__) != (
-            cls.__module__,
-            cls.__qualname__,
-        ):
-            raise ParameterError("tag", "a type tag not registered yet", tag)
-        cls.type_tag = tag
-        _REGISTRY[tag] = cls
-        return cls
-
-    return decorate
-
-
-def release_kinds() -> Mapping[str, type[ReleaseEvent]]:
-    """Every registered release kind by type tag (discovers :mod:`privfed.dp.releases`)."""
-    importlib.import_module("privfed.dp.releases")
-    return MappingProxyType(dict(_REGISTRY))
-
-
-def is_registered(release: object) -> bool:
-    """Whether ``release`` is an instance of a registered kind (exact class)."""
-    cls = type(release)
-    tag = getattr(cls, "type_tag", None)
-    return isinstance(tag, str) and _REGISTRY.get(tag) is cls
-
-
-def release_from_dict(data: object, *, tags: Sequence[str] | None = None) -> ReleaseEvent:
-    """Rebuild any registered release from its :meth:`ReleaseEvent.to_dict` form.
-
-    Args:
-        data: The dict.
-        tags: If given, only these type tags are accepted.
-
-    Raises:
-        LedgerError: Not a dict, an unknown (or not accepted) type tag, or an
-            invalid release.
-    """
-    kinds = release_kinds()
-    if not isinstance(data, dict):
-        raise LedgerError("each release must be a JSON object")
-    kind = data.get("type")
-    cls = kinds.get(kind) if isinstance(kind, str) else None
-    if cls is None or (tags is not None and kind not in tags):
-        raise LedgerError(f"unknown release type {kind!r}")
-    return cls.from_dict(data)

@@ -37,7 +37,7 @@ The ledger uses the tightest method that every recorded release supports
 * ``"rdp"`` -- Rényi DP at dp-accounting's default orders: the curves of the
   releases on ``None`` plus, per scheme, the pointwise maximum over labels of
   their summed curves (an upper bound on every combination), converted to
-  (ε, δ) with dp-accounting's conversion.
+  (ε, δ) with dp-accounting's conversion (:mod:`privfed.dp.rdp`).
 
 A release whose kinds share no usable method with the rest of the ledger is
 refused when recorded.  Events are validated when built (dp-accounting does
@@ -76,10 +76,10 @@ from privfed.dp.events import (
     check_accountant,
     check_partition,
     check_relation,
-    is_registered,
     partition_key,
-    release_from_dict,
 )
+from privfed.dp.rdp import RDP_ORDERS, rdp_delta, rdp_epsilon
+from privfed.dp.registry import is_registered, release_from_dict
 from privfed.dp.releases import GaussianRelease, SubsampledGaussianRelease
 from privfed.dp.sensitivity import Adjacency
 from privfed.errors import BudgetExceededError, LedgerError, ParameterError, ParameterTypeError
@@ -213,16 +213,9 @@ def _cached_pld(keyed: _Keyed) -> Any:
     return keyed.release.pld(_PLD_INTERVAL)
 
 
-@functools.cache
-def _rdp_orders() -> tuple[float, ...]:
-    from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
-
-    return tuple(float(a) for a in rdp_lib.DEFAULT_RDP_ORDERS)
-
-
 @functools.lru_cache(maxsize=512)
 def _cached_rdp(keyed: _Keyed) -> tuple[float, ...]:
-    curve = keyed.release.rdp(_rdp_orders())
+    curve = keyed.release.rdp(RDP_ORDERS)
     return tuple(float(v) for v in curve)
 
 
@@ -327,7 +320,7 @@ def _curve(release: ReleaseEvent) -> npt.NDArray[np.float64]:
 
 
 def _rdp_total(layout: _Layout) -> npt.NDArray[np.float64]:
-    total = np.zeros(len(_rdp_orders()), dtype=np.float64)
+    total = np.zeros(len(RDP_ORDERS), dtype=np.float64)
     for release in layout.everywhere:
         total = total + _curve(release)
     for labels in layout.schemes.values():
@@ -342,13 +335,6 @@ def _rdp_total(layout: _Layout) -> npt.NDArray[np.float64]:
     return total
 
 
-def _rdp_epsilon(layout: _Layout, delta: float) -> float:
-    from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
-
-    eps, _ = rdp_lib.compute_epsilon(_rdp_orders(), list(_rdp_total(layout)), delta)
-    return max(0.0, float(eps))
-
-
 def _epsilon(
     releases: Sequence[ReleaseEvent], delta: float, forced: Accounting | None = None
 ) -> tuple[float, float | None, Accounting]:
@@ -360,7 +346,7 @@ def _epsilon(
     if method == "pld":
         worst = max(_pld_epsilon(pld, delta) for pld in _pld_profiles(layout))
         return worst, None, "pld"
-    return _rdp_epsilon(layout, delta), None, "rdp"
+    return rdp_epsilon(_rdp_total(layout), delta), None, "rdp"
 
 
 def _within_budget(releases: Sequence[ReleaseEvent], epsilon: float, delta: float) -> bool:
@@ -374,10 +360,7 @@ def _within_budget(releases: Sequence[ReleaseEvent], epsilon: float, delta: floa
             pld is None or float(pld.get_delta_for_epsilon(epsilon)) <= delta
             for pld in _pld_profiles(layout)
         )
-    from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
-
-    spent, _ = rdp_lib.compute_delta(_rdp_orders(), list(_rdp_total(layout)), epsilon)
-    return float(spent) <= delta
+    return rdp_delta(_rdp_total(layout), epsilon) <= delta
 
 
 def _worst_combination(

@@ -81,7 +81,7 @@ _53_LN2: Final = 53.0 * math.log(2.0)
 
 def check_shape(shape: int | Sequence[int]) -> tuple[int, ...]:
     """``shape``: an int or a sequence of ints, every dimension >= 0 (shared with
-    :mod:`privfed.dp.distributed`)."""
+    :mod:`privfed.dp.samplers`)."""
     if isinstance(shape, bool):
         raise ParameterTypeError("shape", "an int or a sequence of ints", shape)
     if isinstance(shape, int | np.integer):
@@ -104,7 +104,7 @@ def stream_key(domain: bytes, label: bytes, seed: Seed | None) -> bytes:
     """The 256-bit ChaCha20 key of one stream: SHA-256 of ``domain``, ``label``, ``seed``.
 
     ``seed=None`` gives a fresh key from :func:`os.urandom`.  Shared with
-    :mod:`privfed.dp.distributed`, which passes its own ``domain``.
+    :mod:`privfed.dp.samplers`, which passes its own ``domain``.
     """
     if seed is None:
         return os.urandom(32)
@@ -121,18 +121,31 @@ def stream_key(domain: bytes, label: bytes, seed: Seed | None) -> bytes:
     return hashlib.sha256(domain + label + b"/" + material).digest()
 
 
-class _Stream:
-    """A ChaCha20 keystream read as uint64 words (never exposes its key)."""
+class _KeyStream:
+    """A ChaCha20 keystream keyed by :func:`stream_key` under ``domain`` (never shows its key).
+
+    Shared with :mod:`privfed.dp.samplers`, whose streams pass their own domain.
+    """
 
     __slots__ = ("_encryptor",)
 
-    def __init__(self, label: bytes, seed: Seed | None) -> None:
+    def __init__(self, label: bytes, seed: Seed | None, domain: bytes = _DOMAIN) -> None:
         # A fresh key per stream, so a fixed all-zero nonce is safe.
-        cipher = Cipher(algorithms.ChaCha20(stream_key(_DOMAIN, label, seed), bytes(16)), mode=None)
+        cipher = Cipher(algorithms.ChaCha20(stream_key(domain, label, seed), bytes(16)), mode=None)
         self._encryptor = cipher.encryptor()
 
     def __repr__(self) -> str:
-        return "_Stream(<redacted>)"
+        return f"{type(self).__name__}(<redacted>)"
+
+    def raw(self, count: int) -> bytes:
+        """The next ``count`` bytes of the keystream."""
+        return self._encryptor.update(bytes(count))
+
+
+class _Stream(_KeyStream):
+    """A ChaCha20 keystream read as uint64 words."""
+
+    __slots__ = ()
 
     def words(self, count: int) -> npt.NDArray[np.uint64]:
         data = self._encryptor.update(bytes(8 * count))

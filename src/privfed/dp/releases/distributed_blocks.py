@@ -4,22 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
 from privfed._checks import check_choice, check_count, check_finite_nonnegative
 from privfed.dp import events
-from privfed.dp.distributed import (
-    DDG_MIN_NOISE_STD,
-    EXACT_DISCRETE_GAUSSIAN_SAMPLER,
-    SKELLAM_SAMPLER,
-    DistributedMechanism,
-)
+from privfed.dp.distributed import DDG_MIN_NOISE_STD, DistributedMechanism
 from privfed.dp.distributed_blocks import block_rdp, block_zcdp
-from privfed.dp.events import Partition, PartitionKey, register_release
+from privfed.dp.events import Partition, PartitionKey
 from privfed.dp.releases._distributed import NOISE_SAMPLERS, check_contributors, zcdp_dp_event
+from privfed.dp.samplers import EXACT_DISCRETE_GAUSSIAN_SAMPLER, SKELLAM_SAMPLER
 from privfed.dp.sensitivity import Adjacency
 from privfed.errors import LedgerError, ParameterError, ParameterTypeError
 
@@ -37,7 +33,6 @@ def _tuple(name: str, value: object) -> tuple[Any, ...]:
     return value
 
 
-@register_release("distributed-blocks")
 @dataclass(frozen=True)
 class DistributedBlockRelease(events.ReleaseEvent):
     """A vector released under secure aggregation with client-side noise, one scale per block.
@@ -65,6 +60,8 @@ class DistributedBlockRelease(events.ReleaseEvent):
     :func:`~privfed.dp.distributed_blocks.block_zcdp` (an upper bound on the
     curve; equal to it for Skellam); PLD is refused.
     """
+
+    type_tag: ClassVar[str] = "distributed-blocks"
 
     name: str
     partition: Partition

@@ -10,27 +10,21 @@ import numpy as np
 import numpy.typing as npt
 
 from privfed._checks import check_float
-from privfed.dp.distributed import (
-    DDG_MIN_NOISE_STD,
-    EXACT_DISCRETE_GAUSSIAN_SAMPLER,
-    SKELLAM_SAMPLER,
-    ddg_rdp,
-    ddg_zcdp,
-)
-from privfed.dp.events import Partition, PartitionKey, register_release
+from privfed.dp.distributed import DDG_MIN_NOISE_STD, ddg_rdp, ddg_zcdp
+from privfed.dp.events import Partition, PartitionKey
 from privfed.dp.releases._distributed import NOISE_SAMPLERS, DistributedRelease, ExampleRow
+from privfed.dp.samplers import EXACT_DISCRETE_GAUSSIAN_SAMPLER, SKELLAM_SAMPLER
 from privfed.dp.sensitivity import Adjacency
 
 __all__ = ["DistributedDiscreteGaussianRelease"]
 
 
-@register_release("distributed-discrete-gaussian")
 @dataclass(frozen=True)
 class DistributedDiscreteGaussianRelease(DistributedRelease):
     """A total released under secure aggregation with client-side discrete Gaussian noise.
 
     Every client whose masked input is summed adds ``N_Z(0, σ²)`` per
-    coordinate (:func:`privfed.dp.distributed.exact_discrete_gaussian`) to its
+    coordinate (:func:`privfed.dp.samplers.exact_discrete_gaussian`) to its
     integer input before masking, so the server only unmasks the noisy total.
     At least ``num_contributors`` of the summed clients are honest (see
     :func:`privfed.dp.distributed.min_honest_contributors`); the rest may know
@@ -49,7 +43,7 @@ class DistributedDiscreteGaussianRelease(DistributedRelease):
         dimension: d, the number of noised coordinates; >= 1.
         adjacency: The neighbouring relation the sensitivities are for.
         sampler: Name of the noise sampler (e.g.
-            :data:`privfed.dp.distributed.EXACT_DISCRETE_GAUSSIAN_SAMPLER`).  The
+            :data:`privfed.dp.samplers.EXACT_DISCRETE_GAUSSIAN_SAMPLER`).  The
             continuous, rounded and float discrete-Gaussian samplers of
             :mod:`privfed.dp.noise` and the Skellam sampler are refused.
         seeded: Whether the noise came from explicit, reproducible seeds.
@@ -68,6 +62,8 @@ class DistributedDiscreteGaussianRelease(DistributedRelease):
     relation-dependent parameter); its PLD accountant cannot, so
     ``accountant="pld"`` is refused.
     """
+
+    type_tag: ClassVar[str] = "distributed-discrete-gaussian"
 
     name: str
     partition: Partition

@@ -10,26 +10,22 @@ import numpy as np
 import numpy.typing as npt
 
 from privfed._checks import check_finite_positive
-from privfed.dp.distributed import (
-    EXACT_DISCRETE_GAUSSIAN_SAMPLER,
-    SKELLAM_SAMPLER,
-    check_orders,
-    skellam_zcdp,
-)
-from privfed.dp.events import Partition, PartitionKey, register_release
+from privfed.dp.distributed import skellam_zcdp
+from privfed.dp.events import Partition, PartitionKey
+from privfed.dp.rdp import check_orders
 from privfed.dp.releases._distributed import NOISE_SAMPLERS, DistributedRelease, ExampleRow
+from privfed.dp.samplers import EXACT_DISCRETE_GAUSSIAN_SAMPLER, SKELLAM_SAMPLER
 from privfed.dp.sensitivity import Adjacency
 
 __all__ = ["DistributedSkellamRelease"]
 
 
-@register_release("distributed-skellam")
 @dataclass(frozen=True)
 class DistributedSkellamRelease(DistributedRelease):
     """A total released under secure aggregation with client-side Skellam noise.
 
     Every summed client adds ``Poisson(λ) − Poisson(λ)`` per coordinate
-    (:func:`privfed.dp.distributed.skellam_noise`, variance 2λ) before
+    (:func:`privfed.dp.samplers.skellam_noise`, variance 2λ) before
     masking; at least ``num_contributors`` of them are honest, so the total
     carries at least ``Skellam(nλ, nλ)`` of honest noise (variance ``μ = 2nλ``).
 
@@ -44,7 +40,7 @@ class DistributedSkellamRelease(DistributedRelease):
         dimension: d, the number of noised coordinates; >= 1.
         adjacency: The neighbouring relation the sensitivities are for.
         sampler: Name of the noise sampler (e.g.
-            :data:`privfed.dp.distributed.SKELLAM_SAMPLER`); Gaussian-family
+            :data:`privfed.dp.samplers.SKELLAM_SAMPLER`); Gaussian-family
             samplers are refused.
         seeded: Whether the noise came from explicit, reproducible seeds.
 
@@ -54,6 +50,8 @@ class DistributedSkellamRelease(DistributedRelease):
     dp-accounting export ``ZCDpEvent(rho, xi)`` is therefore exact: the
     RDP accountant reproduces the ledger's figure.  PLD export is refused.
     """
+
+    type_tag: ClassVar[str] = "distributed-skellam"
 
     name: str
     partition: Partition

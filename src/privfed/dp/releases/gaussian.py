@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -21,7 +21,6 @@ __all__ = ["GaussianRelease"]
 _ACCOUNTING: frozenset[events.Accounting] = frozenset(("gdp", "pld", "rdp"))
 
 
-@events.register_release("gaussian")
 @dataclass(frozen=True)
 class GaussianRelease(events.ReleaseEvent):
     """One Gaussian mechanism release, validated at construction.
@@ -57,6 +56,8 @@ class GaussianRelease(events.ReleaseEvent):
     ``2σ/Δ`` event would make it under-report ε by about 2x: a
     :class:`~privfed.errors.LedgerError` otherwise).
     """
+
+    type_tag: ClassVar[str] = "gaussian"
 
     name: str
     partition: events.Partition

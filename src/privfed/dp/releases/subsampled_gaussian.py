@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -20,7 +20,6 @@ _ADD_REMOVE_ACCOUNTING: frozenset[events.Accounting] = frozenset(("pld", "rdp"))
 _REPLACE_ACCOUNTING: frozenset[events.Accounting] = frozenset(("pld",))
 
 
-@events.register_release("subsampled-gaussian")
 @dataclass(frozen=True)
 class SubsampledGaussianRelease(events.ReleaseEvent):
     """A DP-SGD style release: ``steps`` Poisson-subsampled Gaussian steps.
@@ -60,6 +59,8 @@ class SubsampledGaussianRelease(events.ReleaseEvent):
     accountant (no RDP bound; with ``accountant=None`` dp-accounting's RDP
     accountant refuses a Poisson-sampled event by itself).
     """
+
+    type_tag: ClassVar[str] = "subsampled-gaussian"
 
     name: str
     partition: events.Partition

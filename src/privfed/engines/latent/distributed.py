@@ -76,12 +76,7 @@ from privfed.dp import (
     min_honest_contributors,
     plan_latent_release,
 )
-from privfed.dp.distributed import (
-    MAX_EXACT_DISCRETE_GAUSSIAN_SCALE,
-    MAX_POISSON_MEAN,
-    MIN_POISSON_MEAN,
-    WRAP_PROBABILITY_LIMIT,
-)
+from privfed.dp.distributed import WRAP_PROBABILITY_LIMIT
 from privfed.dp.distributed_blocks import (
     LAYER_SEED_BYTES,
     BlockNoise,
@@ -94,6 +89,11 @@ from privfed.dp.distributed_blocks import (
     sample_block_noise,
 )
 from privfed.dp.releases.distributed_blocks import DistributedBlockRelease
+from privfed.dp.samplers import (
+    MAX_EXACT_DISCRETE_GAUSSIAN_SCALE,
+    MAX_POISSON_MEAN,
+    MIN_POISSON_MEAN,
+)
 from privfed.engines.latent.accounting import LATENT_SCHEME
 from privfed.engines.latent.release import NoisePlacement, NoisyLatentStatistics
 from privfed.engines.latent.statistics import (
