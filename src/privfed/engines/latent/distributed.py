@@ -25,7 +25,12 @@ sensitivity of the symmetric matrix), then scaled by one factor κ until the
 distributed RDP accounting meets (ε, δ)
 (:func:`privfed.dp.distributed_blocks.calibrate_block_noise`).  Counts are
 noised only when the plan noises them (add/remove); under replace-one with
-public labels they are exact, as in the central model.  The per-record
+public labels they are exact, as in the central model.  Noised counts travel
+on their own grid ``2**-c`` (the client sends ``count·2**c``): the central
+count noise is a few units, and an integer noise of variance a few grid units
+is far from Gaussian (the Skellam bound's second-order term, the discrete
+Gaussian's τ), so ``c`` is chosen from public quantities to put the count's
+noise std at 64 grid units or more.  The per-record
 quantization of the statistics (every quantized record lies in the clip ball,
 all totals are integers) is what makes the integer sensitivities valid.
 
@@ -214,6 +219,8 @@ class DistributedNoisePlan:
         wrap_probability: Bound on the probability that a noisy total wraps.
         block_names: Name of each block.
         positions: Per block, the ring-vector indices it noises (all classes).
+        count_bits: c, the noised counts' grid ``2**-c`` (0 when counts are
+            exact): a client sends ``count·2**c``.
         secagg_mode: Security mode of the secure-aggregation round,
             ``"semi-honest"`` (default) or ``"active"`` (the trust text and
             :func:`aggregate_distributed` follow it).
@@ -232,6 +239,7 @@ class DistributedNoisePlan:
     block_names: tuple[str, ...]
     positions: tuple[npt.NDArray[np.int64], ...] = field(repr=False)
     secagg_mode: str = "semi-honest"
+    count_bits: int = 0
 
     @property
     def mechanism(self) -> str:
@@ -283,7 +291,7 @@ class DistributedNoisePlan:
         return (
             math.ldexp(std["sum"], -f),
             math.ldexp(std["diagonal"], -2 * f),
-            std.get("count", 0.0),
+            math.ldexp(std.get("count", 0.0), -self.count_bits),
         )
 
     def delivered_stds(self, survivors: int) -> tuple[float, float, float]:
@@ -294,7 +302,7 @@ class DistributedNoisePlan:
         return (
             math.ldexp(std["sum"], -f),
             math.ldexp(std["diagonal"], -2 * f),
-            std.get("count", 0.0),
+            math.ldexp(std.get("count", 0.0), -self.count_bits),
         )
 
     def claimed_plan(self) -> LatentReleasePlan:
@@ -353,6 +361,7 @@ class DistributedNoisePlan:
             "per_client_noise": [float(v).hex() for v in self.noise.noise],
             "layer_means": [[float(v).hex() for v in m] for m in self.layer_means],
             "fractional_bits": spec.bits,
+            "count_bits": self.count_bits,
             "norm_bound_squared": int(spec.norm_bound_squared),
             "max_records": int(spec.max_records),
             "num_classes": spec.num_classes,
@@ -380,6 +389,7 @@ class DistributedNoisePlan:
             "min_honest_contributors": self.min_honest,
             "noise_layers": self.layers,
             "fractional_bits": self.spec.bits,
+            "count_bits": self.count_bits,
             "per_client_noise": dict(zip(self.block_names, self.noise.noise, strict=True)),
             "honest_total_variance": dict(
                 zip(self.block_names, self.noise.total_variances, strict=True)
@@ -406,11 +416,45 @@ def _layout(spec: LatentStatisticsConfig, counts: bool) -> dict[str, npt.NDArray
     return out
 
 
-def _total_bounds(spec: LatentStatisticsConfig, names: Sequence[str]) -> tuple[int, ...]:
+def _count_bits(noise_std_count: float) -> int:
+    """c: the smallest count grid ``2**-c`` on which the central count std is >= 64 units."""
+    if noise_std_count <= 0.0:
+        return 0
+    return max(0, math.ceil(math.log2(64.0 / noise_std_count)))
+
+
+def _total_bounds(
+    spec: LatentStatisticsConfig, names: Sequence[str], count_bits: int
+) -> tuple[int, ...]:
     big_l = spec.norm_bound_squared
     coordinate = math.isqrt(big_l)  # |q_i| <= sqrt(L) for every quantized record
-    per_record = {"sum": coordinate, "diagonal": big_l, "off-diagonal": big_l // 2, "count": 1}
+    per_record = {
+        "sum": coordinate,
+        "diagonal": big_l,
+        "off-diagonal": big_l // 2,
+        "count": 1 << count_bits,
+    }
     return tuple(spec.max_records * per_record[name] for name in names)
+
+
+def _block_mu_squared(central: LatentReleasePlan) -> dict[str, float]:
+    """Per block, ``sup ‖Δ_b‖²/base_b`` of the central shape (grid-free: both scale alike).
+
+    In grid units a quantized record has ``‖q‖² <= (R·2**f)²``, so the sums move by at
+    most the sum sensitivity, and the diagonal and the off-diagonal parts each by at most
+    the Frobenius sensitivity of ``Σ z zᵀ`` (the off-diagonal's variance is half the
+    diagonal's, its squared change at most half of the matrix's), the counts by the count
+    sensitivity (:mod:`privfed.dp.sensitivity`); ``base_b`` is the central variance of the
+    block in the same grid, hence these ratios.
+    """
+    second = central.second_moment_sensitivity / central.noise_std_second_moment
+    count = central.count_sensitivity
+    return {
+        "sum": (central.sum_sensitivity / central.noise_std_sum) ** 2,
+        "diagonal": second * second,
+        "off-diagonal": second * second,
+        "count": (count / central.noise_std_count) ** 2 if count else 0.0,
+    }
 
 
 def _in_domain(mechanism: str, noise: Sequence[float], fast: bool) -> bool:
@@ -486,6 +530,7 @@ def plan_distributed_noise(
         big_l = n - t
     central = plan_latent_release(epsilon, delta, clip_norm=clip_norm, dim=dim, adjacency=adjacency)
     counts = central.noise_std_count > 0.0
+    count_bits = _count_bits(central.noise_std_count)
     last_error: Exception | None = None
     # The finest grid whose noise fits small sampler tables, else the finest that fits at all.
     candidates = [(fast, f) for fast in (True, False) for f in range(_MAX_FRACTIONAL_BITS, 0, -1)]
@@ -507,7 +552,7 @@ def plan_distributed_noise(
             "sum": math.ldexp(central.noise_std_sum, f) ** 2,
             "diagonal": math.ldexp(central.noise_std_second_moment, 2 * f) ** 2,
             "off-diagonal": math.ldexp(central.noise_std_second_moment, 2 * f) ** 2 / 2.0,
-            "count": central.noise_std_count**2,
+            "count": math.ldexp(central.noise_std_count, count_bits) ** 2,
         }
         per_class = {
             "sum": dim,
@@ -524,6 +569,11 @@ def plan_distributed_noise(
                 base_variances=[shape[b] for b in names],
                 dimensions=[per_class[b] for b in names],
                 base_mu_squared=central.mu**2,
+                base_block_mu_squared=(
+                    [_block_mu_squared(central)[b] for b in names]
+                    if mechanism == "skellam"
+                    else None
+                ),
             )
         except ParameterError as exc:
             last_error = exc
@@ -553,7 +603,7 @@ def plan_distributed_noise(
             mechanism=mechanism,  # type: ignore[arg-type]
             noise=wrap_noise,
             dimensions=[int(layout[b].size) for b in names],
-            total_bounds=_total_bounds(spec, names),
+            total_bounds=_total_bounds(spec, names, count_bits),
             num_summands=n,
         )
         if p > WRAP_PROBABILITY_LIMIT:
@@ -574,6 +624,7 @@ def plan_distributed_noise(
             wrap_probability=p,
             block_names=names,
             positions=tuple(layout[b] for b in names),
+            count_bits=count_bits,
         )
     raise RingOverflowError(
         "(epsilon, clip_norm, max_records)",
@@ -606,6 +657,7 @@ def record_distributed_release(
             adjacency=plan.central.adjacency,
             sampler=plan.sampler,
             seeded=seeded,
+            block_mu_squared=plan.noise.block_mu_squared,
         )
         for c in range(plan.spec.num_classes)
     )
@@ -669,7 +721,20 @@ def add_client_noise(
     else:
         params = tuple(_scaled(plan.mechanism, v, noise_scale) for v in plan.noise.noise)
         noise = sample_block_noise(plan.mechanism, params, dims, seed=seed)  # type: ignore[arg-type]
-    return arr + _scatter(plan, noise)
+    return _scale_counts(arr, plan) + _scatter(plan, noise)
+
+
+def _scale_counts(
+    vector: npt.NDArray[np.uint64], plan: DistributedNoisePlan
+) -> npt.NDArray[np.uint64]:
+    """The exact vector with its noised counts on the plan's count grid (``count·2**c``)."""
+    if not plan.count_bits:
+        return vector
+    out = np.array(vector, dtype=np.uint64, copy=True)
+    spec = plan.spec
+    at = np.arange(spec.num_classes) * spec.values_per_class + spec.values_per_class - 1
+    out[at] = (out[at].view(np.int64) << plan.count_bits).view(np.uint64)
+    return out
 
 
 def _scaled(mechanism: str, value: float, scale: float) -> float:
@@ -724,7 +789,7 @@ def decode_noisy_total(
     d, f = spec.dim, spec.bits
     sums = np.ldexp(signed[:, :d].astype(np.float64), -f)
     packed = np.ldexp(signed[:, d : d + packed_size(d)].astype(np.float64), -2 * f)
-    counts = signed[:, -1].astype(np.float64)
+    counts = np.ldexp(signed[:, -1].astype(np.float64), -plan.count_bits)
     s, m, c = plan.delivered_stds(u)
     return NoisyLatentStatistics(
         sums=sums,
