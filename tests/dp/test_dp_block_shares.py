@@ -180,3 +180,31 @@ def test_release_with_caps_round_trips() -> None:
     assert PrivacyLedger.from_json(ledger.to_json()).releases[0] == with_caps
     with pytest.raises(ParameterError):
         DistributedBlockRelease(**common, block_mu_squared=(0.4,))  # type: ignore[arg-type]
+
+
+def test_wrap_bound_is_kept_as_a_logarithm_where_the_float_underflows() -> None:
+    from privfed.dp.distributed import log_wrap_probability, wrap_probability
+    from privfed.dp.distributed_blocks import ring_log_wrap_bound, ring_wrap_bound
+
+    args = {"ring_bits": 64, "mechanism": "skellam", "num_summands": 20, "dimension": 10}
+    tiny = log_wrap_probability(noise=1e3, total_bound=10**6, **args)  # type: ignore[arg-type]
+    assert math.isfinite(tiny) and tiny < -745.0  # exp underflows; the log does not
+    assert wrap_probability(noise=1e3, total_bound=10**6, **args) == 0.0  # type: ignore[arg-type]
+    # Where the float does not underflow, both agree; B >= 2**63 wraps surely (log 0).
+    big = log_wrap_probability(noise=2.0**126 / 4000, total_bound=0, **args)  # type: ignore[arg-type]
+    assert -745.0 < big < 0.0
+    assert math.exp(big) == pytest.approx(
+        wrap_probability(noise=2.0**126 / 4000, total_bound=0, **args)  # type: ignore[arg-type]
+    )
+    assert log_wrap_probability(noise=1.0, total_bound=2**63, **args) == 0.0  # type: ignore[arg-type]
+    blocks = {
+        "ring_bits": 64,
+        "mechanism": "skellam",
+        "num_summands": 20,
+        "dimensions": [4, 4],
+        "total_bounds": [10**6, 0],
+    }
+    log_p = ring_log_wrap_bound(noise=[1e3, 2.0**126 / 4000], **blocks)  # type: ignore[arg-type]
+    assert log_p == pytest.approx(math.log(math.exp(tiny) + math.exp(big) * 0.4), abs=1.0)
+    assert ring_wrap_bound(noise=[1e3, 2.0**126 / 4000], **blocks) == pytest.approx(math.exp(log_p))  # type: ignore[arg-type]
+    assert ring_log_wrap_bound(noise=[1e3, 1e3], **blocks) < -745.0  # type: ignore[arg-type]

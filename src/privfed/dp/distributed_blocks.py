@@ -128,9 +128,9 @@ from privfed.dp.distributed import (
     _tau_increments,
     check_orders,
     exact_discrete_gaussian,
+    log_wrap_probability,
     rdp_epsilon,
     skellam_noise,
-    wrap_probability,
 )
 from privfed.errors import CalibrationError, ParameterError, ParameterTypeError
 
@@ -148,6 +148,7 @@ __all__ = [
     "layer_variances",
     "layered_noise",
     "noise_variance",
+    "ring_log_wrap_bound",
     "ring_wrap_bound",
     "sample_block_noise",
 ]
@@ -753,7 +754,7 @@ def excess_layer_noise(
 # =========================================================================================
 
 
-def ring_wrap_bound(
+def ring_log_wrap_bound(
     *,
     ring_bits: int,
     mechanism: DistributedMechanism,
@@ -762,7 +763,10 @@ def ring_wrap_bound(
     total_bounds: Sequence[int],
     num_summands: int,
 ) -> float:
-    """Union bound over blocks of :func:`privfed.dp.distributed.wrap_probability`.
+    """Natural log of the union bound over blocks of the wrap probability (never underflows).
+
+    ``log Σ_b p_b`` of :func:`privfed.dp.distributed.log_wrap_probability`
+    (log-sum-exp), rounded up by a relative 1e-12 of the probability and capped at 0.
 
     Args:
         ring_bits: k of ``Z_{2**k}``.
@@ -775,14 +779,14 @@ def ring_wrap_bound(
         num_summands: The most clients whose noisy inputs are summed.
 
     Returns:
-        An upper bound on the probability that any coordinate wraps.
+        ``log p`` in ``[-inf, 0]`` with p an upper bound on the probability that
+        any coordinate wraps.
     """
     values, dims = _blocks(noise, dimensions)
     if len(total_bounds) != len(dims):
         raise ParameterError("total_bounds", f"{len(dims)} bounds (one per block)", total_bounds)
-    p = 0.0
-    for value, d, bound in zip(values, dims, total_bounds, strict=True):
-        p += wrap_probability(
+    logs = [
+        log_wrap_probability(
             ring_bits=ring_bits,
             mechanism=mechanism,
             noise=value,
@@ -790,7 +794,41 @@ def ring_wrap_bound(
             total_bound=int(bound),
             dimension=d,
         )
-    return min(1.0, p * _SAFE)
+        for value, d, bound in zip(values, dims, total_bounds, strict=True)
+    ]
+    top = max(logs)
+    if top == -math.inf:
+        return top
+    total = top + math.log(sum(math.exp(v - top) for v in logs))
+    return min(0.0, total + math.log(_SAFE))
+
+
+def ring_wrap_bound(
+    *,
+    ring_bits: int,
+    mechanism: DistributedMechanism,
+    noise: Sequence[float],
+    dimensions: Sequence[int],
+    total_bounds: Sequence[int],
+    num_summands: int,
+) -> float:
+    """``exp`` of :func:`ring_log_wrap_bound` (underflows to 0.0 below ``exp(-745)``).
+
+    Args: As :func:`ring_log_wrap_bound`.
+
+    Returns:
+        An upper bound on the probability that any coordinate wraps.
+    """
+    return math.exp(
+        ring_log_wrap_bound(
+            ring_bits=ring_bits,
+            mechanism=mechanism,
+            noise=noise,
+            dimensions=dimensions,
+            total_bounds=total_bounds,
+            num_summands=num_summands,
+        )
+    )
 
 
 def check_ring_blocks(

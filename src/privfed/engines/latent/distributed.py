@@ -95,7 +95,7 @@ from privfed.dp.distributed_blocks import (
     excess_layer_noise,
     layer_poisson_means,
     layered_noise,
-    ring_wrap_bound,
+    ring_log_wrap_bound,
     sample_block_noise,
 )
 from privfed.dp.releases.distributed_blocks import DistributedBlockRelease
@@ -216,7 +216,9 @@ class DistributedNoisePlan:
         layers: L, secret-shared noise layers (0: independent noise).
         layer_means: ``layer_means[b][j]``: per-client λ of layer j in block b
             (empty when ``layers == 0``).
-        wrap_probability: Bound on the probability that a noisy total wraps.
+        log_wrap_probability: Natural log of the bound on the probability that
+            a noisy total wraps (stored as a log: the bound itself underflows
+            to 0.0 on most grids; see :attr:`wrap_probability`).
         block_names: Name of each block.
         positions: Per block, the ring-vector indices it noises (all classes).
         count_bits: c, the noised counts' grid ``2**-c`` (0 when counts are
@@ -235,7 +237,7 @@ class DistributedNoisePlan:
     corrupted: int
     layers: int
     layer_means: tuple[tuple[float, ...], ...]
-    wrap_probability: float
+    log_wrap_probability: float
     block_names: tuple[str, ...]
     positions: tuple[npt.NDArray[np.int64], ...] = field(repr=False)
     secagg_mode: str = "semi-honest"
@@ -245,6 +247,16 @@ class DistributedNoisePlan:
     def mechanism(self) -> str:
         """``"discrete-gaussian"`` or ``"skellam"``."""
         return str(self.noise.mechanism)
+
+    @property
+    def wrap_probability(self) -> float:
+        """``exp(log_wrap_probability)``: a float that may underflow to 0.0 (write the log)."""
+        return math.exp(self.log_wrap_probability)
+
+    @property
+    def wrap_probability_text(self) -> str:
+        """The bound in words, never "0.0": e.g. ``"wrap probability <= exp(-812.3)"``."""
+        return f"wrap probability <= exp({_log_text(self.log_wrap_probability)})"
 
     @property
     def min_honest(self) -> int:
@@ -394,9 +406,24 @@ class DistributedNoisePlan:
             "honest_total_variance": dict(
                 zip(self.block_names, self.noise.total_variances, strict=True)
             ),
-            "wrap_probability_bound": self.wrap_probability,
+            "wrap_probability_bound": self.wrap_probability_text,
+            "log_wrap_probability_bound": self.log_wrap_probability,
             "noise_vs_central_std": math.sqrt(self.noise.scale),
         }
+
+
+def _log_text(value: float) -> str:
+    """A log-probability rounded UP (the stated bound stays a bound): ``-812.3``, ``-2.371e+20``.
+
+    One decimal below 1e5 in magnitude, else four significant digits.
+    """
+    if not math.isfinite(value):
+        return "-inf" if value < 0 else "0.0"
+    if abs(value) < 1e5:
+        return f"{math.ceil(value * 10.0) / 10.0:.1f}"
+    exponent = math.floor(math.log10(abs(value))) - 3
+    digits = math.ceil(value / 10.0**exponent)  # toward +inf: the bound only grows
+    return f"{digits / 1000.0:.3f}e+{exponent + 3}"
 
 
 def _layout(spec: LatentStatisticsConfig, counts: bool) -> dict[str, npt.NDArray[np.int64]]:
@@ -598,7 +625,7 @@ def plan_distributed_noise(
                 last_error = exc
                 continue
             wrap_noise = tuple(float(sum(m)) for m in means)
-        p = ring_wrap_bound(
+        log_p = ring_log_wrap_bound(
             ring_bits=_RING_BITS,
             mechanism=mechanism,  # type: ignore[arg-type]
             noise=wrap_noise,
@@ -606,7 +633,7 @@ def plan_distributed_noise(
             total_bounds=_total_bounds(spec, names, count_bits),
             num_summands=n,
         )
-        if p > WRAP_PROBABILITY_LIMIT:
+        if log_p > math.log(WRAP_PROBABILITY_LIMIT):
             last_error = RingOverflowError(
                 "fractional_bits", "a grid whose noisy totals wrap with probability <= 2**-40", f
             )
@@ -621,7 +648,7 @@ def plan_distributed_noise(
             corrupted=c,
             layers=big_l,
             layer_means=means,
-            wrap_probability=p,
+            log_wrap_probability=log_p,
             block_names=names,
             positions=tuple(layout[b] for b in names),
             count_bits=count_bits,
