@@ -329,6 +329,7 @@ INTERNAL: dict[str, frozenset[str]] = {
             "layer_variances",
             "layered_noise",
             "noise_variance",
+            "ring_log_wrap_bound",
             "ring_wrap_bound",
             "sample_block_noise",
         )

@@ -194,8 +194,8 @@ def _independent_epsilon(
         s = big_m / n
         mu_min = 2 * n * min(noise)
 
-        def at(a: float) -> float:  # the integer-order bound
-            return float(a * s / 2 + (2 * a + 5) * s / (4 * mu_min))
+        def at(a: float) -> float:  # the integer-order bound (Thm 3.5's min, Δ₁ <= Δ₂²)
+            return float(a * s / 2 + min((2 * a + 5) * s / (4 * mu_min), 1.5 * s))
 
         rdp = []
         for a in orders:

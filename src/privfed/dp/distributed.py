@@ -668,7 +668,37 @@ def wrap_probability(
         dimension: d >= 1.
 
     Returns:
-        The bound in [0, 1] (exponent rounded in the safe direction).
+        The bound in [0, 1] (exponent rounded in the safe direction); it
+        underflows to 0.0 below about ``exp(-745)``: write
+        :func:`log_wrap_probability` instead.
+    """
+    return math.exp(
+        log_wrap_probability(
+            ring_bits=ring_bits,
+            mechanism=mechanism,
+            noise=noise,
+            num_summands=num_summands,
+            total_bound=total_bound,
+            dimension=dimension,
+        )
+    )
+
+
+def log_wrap_probability(
+    *,
+    ring_bits: int,
+    mechanism: DistributedMechanism,
+    noise: float,
+    num_summands: int,
+    total_bound: int,
+    dimension: int,
+) -> float:
+    """The natural log of the :func:`wrap_probability` bound (<= 0; never underflows).
+
+    Args: As :func:`wrap_probability`.
+
+    Returns:
+        ``log p`` in ``[-inf, 0]``: 0 when the bound is 1 (e.g. ``B >= 2**(k−1)``).
     """
     k = check_int("ring_bits", ring_bits, minimum=2, maximum=64, numpy=True)
     kind = check_choice("mechanism", mechanism, _MECHANISMS)
@@ -678,9 +708,9 @@ def wrap_probability(
     d = check_count("dimension", dimension, minimum=1)
     t = (1 << (k - 1)) - bound
     if t <= 0:
-        return 1.0
+        return 0.0
     log_p = math.log(2.0 * d) + _log_tail(kind, value, n, float(t)) * (1.0 - 1e-12)
-    return 1.0 if log_p >= 0.0 else math.exp(log_p)
+    return min(log_p, 0.0)
 
 
 def check_ring(
