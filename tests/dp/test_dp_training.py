@@ -151,7 +151,7 @@ def test_calibration_against_a_ledger_that_already_spent_some() -> None:
         ({"clip_norm": 0.0}, ParameterError, "clip_norm"),
         ({"clip_norm": -1.0}, ParameterError, "clip_norm"),
         ({"threshold": 4, "corrupted": 4}, ParameterError, "corrupted"),
-        ({"threshold": 3}, ParameterError, "threshold"),  # not a majority of 6
+        ({"threshold": 7}, ParameterError, "threshold"),  # more than the 6 clients
         ({"ring_bits": 8, "num_clients": 100, "threshold": 51, "model_size": 10**5},
          RingOverflowError, "ring_bits"),
         ({"mechanism": "discrete-gaussian", "layers": True}, ParameterError, "layers"),

@@ -193,7 +193,7 @@ def test_a_bad_configuration_is_one_error_before_any_round(
 ) -> None:
     with pytest.raises(error, match=name):
         SecAggWorkflow(num_shares=N, reconstruction_threshold=T, privacy=privacy(tmp_path, **args))
-    with pytest.raises(ParameterError, match="corrupted"):  # t - n_C < 1 (nodes need 2t > n too)
+    with pytest.raises(ParameterError, match="corrupted"):  # t - n_C < 1
         SecAggWorkflow(
             num_shares=N, reconstruction_threshold=T, corrupted=3, privacy=privacy(tmp_path)
         )

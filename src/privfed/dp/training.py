@@ -124,7 +124,8 @@ class TrainingNoisePlan:
         granularity: ``γ``, model units per grid step, > 0.
         beta: ``β`` of the conditional rounding.
         num_clients: ``n``, clients sampled each round.
-        threshold: ``t``, the secure-aggregation threshold (a strict majority of n).
+        threshold: ``t``, the secure-aggregation threshold (every released sum
+            holds at least t inputs; nodes also refuse ``2t <= s``, s their neighbourhood).
         corrupted: ``n_C``, clients assumed to collude with the server (``t − n_C >= 1``).
         layers: ``L``, secret-shared noise layers (Skellam only; ``0 <= L <= n − t``).
         noise: Per-client noise of ``n_min`` honest contributors: λ (Skellam,
@@ -160,7 +161,6 @@ class TrainingNoisePlan:
         check_float("beta", self.beta, low=0.0, high=1.0, open_low=True, open_high=True)
         n = check_int("num_clients", self.num_clients, minimum=2)
         t = check_int("threshold", self.threshold, minimum=2, maximum=n)
-        _check_majority(t, n)
         min_honest_contributors(t, self.corrupted, num_clients=n)
         check_int("layers", self.layers, minimum=0, maximum=n - t)
         if self.layers and self.mechanism != "skellam":
@@ -305,16 +305,6 @@ class TrainingNoisePlan:
         if not isinstance(fields, Mapping) or set(fields) != names:
             raise ParameterError("plan", f"a mapping with the fields {sorted(names)}", None)
         return cls(**dict(fields))
-
-
-def _check_majority(threshold: int, num_clients: int) -> None:
-    if 2 * threshold <= num_clients:
-        raise ParameterError(
-            "threshold",
-            f"a strict majority of num_clients = {num_clients} (2t > n)",
-            threshold,
-            detail="nodes refuse a smaller threshold",
-        )
 
 
 def training_release(plan: TrainingNoisePlan, round_index: int) -> ReleaseEvent:
@@ -474,7 +464,7 @@ def plan_training_noise(
         clip_norm: ``C > 0``, the L2 clip of a client's update.
         model_size: ``D``, values of one update.
         num_clients: ``n >= 2`` clients sampled each round.
-        threshold: ``t``, a strict majority of ``n``.
+        threshold: ``t`` in ``[2, n]`` (nodes refuse a minority of their neighbourhood).
         corrupted: ``n_C`` with ``t − n_C >= 1``.
         mechanism: ``"skellam"`` (default) or ``"discrete-gaussian"``.
         ring_bits: ``b``, bits per coordinate, 8..64 (default 32).
