@@ -154,19 +154,7 @@ IMPORT_BANS: tuple[ImportBan, ...] = (
 #: Import cycles that other work owns, each with the issue that removes it.  Every
 #: entry must still be a cycle (test_known_cycles_still_exist), and any other cycle
 #: fails test_no_import_cycles.
-KNOWN_CYCLES: frozenset[tuple[str, ...]] = frozenset(
-    {
-        # Issue #22 (the dp core's part, helper w1-dpcore): privfed.dp.events finds
-        # the release kinds by importing privfed.dp.releases, whose modules import
-        # events; the fix registers the kinds explicitly.
-        (
-            "privfed.dp.events",
-            "privfed.dp.releases",
-            "privfed.dp.releases.gaussian",
-            "privfed.dp.releases.subsampled_gaussian",
-        ),
-    }
-)
+KNOWN_CYCLES: frozenset[tuple[str, ...]] = frozenset()
 
 LOAD_BANS: tuple[LoadBan, ...] = (
     LoadBan(

@@ -199,6 +199,7 @@ EXPECTED_ALL: dict[str, list[str]] = {
         "gdp_mu",
         "in_scheme",
         "joint_mu_squared",
+        "log_wrap_probability",
         "min_honest_contributors",
         "mu_for_epsilon_delta",
         "paper_baseline_noise_stds",
@@ -329,6 +330,7 @@ INTERNAL: dict[str, frozenset[str]] = {
             "MAX_CONTRIBUTORS",
             "WRAP_PROBABILITY_LIMIT",
             "DistributedMechanism",
+            "calibrate_noise_parameter",
             "ddg_tau",
             "effective_sensitivities",
         )

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from privfed.dp import PrivacyLedger
-from privfed.dp.distributed import RDP_ORDERS, ddg_rdp, skellam_zcdp
+from privfed.dp.distributed import ddg_rdp, skellam_zcdp
+from privfed.dp.rdp import RDP_ORDERS
 from privfed.dp.rotation import hadamard_dimension, random_signs, rotate, unrotate, walsh_hadamard
 from privfed.dp.rounding import conditional_round, rounded_norm_bound
 from privfed.dp.training import (

@@ -116,14 +116,13 @@ from privfed.dp.distributed import (
     MAX_CONTRIBUTORS,
     WRAP_PROBABILITY_LIMIT,
     DistributedMechanism,
-    _calibrate,
     _check_wrap_limit,
     _min_over_contributors,
     _refuse_wrap,
     _round_up,
     _tau_increments,
+    calibrate_noise_parameter,
     log_wrap_probability,
-    wrap_probability,
 )
 from privfed.dp.rdp import RDP_ORDERS, check_orders, rdp_epsilon
 from privfed.dp.samplers import (
@@ -488,9 +487,9 @@ def calibrate_block_noise(
 
     # Guess: the Gaussian's κ with μ² = 2 log(1.25/δ) ... (any positive start works).
     guess = mu2 * 2.0 * math.log(1.25 / dlt) / (eps * eps)
-    kappa = _calibrate(curve_of, eps, dlt, 2.0**-200, 2.0**200, guess, "noise scale")
+    kappa = calibrate_noise_parameter(curve_of, eps, dlt, 2.0**-200, 2.0**200, guess, "noise scale")
     noise, big_m, caps = params(kappa)
-    if rdp_epsilon(curve_of(kappa), dlt) > eps:  # pragma: no cover - _calibrate certified it
+    if rdp_epsilon(curve_of(kappa), dlt) > eps:  # pragma: no cover - the calibration certified it
         raise CalibrationError("could not certify the calibrated block noise")
     return BlockNoise(
         mechanism=kind,

@@ -69,26 +69,27 @@ from privfed._checks import (
     check_int,
 )
 from privfed.dp.distributed import (
-    EXACT_DISCRETE_GAUSSIAN_SAMPLER,
-    MAX_EXACT_DISCRETE_GAUSSIAN_SCALE,
-    MAX_POISSON_MEAN,
-    RDP_ORDERS,
-    SKELLAM_SAMPLER,
     WRAP_PROBABILITY_LIMIT,
     DistributedMechanism,
-    _calibrate,
-    _log_tail,
+    calibrate_noise_parameter,
     effective_sensitivities,
+    log_wrap_probability,
     min_honest_contributors,
-    rdp_epsilon,
 )
 from privfed.dp.distributed_blocks import layer_poisson_means
 from privfed.dp.events import ReleaseEvent
 from privfed.dp.ledger import PrivacyLedger
+from privfed.dp.rdp import RDP_ORDERS, rdp_epsilon
 from privfed.dp.releases.distributed_gaussian import DistributedDiscreteGaussianRelease
 from privfed.dp.releases.distributed_skellam import DistributedSkellamRelease
 from privfed.dp.rotation import hadamard_dimension
 from privfed.dp.rounding import DEFAULT_BETA, rounded_norm_bound
+from privfed.dp.samplers import (
+    EXACT_DISCRETE_GAUSSIAN_SAMPLER,
+    MAX_EXACT_DISCRETE_GAUSSIAN_SCALE,
+    MAX_POISSON_MEAN,
+    SKELLAM_SAMPLER,
+)
 from privfed.dp.sensitivity import Adjacency
 from privfed.errors import BudgetExceededError, CalibrationError, ParameterError, RingOverflowError
 
@@ -378,11 +379,19 @@ def _log_wrap(plan: TrainingNoisePlan) -> float:
     else:
         kind, per_client = "skellam", plan.client_variance() / 2.0
     best = 0.0
-    for a in np.linspace(0.0, margin, 257)[1:-1]:
-        rot = -(a * a) / (2.0 * proxy)
-        tail = _log_tail(kind, per_client, n, float(margin - a))
-        log_p = math.log(2.0 * d) + max(rot, tail) + math.log1p(math.exp(-abs(rot - tail)))
-        best = min(best, log_p)
+    # P[|rotated + noise| >= margin] <= P[|rotated| >= a] + P[|noise| >= margin - a], per
+    # coordinate and sign: the noise term is log_wrap_probability with the total bound n + a.
+    for a in sorted({int(x) for x in np.linspace(0.0, margin, 257)[1:-1]} - {0}):
+        rot = math.log(2.0 * d) - (a * a) / (2.0 * proxy)
+        noise = log_wrap_probability(
+            ring_bits=plan.ring_bits,
+            mechanism=kind,
+            noise=per_client,
+            num_summands=n,
+            total_bound=n + a,
+            dimension=d,
+        )
+        best = min(best, float(np.logaddexp(rot, noise)))
     return min(0.0, best * (1.0 - 1e-9))
 
 
@@ -416,9 +425,11 @@ def _noise_for(
     sigma = l2 * math.sqrt(2.0 * rounds * math.log(1.25 / delta)) / epsilon
     if trial.mechanism == "skellam":
         guess = sigma * sigma / (2.0 * trial.min_honest)
-        return _calibrate(curve_of, epsilon, delta, 2.0**-60, 2.0**80, guess, "poisson_mean")
+        return calibrate_noise_parameter(
+            curve_of, epsilon, delta, 2.0**-60, 2.0**80, guess, "poisson_mean"
+        )
     guess = sigma / math.sqrt(trial.min_honest)
-    return _calibrate(curve_of, epsilon, delta, 0.5, 2.0**40, guess, "noise_std")
+    return calibrate_noise_parameter(curve_of, epsilon, delta, 0.5, 2.0**40, guess, "noise_std")
 
 
 def _client_std(mechanism: str, noise: float) -> float:

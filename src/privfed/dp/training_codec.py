@@ -24,11 +24,11 @@ import numpy as np
 import numpy.typing as npt
 
 from privfed._checks import check_bytes
-from privfed.dp.distributed import exact_discrete_gaussian, skellam_noise
 from privfed.dp.distributed_blocks import LAYER_SEED_BYTES, excess_layer_noise, layered_noise
 from privfed.dp.noise import Seed
 from privfed.dp.rotation import rotate, unrotate
 from privfed.dp.rounding import conditional_round
+from privfed.dp.samplers import exact_discrete_gaussian, skellam_noise
 from privfed.dp.training import TrainingNoisePlan, central_noise_std
 from privfed.errors import NonFiniteInputError, ParameterError
 

@@ -7,19 +7,18 @@ client), the secure-aggregation mode, n_C, t and the noise layers;
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from privfed.engines.latent.distributed import NoiseModel
-
 __all__ = ["trust_text"]
 
 
 def trust_text(
-    model: NoiseModel, corrupted: int, threshold: int, layers: int, secagg_mode: str = "semi-honest"
+    model: str, corrupted: int, threshold: int, layers: int, secagg_mode: str = "semi-honest"
 ) -> str:
-    """What ``model``'s guarantee assumes, in words (moved verbatim from the plan's module)."""
-    if model.value == "central":
+    """What ``model``'s guarantee assumes, in words (moved verbatim from the plan's module).
+
+    ``model`` is the value of a :class:`~privfed.engines.latent.distributed.NoiseModel`
+    (a str enum; taken as its value so this module needs nothing from the plan's).
+    """
+    if model == "central":
         return (
             "trusted server: it sees the exact unmasked totals and adds the noise; "
             "no DP against whoever holds the server"
