@@ -162,6 +162,7 @@ EXPECTED_ALL: dict[str, list[str]] = {
         "Bracket",
         "DistributedBlockRelease",
         "DistributedDiscreteGaussianRelease",
+        "DistributedSkellamRdpRelease",
         "DistributedSkellamRelease",
         "GaussianRelease",
         "LatentReleasePlan",

@@ -96,10 +96,38 @@ def test_plan_meets_the_budget_and_states_its_wrap_bound(mechanism: str) -> None
     assert coarse.granularity > p.granularity
 
 
+def _skellam_curve_from_the_paper(
+    orders: list[float], n: int, lam: float, l2: float, l1: float
+) -> np.ndarray:
+    """Agarwal, Kairouz & Liu (2021) Thm 3.5, written out here (not privfed's code).
+
+    At integer α: α·Δ₂²/(2μ) + min(((2α−1)·Δ₂² + 6·Δ₁)/(4μ²), 3·Δ₁/(2μ)), μ = 2nλ;
+    between integers the chord of (α−1)·ε(α) (convexity of the log-MGF); on (1, 2) ε(2).
+    """
+    mu = 2.0 * n * lam
+
+    def at(a: float) -> float:
+        first = ((2 * a - 1) * l2 * l2 + 6 * l1) / (4 * mu * mu)
+        return a * l2 * l2 / (2 * mu) + min(first, 3 * l1 / (2 * mu))
+
+    out = []
+    for a in orders:
+        lo, hi = max(math.floor(a), 2), max(math.ceil(a), 2)
+        if a < 2:
+            out.append(at(2))
+        elif lo == hi:
+            out.append(at(lo))
+        else:
+            t = a - lo
+            out.append(((1 - t) * (lo - 1) * at(lo) + t * (hi - 1) * at(hi)) / (a - 1))
+    return np.asarray(out)
+
+
 def test_every_round_in_the_ledger_equals_dp_accounting_directly() -> None:
     import dp_accounting
     from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 
+    orders = list(rdp_lib.DEFAULT_RDP_ORDERS)
     for mechanism in ("skellam", "discrete-gaussian"):
         p = plan(mechanism=mechanism)
         ledger = PrivacyLedger(budget_epsilon=3.0, budget_delta=1e-5)
@@ -108,16 +136,20 @@ def test_every_round_in_the_ledger_equals_dp_accounting_directly() -> None:
         for r in range(1, p.rounds + 1):
             record_training_round(ledger, p, r)
             if mechanism == "skellam":
-                # Independently: ZCDpEvent of the Skellam line, composed r times by dp-accounting.
+                # Independently: the paper's RDP curve, composed r times, converted by
+                # dp-accounting; the ledger accounts exactly that.
+                curve = _skellam_curve_from_the_paper(orders, p.min_honest, p.noise, l2, l1)
+                direct = rdp_lib.compute_epsilon(orders, list(r * curve), 1e-5)[0]
+                # The export (ZCDpEvent of the Skellam line, composed r times by dp-accounting)
+                # bounds it from above: looser, never tighter.
                 rho, xi = skellam_zcdp(
                     num_clients=p.min_honest, poisson_mean=p.noise, l2_sensitivity=l2,
                     l1_sensitivity=l1, dimension=d,
                 )  # fmt: skip
                 acc = rdp_lib.RdpAccountant()
                 acc.compose(dp_accounting.ZCDpEvent(rho=rho, xi=xi), r)
-                direct = acc.get_epsilon(1e-5)
+                assert ledger.epsilon(1e-5) < acc.get_epsilon(1e-5)
             else:
-                orders = rdp_lib.DEFAULT_RDP_ORDERS
                 curve = ddg_rdp(
                     orders, num_clients=p.min_honest, noise_std=p.noise, l2_sensitivity=l2,
                     l1_sensitivity=l1, dimension=d,
@@ -216,3 +248,22 @@ def test_central_noise_std_is_the_analytic_gaussian_over_rounds() -> None:
     p = plan()
     assert central_noise_std(p) > central_noise_std(dataclasses.replace(p, rounds=1))
     assert RDP_ORDERS  # the ledger's orders are the calibration's
+
+
+def test_the_skellam_rdp_kind_accounts_the_curve_below_its_exported_line() -> None:
+    from privfed.dp.distributed import skellam_rdp
+    from privfed.dp.releases.distributed_skellam_rdp import DistributedSkellamRdpRelease
+
+    for release in DistributedSkellamRdpRelease.examples():
+        args = {
+            "num_clients": release.num_contributors, "poisson_mean": release.poisson_mean,
+            "l2_sensitivity": release.l2_sensitivity, "l1_sensitivity": release.l1_sensitivity,
+            "dimension": release.dimension,
+        }  # fmt: skip
+        curve = release.rdp(RDP_ORDERS)
+        assert np.array_equal(curve, skellam_rdp(RDP_ORDERS, **args))
+        rho, xi = release.zcdp()
+        assert (curve < xi + rho * np.asarray(RDP_ORDERS)).all()
+        assert release.rdp_export_exact is False
+    # A training round's event is this kind.
+    assert type(plan().release(1)) is DistributedSkellamRdpRelease

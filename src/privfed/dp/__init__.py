@@ -105,6 +105,7 @@ _EXPORTS: dict[str, str] = {
     "release_error_objective": "privfed.dp.planning",
     "DistributedBlockRelease": "privfed.dp.releases.distributed_blocks",
     "DistributedDiscreteGaussianRelease": "privfed.dp.releases.distributed_gaussian",
+    "DistributedSkellamRdpRelease": "privfed.dp.releases.distributed_skellam_rdp",
     "DistributedSkellamRelease": "privfed.dp.releases.distributed_skellam",
     "GaussianRelease": "privfed.dp.releases.gaussian",
     "SubsampledGaussianRelease": "privfed.dp.releases.subsampled_gaussian",
@@ -130,6 +131,7 @@ __all__ = [
     "Bracket",
     "DistributedBlockRelease",
     "DistributedDiscreteGaussianRelease",
+    "DistributedSkellamRdpRelease",
     "DistributedSkellamRelease",
     "GaussianRelease",
     "LatentReleasePlan",
@@ -251,6 +253,7 @@ if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
     from privfed.dp.releases.distributed_blocks import DistributedBlockRelease
     from privfed.dp.releases.distributed_gaussian import DistributedDiscreteGaussianRelease
     from privfed.dp.releases.distributed_skellam import DistributedSkellamRelease
+    from privfed.dp.releases.distributed_skellam_rdp import DistributedSkellamRdpRelease
     from privfed.dp.releases.gaussian import GaussianRelease
     from privfed.dp.releases.subsampled_gaussian import SubsampledGaussianRelease
     from privfed.dp.samplers import (

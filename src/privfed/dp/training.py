@@ -26,10 +26,13 @@ Adjacency and accounting.  Client level, add/remove one client's whole data
 (equivalently: its update replaced by zero; the set of clients taking part in
 a round is public, the server sees it).  One client changes the integer sum by
 a vector of L2 norm at most ``Δ₂`` (and L1 norm at most ``min(√d·Δ₂, Δ₂²)``),
-so each round is one :class:`~privfed.dp.releases.distributed_skellam.DistributedSkellamRelease`
-(or discrete-Gaussian release) of ``n_min`` honest contributors on the whole
-dataset; R rounds compose sequentially in one :class:`~privfed.dp.PrivacyLedger`
-(Rényi DP, exported to dp-accounting as ``ZCDpEvent``).  No amplification by
+so each round is one
+:class:`~privfed.dp.releases.distributed_skellam_rdp.DistributedSkellamRdpRelease`
+(the exact Skellam RDP curve of Agarwal et al., not its zCDP line, whose extra
+intercept ρ would be paid every round) or discrete-Gaussian release of ``n_min``
+honest contributors on the whole dataset; R rounds compose sequentially in one
+:class:`~privfed.dp.PrivacyLedger` (Rényi DP; exported to dp-accounting as
+``ZCDpEvent``, exact for the discrete Gaussian, an upper bound for Skellam).  No amplification by
 client sampling is claimed: the server sees who is sampled.  The calibration
 (:func:`plan_training_noise`) finds the smallest noise whose R-fold
 composition, on top of what the ledger already holds, meets the budget.
@@ -81,7 +84,7 @@ from privfed.dp.events import ReleaseEvent
 from privfed.dp.ledger import PrivacyLedger
 from privfed.dp.rdp import RDP_ORDERS, rdp_epsilon
 from privfed.dp.releases.distributed_gaussian import DistributedDiscreteGaussianRelease
-from privfed.dp.releases.distributed_skellam import DistributedSkellamRelease
+from privfed.dp.releases.distributed_skellam_rdp import DistributedSkellamRdpRelease
 from privfed.dp.rotation import hadamard_dimension
 from privfed.dp.rounding import DEFAULT_BETA, rounded_norm_bound
 from privfed.dp.samplers import (
@@ -330,7 +333,7 @@ def training_release(plan: TrainingNoisePlan, round_index: int) -> ReleaseEvent:
         "seeded": False,
     }
     if plan.mechanism == "skellam":
-        return DistributedSkellamRelease(poisson_mean=plan.noise, **common)
+        return DistributedSkellamRdpRelease(poisson_mean=plan.noise, **common)
     return DistributedDiscreteGaussianRelease(noise_std=plan.noise, **common)
 
 
