@@ -240,7 +240,10 @@ INTERNAL: dict[str, frozenset[str]] = {
     "privfed.dp.rounding": frozenset(("DEFAULT_BETA", "conditional_round", "rounded_norm_bound")),
     "privfed.dp.training": frozenset(
         ("MAX_ROUNDING_INFLATION", "MECHANISMS", "TrainingNoisePlan", "central_noise_std",
-         "plan_training_noise", "record_training_round", "training_release")
+         "count_release", "plan_training_noise", "record_training_round", "training_release")
+    ),
+    "privfed.dp.adaptive_clipping": frozenset(
+        ("AdaptiveClipping", "MAX_CLIP_SCALE", "next_clip_scale", "update_noise_multiplier")
     ),
     "privfed.dp.training_codec": frozenset(
         ("EncodedUpdate", "NoisyAverage", "clip_update", "decode_noisy_sum", "encode_update",

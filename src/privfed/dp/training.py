@@ -67,11 +67,13 @@ import numpy.typing as npt
 from privfed._checks import (
     check_choice,
     check_delta,
+    check_finite_nonnegative,
     check_finite_positive,
     check_float,
     check_int,
 )
 from privfed.dp.distributed import (
+    DDG_MIN_NOISE_STD,
     WRAP_PROBABILITY_LIMIT,
     DistributedMechanism,
     calibrate_noise_parameter,
@@ -101,6 +103,7 @@ __all__ = [
     "MECHANISMS",
     "TrainingNoisePlan",
     "central_noise_std",
+    "count_release",
     "plan_training_noise",
     "record_training_round",
     "training_release",
@@ -136,6 +139,10 @@ class TrainingNoisePlan:
             each Poisson) or σ (discrete Gaussian), grid units.
         rounds: ``R``, rounds the budget covers.
         epsilon, delta: The run's budget (ε over R rounds, δ).
+        count_noise: ``0`` (fixed clip), or adaptive clipping
+            (:mod:`privfed.dp.adaptive_clipping`): the per-client noise of the
+            count coordinate (λ or σ, in its ``±1`` units) for ``n_min`` honest
+            contributors; the masked vector then has ``d + 1`` coordinates.
 
     Raises:
         ParameterError, ParameterTypeError: A value outside its domain.
@@ -155,6 +162,7 @@ class TrainingNoisePlan:
     rounds: int
     epsilon: float
     delta: float
+    count_noise: float = 0.0
 
     def __post_init__(self) -> None:
         check_choice("mechanism", self.mechanism, MECHANISMS)
@@ -175,6 +183,9 @@ class TrainingNoisePlan:
         check_int("rounds", self.rounds, minimum=1)
         check_finite_positive("epsilon", self.epsilon)
         check_delta(self.delta)
+        check_finite_nonnegative("count_noise", self.count_noise)
+        if self.count_noise and self.mechanism == "discrete-gaussian":
+            check_float("count_noise", self.count_noise, low=DDG_MIN_NOISE_STD)
 
     # -- derived (public) ------------------------------------------------------------
 
@@ -182,6 +193,11 @@ class TrainingNoisePlan:
     def dimension(self) -> int:
         """``d``: the rotated (padded) dimension, noised and masked."""
         return hadamard_dimension(self.model_size)
+
+    @property
+    def vector_length(self) -> int:
+        """Coordinates of the masked vector: ``d``, plus the count with adaptive clipping."""
+        return self.dimension + (1 if self.count_noise else 0)
 
     @property
     def min_honest(self) -> int:
@@ -216,8 +232,19 @@ class TrainingNoisePlan:
         return SKELLAM_SAMPLER if self.mechanism == "skellam" else EXACT_DISCRETE_GAUSSIAN_SAMPLER
 
     def release(self, round_index: int) -> ReleaseEvent:
-        """The ledger event of round ``round_index`` (:func:`training_release`)."""
+        """The ledger event of round ``round_index``'s update (:func:`training_release`)."""
         return training_release(self, round_index)
+
+    def releases(self, round_index: int) -> tuple[ReleaseEvent, ...]:
+        """Every ledger event of a round: the update, and the count with adaptive clipping."""
+        if not self.count_noise:
+            return (training_release(self, round_index),)
+        return (training_release(self, round_index), count_release(self, round_index))
+
+    def round_curve(self) -> npt.NDArray[np.float64]:
+        """One round's RDP curve at :data:`~privfed.dp.rdp.RDP_ORDERS` (all its releases)."""
+        curves = [np.asarray(e.rdp(RDP_ORDERS), dtype=np.float64) for e in self.releases(1)]
+        return np.asarray(np.sum(curves, axis=0), dtype=np.float64)
 
     @functools.cached_property
     def log_wrap_probability(self) -> float:
@@ -227,8 +254,7 @@ class TrainingNoisePlan:
     @functools.cached_property
     def accounted_epsilon(self) -> float:
         """ε of the R rounds alone at ``delta``, recomputed from the plan (what nodes check)."""
-        curve = self.rounds * np.asarray(self.release(1).rdp(RDP_ORDERS), dtype=np.float64)
-        return rdp_epsilon(curve, self.delta)
+        return rdp_epsilon(self.rounds * self.round_curve(), self.delta)
 
     def client_variance(self) -> float:
         """One client's total noise variance per coordinate, every layer (grid units²)."""
@@ -249,6 +275,10 @@ class TrainingNoisePlan:
         else:
             variance = u * self.noise * self.noise
         return self.granularity * math.sqrt(variance)
+
+    def count_std(self) -> float:
+        """Std of the honest noise on the count coordinate's sum (``±1`` units; ``2σ_b``)."""
+        return _client_std(self.mechanism, self.count_noise) * math.sqrt(self.min_honest)
 
     def trust(self) -> str:
         """Who is trusted for what (the release statement)."""
@@ -285,6 +315,7 @@ class TrainingNoisePlan:
             "accounted_epsilon": self.accounted_epsilon,
             "central_noise_std": central_noise_std(self),
             "noise_std_at_threshold": self.delivered_std(self.threshold),
+            "count_noise_std": self.count_std() if self.count_noise else None,
             "trust": self.trust(),
         }
 
@@ -337,6 +368,31 @@ def training_release(plan: TrainingNoisePlan, round_index: int) -> ReleaseEvent:
     return DistributedDiscreteGaussianRelease(noise_std=plan.noise, **common)
 
 
+def count_release(plan: TrainingNoisePlan, round_index: int) -> ReleaseEvent:
+    """The ledger event of one round's noisy count (adaptive clipping): sensitivity 1.
+
+    Raises:
+        ParameterError: The plan has no adaptive clipping.
+    """
+    r = check_int("round_index", round_index, minimum=0)
+    if not plan.count_noise:
+        raise ParameterError("plan", "a plan with adaptive clipping (count_noise > 0)", plan)
+    common: dict[str, Any] = {
+        "name": f"{_NAME}-{r}-clip-count",
+        "partition": None,
+        "num_contributors": plan.min_honest,
+        "l2_sensitivity": 1.0,
+        "l1_sensitivity": 1.0,
+        "dimension": 1,
+        "adjacency": Adjacency.ADD_REMOVE,
+        "sampler": plan.sampler,
+        "seeded": False,
+    }
+    if plan.mechanism == "skellam":
+        return DistributedSkellamRdpRelease(poisson_mean=plan.count_noise, **common)
+    return DistributedDiscreteGaussianRelease(noise_std=plan.count_noise, **common)
+
+
 def record_training_round(
     ledger: PrivacyLedger, plan: TrainingNoisePlan, round_index: int
 ) -> ReleaseEvent:
@@ -347,9 +403,12 @@ def record_training_round(
             run must stop before it).
             Also when the ledger already holds ``rounds`` releases of this plan.
     """
-    release = training_release(plan, round_index)
-    ledger.record(release)
-    return release
+    events = plan.releases(round_index)
+    if len(events) > 1:  # all of the round or nothing: try a copy first
+        PrivacyLedger.from_json(ledger.to_json()).record_all(events)
+    for event in events:
+        ledger.record(event)
+    return events[0]
 
 
 def central_noise_std(plan: TrainingNoisePlan) -> float:
@@ -395,6 +454,16 @@ def _log_wrap(plan: TrainingNoisePlan) -> float:
             dimension=d,
         )
         best = min(best, float(np.logaddexp(rot, noise)))
+    if plan.count_noise:  # the count coordinate: |Σ(2b − 1)| <= n, its own noise
+        count = log_wrap_probability(
+            ring_bits=plan.ring_bits,
+            mechanism=kind,
+            noise=plan.count_noise,
+            num_summands=n,
+            total_bound=n,
+            dimension=1,
+        )
+        best = min(0.0, float(np.logaddexp(best, count)))
     return min(0.0, best * (1.0 - 1e-9))
 
 
@@ -421,8 +490,8 @@ def _noise_for(
     rounds = trial.rounds
 
     def curve_of(p: float) -> npt.NDArray[np.float64]:
-        one = dataclasses.replace(trial, noise=p).release(1).rdp(RDP_ORDERS)
-        return np.asarray(prior + rounds * np.asarray(one), dtype=np.float64)
+        one = dataclasses.replace(trial, noise=p).round_curve()
+        return np.asarray(prior + rounds * one, dtype=np.float64)
 
     l2 = trial.l2_bound
     sigma = l2 * math.sqrt(2.0 * rounds * math.log(1.25 / delta)) / epsilon
@@ -465,6 +534,7 @@ def plan_training_noise(
     beta: float = DEFAULT_BETA,
     wrap_limit: float = WRAP_PROBABILITY_LIMIT,
     ledger: PrivacyLedger | None = None,
+    count_noise_std: float | None = None,
 ) -> TrainingNoisePlan:
     """The noise, grid and layers of a distributed-DP training run of ``rounds`` rounds.
 
@@ -487,6 +557,10 @@ def plan_training_noise(
         beta: The conditional rounding's ``β``.
         wrap_limit: The largest wrap probability per round, in (0, 1).
         ledger: The run's ledger (its budget must be ``(epsilon, delta)`` if set).
+        count_noise_std: ``None`` (fixed clip), or adaptive clipping: ``σ_b`` > 0,
+            the std of the honest noise on the count of clients under the clip
+            (:mod:`privfed.dp.adaptive_clipping`); the update noise is then
+            calibrated so that both releases of every round meet the budget.
 
     Raises:
         ParameterError: A value outside its domain (``C <= 0``, ``t − n_C < 1``, ...).
@@ -511,15 +585,44 @@ def plan_training_noise(
         "epsilon": eps, "delta": dlt,
     }  # fmt: skip
     TrainingNoisePlan(**base, granularity=1.0, noise=1.0)  # every domain, before any work
+    if count_noise_std is not None:
+        base["count_noise"] = _count_noise(kind, count_noise_std, t - corrupted)
     if ledger is not None and (ledger.budget_epsilon, ledger.budget_delta) != (eps, dlt):
         raise ParameterError("ledger", f"a ledger with budget ({eps}, {dlt})", ledger)
     prior = _ledger_curve(ledger)
     if rdp_epsilon(prior, dlt) >= eps:
         raise CalibrationError(f"the ledger has already spent epsilon={eps:g}: no round fits")
+    if "count_noise" in base:
+        count = TrainingNoisePlan(**base, granularity=1.0, noise=1.0)
+        counts = np.asarray(count_release(count, 1).rdp(RDP_ORDERS), dtype=np.float64)
+        if rdp_epsilon(prior + count.rounds * counts, dlt) >= eps:
+            raise ParameterError(
+                "count_noise_std",
+                f"a count noise whose {count.rounds} rounds leave part of epsilon={eps:g} "
+                "to the updates",
+                count_noise_std,
+            )
     plan = _search_grid(base, (eps, dlt), prior, math.log(limit))
     if ledger is not None:
         plan = _fit_ledger(plan, ledger)
     return plan
+
+
+def _count_noise(mechanism: str, count_noise_std: object, min_honest: object) -> float:
+    """Per-client noise of the count coordinate whose ``n_min``-fold sum has std ``2σ_b``."""
+    sb = check_finite_positive("count_noise_std", count_noise_std)
+    n_min = check_int("min_honest", min_honest, minimum=1)
+    if mechanism == "skellam":
+        return 2.0 * sb * sb / n_min  # Var = 2·n_min·λ = (2σ_b)²
+    sigma = 2.0 * sb / math.sqrt(n_min)
+    if sigma < DDG_MIN_NOISE_STD:
+        raise ParameterError(
+            "count_noise_std",
+            f"a float >= {DDG_MIN_NOISE_STD * math.sqrt(n_min) / 2:g} with the discrete "
+            f"Gaussian for n_min = {n_min}",
+            count_noise_std,
+        )
+    return sigma
 
 
 def _search_grid(
@@ -591,7 +694,7 @@ def _fit_ledger(plan: TrainingNoisePlan, ledger: PrivacyLedger) -> TrainingNoise
     for _ in range(200):
         trial = PrivacyLedger.from_json(ledger.to_json())
         try:
-            trial.record_all(plan.release(r) for r in range(1, plan.rounds + 1))
+            trial.record_all(e for r in range(1, plan.rounds + 1) for e in plan.releases(r))
             return plan
         except BudgetExceededError:
             plan = dataclasses.replace(plan, noise=math.nextafter(plan.noise * 1.001, math.inf))

@@ -17,13 +17,14 @@ what leaves it is masked.  The server only ever holds the noisy sum.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import secrets
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
-from privfed._checks import check_bytes
+from privfed._checks import check_bytes, check_finite_positive
 from privfed.dp.distributed_blocks import LAYER_SEED_BYTES, excess_layer_noise, layered_noise
 from privfed.dp.noise import Seed
 from privfed.dp.rotation import rotate, unrotate
@@ -90,6 +91,19 @@ def _client_noise(
     return noise
 
 
+def _count_noise(plan: TrainingNoisePlan, under: bool, seed: Seed | None) -> np.int64:
+    """The count coordinate: ``2·under − 1`` plus this client's count noise share."""
+    domain = None
+    if seed is not None:  # a fixed seed (tests): a stream apart from the update's noise
+        raw = seed if isinstance(seed, bytes) else str(seed).encode()
+        domain = hashlib.sha256(b"privfed.dp.training_codec/clip-count/" + raw).digest()
+    if plan.mechanism == "discrete-gaussian":
+        draw = exact_discrete_gaussian(1, plan.count_noise, seed=domain)
+    else:
+        draw = skellam_noise(1, plan.count_noise, seed=domain)
+    return np.int64(2 * int(under) - 1 + int(draw[0]))
+
+
 def encode_update(
     update: npt.NDArray[np.floating],
     plan: TrainingNoisePlan,
@@ -98,6 +112,7 @@ def encode_update(
     layer_seeds: Sequence[bytes] = (),
     noise_seed: Seed | None = None,
     rng: np.random.Generator | None = None,
+    clip_scale: float = 1.0,
 ) -> EncodedUpdate:
     """The client's noisy ring vector of one round (before masking).
 
@@ -110,6 +125,11 @@ def encode_update(
         noise_seed: Seed of its own noise (layer 0): ``None`` (default) for the
             OS CSPRNG; fixed seeds only for tests.
         rng: Randomness of the rounding (default: seeded from :mod:`secrets`).
+        clip_scale: ``C_t / C_0``, the round's public clip over the plan's
+            (adaptive clipping; 1 otherwise): the update is divided by it, so
+            it is clipped to ``C_t`` in model units and to the plan's clip in
+            the units the plan accounts.  With ``plan.count_noise`` the vector
+            ends with the client's noised bit ``2·[‖update‖ <= C_t] − 1``.
 
     Raises:
         ParameterError: The update has the wrong size, or wrong layer seeds.
@@ -118,12 +138,17 @@ def encode_update(
     x = np.asarray(update).reshape(-1)
     if x.size != plan.model_size:
         raise ParameterError("update", f"{plan.model_size} values", x.size)
+    scale = check_finite_positive("clip_scale", clip_scale)
+    if scale != 1.0:
+        x = x.astype(np.float64) / scale
     clipped = clip_update(x, plan.clip_norm)
     was_clipped = bool(np.linalg.norm(x.astype(np.float64)) > plan.clip_norm)
     scaled = rotate(clipped, round_seed) / plan.granularity
     generator = rng if rng is not None else np.random.default_rng(secrets.randbits(128))
     rounded, tries = conditional_round(scaled, plan.l2_bound, generator)
     noisy = rounded + _client_noise(plan, noise_seed, layer_seeds)
+    if plan.count_noise:
+        noisy = np.append(noisy, _count_noise(plan, not was_clipped, noise_seed))
     mask = np.uint64((1 << plan.ring_bits) - 1) if plan.ring_bits < 64 else np.uint64(2**64 - 1)
     return EncodedUpdate(noisy.view(np.uint64) & mask, was_clipped, tries)
 
@@ -136,11 +161,14 @@ class NoisyAverage:
         update: The noisy mean of the survivors' clipped updates (``model_size`` values).
         survivors: How many clients are in the sum (the public divisor).
         noise_std: Std per coordinate of the noise in ``update`` (model units).
+        under_clip_fraction: Adaptive clipping: the noisy fraction of survivors
+            whose update norm was within the round's clip (``None`` without).
     """
 
     update: npt.NDArray[np.float64] = dataclasses.field(repr=False)
     survivors: int
     noise_std: float
+    under_clip_fraction: float | None = None
 
 
 def decode_noisy_sum(
@@ -150,6 +178,7 @@ def decode_noisy_sum(
     round_seed: bytes,
     survivors: Sequence[int],
     revealed: Mapping[int, Mapping[int, bytes]] | None = None,
+    clip_scale: float = 1.0,
 ) -> NoisyAverage:
     """The server's decoding of the unmasked noisy ring sum (post-processing).
 
@@ -160,20 +189,22 @@ def decode_noisy_sum(
         survivors: Client ids whose input is in the sum.
         revealed: Survivor id -> {layer -> seed} of the excess layers
             (``SecAggServer.revealed_noise_seeds``); required iff ``plan.layers``.
+        clip_scale: The round's ``C_t / C_0`` (as the clients were told).
 
     Raises:
         ParameterError: Wrong shape, or revealed layers other than the reveal rule's.
     """
     arr = np.array(total, dtype=np.uint64, copy=True).reshape(-1)
-    if arr.size != plan.dimension:
-        raise ParameterError("total", f"{plan.dimension} values", arr.size)
+    if arr.size != plan.vector_length:
+        raise ParameterError("total", f"{plan.vector_length} values", arr.size)
+    scale = check_finite_positive("clip_scale", clip_scale)
     u = len(survivors)
     if u < 1:
         raise ParameterError("survivors", "at least one survivor", u)
     if plan.layers:
         if revealed is None:
             raise ParameterError("revealed", "the revealed layer seeds of a layered plan", None)
-        arr -= excess_layer_noise(
+        arr[: plan.dimension] -= excess_layer_noise(
             revealed,
             [plan.layer_means],
             [plan.dimension],
@@ -187,10 +218,16 @@ def decode_noisy_sum(
         signed[signed >= 1 << (b - 1)] -= 1 << b
     else:
         signed = arr.view(np.int64)
-    total_sum = unrotate(signed.astype(np.float64) * plan.granularity, round_seed, plan.model_size)
-    return NoisyAverage(
-        update=total_sum / u, survivors=u, noise_std=plan.delivered_std(u) / u
+    total_sum = unrotate(
+        signed[: plan.dimension].astype(np.float64) * plan.granularity, round_seed, plan.model_size
     )
+    under = None
+    if plan.count_noise:
+        under = (float(signed[plan.dimension]) / u + 1.0) / 2.0
+    return NoisyAverage(
+        update=total_sum * (scale / u), survivors=u,
+        noise_std=plan.delivered_std(u) * scale / u, under_clip_fraction=under,
+    )  # fmt: skip
 
 
 def noise_ratio(plan: TrainingNoisePlan, survivors: int) -> float:
