@@ -106,4 +106,4 @@ def update_noise_multiplier(noise_multiplier: float, count_noise_std: float) -> 
         raise ParameterError(
             "count_noise_std", f"a float > noise_multiplier/2 = {z / 2:g}", count_noise_std
         )
-    return rest**-0.5
+    return float(rest**-0.5)

@@ -436,10 +436,8 @@ def _log_wrap(plan: TrainingNoisePlan) -> float:
     if margin <= 0:
         return 0.0
     proxy = (n * plan.norm_bound) ** 2 / d  # sub-Gaussian proxy of a rotated-sum coordinate
-    if plan.mechanism == "discrete-gaussian":
-        kind, per_client = "discrete-gaussian", plan.noise
-    else:
-        kind, per_client = "skellam", plan.client_variance() / 2.0
+    kind: DistributedMechanism = plan.mechanism
+    per_client = plan.noise if kind == "discrete-gaussian" else plan.client_variance() / 2.0
     best = 0.0
     # P[|rotated + noise| >= margin] <= P[|rotated| >= a] + P[|noise| >= margin - a], per
     # coordinate and sign: the noise term is log_wrap_probability with the total bound n + a.

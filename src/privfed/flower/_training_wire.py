@@ -211,6 +211,8 @@ class TrainingEncoding:
             plan: then a node's vector is its clipped, rotated, rounded and
             noised update (``privacy.dimension`` slots mod ``2**ring_bits``;
             no example count, no metrics; :mod:`privfed.flower.dp_training`).
+        clip_scale: DP with adaptive clipping: the round's public clip over
+            the plan's, ``C_t / C_0`` (1 otherwise), in ``[2**-20, 2**20]``.
 
     Raises:
         ParameterError, ParameterTypeError: A value outside its domain.
@@ -227,6 +229,7 @@ class TrainingEncoding:
     reply_format: ReplyFormat = "message"
     weight_key: str = "num-examples"
     privacy: TrainingNoisePlan | None = None
+    clip_scale: float = 1.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.arrays, tuple) or not all(
@@ -244,6 +247,7 @@ class TrainingEncoding:
         check_choice("rounding", self.rounding, ("stochastic", "nearest"))
         check_choice("reply_format", self.reply_format, ("fitres", "message"))
         _check_name("weight_key", self.weight_key)
+        check_float("clip_scale", self.clip_scale, low=2.0**-20, high=2.0**20)
         if self.privacy is not None:
             if not isinstance(self.privacy, TrainingNoisePlan):
                 raise ParameterTypeError("privacy", "a TrainingNoisePlan or None", self.privacy)
@@ -267,7 +271,7 @@ class TrainingEncoding:
     def vector_length(self) -> int:
         """Ring slots of one contribution: weight, array values, metric slots (DP: ``d``)."""
         if self.privacy is not None:
-            return self.privacy.dimension
+            return self.privacy.vector_length
         return 1 + self.model_size + self.metric_slots
 
     @property

@@ -46,12 +46,13 @@ from flwr.app import ConfigRecord, Context, RecordDict
 
 from privfed._checks import check_int
 from privfed.dp import PrivacyLedger
+from privfed.dp.adaptive_clipping import AdaptiveClipping, next_clip_scale
 from privfed.dp.distributed import DistributedMechanism
 from privfed.dp.distributed_blocks import LAYER_SEED_BYTES
 from privfed.dp.rounding import DEFAULT_BETA
 from privfed.dp.training import TrainingNoisePlan, plan_training_noise, record_training_round
 from privfed.dp.training_codec import decode_noisy_sum, encode_update, noise_ratio
-from privfed.errors import BudgetExceededError, ParameterError, ProtocolAbort
+from privfed.errors import BudgetExceededError, ParameterError, ParameterTypeError, ProtocolAbort
 from privfed.flower._training_wire import Structure, TrainingEncoding, dtype_and_shape
 from privfed.flower.policy import NodePolicy
 from privfed.secagg import SecAggConfig
@@ -91,6 +92,11 @@ class DistributedDP:
             every error raised) here; else at the first round, before any message.
         output_dir: Where ``ledger.json`` and ``dp_training.json`` go (``None``: nowhere).
         beta: The conditional rounding's ``β``.
+        adaptive_clipping: ``None`` (fixed clip), or
+            :class:`~privfed.dp.adaptive_clipping.AdaptiveClipping`: ``clip_norm``
+            is then the first round's clip, and each round's noisy count of nodes
+            under the clip (one more masked coordinate, noised by the nodes,
+            charged in the same ledger) moves it toward the target quantile.
 
     Raises:
         ParameterError, RingOverflowError, CalibrationError: At
@@ -112,11 +118,23 @@ class DistributedDP:
         model_size: int | None = None,
         output_dir: str | os.PathLike[str] | None = None,
         beta: float = DEFAULT_BETA,
+        adaptive_clipping: AdaptiveClipping | None = None,
     ) -> None:
         self._args: dict[str, Any] = {
             "rounds": rounds, "clip_norm": clip_norm, "num_clients": num_clients,
             "mechanism": mechanism, "ring_bits": ring_bits, "layers": layers, "beta": beta,
         }  # fmt: skip
+        if adaptive_clipping is not None:
+            if not isinstance(adaptive_clipping, AdaptiveClipping):
+                raise ParameterTypeError(
+                    "adaptive_clipping", "an AdaptiveClipping or None", adaptive_clipping
+                )
+            self._args["count_noise_std"] = adaptive_clipping.count_std(check_int(
+                "num_clients", num_clients, minimum=2
+            ))
+        self.adaptive_clipping = adaptive_clipping
+        #: ``C_t / C_0``: the next round's clip over ``clip_norm`` (1 without adaptive clipping).
+        self.clip_scale = 1.0
         self.epsilon, self.delta = epsilon, delta
         self.model_size = model_size
         self.output_dir = None if output_dir is None else Path(output_dir)
@@ -198,22 +216,28 @@ class DistributedDP:
     def decoded(
         self, total: npt.NDArray[np.uint64], survivors: Sequence[int],
         revealed: Mapping[int, Mapping[int, bytes]], session: bytes, round_index: int,
+        clip_scale: float = 1.0,
     ) -> npt.NDArray[np.float64]:  # fmt: skip
         """The noisy average update of a round (the server's only view of the updates)."""
         plan = self.plan
         assert plan is not None  # noqa: S101
         out = decode_noisy_sum(
             total, plan, round_seed=rotation_seed(session), survivors=survivors,
-            revealed=revealed if plan.layers else None,
+            revealed=revealed if plan.layers else None, clip_scale=clip_scale,
         )  # fmt: skip
-        self.rounds_run.append(
-            {
-                "round": round_index,
-                "survivors": out.survivors,
-                "noise_std_of_mean": out.noise_std,
-                "noise_over_central": noise_ratio(plan, out.survivors),
-            }
-        )
+        entry: dict[str, Any] = {
+            "round": round_index,
+            "survivors": out.survivors,
+            "noise_std_of_mean": out.noise_std,
+            "noise_over_central": noise_ratio(plan, out.survivors),
+        }
+        if self.adaptive_clipping is not None and out.under_clip_fraction is not None:
+            entry["clip_norm"] = plan.clip_norm * clip_scale
+            entry["noisy_fraction_under_clip"] = out.under_clip_fraction
+            self.clip_scale = next_clip_scale(
+                clip_scale, out.under_clip_fraction, self.adaptive_clipping
+            )
+        self.rounds_run.append(entry)
         self.write()
         return out.update
 
@@ -319,7 +343,10 @@ def encode_private_reply(
         if dtype_and_shape(array)[0] in ("float32", "float64")
     }
     update = _flat(new, encoding) - _flat(given, encoding)
-    encoded = encode_update(update, plan, round_seed=rotation_seed(session), layer_seeds=seeds)
+    encoded = encode_update(
+        update, plan, round_seed=rotation_seed(session), layer_seeds=seeds,
+        clip_scale=encoding.clip_scale,
+    )  # fmt: skip
     structure = Structure(
         arrays=tuple((record, str(a.dtype)) for record, a in arrays), metrics=(), weight=weight_at
     )

@@ -373,6 +373,7 @@ class SecAggWorkflow:
         reply_format: ReplyFormat = "message",
         weight_key: str = "num-examples",
         privacy: TrainingNoisePlan | None = None,
+        clip_scale: float = 1.0,
     ) -> TrainingEncoding:
         """The round's public encoding for this array layout (``array_layout`` of the instructions).
 
@@ -391,6 +392,7 @@ class SecAggWorkflow:
             reply_format=reply_format,
             weight_key=weight_key,
             privacy=privacy,
+            clip_scale=clip_scale,
         )
 
     # -- Flower's fit workflow ----------------------------------------------------
@@ -517,7 +519,8 @@ class SecAggWorkflow:
             why = self.privacy.refusal(n)
             if why:  # before any message of the round
                 return _skip(state, why)
-        encoding = self.encoding(layouts[0], state.reply_format, state.weight_key, plan)
+        scale = 1.0 if self.privacy is None else self.privacy.clip_scale
+        encoding = self.encoding(layouts[0], state.reply_format, state.weight_key, plan, scale)
         encoding.check_no_wrap(n)  # before any key is made, anywhere
         digests = {instructions_digest(content) for content in state.instructions.values()}
         if len(digests) != 1:
@@ -762,7 +765,7 @@ class SecAggWorkflow:
         survivors = sorted(server.survivors)
         update = privacy.decoded(
             total, survivors, server.revealed_noise_seeds, server.config.bound_session_id,
-            state.round_index,
+            state.round_index, clip_scale=encoding.clip_scale,
         )  # fmt: skip
         start, arrays = 0, []
         glob = global_arrays(state.instructions[state.node_of[survivors[0]]], encoding)
