@@ -10,7 +10,8 @@ arXiv:1805.06530, Theorem 8)::
 
 Every function here evaluates that curve in log space with
 :func:`scipy.special.log_ndtr`, so nothing overflows (ε ≥ 710 included) and
-δ down to 1e-300 keeps its relative precision.  Solvers bisect with a *relative*
+δ down to 1e-300 keeps its relative precision.  Solvers (the noise std one is
+:func:`privfed.dp.calibrator.calibrate`) bisect with a *relative*
 tolerance and return the end of the bracket that is safe for privacy: the
 larger noise std, the smaller μ, the larger ε.  Every result is then re-checked
 against the exact curve, so numerical error only ever makes a guarantee look

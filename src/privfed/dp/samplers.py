@@ -603,6 +603,20 @@ _gaussian_table: Final = _TableCache(
 )
 
 
+def _sample(
+    dims: tuple[int, ...],
+    label: bytes,
+    seed: Seed | None,
+    draw: Callable[[_Source, int], npt.NDArray[np.int64]],
+) -> npt.NDArray[np.int64]:
+    """``draw(source, count)`` from a fresh stream labelled ``label``, shaped ``dims``."""
+    source = _Source(label, seed)
+    count = math.prod(dims)
+    if count == 0:
+        return np.zeros(dims, dtype=np.int64)
+    return draw(source, count).reshape(dims)
+
+
 def exact_discrete_gaussian(
     shape: int | Sequence[int],
     scale: float,
@@ -647,13 +661,13 @@ def exact_discrete_gaussian(
         domain=f"a finite float in [{MIN_EXACT_DISCRETE_GAUSSIAN_SCALE}, "
         f"{MAX_EXACT_DISCRETE_GAUSSIAN_SCALE:.0f}]",
     )
-    source = _Source(b"exact-discrete-gaussian", seed)
-    count = math.prod(dims)
-    if count == 0:
-        return np.zeros(dims, dtype=np.int64)
-    magnitude = _gaussian_table(sigma, _half_width).draw(source, count)
-    negative = (source.words(count) & np.uint64(1)).astype(bool)
-    return np.where(negative, -magnitude, magnitude).reshape(dims)
+
+    def draw(source: _Source, count: int) -> npt.NDArray[np.int64]:
+        magnitude = _gaussian_table(sigma, _half_width).draw(source, count)
+        negative = (source.words(count) & np.uint64(1)).astype(bool)
+        return np.where(negative, -magnitude, magnitude)
+
+    return _sample(dims, b"exact-discrete-gaussian", seed, draw)
 
 
 def _check_poisson_mean(value: object, name: str = "poisson_mean") -> float:
@@ -697,11 +711,8 @@ def exact_poisson(
     """
     dims = check_shape(shape)
     lam = _check_poisson_mean(poisson_mean)
-    source = _Source(b"exact-poisson", seed)
-    count = math.prod(dims)
-    if count == 0:
-        return np.zeros(dims, dtype=np.int64)
-    return _poisson_table(lam, _half_width).draw(source, count).reshape(dims)
+    table = functools.partial(_poisson_table, lam, _half_width)
+    return _sample(dims, b"exact-poisson", seed, lambda source, count: table().draw(source, count))
 
 
 def skellam_noise(
@@ -723,9 +734,9 @@ def skellam_noise(
     """
     dims = check_shape(shape)
     lam = _check_poisson_mean(poisson_mean)
-    source = _Source(b"skellam", seed)
-    count = math.prod(dims)
-    if count == 0:
-        return np.zeros(dims, dtype=np.int64)
-    both = _poisson_table(lam, None).draw(source, 2 * count)
-    return (both[:count] - both[count:]).reshape(dims)
+
+    def draw(source: _Source, count: int) -> npt.NDArray[np.int64]:
+        both = _poisson_table(lam, None).draw(source, 2 * count)
+        return both[:count] - both[count:]
+
+    return _sample(dims, b"skellam", seed, draw)
