@@ -124,3 +124,8 @@ def test_a_count_noise_that_spends_the_budget_is_refused_before_calibrating() ->
         update_noise_multiplier(2.0, 0.9)
     with pytest.raises(ParameterError, match="count_noise_std"):
         _plan(count_noise_std=0.1, mechanism="discrete-gaussian")
+
+
+def test_the_trust_statement_names_the_count() -> None:
+    assert "noisy count" in _plan().trust()
+    assert "noisy count" not in _plan(count_noise_std=None).trust()

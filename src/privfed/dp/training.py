@@ -300,6 +300,12 @@ class TrainingNoisePlan:
                 f" {self.layers} secret-shared noise layers remove the dropout excess; the "
                 "server must report one survivor set to every client for that."
             )
+        if self.count_noise:
+            text += (
+                " Adaptive clipping: each client also masks its noised bit (update norm within "
+                "the round's public clip); the server sees only the noisy count, charged in the "
+                "same ledger as a second release of every round."
+            )
         return text
 
     def describe(self) -> dict[str, Any]:

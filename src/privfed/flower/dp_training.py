@@ -24,6 +24,12 @@ statement and what each round delivered to ``dp_training.json``) in
 ``output_dir`` after every round.  A round the budget cannot take, or beyond
 ``rounds``, is not started (no message is sent; it is reported as skipped).
 
+Adaptive clipping (``adaptive_clipping=``, Andrew et al. 2021;
+:mod:`privfed.dp.adaptive_clipping`): the round's clip ``C_t`` goes to the nodes
+in the round's public encoding; each node also masks its noised bit
+``[‖update‖ <= C_t]`` as one more coordinate; the server moves the clip with the
+noisy count, which the ledger charges as a second release of every round.
+
 Who is trusted for what: :meth:`privfed.dp.training.TrainingNoisePlan.trust`.
 A node refuses a round whose secure-aggregation settings differ from the
 plan's (threshold, ``n_C``, nodes, ring, layers), whose plan it recomputes to
