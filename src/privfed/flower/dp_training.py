@@ -135,9 +135,8 @@ class DistributedDP:
                 raise ParameterTypeError(
                     "adaptive_clipping", "an AdaptiveClipping or None", adaptive_clipping
                 )
-            self._args["count_noise_std"] = adaptive_clipping.count_std(check_int(
-                "num_clients", num_clients, minimum=2
-            ))
+            nodes = check_int("num_clients", num_clients, minimum=2)
+            self._args["count_noise_std"] = adaptive_clipping.count_std(nodes)
         self.adaptive_clipping = adaptive_clipping
         #: ``C_t / C_0``: the next round's clip over ``clip_norm`` (1 without adaptive clipping).
         self.clip_scale = 1.0
