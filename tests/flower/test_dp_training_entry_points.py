@@ -52,7 +52,7 @@ def clipped(x: np.ndarray, clip: float = CLIP) -> np.ndarray:
 
 @pytest.fixture
 def make_grid(loopback: type) -> Any:
-    class Grid(loopback):  # type: ignore[misc,valid-type]
+    class Grid(loopback):  # type: ignore[misc]
         @property
         def run(self) -> Any:
             return types.SimpleNamespace(run_id=1)
@@ -66,7 +66,7 @@ def message_app(tmp_path: Path, policy: NodePolicy | None = None) -> ClientApp:
     @client.train()
     def train(msg: Message, context: Context) -> Message:
         pid = int(context.node_config["partition-id"])
-        rnd = int(msg.content.config_records["config"]["server-round"])
+        rnd = int(str(msg.content.config_records["config"]["server-round"]))
         base = msg.content.array_records["arrays"]["w"].numpy()
         new = ArrayRecord({"w": Array((base + delta(pid, rnd)).astype(np.float32))})
         metrics = MetricRecord({"num-examples": 10 + pid})
