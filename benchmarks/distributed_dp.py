@@ -82,7 +82,7 @@ def noise_part(epsilons: list[float], clients: list[int]) -> list[dict[str, Any]
                     "ratio_no_dropout": ratios[n],
                     "ratio_max_over_survivor_sets": max(ratios.values()),
                     "calibration_vs_central": math.sqrt(plan.noise.scale),
-                    "wrap_probability_bound": plan.wrap_probability,
+                    "log_wrap_probability_bound": plan.log_wrap_probability,
                     "plan_seconds": time.perf_counter() - start,
                 }
                 rows.append(row)

@@ -162,6 +162,7 @@ EXPECTED_ALL: dict[str, list[str]] = {
         "Bracket",
         "DistributedBlockRelease",
         "DistributedDiscreteGaussianRelease",
+        "DistributedSkellamRdpRelease",
         "DistributedSkellamRelease",
         "GaussianRelease",
         "LedgerGuarantee",
@@ -197,6 +198,7 @@ EXPECTED_ALL: dict[str, list[str]] = {
         "gdp_mu",
         "in_scheme",
         "joint_mu_squared",
+        "log_wrap_probability",
         "min_honest_contributors",
         "mu_for_epsilon_delta",
         "partition_key",
@@ -224,6 +226,24 @@ NOT_REEXPORTED_PACKAGES: dict[str, tuple[str, ...]] = {
 #: Names in a public module's ``__all__`` that no package above it re-exports
 #: (constants of the wire/state formats, internal checks, helpers of one layer).
 INTERNAL: dict[str, frozenset[str]] = {
+    # Distributed-DP training (imported from their modules; privfed.flower.DistributedDP
+    # is the integrator's entry point).
+    "privfed.dp.rotation": frozenset(
+        ("MAX_ROTATION_DIMENSION", "hadamard_dimension", "random_signs", "rotate", "unrotate",
+         "walsh_hadamard")
+    ),
+    "privfed.dp.rounding": frozenset(("DEFAULT_BETA", "conditional_round", "rounded_norm_bound")),
+    "privfed.dp.training": frozenset(
+        ("MAX_ROUNDING_INFLATION", "MECHANISMS", "TrainingNoisePlan", "central_noise_std",
+         "count_release", "plan_training_noise", "record_training_round", "training_release")
+    ),
+    "privfed.dp.adaptive_clipping": frozenset(
+        ("AdaptiveClipping", "MAX_CLIP_SCALE", "next_clip_scale", "update_noise_multiplier")
+    ),
+    "privfed.dp.training_codec": frozenset(
+        ("EncodedUpdate", "NoisyAverage", "clip_update", "decode_noisy_sum", "encode_update",
+         "noise_ratio")
+    ),
     "privfed.secagg.parameters": frozenset(("MAX_NUM_CLIENTS", "THREAT_MODELS", "ThreatModel")),
     "privfed.secagg.threshold": frozenset(
         (
@@ -309,6 +329,7 @@ INTERNAL: dict[str, frozenset[str]] = {
             "MAX_CONTRIBUTORS",
             "WRAP_PROBABILITY_LIMIT",
             "DistributedMechanism",
+            "calibrate_noise_parameter",
             "ddg_tau",
             "effective_sensitivities",
         )
@@ -324,6 +345,7 @@ INTERNAL: dict[str, frozenset[str]] = {
             "layer_variances",
             "layered_noise",
             "noise_variance",
+            "ring_log_wrap_bound",
             "ring_wrap_bound",
             "sample_block_noise",
         )

@@ -59,6 +59,7 @@ _EXPORTS: dict[str, str] = {
     "check_ring": "privfed.dp.distributed",
     "ddg_rdp": "privfed.dp.distributed",
     "ddg_zcdp": "privfed.dp.distributed",
+    "log_wrap_probability": "privfed.dp.distributed",
     "min_honest_contributors": "privfed.dp.distributed",
     "skellam_rdp": "privfed.dp.distributed",
     "skellam_zcdp": "privfed.dp.distributed",
@@ -98,6 +99,7 @@ _EXPORTS: dict[str, str] = {
     "skellam_noise": "privfed.dp.samplers",
     "DistributedBlockRelease": "privfed.dp.releases.distributed_blocks",
     "DistributedDiscreteGaussianRelease": "privfed.dp.releases.distributed_gaussian",
+    "DistributedSkellamRdpRelease": "privfed.dp.releases.distributed_skellam_rdp",
     "DistributedSkellamRelease": "privfed.dp.releases.distributed_skellam",
     "GaussianRelease": "privfed.dp.releases.gaussian",
     "SubsampledGaussianRelease": "privfed.dp.releases.subsampled_gaussian",
@@ -123,6 +125,7 @@ __all__ = [
     "Bracket",
     "DistributedBlockRelease",
     "DistributedDiscreteGaussianRelease",
+    "DistributedSkellamRdpRelease",
     "DistributedSkellamRelease",
     "GaussianRelease",
     "LedgerGuarantee",
@@ -158,6 +161,7 @@ __all__ = [
     "gdp_mu",
     "in_scheme",
     "joint_mu_squared",
+    "log_wrap_probability",
     "min_honest_contributors",
     "mu_for_epsilon_delta",
     "partition_key",
@@ -193,6 +197,7 @@ if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
         check_ring,
         ddg_rdp,
         ddg_zcdp,
+        log_wrap_probability,
         min_honest_contributors,
         skellam_rdp,
         skellam_zcdp,
@@ -230,6 +235,7 @@ if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
     from privfed.dp.releases.distributed_blocks import DistributedBlockRelease
     from privfed.dp.releases.distributed_gaussian import DistributedDiscreteGaussianRelease
     from privfed.dp.releases.distributed_skellam import DistributedSkellamRelease
+    from privfed.dp.releases.distributed_skellam_rdp import DistributedSkellamRdpRelease
     from privfed.dp.releases.gaussian import GaussianRelease
     from privfed.dp.releases.subsampled_gaussian import SubsampledGaussianRelease
     from privfed.dp.samplers import (

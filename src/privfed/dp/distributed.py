@@ -82,11 +82,13 @@ __all__ = [
     "DistributedMechanism",
     "calibrate_distributed_discrete_gaussian",
     "calibrate_distributed_skellam",
+    "calibrate_noise_parameter",
     "check_ring",
     "ddg_rdp",
     "ddg_tau",
     "ddg_zcdp",
     "effective_sensitivities",
+    "log_wrap_probability",
     "min_honest_contributors",
     "skellam_rdp",
     "skellam_zcdp",
@@ -424,7 +426,7 @@ def _round_up(value: float) -> float:
     return math.ldexp(math.ceil(mantissa * 2**_MANTISSA_BITS), exponent - _MANTISSA_BITS)
 
 
-def _calibrate(
+def calibrate_noise_parameter(
     curve_of: Callable[[float], npt.NDArray[np.float64]],
     epsilon: float,
     delta: float,
@@ -433,7 +435,15 @@ def _calibrate(
     guess: float,
     name: str,
 ) -> float:
-    """Smallest parameter p in [lower, upper] whose curve meets (ε, δ); safe end, rounded up."""
+    """Smallest parameter p in [lower, upper] whose RDP curve meets (ε, δ); safe end, rounded up.
+
+    The one calibrator (:func:`privfed.dp.calibrator.calibrate`) with the rule
+    the distributed calibrations are certified by: ``curve_of(p)`` is the RDP
+    curve at :data:`~privfed.dp.rdp.RDP_ORDERS`, the bracket is walked from
+    ``guess``, narrowed to a relative span of 1e-10, the safe end rounded up to a
+    17-bit mantissa and certified by the ledger's own budget test.  ``name``
+    names the parameter in the error when ``upper`` does not suffice.
+    """
     return calibrate(
         curve_of,
         lambda curve: rdp_epsilon(curve, delta) <= epsilon,
@@ -525,7 +535,9 @@ def calibrate_distributed_discrete_gaussian(
         )
 
     guess = d2 * math.sqrt(2.0 * math.log(1.25 / dlt)) / (eps * math.sqrt(n))
-    return _calibrate(curve_of, eps, dlt, DDG_MIN_NOISE_STD, 2.0**40, guess, "noise_std")
+    return calibrate_noise_parameter(
+        curve_of, eps, dlt, DDG_MIN_NOISE_STD, 2.0**40, guess, "noise_std"
+    )
 
 
 def calibrate_distributed_skellam(
@@ -569,7 +581,9 @@ def calibrate_distributed_skellam(
 
     sigma = d2 * math.sqrt(2.0 * math.log(1.25 / dlt)) / eps
     guess = sigma * sigma / (2.0 * n)
-    return _calibrate(curve_of, eps, dlt, 2.0**-60, 2.0**80, guess, "poisson_mean")
+    return calibrate_noise_parameter(
+        curve_of, eps, dlt, 2.0**-60, 2.0**80, guess, "poisson_mean"
+    )
 
 
 # =========================================================================================
@@ -668,7 +682,37 @@ def wrap_probability(
         dimension: d >= 1.
 
     Returns:
-        The bound in [0, 1] (exponent rounded in the safe direction).
+        The bound in [0, 1] (exponent rounded in the safe direction); it
+        underflows to 0.0 below about ``exp(-745)``: write
+        :func:`log_wrap_probability` instead.
+    """
+    return math.exp(
+        log_wrap_probability(
+            ring_bits=ring_bits,
+            mechanism=mechanism,
+            noise=noise,
+            num_summands=num_summands,
+            total_bound=total_bound,
+            dimension=dimension,
+        )
+    )
+
+
+def log_wrap_probability(
+    *,
+    ring_bits: int,
+    mechanism: DistributedMechanism,
+    noise: float,
+    num_summands: int,
+    total_bound: int,
+    dimension: int,
+) -> float:
+    """The natural log of the :func:`wrap_probability` bound (<= 0; never underflows).
+
+    Args: As :func:`wrap_probability`.
+
+    Returns:
+        ``log p`` in ``[-inf, 0]``: 0 when the bound is 1 (e.g. ``B >= 2**(k−1)``).
     """
     k = check_int("ring_bits", ring_bits, minimum=2, maximum=64, numpy=True)
     kind = check_choice("mechanism", mechanism, _MECHANISMS)
@@ -678,9 +722,9 @@ def wrap_probability(
     d = check_count("dimension", dimension, minimum=1)
     t = (1 << (k - 1)) - bound
     if t <= 0:
-        return 1.0
+        return 0.0
     log_p = math.log(2.0 * d) + _log_tail(kind, value, n, float(t)) * (1.0 - 1e-12)
-    return 1.0 if log_p >= 0.0 else math.exp(log_p)
+    return min(log_p, 0.0)
 
 
 def check_ring(

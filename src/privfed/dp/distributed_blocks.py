@@ -36,18 +36,31 @@ output is a product distribution and Rényi divergences add over coordinates.
   post-processing, so the bound at every ``n' <= n`` also holds; the curve is
   the minimum over ``n'`` (exhaustive for ``n' <= 2**12``, plus ``n' = n``;
   the minimum over any subset of valid bounds is valid).
-* Distributed Skellam.  Agarwal, Kairouz & Liu (2021, Thm 3.5) for one
-  coordinate of total variance ``μ_j = n v_j`` at integer α:
-  ``αΔ_j²/(2μ_j) + ((2α−1)Δ_j² + 6|Δ_j|)/(4μ_j²)``.  With ``|Δ_j| <= Δ_j²``
-  (integers) and ``1/μ_j² <= 1/(μ_j μ_min)``, summing gives, with
-  ``S = M/n`` and ``μ_min = n·min_b v_b``,
-  ``ε(α) <= αS/2 + (2α + 5)S/(4μ_min)``, i.e. ``αρ + c`` with
-  ``ρ = S/2·(1 + 1/μ_min)``, ``c = 5S/(4μ_min)``; D_α is non-decreasing in α,
-  so at every real order ``ε(α) <= ρα + ξ`` with ``ξ = ρ + c`` (the zCDP line
-  that is exported).  The accounted curve is tighter: the integer-order bound,
+* Distributed Skellam, per-block shares.  Block b's honest noise is
+  ``Skellam`` of total variance ``μ_b = n v_b`` per coordinate.  Agarwal,
+  Kairouz & Liu (2021, Thm 3.5), applied to block b alone (a ``d_b``-dimensional
+  Skellam mechanism) at integer α, bounds its divergence by
+  ``αW_b/2 + min(((2α−1)‖Δ_b‖₂² + 6‖Δ_b‖₁)/(4μ_b²), 3‖Δ_b‖₁/(2μ_b))`` with
+  ``W_b = ‖Δ_b‖₂²/μ_b`` (the block's whitened share).  The blocks' noise is
+  independent, so for a fixed neighbouring pair the divergences add over the
+  blocks (composition of independent mechanisms on one input).  Integers give
+  ``‖Δ_b‖₁ <= ‖Δ_b‖₂²``, hence per block ``W_b·(α/2 + c_b(α))`` with
+  ``c_b(α) = min((2α + 5)/(4μ_b), 3/2)``.  What is known of the shares: ``Σ_b
+  W_b <= S = M/n`` and, where the caller states them, ``W_b <= M_b/n`` with
+  ``M_b = sup ‖Δ_b‖₂²/v_b`` (``block_mu_squared``, e.g. ``1/v`` for a count
+  moved by one record).  So ``ε(α) <= αS/2 + max Σ_b W_b c_b(α)`` over that
+  box-and-simplex, a fractional knapsack: the greedy fill in increasing ``μ_b``
+  (``c_b`` decreases in ``μ_b`` at every α, so one fill is optimal for every
+  order) is the maximum.  Without caps the fill puts all of S on the smallest
+  ``μ_b``, the bound before per-block shares (``S/μ_min``); with caps each
+  block pays its own second-order term only.  With ``E = Σ_b W_b/μ_b`` of the
+  fill (first option of the min): ``ε(α) <= αρ + c`` with ``ρ = (S + E)/2``,
+  ``c = 5E/4``; D_α is non-decreasing in α, so at every real order
+  ``ε(α) <= ρα + ξ`` with ``ξ = ρ + c`` (the zCDP line that is exported).  The
+  accounted curve is tighter: the integer-order bound (with the min),
   interpolated between integers by the convexity of ``(α−1)·D_α`` in α, and
-  ``ε(2)`` on (1, 2).  With a single block this reproduces the
-  Δ₁ = Δ₂² case of :func:`privfed.dp.distributed.skellam_zcdp`.
+  ``ε(2)`` on (1, 2).  With a single block this reproduces the Δ₁ = Δ₂² case
+  of :func:`privfed.dp.distributed.skellam_zcdp`.
 
 Both are exported to dp-accounting as ``ZCDpEvent(rho, xi)``.
 
@@ -103,13 +116,13 @@ from privfed.dp.distributed import (
     MAX_CONTRIBUTORS,
     WRAP_PROBABILITY_LIMIT,
     DistributedMechanism,
-    _calibrate,
     _check_wrap_limit,
     _min_over_contributors,
     _refuse_wrap,
     _round_up,
     _tau_increments,
-    wrap_probability,
+    calibrate_noise_parameter,
+    log_wrap_probability,
 )
 from privfed.dp.rdp import RDP_ORDERS, check_orders, rdp_epsilon
 from privfed.dp.samplers import (
@@ -135,6 +148,7 @@ __all__ = [
     "layer_variances",
     "layered_noise",
     "noise_variance",
+    "ring_log_wrap_bound",
     "ring_wrap_bound",
     "sample_block_noise",
 ]
@@ -180,6 +194,40 @@ def noise_variance(mechanism: DistributedMechanism, noise: float) -> float:
     return value * value if kind == "discrete-gaussian" else 2.0 * value
 
 
+def _caps(value: object, blocks: int) -> tuple[float, ...] | None:
+    """``block_mu_squared``: ``None`` or one finite M_b >= 0 per block."""
+    if value is None:
+        return None
+    if not isinstance(value, Sequence) or isinstance(value, str | bytes):
+        raise ParameterTypeError(
+            "block_mu_squared", "None or a sequence of floats (one per block)", value
+        )
+    if len(value) != blocks:
+        raise ParameterError("block_mu_squared", f"{blocks} values (one per block)", len(value))
+    return tuple(check_finite_nonnegative("block_mu_squared", v) for v in value)
+
+
+def _skellam_fill(
+    values: tuple[float, ...], big_m: float, caps: tuple[float, ...] | None, n: int
+) -> tuple[float, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """``(S, W, μ)``: the greedy knapsack fill of the whitened shares (module notes).
+
+    ``W_b`` is filled in increasing ``μ_b = 2nλ_b`` up to ``M_b/n`` (no cap
+    without ``caps``) until ``Σ W_b = S = M/n``.
+    """
+    s = big_m / n
+    mu = np.asarray([n * 2.0 * v for v in values], dtype=np.float64)
+    share = np.zeros(len(values), dtype=np.float64)
+    left = s
+    for b in np.argsort(mu, kind="stable"):
+        take = left if caps is None else min(caps[b] / n, left)
+        share[b] = take
+        left -= take
+        if left <= 0.0:
+            break
+    return s, share, mu
+
+
 def block_zcdp(
     mechanism: DistributedMechanism,
     *,
@@ -187,6 +235,7 @@ def block_zcdp(
     noise: Sequence[float],
     dimensions: Sequence[int],
     unit_mu_squared: float,
+    block_mu_squared: Sequence[float] | None = None,
 ) -> tuple[float, float]:
     """The ``(ρ, ξ)`` zCDP line of block noise from ``num_clients`` honest contributors.
 
@@ -199,6 +248,10 @@ def block_zcdp(
         noise: Per-client noise parameter of each block (grid units).
         dimensions: Coordinates of each block.
         unit_mu_squared: M (see the module notes), finite, >= 0.
+        block_mu_squared: ``None`` (default: no per-block bound) or one
+            ``M_b = sup ‖Δ_b‖²/v_b`` per block (finite, >= 0): each Skellam
+            block then pays only its own second-order term (module notes).
+            Ignored by the discrete Gaussian, whose bound has no such term.
 
     Returns:
         ``(rho, xi)`` rounded up by a relative 1e-12; ``(0, 0)`` when M = 0.
@@ -207,6 +260,7 @@ def block_zcdp(
     n = _clients(num_clients)
     values, dims = _blocks(noise, dimensions)
     big_m = check_finite_nonnegative("unit_mu_squared", unit_mu_squared)
+    caps = _caps(block_mu_squared, len(values))
     if kind == "discrete-gaussian":
         _check_ddg(values)
     if big_m == 0.0:
@@ -221,10 +275,16 @@ def block_zcdp(
         if inc.size:  # the curve's own offset at n' = n (sequential sum): stay above it
             xi = max(xi, float(np.cumsum(inc)[-1]))
         return big_m / (2.0 * n) * _SAFE * _ABOVE, xi * _SAFE * _ABOVE
-    s = big_m / n
-    mu_min = n * 2.0 * min(values)
-    rho = 0.5 * s * (1.0 + 1.0 / mu_min)
-    xi = rho + 5.0 * s / (4.0 * mu_min)
+    if caps is None:  # the fill puts all of S on the smallest μ_b: E = S/μ_min
+        s = big_m / n
+        mu_min = n * 2.0 * min(values)
+        rho = 0.5 * s * (1.0 + 1.0 / mu_min)
+        xi = rho + 5.0 * s / (4.0 * mu_min)
+        return rho * _SAFE, xi * _SAFE
+    s, share, mu = _skellam_fill(values, big_m, caps, n)
+    e = float(np.sum(share / mu))
+    rho = 0.5 * (s + e)
+    xi = rho + 1.25 * e
     return rho * _SAFE, xi * _SAFE
 
 
@@ -244,6 +304,7 @@ def block_rdp(
     noise: Sequence[float],
     dimensions: Sequence[int],
     unit_mu_squared: float,
+    block_mu_squared: Sequence[float] | None = None,
 ) -> npt.NDArray[np.float64]:
     """The RDP curve of block noise at ``orders`` (never increasing in ``num_clients``).
 
@@ -263,14 +324,22 @@ def block_rdp(
     n = _clients(num_clients)
     values, dims = _blocks(noise, dimensions)
     big_m = check_finite_nonnegative("unit_mu_squared", unit_mu_squared)
+    caps = _caps(block_mu_squared, len(values))
     if kind == "skellam":
         if big_m == 0.0:
             return np.zeros_like(alpha)
-        s = big_m / n
-        mu_min = n * 2.0 * min(values)
+        s, share, mu = _skellam_fill(values, big_m, caps, n)
+        used = share > 0.0
+        mu_min = float(np.min(mu))
 
         def at_integer(a: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-            return np.asarray(a * s / 2.0 + (2.0 * a + 5.0) * s / (4.0 * mu_min))
+            # αS/2 + Σ_b W_b·min((2α + 5)/(4μ_b), 3/2) (module notes)
+            if caps is None:  # all of S on the smallest μ_b (the expression before caps)
+                second = np.minimum((2.0 * a + 5.0) * s / (4.0 * mu_min), 1.5 * s)
+            else:
+                c = np.minimum((2.0 * a[:, None] + 5.0) / (4.0 * mu[None, used]), 1.5)
+                second = c @ share[used]
+            return np.asarray(a * s / 2.0 + second)
 
         # Between integer orders: (α−1)·D_α is convex in α (a log-moment-generating
         # function), so the chord of (α−1)ε(α) bounds it; on (1, 2): ε(2) (D_α is
@@ -315,6 +384,8 @@ class BlockNoise:
         scale: κ, ``V_b = κ · base_variance_b``.
         epsilon: The target ε; the noise meets it at ``delta``.
         delta: The target δ.
+        block_mu_squared: Per-block ``M_b`` (same units as M) or ``None``:
+            what the Skellam accounting caps each block's share with.
     """
 
     mechanism: DistributedMechanism
@@ -326,6 +397,7 @@ class BlockNoise:
     scale: float
     epsilon: float
     delta: float
+    block_mu_squared: tuple[float, ...] | None = None
 
     def rdp(self, orders: Sequence[float] = RDP_ORDERS) -> npt.NDArray[np.float64]:
         """:func:`block_rdp` of this noise."""
@@ -336,6 +408,7 @@ class BlockNoise:
             noise=self.noise,
             dimensions=self.dimensions,
             unit_mu_squared=self.unit_mu_squared,
+            block_mu_squared=self.block_mu_squared,
         )
 
 
@@ -353,6 +426,7 @@ def calibrate_block_noise(
     base_variances: Sequence[float],
     dimensions: Sequence[int],
     base_mu_squared: float,
+    base_block_mu_squared: Sequence[float] | None = None,
 ) -> BlockNoise:
     """The smallest common scale κ of block variances that meets (ε, δ).
 
@@ -373,6 +447,9 @@ def calibrate_block_noise(
         base_variances: Positive finite shape per block.
         dimensions: Coordinates per block.
         base_mu_squared: Positive finite μ² of the shape.
+        base_block_mu_squared: ``None`` or, per block, ``sup ‖Δ_b‖²/base_variances[b]``
+            (finite, >= 0; then ``M_b = n·base_b/κ``): each Skellam block pays
+            only its own second-order term (see :func:`block_zcdp`).
 
     Returns:
         The :class:`BlockNoise`.
@@ -387,24 +464,32 @@ def calibrate_block_noise(
     n = _clients(num_contributors, "num_contributors")
     base, dims = _blocks(base_variances, dimensions)
     mu2 = check_finite_positive("base_mu_squared", base_mu_squared)
+    base_caps = _caps(base_block_mu_squared, len(base))
 
-    def params(kappa: float) -> tuple[tuple[float, ...], float]:
+    def params(kappa: float) -> tuple[tuple[float, ...], float, tuple[float, ...] | None]:
         noise = tuple(_round_up(_per_client(kind, kappa * b, n)) for b in base)
         if kind == "discrete-gaussian":
             noise = tuple(max(s, DDG_MIN_NOISE_STD) for s in noise)
-        return noise, n * mu2 / kappa
+        caps = None if base_caps is None else tuple(n * m / kappa for m in base_caps)
+        return noise, n * mu2 / kappa, caps
 
     def curve_of(kappa: float) -> npt.NDArray[np.float64]:
-        noise, big_m = params(kappa)
+        noise, big_m, caps = params(kappa)
         return block_rdp(
-            kind, RDP_ORDERS, num_clients=n, noise=noise, dimensions=dims, unit_mu_squared=big_m
+            kind,
+            RDP_ORDERS,
+            num_clients=n,
+            noise=noise,
+            dimensions=dims,
+            unit_mu_squared=big_m,
+            block_mu_squared=caps,
         )
 
     # Guess: the Gaussian's κ with μ² = 2 log(1.25/δ) ... (any positive start works).
     guess = mu2 * 2.0 * math.log(1.25 / dlt) / (eps * eps)
-    kappa = _calibrate(curve_of, eps, dlt, 2.0**-200, 2.0**200, guess, "noise scale")
-    noise, big_m = params(kappa)
-    if rdp_epsilon(curve_of(kappa), dlt) > eps:  # pragma: no cover - _calibrate certified it
+    kappa = calibrate_noise_parameter(curve_of, eps, dlt, 2.0**-200, 2.0**200, guess, "noise scale")
+    noise, big_m, caps = params(kappa)
+    if rdp_epsilon(curve_of(kappa), dlt) > eps:  # pragma: no cover - the calibration certified it
         raise CalibrationError("could not certify the calibrated block noise")
     return BlockNoise(
         mechanism=kind,
@@ -416,6 +501,7 @@ def calibrate_block_noise(
         scale=kappa,
         epsilon=eps,
         delta=dlt,
+        block_mu_squared=caps,
     )
 
 
@@ -668,7 +754,7 @@ def excess_layer_noise(
 # =========================================================================================
 
 
-def ring_wrap_bound(
+def ring_log_wrap_bound(
     *,
     ring_bits: int,
     mechanism: DistributedMechanism,
@@ -677,7 +763,10 @@ def ring_wrap_bound(
     total_bounds: Sequence[int],
     num_summands: int,
 ) -> float:
-    """Union bound over blocks of :func:`privfed.dp.distributed.wrap_probability`.
+    """Natural log of the union bound over blocks of the wrap probability (never underflows).
+
+    ``log Σ_b p_b`` of :func:`privfed.dp.distributed.log_wrap_probability`
+    (log-sum-exp), rounded up by a relative 1e-12 of the probability and capped at 0.
 
     Args:
         ring_bits: k of ``Z_{2**k}``.
@@ -690,14 +779,14 @@ def ring_wrap_bound(
         num_summands: The most clients whose noisy inputs are summed.
 
     Returns:
-        An upper bound on the probability that any coordinate wraps.
+        ``log p`` in ``[-inf, 0]`` with p an upper bound on the probability that
+        any coordinate wraps.
     """
     values, dims = _blocks(noise, dimensions)
     if len(total_bounds) != len(dims):
         raise ParameterError("total_bounds", f"{len(dims)} bounds (one per block)", total_bounds)
-    p = 0.0
-    for value, d, bound in zip(values, dims, total_bounds, strict=True):
-        p += wrap_probability(
+    logs = [
+        log_wrap_probability(
             ring_bits=ring_bits,
             mechanism=mechanism,
             noise=value,
@@ -705,7 +794,41 @@ def ring_wrap_bound(
             total_bound=int(bound),
             dimension=d,
         )
-    return min(1.0, p * _SAFE)
+        for value, d, bound in zip(values, dims, total_bounds, strict=True)
+    ]
+    top = max(logs)
+    if top == -math.inf:
+        return top
+    total = top + math.log(sum(math.exp(v - top) for v in logs))
+    return min(0.0, total + math.log(_SAFE))
+
+
+def ring_wrap_bound(
+    *,
+    ring_bits: int,
+    mechanism: DistributedMechanism,
+    noise: Sequence[float],
+    dimensions: Sequence[int],
+    total_bounds: Sequence[int],
+    num_summands: int,
+) -> float:
+    """``exp`` of :func:`ring_log_wrap_bound` (underflows to 0.0 below ``exp(-745)``).
+
+    Args: As :func:`ring_log_wrap_bound`.
+
+    Returns:
+        An upper bound on the probability that any coordinate wraps.
+    """
+    return math.exp(
+        ring_log_wrap_bound(
+            ring_bits=ring_bits,
+            mechanism=mechanism,
+            noise=noise,
+            dimensions=dimensions,
+            total_bounds=total_bounds,
+            num_summands=num_summands,
+        )
+    )
 
 
 def check_ring_blocks(

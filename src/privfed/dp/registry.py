@@ -21,6 +21,7 @@ from privfed.dp.events import ReleaseEvent, check_name
 from privfed.dp.releases.distributed_blocks import DistributedBlockRelease
 from privfed.dp.releases.distributed_gaussian import DistributedDiscreteGaussianRelease
 from privfed.dp.releases.distributed_skellam import DistributedSkellamRelease
+from privfed.dp.releases.distributed_skellam_rdp import DistributedSkellamRdpRelease
 from privfed.dp.releases.gaussian import GaussianRelease
 from privfed.dp.releases.subsampled_gaussian import SubsampledGaussianRelease
 from privfed.errors import LedgerError, ParameterError, ParameterTypeError
@@ -40,6 +41,7 @@ RELEASE_KINDS: Final[tuple[type[ReleaseEvent], ...]] = (
     DistributedBlockRelease,
     DistributedDiscreteGaussianRelease,
     DistributedSkellamRelease,
+    DistributedSkellamRdpRelease,
 )
 
 _COMMON_FIELDS: Final = ("name", "partition", "adjacency", "sampler", "seeded")

@@ -132,6 +132,14 @@ def test_plan_states_its_wrap_bound_and_trust(model: str) -> None:
     assert plan.wrap_probability <= 2.0**-40
     assert plan.min_honest == 4
     facts = plan.describe()
+    # The bound is stated as its logarithm, never as an underflowed 0.0.
+    assert math.isfinite(plan.log_wrap_probability)
+    assert plan.log_wrap_probability <= math.log(2.0**-40)
+    assert facts["log_wrap_probability_bound"] == plan.log_wrap_probability
+    text = str(facts["wrap_probability_bound"])
+    assert text.startswith("wrap probability <= exp(-") and float(text[25:-1]) >= (
+        plan.log_wrap_probability
+    )
     assert facts["min_honest_contributors"] == 4
     # The trust text must not overstate: semi-honest secure aggregation trusts the server's
     # conduct (one view per round) even though it no longer trusts it with the data.

@@ -5,6 +5,8 @@
   :class:`SubsampledGaussianRelease` (``"subsampled-gaussian"``).
 * :mod:`~privfed.dp.releases.distributed_gaussian`,
   :mod:`~privfed.dp.releases.distributed_skellam`,
+  :mod:`~privfed.dp.releases.distributed_skellam_rdp` (the same noise on its exact
+  RDP curve: training rounds),
   :mod:`~privfed.dp.releases.distributed_blocks` -- the distributed kinds.
 
 Adding a kind is one new module here, its entry in

@@ -55,6 +55,11 @@ class DistributedBlockRelease(events.ReleaseEvent):
         adjacency: The neighbouring relation M is computed for.
         sampler: The sampler's name; must be the mechanism's exact sampler.
         seeded: Whether the noise came from explicit seeds.
+        block_mu_squared: ``None`` (default) or, per block, ``M_b = sup
+            ‖Δ_b‖²/v_b`` under ``adjacency`` (finite, >= 0): the Skellam
+            accounting then charges each block only its own second-order term
+            (:func:`~privfed.dp.distributed_blocks.block_rdp`).  Always in the
+            ledger JSON (``null`` when ``None``), like every field.
 
     dp-accounting export: ``ZCDpEvent(rho, xi)`` from
     :func:`~privfed.dp.distributed_blocks.block_zcdp` (an upper bound on the
@@ -73,6 +78,7 @@ class DistributedBlockRelease(events.ReleaseEvent):
     adjacency: Adjacency
     sampler: str
     seeded: bool
+    block_mu_squared: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         self._check_common()
@@ -96,6 +102,17 @@ class DistributedBlockRelease(events.ReleaseEvent):
             self, "dimensions", tuple(check_count("dimensions", d, minimum=1) for d in dims)
         )
         check_finite_nonnegative("unit_mu_squared", self.unit_mu_squared)
+        if self.block_mu_squared is not None:
+            caps = _tuple("block_mu_squared", self.block_mu_squared)
+            if len(caps) != len(noise):
+                raise ParameterError(
+                    "block_mu_squared", f"{len(noise)} entries (one per block)", len(caps)
+                )
+            object.__setattr__(
+                self,
+                "block_mu_squared",
+                tuple(check_finite_nonnegative("block_mu_squared", v) for v in caps),
+            )
         sampler = self._check_noise_fields()
         if sampler in NOISE_SAMPLERS or (
             sampler in _SAMPLERS.values() and sampler != _SAMPLERS[kind]
@@ -113,6 +130,7 @@ class DistributedBlockRelease(events.ReleaseEvent):
             "noise": self.noise,
             "dimensions": self.dimensions,
             "unit_mu_squared": float(self.unit_mu_squared),
+            "block_mu_squared": self.block_mu_squared,
         }
 
     # -- accounting -------------------------------------------------------------------
@@ -131,13 +149,14 @@ class DistributedBlockRelease(events.ReleaseEvent):
         return block_zcdp(self.mechanism, **self._arguments())
 
     def accounting_key(self) -> Hashable:
-        """``(mechanism, n, noise, dimensions, M)``."""
+        """``(mechanism, n, noise, dimensions, M, M_b)``."""
         return (
             self.mechanism,
             self.num_contributors,
             self.noise,
             self.dimensions,
             self.unit_mu_squared,
+            self.block_mu_squared,
         )
 
     # -- export -----------------------------------------------------------------------
@@ -172,13 +191,13 @@ class DistributedBlockRelease(events.ReleaseEvent):
     # -- JSON -------------------------------------------------------------------------
 
     def _field_to_json(self, name: str, value: object) -> Any:
-        if name in ("noise", "dimensions"):
+        if name in ("noise", "dimensions", "block_mu_squared") and value is not None:
             return list(value)  # type: ignore[call-overload]
         return super()._field_to_json(name, value)
 
     @classmethod
     def _field_from_json(cls, name: str, value: object) -> Any:
-        if name in ("noise", "dimensions"):
+        if name in ("noise", "dimensions") or (name == "block_mu_squared" and value is not None):
             if not isinstance(value, list):
                 raise LedgerError(f"{name} must be a JSON list")
             return tuple(value)
@@ -214,6 +233,19 @@ class DistributedBlockRelease(events.ReleaseEvent):
                 add,
                 EXACT_DISCRETE_GAUSSIAN_SAMPLER,
                 True,
+            ),
+            cls(
+                "latent/class",
+                PartitionKey("class", 2),
+                "skellam",
+                11,
+                (2000.0, 4.0e6, 2.0e6, 3.0),
+                (8, 8, 28, 1),
+                1.1,
+                add,
+                SKELLAM_SAMPLER,
+                False,
+                (0.3, 0.4, 0.4, 1.0 / 6.0),
             ),
             cls(
                 "counts",

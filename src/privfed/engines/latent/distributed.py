@@ -25,7 +25,12 @@ sensitivity of the symmetric matrix), then scaled by one factor κ until the
 distributed RDP accounting meets (ε, δ)
 (:func:`privfed.dp.distributed_blocks.calibrate_block_noise`).  Counts are
 noised only when the plan noises them (add/remove); under replace-one with
-public labels they are exact, as in the central model.  The per-record
+public labels they are exact, as in the central model.  Noised counts travel
+on their own grid ``2**-c`` (the client sends ``count·2**c``): the central
+count noise is a few units, and an integer noise of variance a few grid units
+is far from Gaussian (the Skellam bound's second-order term, the discrete
+Gaussian's τ), so ``c`` is chosen from public quantities to put the count's
+noise std at 64 grid units or more.  The per-record
 quantization of the statistics (every quantized record lies in the clip ball,
 all totals are integers) is what makes the integer sensitivities valid.
 
@@ -83,7 +88,7 @@ from privfed.dp.distributed_blocks import (
     excess_layer_noise,
     layer_poisson_means,
     layered_noise,
-    ring_wrap_bound,
+    ring_log_wrap_bound,
     sample_block_noise,
 )
 from privfed.dp.releases.distributed_blocks import DistributedBlockRelease
@@ -93,6 +98,7 @@ from privfed.dp.samplers import (
     MIN_POISSON_MEAN,
 )
 from privfed.engines.latent.accounting import LATENT_SCHEME
+from privfed.engines.latent.distributed_trust import trust_text as _trust
 from privfed.engines.latent.release import NoisePlacement, NoisyLatentStatistics
 from privfed.engines.latent.statistics import (
     DEFAULT_MAX_RECORDS,
@@ -151,50 +157,6 @@ def layers_supported() -> bool:
     )
 
 
-def _trust(
-    model: NoiseModel, corrupted: int, threshold: int, layers: int, secagg_mode: str = "semi-honest"
-) -> str:
-    if model is NoiseModel.CENTRAL:
-        return (
-            "trusted server: it sees the exact unmasked totals and adds the noise; "
-            "no DP against whoever holds the server"
-        )
-    text = (
-        f"server not trusted with the data: every client adds noise before masking; "
-        f"calibrated for n_min = t - n_C = {threshold} - {corrupted} = "
-        f"{threshold - corrupted} honest contributors (at most {corrupted} clients collude "
-        "with the server); the server never holds a noiseless total. "
-    )
-    if secagg_mode == "active":
-        text += (
-            "Secure aggregation runs in active mode: the server is not trusted to follow "
-            "the protocol either (signed keys against the integrator's identity registry, "
-            f"ConsistencyCheck, 2t > n + n_C with n_C = {corrupted}); while at most "
-            f"{corrupted} clients collude with it, a deviating server can make the round "
-            "abort but cannot unmask any single honest input, only the total of one survivor "
-            "set signed by at least t clients"
-        )
-        if layers:
-            text += (
-                f"; {layers} secret-shared noise layers remove the dropout excess for that "
-                "one signed survivor set"
-            )
-        return text
-    text += (
-        "Secure aggregation "
-        "runs in semi-honest mode: the server is assumed to follow the protocol (one view "
-        "per round); a server that shows different clients different dropout views can "
-        "unmask one client's input, which carries that client's noise only"
-    )
-    if layers:
-        text += (
-            f"; {layers} secret-shared noise layers remove the dropout excess, which "
-            "also assumes a server that reports one survivor set to every client (the "
-            "ConsistencyCheck of the active mode enforces it)"
-        )
-    return text
-
-
 @dataclass(frozen=True, eq=False)
 class DistributedNoisePlan:
     """The public plan of a distributed release (every client and the server share it).
@@ -211,9 +173,13 @@ class DistributedNoisePlan:
         layers: L, secret-shared noise layers (0: independent noise).
         layer_means: ``layer_means[b][j]``: per-client λ of layer j in block b
             (empty when ``layers == 0``).
-        wrap_probability: Bound on the probability that a noisy total wraps.
+        log_wrap_probability: Natural log of the bound on the probability that
+            a noisy total wraps (stored as a log: the bound itself underflows
+            to 0.0 on most grids; see :attr:`wrap_probability`).
         block_names: Name of each block.
         positions: Per block, the ring-vector indices it noises (all classes).
+        count_bits: c, the noised counts' grid ``2**-c`` (0 when counts are
+            exact): a client sends ``count·2**c``.
         secagg_mode: Security mode of the secure-aggregation round,
             ``"semi-honest"`` (default) or ``"active"`` (the trust text and
             :func:`aggregate_distributed` follow it).
@@ -228,15 +194,26 @@ class DistributedNoisePlan:
     corrupted: int
     layers: int
     layer_means: tuple[tuple[float, ...], ...]
-    wrap_probability: float
+    log_wrap_probability: float
     block_names: tuple[str, ...]
     positions: tuple[npt.NDArray[np.int64], ...] = field(repr=False)
     secagg_mode: str = "semi-honest"
+    count_bits: int = 0
 
     @property
     def mechanism(self) -> str:
         """``"discrete-gaussian"`` or ``"skellam"``."""
         return str(self.noise.mechanism)
+
+    @property
+    def wrap_probability(self) -> float:
+        """``exp(log_wrap_probability)``: a float that may underflow to 0.0 (write the log)."""
+        return math.exp(self.log_wrap_probability)
+
+    @property
+    def wrap_probability_text(self) -> str:
+        """The bound in words, never "0.0": e.g. ``"wrap probability <= exp(-812.3)"``."""
+        return f"wrap probability <= exp({_log_text(self.log_wrap_probability)})"
 
     @property
     def min_honest(self) -> int:
@@ -283,7 +260,7 @@ class DistributedNoisePlan:
         return (
             math.ldexp(std["sum"], -f),
             math.ldexp(std["diagonal"], -2 * f),
-            std.get("count", 0.0),
+            math.ldexp(std.get("count", 0.0), -self.count_bits),
         )
 
     def delivered_stds(self, survivors: int) -> tuple[float, float, float]:
@@ -294,7 +271,7 @@ class DistributedNoisePlan:
         return (
             math.ldexp(std["sum"], -f),
             math.ldexp(std["diagonal"], -2 * f),
-            std.get("count", 0.0),
+            math.ldexp(std.get("count", 0.0), -self.count_bits),
         )
 
     def ledger(self) -> PrivacyLedger:
@@ -315,6 +292,7 @@ class DistributedNoisePlan:
                 adjacency=self.central.adjacency,
                 sampler=self.sampler,
                 seeded=seeded,
+                block_mu_squared=self.noise.block_mu_squared,
             )
             for c in range(self.spec.num_classes)
         )
@@ -375,6 +353,7 @@ class DistributedNoisePlan:
             "per_client_noise": [float(v).hex() for v in self.noise.noise],
             "layer_means": [[float(v).hex() for v in m] for m in self.layer_means],
             "fractional_bits": spec.bits,
+            "count_bits": self.count_bits,
             "norm_bound_squared": int(spec.norm_bound_squared),
             "max_records": int(spec.max_records),
             "num_classes": spec.num_classes,
@@ -402,13 +381,29 @@ class DistributedNoisePlan:
             "min_honest_contributors": self.min_honest,
             "noise_layers": self.layers,
             "fractional_bits": self.spec.bits,
+            "count_bits": self.count_bits,
             "per_client_noise": dict(zip(self.block_names, self.noise.noise, strict=True)),
             "honest_total_variance": dict(
                 zip(self.block_names, self.noise.total_variances, strict=True)
             ),
-            "wrap_probability_bound": self.wrap_probability,
+            "wrap_probability_bound": self.wrap_probability_text,
+            "log_wrap_probability_bound": self.log_wrap_probability,
             "noise_vs_central_std": math.sqrt(self.noise.scale),
         }
+
+
+def _log_text(value: float) -> str:
+    """A log-probability rounded UP (the stated bound stays a bound): ``-812.3``, ``-2.371e+20``.
+
+    One decimal below 1e5 in magnitude, else four significant digits.
+    """
+    if not math.isfinite(value):
+        return "-inf" if value < 0 else "0.0"
+    if abs(value) < 1e5:
+        return f"{math.ceil(value * 10.0) / 10.0:.1f}"
+    exponent = math.floor(math.log10(abs(value))) - 3
+    digits = math.ceil(value / 10.0**exponent)  # toward +inf: the bound only grows
+    return f"{digits / 1000.0:.3f}e+{exponent + 3}"
 
 
 def _layout(spec: LatentStatisticsConfig, counts: bool) -> dict[str, npt.NDArray[np.int64]]:
@@ -428,11 +423,45 @@ def _layout(spec: LatentStatisticsConfig, counts: bool) -> dict[str, npt.NDArray
     return out
 
 
-def _total_bounds(spec: LatentStatisticsConfig, names: Sequence[str]) -> tuple[int, ...]:
+def _count_bits(noise_std_count: float) -> int:
+    """c: the smallest count grid ``2**-c`` on which the central count std is >= 64 units."""
+    if noise_std_count <= 0.0:
+        return 0
+    return max(0, math.ceil(math.log2(64.0 / noise_std_count)))
+
+
+def _total_bounds(
+    spec: LatentStatisticsConfig, names: Sequence[str], count_bits: int
+) -> tuple[int, ...]:
     big_l = spec.norm_bound_squared
     coordinate = math.isqrt(big_l)  # |q_i| <= sqrt(L) for every quantized record
-    per_record = {"sum": coordinate, "diagonal": big_l, "off-diagonal": big_l // 2, "count": 1}
+    per_record = {
+        "sum": coordinate,
+        "diagonal": big_l,
+        "off-diagonal": big_l // 2,
+        "count": 1 << count_bits,
+    }
     return tuple(spec.max_records * per_record[name] for name in names)
+
+
+def _block_mu_squared(central: LatentReleasePlan) -> dict[str, float]:
+    """Per block, ``sup ‖Δ_b‖²/base_b`` of the central shape (grid-free: both scale alike).
+
+    In grid units a quantized record has ``‖q‖² <= (R·2**f)²``, so the sums move by at
+    most the sum sensitivity, and the diagonal and the off-diagonal parts each by at most
+    the Frobenius sensitivity of ``Σ z zᵀ`` (the off-diagonal's variance is half the
+    diagonal's, its squared change at most half of the matrix's), the counts by the count
+    sensitivity (:mod:`privfed.dp.sensitivity`); ``base_b`` is the central variance of the
+    block in the same grid, hence these ratios.
+    """
+    second = central.second_moment_sensitivity / central.noise_std_second_moment
+    count = central.count_sensitivity
+    return {
+        "sum": (central.sum_sensitivity / central.noise_std_sum) ** 2,
+        "diagonal": second * second,
+        "off-diagonal": second * second,
+        "count": (count / central.noise_std_count) ** 2 if count else 0.0,
+    }
 
 
 def _in_domain(mechanism: str, noise: Sequence[float], fast: bool) -> bool:
@@ -572,7 +601,7 @@ class _Grid:
             "sum": math.ldexp(central.noise_std_sum, f) ** 2,
             "diagonal": math.ldexp(central.noise_std_second_moment, 2 * f) ** 2,
             "off-diagonal": math.ldexp(central.noise_std_second_moment, 2 * f) ** 2 / 2.0,
-            "count": central.noise_std_count**2,
+            "count": math.ldexp(central.noise_std_count, self.count_bits) ** 2,
         }
         per_class = {"sum": dim, "diagonal": dim, "off-diagonal": dim * (dim - 1) // 2, "count": 1}
         try:
@@ -584,6 +613,11 @@ class _Grid:
                 base_variances=[shape[b] for b in names],
                 dimensions=[per_class[b] for b in names],
                 base_mu_squared=central.mu**2,
+                base_block_mu_squared=(
+                    [_block_mu_squared(central)[b] for b in names]
+                    if mechanism == "skellam"
+                    else None
+                ),
             )
         except ParameterError as exc:
             raise _GridRefusedError(exc) from None
@@ -598,6 +632,11 @@ class _Grid:
     @property
     def mechanism(self) -> str:
         return str(self.kind.mechanism)
+
+    @property
+    def count_bits(self) -> int:
+        """Fractional bits of the noised counts (from public quantities only)."""
+        return _count_bits(self.central.noise_std_count)
 
     def layer_means(self, noise: BlockNoise) -> tuple[tuple[float, ...], ...]:
         if not self.layers:
@@ -627,15 +666,15 @@ class _Grid:
         noise = self.noise(epsilon, delta, names)
         means = self.layer_means(noise)
         wrap_noise = tuple(float(sum(m)) for m in means) if self.layers else noise.noise
-        p = ring_wrap_bound(
+        log_p = ring_log_wrap_bound(
             ring_bits=_RING_BITS,
             mechanism=self.mechanism,  # type: ignore[arg-type]
             noise=wrap_noise,
             dimensions=[int(layout[b].size) for b in names],
-            total_bounds=_total_bounds(spec, names),
+            total_bounds=_total_bounds(spec, names, self.count_bits),
             num_summands=self.num_clients,
         )
-        if p > WRAP_PROBABILITY_LIMIT:
+        if log_p > math.log(WRAP_PROBABILITY_LIMIT):
             raise _GridRefusedError(
                 RingOverflowError(
                     "fractional_bits",
@@ -653,9 +692,10 @@ class _Grid:
             corrupted=self.corrupted,
             layers=self.layers,
             layer_means=means,
-            wrap_probability=p,
+            log_wrap_probability=log_p,
             block_names=names,
             positions=tuple(layout[b] for b in names),
+            count_bits=self.count_bits,
         )
 
 
@@ -730,7 +770,20 @@ def add_client_noise(
     else:
         params = tuple(_scaled(plan.mechanism, v, noise_scale) for v in plan.noise.noise)
         noise = sample_block_noise(plan.mechanism, params, dims, seed=seed)  # type: ignore[arg-type]
-    return arr + _scatter(plan, noise)
+    return _scale_counts(arr, plan) + _scatter(plan, noise)
+
+
+def _scale_counts(
+    vector: npt.NDArray[np.uint64], plan: DistributedNoisePlan
+) -> npt.NDArray[np.uint64]:
+    """The exact vector with its noised counts on the plan's count grid (``count·2**c``)."""
+    if not plan.count_bits:
+        return vector
+    out = np.array(vector, dtype=np.uint64, copy=True)
+    spec = plan.spec
+    at = np.arange(spec.num_classes) * spec.values_per_class + spec.values_per_class - 1
+    out[at] = (out[at].view(np.int64) << plan.count_bits).view(np.uint64)
+    return out
 
 
 def _scaled(mechanism: str, value: float, scale: float) -> float:
@@ -785,7 +838,7 @@ def decode_noisy_total(
     d, f = spec.dim, spec.bits
     sums = np.ldexp(signed[:, :d].astype(np.float64), -f)
     packed = np.ldexp(signed[:, d : d + packed_size(d)].astype(np.float64), -2 * f)
-    counts = signed[:, -1].astype(np.float64)
+    counts = np.ldexp(signed[:, -1].astype(np.float64), -plan.count_bits)
     s, m, c = plan.delivered_stds(u)
     return NoisyLatentStatistics(
         sums=sums,
