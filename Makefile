@@ -31,7 +31,7 @@ run: bytecode
 	$(VENV)/bin/privfed run --overwrite
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/ruff check src tests benchmarks examples docs
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy

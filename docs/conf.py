@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from docutils import nodes
 from docutils.parsers.rst import directives
 from docutils.statemachine import StringList
-from sphinx.util.docutils import SphinxDirective
-
 from sphinx.util import logging
+from sphinx.util.docutils import SphinxDirective
 
 if TYPE_CHECKING:
     from sphinx.application import Sphinx
@@ -34,7 +33,7 @@ logger = logging.getLogger(__name__)
 
 project = "privfed"
 author = "privfed developers"
-copyright = "privfed developers, Apache-2.0"  # noqa: A001
+copyright = "privfed developers, Apache-2.0"
 release = privfed.__version__
 version = release
 
@@ -55,8 +54,7 @@ autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 autodoc_typehints_format = "short"
 autodoc_preserve_defaults = True
-# Documented under the package that exports them (privfed.secagg.SecAggClient),
-# not the private module that defines them.
+# A class's constructor signature on its own line, under the class.
 autodoc_class_signature = "separated"
 
 napoleon_google_docstring = True

@@ -36,7 +36,9 @@ DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 EXAMPLES = ROOT / "examples"
 
-SKIP_MARK = re.compile(r"^\s*(?:\.\.|<!--)\s*docs-snippet:\s*skip\s*--\s*(?P<reason>.*?)\s*(?:-->)?\s*$")
+SKIP_MARK = re.compile(
+    r"^\s*(?:\.\.|<!--)\s*docs-snippet:\s*skip\s*--\s*(?P<reason>.*?)\s*(?:-->)?\s*$"
+)
 RST_BLOCK = re.compile(r"^(?P<indent>\s*)\.\. (?:code-block|code|sourcecode):: python3?\s*$")
 MD_FENCE = re.compile(r"^(?P<indent>\s*)```(?P<lang>[\w+-]*)\s*$")
 
@@ -45,8 +47,8 @@ MD_FENCE = re.compile(r"^(?P<indent>\s*)```(?P<lang>[\w+-]*)\s*$")
 SLOW_PAGES = frozenset(
     {"docs/getting-started.rst", "docs/engines.rst", "docs/dp.rst"}
 )
-#: Examples that run for more than about 3 s (all of them import torch or run a job).
-FAST_EXAMPLES = frozenset({"secagg_messages.py", "audit_scores.py"})
+#: The one example that runs twice in under about 3 s; every other is marked slow.
+FAST_EXAMPLES = frozenset({"secagg_messages.py"})
 
 
 @dataclass(frozen=True)
@@ -148,14 +150,17 @@ def page_blocks(path: Path) -> list[Block]:
 
 
 def pages() -> list[Path]:
-    found = sorted(p for p in DOCS.rglob("*") if p.suffix in (".rst", ".md") and "_build" not in p.parts)
+    found = sorted(
+        p for p in DOCS.rglob("*") if p.suffix in (".rst", ".md") and "_build" not in p.parts
+    )
     return [*found, README]
 
 
 def _run_block(block: Block, namespace: dict[str, object]) -> None:
     where = f"{block.page}:{block.line}"
     if block.doctest:
-        test = doctest.DocTestParser().get_doctest(block.source, namespace, where, where, block.line)
+        parser = doctest.DocTestParser()
+        test = parser.get_doctest(block.source, namespace, where, where, block.line)
         runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
         runner.run(test, clear_globs=False)
         assert runner.failures == 0, f"doctest block at {where} failed (see the output above)"
@@ -221,7 +226,8 @@ def _example_params() -> list[object]:
 @pytest.mark.parametrize("path", _example_params())
 def test_example_runs_twice(path: Path, tmp_path: Path) -> None:
     """``python examples/X.py`` exits 0 twice in a row from the same directory."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]), "MPLBACKEND": "Agg"}
+    path_entries = [str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path_entries), "MPLBACKEND": "Agg"}
     for attempt in (1, 2):
         proc = subprocess.run(
             [sys.executable, str(path)],
@@ -274,13 +280,18 @@ def test_extractor_reads_rst_markdown_doctest_and_skips() -> None:
         """
     )
     blocks = rst_blocks("page.rst", rst)
-    assert [b.source for b in blocks] == ["x = 1\ny = x + 1\n", "start_superlink()\n", ">>> x + y\n3\n"]
+    sources = ["x = 1\ny = x + 1\n", "start_superlink()\n", ">>> x + y\n3\n"]
+    assert [b.source for b in blocks] == sources
     assert [b.skip_reason for b in blocks] == [None, "needs a SuperLink", None]
     assert [b.doctest for b in blocks] == [False, False, True]
     assert blocks[0].line == 7
-    md = "intro\n\n<!-- docs-snippet: skip -- long run -->\n```python\nrun()\n```\n\n```bash\nls\n```\n```python\nz = 2\n```\n"
+    md = (
+        "intro\n\n<!-- docs-snippet: skip -- long run -->\n```python\nrun()\n```\n\n"
+        "```bash\nls\n```\n```python\nz = 2\n```\n"
+    )
     blocks = markdown_blocks("README.md", md)
-    assert [(b.source, b.skip_reason) for b in blocks] == [("run()\n", "long run"), ("z = 2\n", None)]
+    found = [(b.source, b.skip_reason) for b in blocks]
+    assert found == [("run()\n", "long run"), ("z = 2\n", None)]
     namespace: dict[str, object] = {}
     _run_page(rst_blocks("page.rst", rst.replace("start_superlink()", "raise SystemExit")))
     _run_block(Block("p", 1, "a = 40 + 2\n"), namespace)
