@@ -1,6 +1,7 @@
 # Two entry points, both usable on a fresh machine:
 #   make run   -- create .venv, install privfed, run the main job on bundled data
-#   make test  -- create .venv, install privfed with dev tools, lint, type-check, test
+#   make test  -- create .venv, install privfed with dev tools, lint, type-check, build
+#                 the docs (warnings as errors), test
 #                 (every test, slow ones included: what CI runs)
 # and the quick loop while you work: make unit -- every test not marked slow.
 PYTHON ?= python3
@@ -10,7 +11,7 @@ STAMP := $(VENV)/.privfed-installed
 # pytest workers; CI machines have 2 cores.
 WORKERS ?= 2
 
-.PHONY: setup bytecode run test lint typecheck unit alltests bench figures clean
+.PHONY: setup bytecode run test lint typecheck docs unit alltests bench figures clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,10 +31,15 @@ run: bytecode
 	$(VENV)/bin/privfed run --overwrite
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/ruff check src tests benchmarks examples docs
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
+
+# The documentation site (docs/), warnings as errors; offline.  Open
+# docs/_build/html/index.html.
+docs: $(STAMP)
+	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 
 # Everything not marked slow: the quick loop while you work.
 unit: bytecode
@@ -43,11 +49,11 @@ unit: bytecode
 alltests: bytecode
 	$(VENV)/bin/pytest -n $(WORKERS)
 
-test: lint typecheck alltests
+test: lint typecheck docs alltests
 
 # Regenerate README.md's figures table from benchmarks/results/*.json.
 figures: $(STAMP)
 	$(PY) benchmarks/figures.py
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) build dist docs/_build .pytest_cache .mypy_cache .ruff_cache .hypothesis

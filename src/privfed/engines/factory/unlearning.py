@@ -331,8 +331,12 @@ def remove_client_verified(
         client_id: The client to remove.
         retrain: Builds and returns a matrix trained without the client (an
             empty buffer; this function synthesizes on it).
-        members, member_labels, nonmembers, nonmember_labels, tolerance,
-            confidence: As in :func:`membership_unlearning_check`.
+        members: As in :func:`membership_unlearning_check`.
+        member_labels: As in :func:`membership_unlearning_check`.
+        nonmembers: As in :func:`membership_unlearning_check`.
+        nonmember_labels: As in :func:`membership_unlearning_check`.
+        tolerance: As in :func:`membership_unlearning_check`.
+        confidence: As in :func:`membership_unlearning_check`.
 
     Returns:
         The unlearning certificate with the check in its
