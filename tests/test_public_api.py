@@ -225,6 +225,21 @@ NOT_REEXPORTED_PACKAGES: dict[str, tuple[str, ...]] = {
 #: Names in a public module's ``__all__`` that no package above it re-exports
 #: (constants of the wire/state formats, internal checks, helpers of one layer).
 INTERNAL: dict[str, frozenset[str]] = {
+    # Distributed-DP training (imported from their modules; privfed.flower.DistributedDP
+    # is the integrator's entry point).
+    "privfed.dp.rotation": frozenset(
+        ("MAX_ROTATION_DIMENSION", "hadamard_dimension", "random_signs", "rotate", "unrotate",
+         "walsh_hadamard")
+    ),
+    "privfed.dp.rounding": frozenset(("DEFAULT_BETA", "conditional_round", "rounded_norm_bound")),
+    "privfed.dp.training": frozenset(
+        ("MAX_ROUNDING_INFLATION", "MECHANISMS", "TrainingNoisePlan", "central_noise_std",
+         "plan_training_noise", "record_training_round", "training_release")
+    ),
+    "privfed.dp.training_codec": frozenset(
+        ("EncodedUpdate", "NoisyAverage", "clip_update", "decode_noisy_sum", "encode_update",
+         "noise_ratio")
+    ),
     "privfed.secagg.parameters": frozenset(("MAX_NUM_CLIENTS", "THREAT_MODELS", "ThreatModel")),
     "privfed.secagg.threshold": frozenset(
         (

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib
 import io
+import json
 import subprocess
 import sys
 import tarfile
@@ -196,7 +197,9 @@ def test_dp_example_trains_on_digits(
 ) -> None:
     ex = example("dp")
     overrides = {"num-server-rounds": 1, "num-sampled-clients": NODES, "noise-multiplier": 0.01}
-    config = run_config("dp", tmp_path, **overrides, **{"reconstruction-threshold": 2})
+    config = run_config(
+        "dp", tmp_path, **overrides, **{"reconstruction-threshold": 2}, noise="central"
+    )
     grid, context = run_server(loopback, ex, config, partitions=20)
     out = capsys.readouterr()
     assert f"privfed: round 1: {NODES} of {NODES} nodes securely aggregated" in out.out
@@ -215,6 +218,7 @@ def test_dp_example_clips_then_aggregates_then_the_server_adds_the_noise(
         "dp", tmp_path,
         **{"num-server-rounds": 1, "num-sampled-clients": NODES, "reconstruction-threshold": 2},
         **{"noise-multiplier": z, "clipping-norm": clip, "npz-path": tiny_npz(tmp_path, True)},
+        noise="central",
     )  # fmt: skip
     monkeypatch.setattr(ex.client_app, "train", known_update)
     _, context = run_server(loopback, ex, config)
@@ -234,6 +238,30 @@ def test_dp_example_clips_then_aggregates_then_the_server_adds_the_noise(
     sigma = z * clip / NODES
     assert abs(residual.std() / sigma - 1) < 0.03
     assert abs(residual.mean()) < 6 * sigma / np.sqrt(size)
+
+
+@pytest.mark.parametrize("noise", ["distributed-skellam", "distributed-gaussian"])
+def test_dp_example_with_distributed_noise_trains_and_writes_its_ledger(
+    loopback: type, tmp_path: Path, capsys: pytest.CaptureFixture[str], noise: str
+) -> None:
+    ex = example("dp")
+    config = run_config(
+        "dp", tmp_path, noise=noise,
+        **{"num-server-rounds": 2, "num-sampled-clients": NODES, "reconstruction-threshold": 2},
+        **{"output-dir": str(tmp_path / "out"), "num-shares": NODES},
+    )  # fmt: skip
+    grid, context = run_server(loopback, ex, config, partitions=20)
+    out = capsys.readouterr().out
+    for r in (1, 2):
+        assert f"privfed: round {r}: {NODES} of {NODES} nodes securely aggregated" in out
+    assert f"distributed {noise.split('-')[1].replace('gaussian', 'discrete-gaussian')}" in out
+    final = final_weights(context)
+    assert all(np.isfinite(a).all() for a in final)
+    assert only_masked_vectors_left_the_nodes(grid)
+    ledger = json.loads((tmp_path / "out" / "ledger.json").read_text())
+    assert len(ledger["releases"]) == 2
+    document = json.loads((tmp_path / "out" / "dp_training.json").read_text())
+    assert document["epsilon_spent"] <= 8.0 and "trusted" in document["plan"]["trust"]
 
 
 # -- the data ----------------------------------------------------------------------------
@@ -322,7 +350,13 @@ def test_the_sdist_carries_both_examples(tmp_path: Path) -> None:
         ("secagg", "num-server-rounds=2 local-epochs=1"),
         (
             "dp",
-            "num-server-rounds=2 local-epochs=1 num-sampled-clients=3 reconstruction-threshold=2",
+            "num-server-rounds=2 local-epochs=1 num-sampled-clients=3 reconstruction-threshold=2 "
+            'noise="central"',
+        ),
+        (
+            "dp",
+            "num-server-rounds=2 local-epochs=1 num-sampled-clients=3 reconstruction-threshold=2 "
+            'noise="distributed-skellam"',
         ),
     ],
 )

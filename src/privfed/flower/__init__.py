@@ -49,6 +49,7 @@ from privfed.flower.client import (  # noqa: E402
     default_journal,
 )
 from privfed.flower.declaration import DeclaredInput, NoiseDeclaration  # noqa: E402
+from privfed.flower.dp_training import DistributedDP  # noqa: E402
 from privfed.flower.mod import SecAggMod, secagg_mod  # noqa: E402
 from privfed.flower.policy import (  # noqa: E402
     POLICY_NODE_CONFIG_KEY,
@@ -68,12 +69,12 @@ from privfed.flower.server import (  # noqa: E402
 )
 from privfed.flower.simulation import run_simulation  # noqa: E402
 from privfed.flower.training import (  # noqa: E402
-    SecAggGrid,
     SecAggWorkflow,
     SecureAggregate,
     TrainingRoundReport,
     TrainingRoundState,
 )
+from privfed.flower.training_grid import SecAggGrid  # noqa: E402
 
 __all__ = [
     "HELLO_TYPE",
@@ -81,6 +82,7 @@ __all__ = [
     "POLICY_NODE_CONFIG_KEY",
     "STATE_KEY",
     "DeclaredInput",
+    "DistributedDP",
     "NodePolicy",
     "NoiseDeclaration",
     "PolicyFiles",

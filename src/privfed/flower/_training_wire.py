@@ -47,6 +47,7 @@ import numpy.typing as npt
 from flwr.app import Array, ArrayRecord, RecordDict
 
 from privfed._checks import check_choice, check_float, check_int, check_str
+from privfed.dp.training import TrainingNoisePlan
 from privfed.errors import (
     MessageFormatError,
     NonFiniteInputError,
@@ -206,6 +207,10 @@ class TrainingEncoding:
             ``"message"`` (a Message-API train handler's reply).
         weight_key: Message format: the metric holding the example count (the
             strategy's ``weighted_by_key``).
+        privacy: ``None`` (the encoding above), or the run's distributed-DP
+            plan: then a node's vector is its clipped, rotated, rounded and
+            noised update (``privacy.dimension`` slots mod ``2**ring_bits``;
+            no example count, no metrics; :mod:`privfed.flower.dp_training`).
 
     Raises:
         ParameterError, ParameterTypeError: A value outside its domain.
@@ -221,6 +226,7 @@ class TrainingEncoding:
     rounding: Rounding = "stochastic"
     reply_format: ReplyFormat = "message"
     weight_key: str = "num-examples"
+    privacy: TrainingNoisePlan | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.arrays, tuple) or not all(
@@ -238,6 +244,13 @@ class TrainingEncoding:
         check_choice("rounding", self.rounding, ("stochastic", "nearest"))
         check_choice("reply_format", self.reply_format, ("fitres", "message"))
         _check_name("weight_key", self.weight_key)
+        if self.privacy is not None:
+            if not isinstance(self.privacy, TrainingNoisePlan):
+                raise ParameterTypeError("privacy", "a TrainingNoisePlan or None", self.privacy)
+            if self.privacy.model_size != self.model_size:
+                raise ParameterError(
+                    "privacy", f"a plan for {self.model_size} values", self.privacy.model_size
+                )
         if self.vector_length > MAX_VECTOR_LENGTH:
             raise ParameterError(
                 "arrays", f"at most {MAX_VECTOR_LENGTH} values in all", self.vector_length
@@ -252,7 +265,9 @@ class TrainingEncoding:
 
     @property
     def vector_length(self) -> int:
-        """Ring slots of one contribution: weight, array values, metric slots."""
+        """Ring slots of one contribution: weight, array values, metric slots (DP: ``d``)."""
+        if self.privacy is not None:
+            return self.privacy.dimension
         return 1 + self.model_size + self.metric_slots
 
     @property
@@ -282,6 +297,13 @@ class TrainingEncoding:
             RingOverflowError: ``nodes * max_slot_magnitude() >= 2**63``.
         """
         n = check_int("nodes", nodes, minimum=1)
+        if self.privacy is not None:
+            if n > self.privacy.num_clients:
+                raise RingOverflowError(
+                    "nodes", f"at most the plan's {self.privacy.num_clients} nodes", n,
+                    detail="the plan's wrap bound holds for that many noisy updates",
+                )  # fmt: skip
+            return
         if n * self.max_slot_magnitude() >= _HALF_RING:
             raise RingOverflowError(
                 "(nodes, max_weight, quantization_range, metric_quantization_range)",
@@ -296,6 +318,7 @@ class TrainingEncoding:
         """Canonical JSON (public)."""
         fields = dataclasses.asdict(self)
         fields["arrays"] = [[a.name, list(a.shape)] for a in self.arrays]
+        fields["privacy"] = None if self.privacy is None else self.privacy.to_dict()
         return json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
 
     @classmethod
@@ -313,6 +336,9 @@ class TrainingEncoding:
                 f.name for f in dataclasses.fields(cls)
             }:
                 raise ValueError("fields")
+            plan = fields.pop("privacy")
+            if plan is not None:
+                fields["privacy"] = TrainingNoisePlan.from_dict(plan)
             raw = fields.pop("arrays")
             if not isinstance(raw, list):
                 raise ValueError("arrays")

@@ -28,6 +28,10 @@ journal, exactly as the query handlers of :mod:`privfed.flower.client`:
    that leaves the node holds the masked vector and the public structure
    (record names, array dtypes, metric names) only: no value, no example
    count, no metric, no non-float array, no string metric;
+   With a distributed-DP plan in the encoding (:mod:`privfed.flower.dp_training`)
+   the node instead clips, rotates, rounds and noises its update (new weights
+   minus the instructions' weights) and sends no example count and no metric;
+   it first checks the round against the plan and its policy's ``dp-max-epsilon``;
 4. active mode only: the ConsistencyCheck (sign the survivor set);
 5. unmask.
 
@@ -68,6 +72,7 @@ from privfed.flower._training_wire import (
     training_session_id,
 )
 from privfed.flower.client import JournalFn, _Handlers, _wire_session, default_journal
+from privfed.flower.dp_training import check_private_round, encode_private_reply, layer_seeds
 from privfed.flower.policy import PolicyFn, identify_payload
 from privfed.secagg import SecAggConfig
 from privfed.secagg.protocol.state import JournalEntry, decode_config
@@ -156,7 +161,7 @@ class SecAggMod:
             return call_next(msg, ctxt)
         stage = _wire.config_record(msg.content).get(STAGE_FIELD)
         handlers = _Handlers(
-            _no_values, self._journal, state_key=TRAIN_STATE_KEY, policy=self._policy
+            _no_values, self._journal, layer_seeds, state_key=TRAIN_STATE_KEY, policy=self._policy
         )
         if stage == "identify":
             return _identify(msg, ctxt, handlers)
@@ -188,6 +193,8 @@ class SecAggMod:
             raise MessageFormatError("the round's vector length does not match its encoding")
         # Before any key exists: a sum of this round could not wrap.
         encoding.check_no_wrap(len(config.client_ids))
+        # A DP round must be the one its plan is calibrated for (and within this node's pin).
+        check_private_round(encoding, config, handlers.policy(ctxt))
         reply = handlers.advertise(msg, ctxt)
         ctxt.state[_ENCODING_KEY] = ConfigRecord(
             {
@@ -221,7 +228,13 @@ class SecAggMod:
                 records[_wire.RECORD] = ours
             if reply.has_error() or not reply.has_content():
                 raise ProtocolAbort("the train handler replied with an error")
-            vector, shape = encoding.encode(reply.content)
+            if encoding.privacy is not None:
+                vector, shape = encode_private_reply(
+                    encoding, msg.content, reply.content, session=_wire_session(config),
+                    seeds=layer_seeds(context, config, 0) if config.noise_layers else (),
+                )  # fmt: skip
+            else:
+                vector, shape = encoding.encode(reply.content)
             structure.append(shape.to_bytes())
             return vector
 

@@ -62,6 +62,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from flwr.app import Context
 
+from privfed._checks import check_finite_positive
 from privfed.errors import MessageFormatError, ParameterError, ParameterTypeError, ProtocolAbort
 from privfed.secagg import IdentityKey, IdentityRegistry, SecAggConfig, SecurityMode
 from privfed.secagg.threshold import MIN_THRESHOLD, ThresholdPolicy, ThresholdRule
@@ -82,7 +83,9 @@ __all__ = [
 #: Node-config key naming the node's policy file.
 POLICY_NODE_CONFIG_KEY: Final = "privfed-policy"
 #: The policy's keys (node config: with the ``privfed-`` prefix; policy file: without).
-POLICY_KEYS: Final = ("mode", "min-threshold", "corrupted", "identity-key", "registry")
+POLICY_KEYS: Final = (
+    "mode", "min-threshold", "corrupted", "identity-key", "registry", "dp-max-epsilon",
+)  # fmt: skip
 _PREFIX: Final = "privfed-"
 _IDENTIFY_DOMAIN: Final = b"privfed/flower/identify/v1"
 #: Permission bits a private key file must not have (group and others: nothing).
@@ -185,6 +188,10 @@ class NodePolicy:
         identity: The node's Ed25519 identity key (needed for active rounds).
         registry: The registry of identities it checks every round against
             (given together with ``identity``, which it must enrol).
+        dp_max_epsilon: ``None`` (default), or the largest ε of a training run
+            the node takes part in: it then trains only under distributed DP
+            whose plan, recomputed by the node, claims at most this ε
+            (node config ``privfed-dp-max-epsilon``).
 
     Raises:
         ParameterError, ParameterTypeError: A value outside its domain (named
@@ -197,6 +204,7 @@ class NodePolicy:
     corrupted: int = 0
     identity: IdentityKey | None = dataclasses.field(default=None, repr=False)
     registry: IdentityRegistry | None = dataclasses.field(default=None, repr=False)
+    dp_max_epsilon: float | None = None
     _client_id: int | None = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -206,6 +214,9 @@ class NodePolicy:
             floor = _int(self.min_threshold, "min-threshold", MIN_THRESHOLD)
             object.__setattr__(self, "min_threshold", floor)
         object.__setattr__(self, "corrupted", _int(self.corrupted, "corrupted", 0))
+        if self.dp_max_epsilon is not None:
+            pin = check_finite_positive(_PREFIX + "dp-max-epsilon", self.dp_max_epsilon)
+            object.__setattr__(self, "dp_max_epsilon", pin)
         if self.identity is not None and not isinstance(self.identity, IdentityKey):
             raise ParameterTypeError(_PREFIX + "identity-key", "an IdentityKey", self.identity)
         if self.registry is not None and not isinstance(self.registry, IdentityRegistry):
@@ -273,6 +284,11 @@ class NodePolicy:
             if key in values:
                 raw, name, _ = values[key]
                 kwargs[field] = _int(raw, name, MIN_THRESHOLD if key == "min-threshold" else 0)
+        if "dp-max-epsilon" in values:
+            raw, name, _ = values["dp-max-epsilon"]
+            if isinstance(raw, bool) or not isinstance(raw, int | float):
+                raise ParameterTypeError(name, "a number > 0", raw)
+            kwargs["dp_max_epsilon"] = float(raw)
         if "identity-key" in values:
             raw, name, folder = values["identity-key"]
             kwargs["identity"] = load_identity_key(_path(raw, name, folder), name=name)

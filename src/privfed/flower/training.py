@@ -68,7 +68,6 @@ from flwr.app import (
     ConfigRecord,
     Context,
     Message,
-    Metadata,
     MetricRecord,
     RecordDict,
 )
@@ -80,10 +79,11 @@ from flwr.server.compat.legacy_context import LegacyContext
 from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD, MAIN_PARAMS_RECORD
 from flwr.server.workflow.constant import Key as WorkflowKey
 from flwr.serverapp import Grid
-from flwr.supercore.run import Run
 
-from privfed._checks import check_choice, check_float, check_int, check_str
+from privfed._checks import check_choice, check_float, check_int
+from privfed.dp.training import TrainingNoisePlan
 from privfed.errors import (
+    BudgetExceededError,
     MessageFormatError,
     ParameterError,
     ParameterTypeError,
@@ -106,6 +106,7 @@ from privfed.flower._training_wire import (
     instructions_digest,
     training_session_id,
 )
+from privfed.flower.dp_training import DistributedDP, global_arrays
 from privfed.flower.policy import identify_payload
 from privfed.flower.server import _per_client
 from privfed.secagg import (
@@ -122,7 +123,6 @@ from privfed.secagg.protocol.state import encode_config
 from privfed.secagg.threshold import MIN_THRESHOLD
 
 __all__ = [
-    "SecAggGrid",
     "SecAggWorkflow",
     "SecureAggregate",
     "TrainingRoundReport",
@@ -298,10 +298,15 @@ class SecAggWorkflow:
         corrupted: ``n_C``, clients assumed to collude with the server (at
             least the registry's ``assumed_corrupted``; nodes refuse fewer
             than their policy's).
+        privacy: ``None`` (default), or a
+            :class:`~privfed.flower.dp_training.DistributedDP`: the nodes clip,
+            rotate and noise their updates (distributed DP; the server never
+            holds a noiseless sum) and the run keeps one privacy ledger.
 
     Raises:
         ParameterError, ParameterTypeError: An argument outside its domain.
         RingOverflowError: Even two nodes could wrap the ring.
+        CalibrationError: ``privacy``'s ε is beyond reach.
     """
 
     def __init__(
@@ -320,6 +325,7 @@ class SecAggWorkflow:
         mode: SecurityMode | str = SecurityMode.SEMI_HONEST,
         identities: IdentityRegistry | None = None,
         corrupted: int = 0,
+        privacy: DistributedDP | None = None,
     ) -> None:
         self.mode = _security_mode(mode, identities)
         self.identities = identities
@@ -348,6 +354,16 @@ class SecAggWorkflow:
         self.metric_quantization_range = metric_quantization_range
         self.metric_slots = metric_slots
         self.encoding(()).check_no_wrap(2)  # validates every encoding argument
+        if privacy is not None and not isinstance(privacy, DistributedDP):
+            raise ParameterTypeError("privacy", "a DistributedDP or None", privacy)
+        self.privacy = privacy
+        if privacy is not None:  # every DP error before any round
+            graph, _, size = self._graph(privacy.num_clients)
+            privacy.configure(
+                threshold=self._threshold(size),
+                corrupted=self.corrupted,
+                complete=graph is GraphMode.COMPLETE,
+            )
         #: One :class:`TrainingRoundReport` per round run (no values).
         self.reports: list[TrainingRoundReport] = []
 
@@ -356,6 +372,7 @@ class SecAggWorkflow:
         arrays: tuple[ArraySpec, ...],
         reply_format: ReplyFormat = "message",
         weight_key: str = "num-examples",
+        privacy: TrainingNoisePlan | None = None,
     ) -> TrainingEncoding:
         """The round's public encoding for this array layout (``array_layout`` of the instructions).
 
@@ -373,6 +390,7 @@ class SecAggWorkflow:
             rounding=self.rounding,
             reply_format=reply_format,
             weight_key=weight_key,
+            privacy=privacy,
         )
 
     # -- Flower's fit workflow ----------------------------------------------------
@@ -493,7 +511,13 @@ class SecAggWorkflow:
         threshold = self._threshold(size)
         if threshold > size:
             return _skip(state, f"reconstruction threshold {threshold} > {size} shares")
-        encoding = self.encoding(layouts[0], state.reply_format, state.weight_key)
+        plan = None
+        if self.privacy is not None:
+            plan = self.privacy.plan_for(sum(a.size for a in layouts[0]))
+            why = self.privacy.refusal(n)
+            if why:  # before any message of the round
+                return _skip(state, why)
+        encoding = self.encoding(layouts[0], state.reply_format, state.weight_key, plan)
         encoding.check_no_wrap(n)  # before any key is made, anywhere
         digests = {instructions_digest(content) for content in state.instructions.values()}
         if len(digests) != 1:
@@ -517,6 +541,8 @@ class SecAggWorkflow:
                 mode=self.mode,
                 corrupted=self.corrupted,
                 identities=self.identities,
+                ring_bits=64 if plan is None else plan.ring_bits,
+                noise_layers=0 if plan is None else plan.layers,
             )
         except ParameterError as exc:  # e.g. 2t <= s + n_C with the nodes this round has
             return _skip(state, str(exc))
@@ -652,6 +678,11 @@ class SecAggWorkflow:
             except Exception as exc:
                 _refuse(state, cid, Stage.MASKED_INPUT, exc)
         _note_dropouts(state, Stage.MASKED_INPUT, asked, server.survivors)
+        if self.privacy is not None:
+            try:  # the release: charged before the server can unmask it
+                self.privacy.record(state.round_index)
+            except BudgetExceededError as exc:
+                return _skip(state, f"privacy budget exhausted: {exc}")
         active = server.config.active
         try:
             requests = server.consistency_requests() if active else server.unmask_requests()
@@ -696,6 +727,8 @@ class SecAggWorkflow:
             return _skip(state, str(exc))
         structure = state.structure
         assert structure is not None  # noqa: S101 -- set with the survivors
+        if encoding.privacy is not None:
+            return self._private_aggregate(state, total, structure)
         out_of_range = _outside_the_encoding(total, encoding, len(server.survivors))
         if out_of_range:
             # A node that encodes outside its ranges (no range proofs) could move the model
@@ -718,6 +751,29 @@ class SecAggWorkflow:
             total_weight=weight,
             weight_at=structure.weight,
         )
+        return True
+
+    def _private_aggregate(
+        self, state: TrainingRoundState, total: npt.NDArray[np.uint64], structure: Structure
+    ) -> bool:
+        """DP round: global weights plus the noisy average update (no clean sum exists)."""
+        server, encoding, privacy = _server(state), _encoding(state), self.privacy
+        assert privacy is not None  # noqa: S101 -- a DP encoding comes from it
+        survivors = sorted(server.survivors)
+        update = privacy.decoded(
+            total, survivors, server.revealed_noise_seeds, server.config.bound_session_id,
+            state.round_index,
+        )  # fmt: skip
+        start, arrays = 0, []
+        glob = global_arrays(state.instructions[state.node_of[survivors[0]]], encoding)
+        for spec, (record, dtype) in zip(encoding.arrays, structure.arrays, strict=True):
+            part = update[start : start + spec.size].reshape(spec.shape)
+            arrays.append((record, spec.name, (glob[spec.name] + part).astype(dtype)))
+            start += spec.size
+        state.aggregate = SecureAggregate(
+            arrays=tuple(arrays), metrics=(), total_weight=len(survivors),
+            weight_at=structure.weight,
+        )  # fmt: skip
         return True
 
     # -- helpers -----------------------------------------------------------------
@@ -929,145 +985,3 @@ def _threshold_arg(value: object) -> int | float:
             "reconstruction_threshold", f"an int >= {MIN_THRESHOLD}, or a float in (0, 1]", value
         )
     return threshold
-
-
-class SecAggGrid(Grid):
-    """A Grid whose train rounds are secure aggregations: any Message-API strategy, unchanged.
-
-    ``strategy.start(grid=SecAggGrid(grid, workflow, weighted_by_key=...), ...)``:
-    each ``send_and_receive`` of ``train`` messages runs one round of
-    ``workflow``'s protocol over ``grid`` (the strategy's content of each
-    message is that node's train instructions) and returns one reply, the
-    :class:`SecureAggregate` as a Message (its ``src_node_id`` is 0: no node
-    sent it), or no reply if the round was skipped (the strategy keeps its
-    arrays).  Every other message goes to ``grid`` as it is.
-
-    Args:
-        grid: The ServerApp's grid.
-        workflow: The protocol's parameters (its ``timeout`` applies per stage;
-            ``None``: the strategy's timeout).
-        weighted_by_key: The strategy's ``weighted_by_key`` (default Flower's
-            ``"num-examples"``): where nodes report their example count, and
-            where the reply carries the total.
-
-    Raises:
-        ParameterTypeError: ``grid`` is not a Grid or ``workflow`` not a
-            :class:`SecAggWorkflow`.
-    """
-
-    def __init__(
-        self,
-        grid: Grid,
-        workflow: SecAggWorkflow,
-        *,
-        weighted_by_key: str = "num-examples",
-    ) -> None:
-        if not isinstance(grid, Grid):
-            raise ParameterTypeError("grid", "a flwr Grid", grid)
-        if not isinstance(workflow, SecAggWorkflow):
-            raise ParameterTypeError("workflow", "a SecAggWorkflow", workflow)
-        self.grid = grid
-        self.workflow = workflow
-        self.weighted_by_key = check_str("weighted_by_key", weighted_by_key)
-        self._rounds = 0
-
-    # -- delegated ---------------------------------------------------------------
-
-    def set_run(self, run: Run) -> None:
-        """Flower's ``Grid.set_run``, on the wrapped grid."""
-        self.grid.set_run(run)
-
-    @property
-    def run(self) -> Run:
-        """The wrapped grid's run."""
-        return self.grid.run
-
-    def create_message(
-        self,
-        content: RecordDict,
-        message_type: str,
-        dst_node_id: int,
-        group_id: str,
-        ttl: float | None = None,
-    ) -> Message:
-        """Flower's ``Grid.create_message``, on the wrapped grid."""
-        return self.grid.create_message(content, message_type, dst_node_id, group_id, ttl)
-
-    def get_node_ids(self) -> Iterable[int]:
-        """The wrapped grid's node ids."""
-        return self.grid.get_node_ids()
-
-    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
-        """Pushed as they are: only :meth:`send_and_receive` secures train rounds."""
-        return self.grid.push_messages(messages)
-
-    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
-        """Pulled from the wrapped grid."""
-        return self.grid.pull_messages(message_ids)
-
-    # -- secured -----------------------------------------------------------------
-
-    def send_and_receive(
-        self, messages: Iterable[Message], *, timeout: float | None = None
-    ) -> Iterable[Message]:
-        """Send ``messages``; train messages become one secure round and one reply.
-
-        Raises:
-            ParameterError: Two train messages for one node, or train messages
-                of different types.
-            RingOverflowError: The round's configuration could wrap the ring.
-        """
-        batch = list(messages)
-        train = [m for m in batch if m.metadata.message_type.split(".")[0] == MessageType.TRAIN]
-        other = [m for m in batch if m.metadata.message_type.split(".")[0] != MessageType.TRAIN]
-        replies = list(self.grid.send_and_receive(other, timeout=timeout)) if other else []
-        if train:
-            replies.extend(self._secure_round(train, timeout))
-        return replies
-
-    def _secure_round(self, train: list[Message], timeout: float | None) -> list[Message]:
-        instructions = {int(m.metadata.dst_node_id): m.content for m in train}
-        if len(instructions) != len(train):
-            raise ParameterError("messages", "one train message per node", "duplicates")
-        kinds = {m.metadata.message_type for m in train}
-        if len(kinds) != 1:
-            raise ParameterError("messages", "train messages of one type", sorted(kinds))
-        self._rounds += 1
-        round_index = _server_round(train[0].content, self._rounds)
-        state = TrainingRoundState(
-            round_index=round_index,
-            instructions=instructions,
-            message_type=kinds.pop(),
-            group_id=train[0].metadata.group_id or str(round_index),
-            reply_format="message",
-            weight_key=self.weighted_by_key,
-            timeout=self.workflow.timeout if self.workflow.timeout is not None else timeout,
-        )
-        aggregate = self.workflow.secure_aggregate(self.grid, state)
-        if aggregate is None:
-            return []
-        first = train[0].metadata
-        metadata = Metadata(
-            run_id=first.run_id,
-            message_id="",
-            src_node_id=AGGREGATE_NODE_ID,
-            dst_node_id=first.src_node_id,
-            reply_to_message_id="",
-            group_id=state.group_id,
-            created_at=time.time(),
-            ttl=first.ttl,
-            message_type=state.message_type,
-        )
-        # No single node sent it: Flower's constructor takes explicit metadata for that
-        # (its typed overloads leave the keyword out).
-        reply = Message(aggregate.to_content(self.weighted_by_key), metadata=metadata)  # type: ignore[call-overload]
-        return [cast(Message, reply)]
-
-
-def _server_round(content: RecordDict, fallback: int) -> int:
-    """The strategy's ``server-round`` (Flower's strategies put it in the train config)."""
-    for record in content.config_records.values():
-        value = record.get("server-round")
-        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**32:
-            return value
-    return fallback
