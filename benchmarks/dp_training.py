@@ -374,6 +374,25 @@ def _mean(values: Sequence[float]) -> float:
     return float(np.mean(values)) if values else 0.0
 
 
+def accountant_gap(epsilon: float, delta: float, rounds: int) -> float:
+    """σ a continuous Gaussian needs under the distributed arms' RDP accounting / the analytic σ.
+
+    The part of ``noise_over_central`` that is the accountant's (RDP -> (ε, δ)
+    conversion), not the mechanism's; no measurement, a calibration.
+    """
+    from privfed.dp.calibration import calibrate_analytic_gaussian
+    from privfed.dp.distributed import RDP_ORDERS, rdp_epsilon
+
+    orders = np.asarray(RDP_ORDERS, dtype=np.float64)
+    analytic = calibrate_analytic_gaussian(epsilon, delta, l2_sensitivity=math.sqrt(rounds))
+    low, high = 0.01 * analytic, 100.0 * analytic
+    while high / low > 1 + 1e-9:
+        mid = math.sqrt(low * high)
+        fits = rdp_epsilon(rounds * orders / (2 * mid * mid), delta) <= epsilon
+        low, high = (low, mid) if fits else (mid, high)
+    return high / analytic
+
+
 def _plan_figures(plan: Any) -> dict[str, Any]:
     described = plan.describe()
     keep = ("threshold", "layers", "granularity", "noise", "rounding_inflation",
@@ -648,6 +667,9 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
         },
         "runs": runs,
         "audit": audit,
+    }
+    results["meta"]["rdp_gaussian_over_analytic"] = {
+        f"{e:g}": accountant_gap(e, args.delta, args.rounds) for e in args.epsilons
     }
     results["goals"] = goals(results)
     return results

@@ -1028,13 +1028,15 @@ def dp_training(results: Results) -> Row:
     )
     gaps = [g.num("difference_points") / 100 for g in versus]
     ratios = [g.num("noise_over_central") for g in versus]
+    gap_rdp = [v.num() for _, v in meta.fields("rdp_gaussian_over_analytic")]
     ring = goals.items("b16_within_half_point_of_b32")
     audit = goals["audit_below_claim_and_positive_without_dp"]
     parts = [
         f"Skellam ({meta.integer('ring_bits')} bits) vs central accuracy "
         f"{span(min(gaps), max(gaps), points)} points, noise "
         f"{span(min(ratios), max(ratios), lambda v: fixed(v, 2))}× central "
-        f"(goal ≤ 1.1×: {sum(g.flag('met') for g in versus)} of {len(versus)} settings met)",
+        f"(goal ≤ 1.1×: {sum(g.flag('met') for g in versus)} of {len(versus)} settings met; "
+        f"the RDP accountant alone {span(min(gap_rdp), max(gap_rdp), lambda v: fixed(v, 2))}×)",
         "b = 16 vs 32: " + join([points(g.num("difference_points") / 100) for g in ring])
         + " points",
         f"one-run audit ε lower bound {fixed(audit.num('skellam_lower_bound'), 2)} with Skellam "

@@ -96,6 +96,8 @@ def test_the_quick_run_audits_and_states_its_goals(quick: dict[str, Any]) -> Non
         assert row["epsilon_lower_bound"] >= 0.0
     assert audit["skellam"]["claimed_epsilon"] <= audit["skellam"]["epsilon"] * (1 + 1e-9)
     assert audit["none"]["claimed_epsilon"] is None
+    # the RDP accountant alone costs a continuous Gaussian a few percent over the analytic one
+    assert 1.0 < quick["meta"]["rdp_gaussian_over_analytic"]["3"] < 1.2
     goals = quick["goals"]
     (versus,) = goals["skellam_within_1_point_and_1.1x_central"]
     within = versus["difference_points"] >= -1 and versus["noise_over_central"] <= 1.1
@@ -103,6 +105,16 @@ def test_the_quick_run_audits_and_states_its_goals(quick: dict[str, Any]) -> Non
     (ring,) = goals["b16_within_half_point_of_b32"]
     assert ring["bits"] == 16 and ring["met"] == (ring["difference_points"] >= -0.5)
     assert set(goals["audit_below_claim_and_positive_without_dp"]) >= {"met", "none_lower_bound"}
+
+
+def test_the_readme_row_renders_from_the_quick_run(
+    quick: dict[str, Any], tmp_path: Path
+) -> None:
+    figures = _load("_privfed_bench_figures_for_dp_training", ROOT / "benchmarks" / "figures.py")
+    (tmp_path / "dp_training.json").write_text(json.dumps(quick))
+    section, _ = figures.render_section(tmp_path)
+    (row,) = [line for line in section.splitlines() if line.startswith("| `dp_training.py")]
+    assert "N ∈ {6}" in row and "one-run audit ε lower bound" in row and "mean of 1 seed" in row
 
 
 def test_the_direct_sum_is_what_the_protocol_delivers() -> None:
