@@ -621,10 +621,15 @@ def plot(results: dict[str, Any], path: Path) -> None:
             ax.grid(alpha=0.3)
             if j == 0:
                 ax.set_ylabel("test accuracy", fontsize=8)
-    axes[0][0].legend(fontsize=6, loc="lower right")
-    fig.suptitle(f"DP FedAvg, {meta['dataset']}, {meta['model']['parameters']}-parameter MLP, "
-                 f"δ = {meta['delta']:g}", fontsize=10)  # fmt: skip
-    fig.tight_layout()
+    labelled: dict[str, Any] = {}
+    for ax in axes.flat:
+        handles, labels = ax.get_legend_handles_labels()
+        labelled.update(zip(labels, handles, strict=True))
+    fig.legend(handles=list(labelled.values()), labels=list(labelled), loc="lower center", ncol=5,
+               fontsize=8)
+    title = f"DP FedAvg, {meta['dataset']}, {meta['model']['parameters']}-parameter MLP"
+    fig.suptitle(f"{title}, δ = {meta['delta']:g}, mean of {len(meta['seeds'])} seeds", fontsize=10)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
