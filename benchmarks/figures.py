@@ -1054,6 +1054,51 @@ def distributed_dp(results: Results) -> Row:
 
 
 @row
+def dp_training(results: Results) -> Row:
+    data = results.load("dp_training.json", "python benchmarks/dp_training.py")
+    meta, goals = data["meta"], data["goals"]
+    versus = goals.items("skellam_within_1_point_and_1.1x_central")
+    what = (
+        f"DP FedAvg, {meta.text('dataset')}, "
+        f"{count(meta.num('model', 'parameters'))}-parameter MLP, "
+        f"N ∈ {{{', '.join(str(n.integer()) for n in meta.items('clients'))}}}, "
+        f"{meta.integer('rounds')} rounds, ε ∈ "
+        f"{{{', '.join(epsilon(e.num()) for e in meta.items('epsilons'))}}}: Flower's central "
+        "recipe vs privfed distributed Skellam / DG"
+    )
+    gaps = [g.num("difference_points") / 100 for g in versus]
+    ratios = [g.num("noise_over_central") for g in versus]
+    gap_rdp = [v.num() for _, v in meta.fields("rdp_gaussian_over_analytic")]
+    top = max(n.integer() for n in meta.items("clients"))
+    cost = {
+        arm: data.find("runs", arm=arm, clients=top, epsilon=meta.num("bits_epsilon"),
+                       bits_per_coordinate=bits).num("bytes_per_client")
+        for arm, bits in (("skellam", meta.integer("ring_bits")),
+                          ("discrete-gaussian", meta.integer("ring_bits")), ("central", 32))
+    }  # fmt: skip
+    ring = goals.items("b16_within_half_point_of_b32")
+    audit = goals["audit_below_claim_and_positive_without_dp"]
+    parts = [
+        f"Skellam ({meta.integer('ring_bits')} bits) vs central accuracy "
+        f"{span(min(gaps), max(gaps), points)} points, noise "
+        f"{span(min(ratios), max(ratios), lambda v: fixed(v, 2))}× central "
+        f"(goal ≤ 1.1×: {sum(g.flag('met') for g in versus)} of {len(versus)} settings met; "
+        f"the RDP accountant alone {span(min(gap_rdp), max(gap_rdp), lambda v: fixed(v, 2))}×)",
+        "b = 16 vs 32: " + join([points(g.num("difference_points") / 100) for g in ring])
+        + " points",
+        "bytes per client at N = " + str(top) + ": " + join(
+            [f"{arm} {sig(cost[arm] / 1000, 2)} kB" for arm in ("skellam", "discrete-gaussian",
+                                                                "central")]
+        ),
+        f"one-run audit ε lower bound {fixed(audit.num('skellam_lower_bound'), 2)} with Skellam "
+        f"(claim {fixed(audit.num('skellam_claim'), 1)}), "
+        f"{fixed(audit.num('none_lower_bound'), 2)} without DP; mean of "
+        f"{plural(len(meta.items('seeds')), 'seed')}",
+    ]
+    return Row("dp_training.py", what, join(parts, "; "))
+
+
+@row
 def factory_privacy(results: Results) -> Row:
     data = results.load("factory_privacy.json", "python benchmarks/factory_privacy.py")
     setting = data["setting"]
