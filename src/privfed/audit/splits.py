@@ -147,7 +147,7 @@ class SplitBounds:
 
     @property
     def median_bound(self) -> PrivacyLowerBound:
-        """The split whose ε_lb is the (lower) median: one real bound to quote."""
+        """The split whose ε_lb is the lower median; one real bound to quote."""
         ranked = sorted(self.bounds, key=lambda b: b.epsilon_lower_bound)
         return ranked[(len(ranked) - 1) // 2]
 

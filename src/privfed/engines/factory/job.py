@@ -443,16 +443,13 @@ def weight_bytes(factory: Any) -> int:
 
 
 class DownstreamResult(NamedTuple):
-    """What :func:`downstream_stage` returns.
+    """What :func:`downstream_stage` returns."""
 
-    Attributes:
-        synthetic: The synthetic dataset the classifier was trained on.
-        accuracy: The classifier's accuracy on the real test set, in [0, 1].
-        synthesis_seconds: Wall-clock seconds of synthesis.
-    """
-
+    #: The synthetic dataset the classifier was trained on.
     synthetic: SyntheticDataset
+    #: The classifier's accuracy on the real test set, in [0, 1].
     accuracy: float
+    #: Wall-clock seconds of synthesis.
     synthesis_seconds: float
 
 
