@@ -3,6 +3,13 @@
 A package that re-exports names from heavy modules (torch engines) lists them
 in a table ``{public name: defining module}``; the defining module is imported
 on first attribute access, so importing the package itself stays cheap.
+
+Such a package states its names three times, on purpose: the table
+``_EXPORTS`` (name -> defining module, for the runtime), :data:`__all__` (what
+``import *`` and the docs read) and ``from module import name`` under
+``if TYPE_CHECKING:`` (what type checkers and IDEs see, since they cannot
+follow a module ``__getattr__``).  ``tests/test_public_api.py`` checks the
+three against each other and against the defining modules' own ``__all__``.
 """
 
 from __future__ import annotations

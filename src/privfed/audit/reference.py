@@ -40,6 +40,7 @@ from privfed._checks import (
 )
 from privfed.audit._distributions import normal_logpdf
 from privfed.audit._progress import progress_ticker
+from privfed.audit._results import attack_result_dict
 from privfed.audit.bounds import PrivacyLowerBound, TrialModel
 from privfed.audit.metrics import DEFAULT_FPRS, MembershipMetrics, membership_metrics
 from privfed.audit.splits import lower_bound_random_split
@@ -280,16 +281,15 @@ class ReferenceAttackResult:
 
     def to_dict(self, *, include_scores: bool = True) -> dict[str, Any]:
         """Return a JSON-serialisable dict."""
-        out: dict[str, Any] = {
-            "attack": self.attack.value,
-            "num_reference_models": self.num_reference_models,
-            "metrics": self.metrics.to_dict(),
-            "bound": None if self.bound is None else self.bound.to_dict(),
-        }
-        if include_scores:
-            out["member_scores"] = self.member_scores.tolist()
-            out["nonmember_scores"] = self.nonmember_scores.tolist()
-        return out
+        return attack_result_dict(
+            {
+                "attack": self.attack.value,
+                "num_reference_models": self.num_reference_models,
+            },
+            self.metrics,
+            self.bound,
+            (self.member_scores, self.nonmember_scores) if include_scores else None,
+        )
 
 
 def _train(train_fn: TrainFn, indices: NDArray[np.int64], population: int) -> NDArray[np.float64]:

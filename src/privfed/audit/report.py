@@ -229,6 +229,13 @@ def _plot(path: Path, attacks: Mapping[str, MembershipMetrics], title: str) -> N
     plt.close(fig)
 
 
+def _check_values(name: str, values: Mapping[str, object], kind: type) -> None:
+    """Refuse the first value of ``values`` that is not a ``kind``."""
+    for key, value in values.items():
+        if not isinstance(value, kind):
+            raise ParameterTypeError(f"{name}[{key!r}]", f"a {kind.__name__}", value)
+
+
 def write_audit_report(
     out_dir: str | Path,
     *,
@@ -264,20 +271,12 @@ def write_audit_report(
     attacks = dict(attacks or {})
     bounds = dict(bounds or {})
     meta = dict(metadata or {})
-    for name, m in attacks.items():
-        if not isinstance(m, MembershipMetrics):
-            raise ParameterTypeError(f"attacks[{name!r}]", "a MembershipMetrics", m)
-    for name, b in bounds.items():
-        if not isinstance(b, PrivacyLowerBound):
-            raise ParameterTypeError(f"bounds[{name!r}]", "a PrivacyLowerBound", b)
+    _check_values("attacks", attacks, MembershipMetrics)
+    _check_values("bounds", bounds, PrivacyLowerBound)
     one_run = dict(one_run or {})
     splits = dict(splits or {})
-    for name, o in one_run.items():
-        if not isinstance(o, OneRunAudit):
-            raise ParameterTypeError(f"one_run[{name!r}]", "a OneRunAudit", o)
-    for name, sb in splits.items():
-        if not isinstance(sb, SplitBounds):
-            raise ParameterTypeError(f"splits[{name!r}]", "a SplitBounds", sb)
+    _check_values("one_run", one_run, OneRunAudit)
+    _check_values("splits", splits, SplitBounds)
     canary = tuple(canary)
     for c in canary:
         if not isinstance(c, CanaryAuditResult):

@@ -39,6 +39,7 @@ from privfed._checks import (
     check_seed,
 )
 from privfed.audit._distributions import logsumexp_rows
+from privfed.audit._results import attack_result_dict
 from privfed.audit.bounds import PrivacyLowerBound, TrialModel
 from privfed.audit.metrics import DEFAULT_FPRS, MembershipMetrics, membership_metrics
 from privfed.audit.splits import split_bound
@@ -390,15 +391,14 @@ class SyntheticAttackResult:
 
     def to_dict(self, *, include_scores: bool = True) -> dict[str, Any]:
         """Return a JSON-serialisable dict."""
-        out: dict[str, Any] = {
-            "attack": self.attack.value,
-            "metrics": self.metrics.to_dict(),
-            "bound": None if self.bound is None else self.bound.to_dict(),
-        }
-        if include_scores:
-            out["member_scores"] = self.member_scores.tolist()
-            out["nonmember_scores"] = self.nonmember_scores.tolist()
-        return out
+        return attack_result_dict(
+            {
+                "attack": self.attack.value,
+            },
+            self.metrics,
+            self.bound,
+            (self.member_scores, self.nonmember_scores) if include_scores else None,
+        )
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,8 @@ accountants).  Never imports torch.
 
 Names load on first use (PEP 562): ``import privfed.dp`` runs none of these
 modules, and ``from privfed.dp import gdp_mu`` imports only
-:mod:`privfed.dp.calibration` (and what it needs).  :data:`_EXPORTS` maps each
-public name to the module that defines it; ``tests/test_public_api.py`` checks
-it against :data:`__all__`, the ``TYPE_CHECKING`` imports below and the
-submodules' own ``__all__``.
+:mod:`privfed.dp.calibration` (and what it needs); the three views of the
+names are described in :mod:`privfed._lazy`.
 """
 
 from __future__ import annotations

@@ -29,11 +29,10 @@ from privfed.flower.latent_app import latent_main
 from privfed.flower.node_app import JOBS, job_of, make_client_app
 from privfed.flower.secagg_app import expected_sum
 from privfed.flower.server import (
-    SecAggRound,
-    active_mode_fields,
     quiet_privfed_errors,
-    round_threshold,
+    run_active_fields,
     say,
+    sum_round,
     wait_for_federation,
 )
 from privfed.secagg import ClientIds
@@ -43,19 +42,9 @@ __all__ = ["JOBS", "client_app", "server_app"]
 
 def _sum_main(grid: Grid, run: Any) -> None:
     count = int(run.get("num-clients", 2))
-    fields = active_mode_fields(
-        run.get("secagg-mode", "semi-honest"),
-        run.get("secagg-registry"),
-        num_clients=count,
-        corrupted=int(run.get("assumed-corrupted", 0)),
-    )
+    fields = run_active_fields(run, count)
     partitions = wait_for_federation(grid, run, count, registry=fields.get("identities"))
-    flow = SecAggRound(
-        threshold=round_threshold(run, len(partitions), fields),
-        vector_length=int(run.get("vector-length", 1000)),
-        timeout=float(run.get("timeout", 60.0)),
-        config_fields=fields or None,
-    )
+    flow = sum_round(run, len(partitions), fields)
     ids = ClientIds.from_partitions(partitions.values())
     result = flow.run(grid, ids.of_nodes(partitions))
     expected = expected_sum(list(ids.partition_ids(result.survivors)), 0, flow.vector_length)

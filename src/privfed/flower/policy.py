@@ -346,24 +346,8 @@ class NodePolicy:
             minimum=MIN_THRESHOLD if self.min_threshold is None else self.min_threshold,
         )
         broken = rules.violation(t, s)
-        if broken is ThresholdRule.MINIMUM:
-            # Also a sparse graph whose neighbourhoods are smaller: t <= s always.
-            refuse(
-                f"threshold {t} is below this node's privfed-min-threshold {self.min_threshold} "
-                f"(graph {config.graph.value}, {s} per neighbourhood)"
-            )
-        if broken is ThresholdRule.ABOVE_CORRUPTED:
-            refuse(f"threshold {t} does not exceed n_C = {config.corrupted}")
-        if broken is ThresholdRule.MAJORITY:
-            # Two disjoint groups of t could then be shown different survivor views.
-            refuse(
-                f"threshold {t} is not a strict majority of its {s}-client neighbourhood "
-                f"(graph {config.graph.value})"
-            )
-        if broken is ThresholdRule.ACTIVE:
-            refuse(f"threshold {t} breaks the active rule 2t > s + n_C = {s} + {config.corrupted}")
-        if broken is not None:  # pragma: no cover -- the config itself holds t in [2, s]
-            refuse(f"threshold {t} is outside [2, {s}]")
+        if broken is not None:
+            refuse(_threshold_reason(broken, config, self.min_threshold))
         if config.active:
             self._check_active(config, client_id, refuse)
 
@@ -379,6 +363,24 @@ class NodePolicy:
                 f"client id {client_id} is not this node's identity in its registry "
                 f"(id {self.client_id})"
             )
+
+
+def _threshold_reason(broken: ThresholdRule, config: SecAggConfig, minimum: int | None) -> str:
+    """Why ``config``'s threshold breaks the rule ``broken``, in one line."""
+    t, s, n_c = config.threshold, config.neighbourhood_size, config.corrupted
+    graph = config.graph.value
+    reasons = {
+        # Also a sparse graph whose neighbourhoods are smaller: t <= s always.
+        ThresholdRule.MINIMUM: f"threshold {t} is below this node's privfed-min-threshold "
+        f"{minimum} (graph {graph}, {s} per neighbourhood)",
+        ThresholdRule.ABOVE_CORRUPTED: f"threshold {t} does not exceed n_C = {n_c}",
+        # Two disjoint groups of t could then be shown different survivor views.
+        ThresholdRule.MAJORITY: f"threshold {t} is not a strict majority of its {s}-client "
+        f"neighbourhood (graph {graph})",
+        ThresholdRule.ACTIVE: f"threshold {t} breaks the active rule 2t > s + n_C = {s} + {n_c}",
+    }
+    # The config itself holds t in [2, s]: no other rule can break.
+    return reasons.get(broken, f"threshold {t} is outside [2, {s}]")
 
 
 def _refuse(reason: str) -> NoReturn:

@@ -35,10 +35,10 @@ from privfed.flower.policy import PolicyFn
 from privfed.flower.server import (
     SecAggRound,
     SecAggRoundResult,
-    active_mode_fields,
     hello,
     quiet_privfed_errors,
-    round_threshold,
+    run_active_fields,
+    sum_round,
     wait_for_nodes,
 )
 from privfed.secagg import ClientIds
@@ -104,19 +104,9 @@ def sum_server_app(
         cfg = context.run_config
         count = num_clients if num_clients is not None else int(cfg.get("num-clients", 2))
         wait = float(cfg.get("wait-s", 300.0))
-        fields = active_mode_fields(
-            cfg.get("secagg-mode", "semi-honest"),
-            cfg.get("secagg-registry"),
-            num_clients=count,
-            corrupted=int(cfg.get("assumed-corrupted", 0)),
-        )
+        fields = run_active_fields(cfg, count)
         nodes = wait_for_nodes(grid, count, timeout=wait)
-        flow = workflow or SecAggRound(
-            threshold=round_threshold(cfg, len(nodes), fields),
-            vector_length=int(cfg.get("vector-length", 1000)),
-            timeout=float(cfg.get("timeout", 60.0)),
-            config_fields=fields or None,
-        )
+        flow = workflow or sum_round(cfg, len(nodes), fields)
         # The first message to a node may wait for its worker to start: a long timeout.
         partitions = hello(grid, nodes, timeout=wait, registry=fields.get("identities"))
         mapping = ClientIds.from_partitions(partitions.values()).of_nodes(partitions)

@@ -81,7 +81,9 @@ __all__ = [
     "hello",
     "quiet_privfed_errors",
     "round_threshold",
+    "run_active_fields",
     "say",
+    "sum_round",
     "wait_for_federation",
     "wait_for_nodes",
 ]
@@ -420,6 +422,31 @@ def round_threshold(run: Mapping[str, Any], num_clients: int, fields: Mapping[st
         active=fields.get("mode") == "active", corrupted=int(fields.get("corrupted", 0))
     )
     return policy.resolve(requested_threshold(run.get("threshold")), num_clients)
+
+
+def run_active_fields(run: Mapping[str, Any], num_clients: int) -> dict[str, Any]:
+    """:func:`active_mode_fields` from a run config's ``secagg-mode``, ``secagg-registry``
+    and ``assumed-corrupted``."""
+    return active_mode_fields(
+        run.get("secagg-mode", "semi-honest"),
+        run.get("secagg-registry"),
+        num_clients=num_clients,
+        corrupted=int(run.get("assumed-corrupted", 0)),
+    )
+
+
+def sum_round(run: Mapping[str, Any], num_clients: int, fields: dict[str, Any]) -> SecAggRound:
+    """The secure-sum demo's :class:`SecAggRound` over ``num_clients`` from a run config.
+
+    Its threshold is :func:`round_threshold`'s; ``vector-length`` (default 1000) and
+    ``timeout`` (default 60 s) come from ``run``; ``fields`` are its ``config_fields``.
+    """
+    return SecAggRound(
+        threshold=round_threshold(run, num_clients, fields),
+        vector_length=int(run.get("vector-length", 1000)),
+        timeout=float(run.get("timeout", 60.0)),
+        config_fields=fields or None,
+    )
 
 
 class SecAggRound:

@@ -302,14 +302,14 @@ def test_threads_match_reference_and_single_thread(
         single = compute_latent_statistics(
             z, y, num_classes=k, clip_norm=cfg.clip_norm, batch_size=9
         )
-    shared = LatentStatisticsAccumulator._accumulate_in_threads
+    shared = client._run_in_threads
     calls: list[object] = []
 
-    def spy(self: LatentStatisticsAccumulator, *args: Any) -> Any:
+    def spy(*args: Any) -> Any:
         calls.append(args[-1])  # the number of threads
-        return shared(self, *args)
+        return shared(*args)
 
-    monkeypatch.setattr(LatentStatisticsAccumulator, "_accumulate_in_threads", spy)
+    monkeypatch.setattr(client, "_run_in_threads", spy)
     with _torch_threads(threads):
         _assert_matches_reference(z, y, cfg, batch_size=9)
         _assert_matches_reference(z, y, cfg, batch_size=100)

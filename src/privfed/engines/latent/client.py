@@ -20,6 +20,7 @@ import functools
 import itertools
 import math
 import threading
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -442,64 +443,14 @@ class LatentStatisticsAccumulator:
         # Work on copies and commit at the end, so that a failure leaves the
         # accumulator unchanged.
         totals = _Totals(self._moments.clone(), self._sums.clone())
+        job = functools.partial(self._accumulate, source, index, blocks, work, schedule, totals)
         if threads == 1 or self._device.type != "cpu":
-            self._accumulate(source, index, blocks, work, schedule, totals)
+            job()
         else:
-            self._accumulate_in_threads(source, index, blocks, work, schedule, totals, threads)
+            _run_in_threads(job, schedule, threads)
         self._sums, self._moments = totals.sums, totals.moments
         self._counts = self._counts + per_class
         self._records += n
-
-    def _accumulate_in_threads(
-        self,
-        source: torch.Tensor,
-        index: torch.Tensor,
-        blocks: list[tuple[int, int, int]],
-        work: int,
-        schedule: _Schedule,
-        totals: _Totals,
-        threads: int,
-    ) -> None:
-        """Run :meth:`_accumulate` in ``threads`` threads (this one included; CPU only).
-
-        The threads take blocks from one shared schedule, so a thread that
-        waits for a core (on a machine shared with other work) holds up no
-        other.  Each runs torch with one intra-op thread, so together they use
-        as many cores as ``torch.get_num_threads()`` allows, without the
-        fork/join of a parallel region in every small operation of a block;
-        torch's setting is restored afterwards.  The error of the earliest
-        failed block is raised (see :class:`_Schedule`).
-        """
-        previous = torch.get_num_threads()
-        crashes: list[BaseException] = []
-
-        def run() -> None:
-            torch.set_num_threads(1)  # this thread's intra-op threads only
-            try:
-                self._accumulate(source, index, blocks, work, schedule, totals)
-            except BaseException as error:  # raised in the calling thread, below
-                crashes.append(error)
-
-        helpers = [threading.Thread(target=run, daemon=True) for _ in range(1, threads)]
-        try:
-            for helper in helpers:
-                helper.start()
-            run()
-        finally:
-            try:
-                for helper in helpers:
-                    if helper.ident is not None:  # started
-                        helper.join()
-            except BaseException as error:  # e.g. Ctrl-C while waiting: stop the helpers
-                schedule.fail(-1, error)
-                raise
-            finally:
-                # Restored even then; set_num_threads also sets the default of
-                # threads started later.
-                torch.set_num_threads(previous)
-        schedule.raise_first()  # the earliest failed block's error, if any
-        if crashes:  # pragma: no cover - a failure outside every block
-            raise crashes[0]
 
     def _accumulate(
         self,
@@ -631,3 +582,46 @@ def compute_latent_statistics(
     accumulator = LatentStatisticsAccumulator(config, device=device, batch_size=batch_size)
     accumulator.update(z, labels)
     return accumulator.result()
+
+
+def _run_in_threads(job: Callable[[], None], schedule: _Schedule, threads: int) -> None:
+    """Run ``job`` (an accumulator's ``_accumulate``) in ``threads`` threads, this one included.
+
+    CPU only.  The threads take blocks from one shared schedule, so a thread that
+    waits for a core (on a machine shared with other work) holds up no
+    other.  Each runs torch with one intra-op thread, so together they use
+    as many cores as ``torch.get_num_threads()`` allows, without the
+    fork/join of a parallel region in every small operation of a block;
+    torch's setting is restored afterwards.  The error of the earliest
+    failed block is raised (see :class:`_Schedule`).
+    """
+    previous = torch.get_num_threads()
+    crashes: list[BaseException] = []
+
+    def run() -> None:
+        torch.set_num_threads(1)  # this thread's intra-op threads only
+        try:
+            job()
+        except BaseException as error:  # raised in the calling thread, below
+            crashes.append(error)
+
+    helpers = [threading.Thread(target=run, daemon=True) for _ in range(1, threads)]
+    try:
+        for helper in helpers:
+            helper.start()
+        run()
+    finally:
+        try:
+            for helper in helpers:
+                if helper.ident is not None:  # started
+                    helper.join()
+        except BaseException as error:  # e.g. Ctrl-C while waiting: stop the helpers
+            schedule.fail(-1, error)
+            raise
+        finally:
+            # Restored even then; set_num_threads also sets the default of
+            # threads started later.
+            torch.set_num_threads(previous)
+    schedule.raise_first()  # the earliest failed block's error, if any
+    if crashes:  # pragma: no cover - a failure outside every block
+        raise crashes[0]

@@ -189,18 +189,23 @@ class PlannedRelease:
             else "privfed.dp continuous Gaussian noise"
         )
         text = f"{_RELEASE_NAME} ({self.placement.value} placement, {sampler})"
-        if self.broken:
-            text = (
-                f"DELIBERATELY BROKEN release (tests the auditor): {text} with "
-                f"{self.noise_scale:g} x the planned noise stds"
-            )
-        return text
+        return _broken_wording(text, self)
 
     def __call__(self, stats: LatentStatistics, seed: int | None) -> NoisyLatentStatistics:
         """Release ``stats`` once with fresh noise (``seed`` None: the CSPRNG)."""
         return release_latent_statistics(
             stats, self._run_plan, ledger=PrivacyLedger(), seed=seed, placement=self.placement
         )
+
+
+def _broken_wording(text: str, release: PlannedRelease | DistributedPlannedRelease) -> str:
+    """``text``, or the DELIBERATELY BROKEN wording when ``release`` scales its noise."""
+    if not release.broken:
+        return text
+    return (
+        f"DELIBERATELY BROKEN release (tests the auditor): {text} with "
+        f"{release.noise_scale:g} x the planned noise stds"
+    )
 
 
 @dataclass(frozen=True)
@@ -254,12 +259,7 @@ class DistributedPlannedRelease:
             f"({p.model.value}, {p.num_clients} clients, threshold {p.threshold}, "
             f"{self.survivors} survivors, {p.layers} noise layers, real secure aggregation)"
         )
-        if self.broken:
-            text = (
-                f"DELIBERATELY BROKEN release (tests the auditor): {text} with "
-                f"{self.noise_scale:g} x the planned noise stds"
-            )
-        return text
+        return _broken_wording(text, self)
 
     def __call__(self, stats: LatentStatistics, seed: int | None) -> NoisyLatentStatistics:
         """One distributed round on ``stats`` (``seed`` None: every client's CSPRNG)."""

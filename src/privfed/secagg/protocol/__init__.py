@@ -5,10 +5,8 @@ re-exported there.
 
 Names load on first use (PEP 562): ``import privfed.secagg.protocol`` runs no
 submodule, and ``from privfed.secagg.protocol import SecAggConfig`` imports only
-the module that defines it (and what that module needs).  :data:`_EXPORTS` maps
-each public name to its defining module; ``tests/test_public_api.py`` checks it
-against :data:`__all__`, the ``TYPE_CHECKING`` imports below and the
-submodules' own ``__all__``.
+the module that defines it (and what that module needs); the three views of the
+names are described in :mod:`privfed._lazy`.
 """
 
 from __future__ import annotations

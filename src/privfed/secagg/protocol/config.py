@@ -7,9 +7,9 @@ import enum
 import hashlib
 import secrets
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeVar
 
-from privfed._checks import check_int
+from privfed._checks import check_enum, check_int
 from privfed.errors import ParameterError, ParameterTypeError
 from privfed.secagg.protocol.graph import GraphMode, build_neighbourhoods
 from privfed.secagg.threshold import (
@@ -38,6 +38,7 @@ MAX_CLIENT_ID: Final = 2**32 - 1
 MAX_VECTOR_LENGTH: Final = 2**31 - 1
 #: Accepted session-id lengths in bytes (inclusive range).
 SESSION_ID_LENGTHS: Final = (16, 64)
+
 _DEFAULT_SESSION_ID_BYTES: Final = 32
 #: Version of the canonical configuration encoding hashed into :attr:`SecAggConfig.digest`.
 CONFIG_DIGEST_VERSION: Final = 1
@@ -354,14 +355,19 @@ class SecAggConfig:
 
 
 def _graph_mode(graph: object) -> GraphMode:
-    if isinstance(graph, str):
-        try:
-            graph = GraphMode(graph)
-        except ValueError:
-            raise ParameterError("graph", "'complete' or 'harary'", graph) from None
-    if not isinstance(graph, GraphMode):
-        raise ParameterTypeError("graph", "a GraphMode", graph)
-    return graph
+    return _member("graph", graph, GraphMode, "'complete' or 'harary'")
+
+
+_E = TypeVar("_E", bound=enum.Enum)
+
+
+def _member(name: str, value: object, enum_type: type[_E], domain: str) -> _E:
+    """A member of ``enum_type``, or the one whose value is the string ``value``."""
+    if isinstance(value, str):
+        value = check_enum(name, value, enum_type, domain=domain)
+    if not isinstance(value, enum_type):
+        raise ParameterTypeError(name, f"a {enum_type.__name__}", value)
+    return value
 
 
 def _neighbourhood_size(graph: GraphMode, degree: object, n: int) -> int:
@@ -379,14 +385,7 @@ def _neighbourhood_size(graph: GraphMode, degree: object, n: int) -> int:
 
 
 def _security_mode(mode: object) -> SecurityMode:
-    if isinstance(mode, str):
-        try:
-            mode = SecurityMode(mode)
-        except ValueError:
-            raise ParameterError("mode", "'semi-honest' or 'active'", mode) from None
-    if not isinstance(mode, SecurityMode):
-        raise ParameterTypeError("mode", "a SecurityMode", mode)
-    return mode
+    return _member("mode", mode, SecurityMode, "'semi-honest' or 'active'")
 
 
 def _check_active(registry: object, client_ids: tuple[int, ...], corrupted: int) -> None:

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import enum
 import hmac
+from collections.abc import Container
 
 import numpy as np
 import numpy.typing as npt
@@ -443,13 +444,33 @@ class SecAggServer(Party):
             if recipient in box:
                 raise self._refuse(f"duplicate ciphertext from {sender} to {recipient}", stage)
 
-    def _receive_masked(self, message: MaskedInput) -> None:
-        stage = self._precheck(message, _Phase.MASK)
+    def _admit(
+        self,
+        message: MaskedInput | ConsistencySignature | UnmaskResponse,
+        phase: _Phase,
+        expected: Container[int],
+        unexpected: str,
+        seen: Container[int],
+        what: str,
+    ) -> Stage:
+        """:meth:`_precheck`, then refuse a sender not in ``expected`` or already in ``seen``.
+
+        ``unexpected`` words the first refusal, ``what`` names the message the second one
+        would receive twice.
+        """
+        stage = self._precheck(message, phase)
         sender = message.sender
-        if sender not in self._shared:
-            raise self._refuse(f"client {sender} did not share keys", stage)
-        if sender in self._masked:
-            raise self._refuse(f"duplicate masked input from client {sender}", stage)
+        if sender not in expected:
+            raise self._refuse(f"client {sender} {unexpected}", stage)
+        if sender in seen:
+            raise self._refuse(f"duplicate {what} from client {sender}", stage)
+        return stage
+
+    def _receive_masked(self, message: MaskedInput) -> None:
+        stage = self._admit(
+            message, _Phase.MASK, self._shared, "did not share keys", self._masked, "masked input"
+        )
+        sender = message.sender
         cfg = self._config
         if message.ring_bits != cfg.ring_bits or message.values.shape[0] != cfg.vector_length:
             raise self._refuse("ring width or vector length differs from the config", stage)
@@ -460,12 +481,15 @@ class SecAggServer(Party):
         self._masked.add(sender)
 
     def _receive_signature(self, message: ConsistencySignature) -> None:
-        stage = self._precheck(message, _Phase.CONSIST)
+        stage = self._admit(
+            message,
+            _Phase.CONSIST,
+            self._masked,
+            "is not a survivor",
+            self._signatures,
+            "signature",
+        )
         sender = message.sender
-        if sender not in self._masked:
-            raise self._refuse(f"client {sender} is not a survivor", stage)
-        if sender in self._signatures:
-            raise self._refuse(f"duplicate signature from client {sender}", stage)
         cfg = self._config
         registry = cfg.identities
         payload = survivor_set_payload(
@@ -476,13 +500,16 @@ class SecAggServer(Party):
         self._signatures[sender] = message.signature
 
     def _receive_unmask(self, message: UnmaskResponse) -> None:
-        stage = self._precheck(message, _Phase.UNMASK)
+        stage = self._admit(
+            message,
+            _Phase.UNMASK,
+            self._requests,
+            "was not asked to unmask",
+            self._responses,
+            "response",
+        )
         sender = message.sender
-        request = self._requests.get(sender)
-        if request is None:
-            raise self._refuse(f"client {sender} was not asked to unmask", stage)
-        if sender in self._responses:
-            raise self._refuse(f"duplicate response from client {sender}", stage)
+        request = self._requests[sender]
         packed = message._packed_shares()
         if packed is not None:
             seed_owners = packed[0].ids
