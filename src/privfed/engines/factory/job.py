@@ -80,7 +80,7 @@ from privfed.engines.artifacts import AuditInputs
 from privfed.engines.codecs.base import Codec
 from privfed.engines.factory.audit import FactoryAuditReport, audit_factories
 from privfed.engines.factory.config import FactoryPipelineConfig
-from privfed.engines.factory.dpsgd import DPSGDConfig, realised_sampling_rate, record_in_ledger
+from privfed.engines.factory.dpsgd import DPSGDConfig, realised_sampling_rate
 from privfed.engines.factory.edm import (
     EDMDiffusionFactory,
     EDMTrainingConfig,
@@ -615,12 +615,8 @@ class FactoryJob:
             factory.fit(self.images[cls_idx])
             self.seconds.append(time.perf_counter() - start)
             if config.uses_dp:
-                record_in_ledger(
-                    self.ledger,
-                    factory.privacy,
-                    name=f"factory class={c} client={client}",
-                    partition=f"class={c}/client={client}",
-                )
+                # The event the fit built, named after its cell, as the manifest ships it.
+                self.ledger.record(factory.release)
             self.shipped[client] += weight_bytes(factory)
             self.matrix.register(c, client, factory, count)
             self.trained.append((c, client, factory, cls_idx))
