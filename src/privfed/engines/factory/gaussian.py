@@ -71,12 +71,14 @@ from privfed.engines.factory.base import (
     not_fitted_error,
     validate_images,
 )
+from privfed.engines.moments.planning import LatentReleasePlan
 from privfed.errors import ArtifactIntegrityError, ParameterError, ParameterTypeError
 
 __all__ = [
     "LIKELIHOOD_VARIANCE_FLOOR",
     "LatentGaussianDP",
     "LatentGaussianFactory",
+    "cell_plan",
     "codec_fingerprint",
 ]
 
@@ -144,9 +146,28 @@ def _stream_seed(seed: int | bytes | None) -> bytes | None:
     return str(seed).encode()
 
 
+def cell_plan(dp: LatentGaussianDP, codec: Codec) -> LatentReleasePlan:
+    """The latent-moment plan of one DP cell: ``dp``'s target at the codec's public radius.
+
+    Replace-one adjacency (the cell's size ships in its manifest).  Its
+    :meth:`~privfed.engines.moments.planning.LatentReleasePlan.ledger` is the
+    ledger budgeted at the target the plan was made for.  Cached.
+    """
+    from privfed.dp import Adjacency
+    from privfed.engines.moments.planning import plan_latent_release
+
+    return plan_latent_release(
+        dp.epsilon,
+        dp.delta,
+        clip_norm=float(codec.default_clip_norm),
+        dim=codec.latent_dim,
+        adjacency=Adjacency.REPLACE_ONE,
+    )
+
+
 def _dp_moments(
     z: torch.Tensor,
-    radius: float,
+    plan: LatentReleasePlan,
     dp: LatentGaussianDP,
     floor: float,
     *,
@@ -156,12 +177,9 @@ def _dp_moments(
     """Noisy mean and covariance factor of clipped latents, and the release's event."""
     from privfed.dp import GAUSSIAN_SAMPLER, Adjacency
     from privfed.engines.moments.noise import FACTORY_DOMAIN, add_gaussian
-    from privfed.engines.moments.planning import plan_latent_release
 
     n, d = z.shape
-    plan = plan_latent_release(
-        dp.epsilon, dp.delta, clip_norm=radius, dim=d, adjacency=Adjacency.REPLACE_ONE
-    )
+    radius = plan.clip_norm
     x = z.detach().cpu().double().numpy()
     norms = np.linalg.norm(x, axis=1)
     target = radius * _CLIP_TARGET
@@ -365,10 +383,10 @@ class LatentGaussianFactory(FactoryBase):
                 )
             z = codec.encode(data).detach().cpu().double()
             if self.dp is not None:
-                radius = float(codec.default_clip_norm)
+                plan = cell_plan(self.dp, codec)
                 dp_mean, dp_factor, release = _dp_moments(
                     z,
-                    radius,
+                    plan,
                     self.dp,
                     self._latent_floor(codec),
                     name=self.release_name,
@@ -378,7 +396,7 @@ class LatentGaussianFactory(FactoryBase):
                 self._tensors = tensors
                 self._image_shape = (c, h, w)
                 self._sample_count = n
-                self._set_release(release, radius)
+                self._set_release(release, plan.clip_norm)
                 return self
             mean = z.mean(dim=0)
             centred = z - mean
