@@ -568,7 +568,10 @@ def _plan_ledger(config: FactoryPipelineConfig, codec: Codec | None, sizes: list
         return PrivacyLedger()
     if config.factory == "gaussian":
         target = LatentGaussianDP(epsilon=float(config.epsilon), delta=float(config.delta))
-        return cell_plan(target, codec if codec is not None else public_codec(config)).ledger()
+        public = codec if codec is not None else public_codec(config)
+        if public is None:  # pragma: no cover -- the config refuses a private basis with a target
+            raise ParameterError("config.gaussian_basis", "a public basis with a target", None)
+        return cell_plan(target, public).ledger()
     # No cell, no plan: nothing is recorded in the ledger.
     return cell_calibration(config, min(sizes)).ledger() if sizes else PrivacyLedger()
 
