@@ -178,6 +178,37 @@ def test_ledger_records_the_result_within_budget(
         budget_ledger(epsilon).record(release(sigma * (1.0 - 1e-3), rate, steps, adjacency))
 
 
+def test_the_plan_carries_its_target_events_and_ledger() -> None:
+    epsilon, rate, steps, adjacency = BASE
+    plan = calibration_module.calibrate_dpsgd(
+        epsilon, DELTA, sampling_rate=rate, steps=steps, adjacency=adjacency
+    )
+    assert plan.noise_multiplier == multiplier(*BASE)
+    assert (plan.target_epsilon, plan.delta, plan.sampling_rate, plan.steps) == (
+        epsilon,
+        DELTA,
+        rate,
+        steps,
+    )
+    (event,) = plan.events(name="cell", partition=None, sampler="s", seeded=True)
+    assert event == SubsampledGaussianRelease(
+        name="cell",
+        partition=None,
+        noise_multiplier=plan.noise_multiplier,
+        sampling_rate=rate,
+        steps=steps,
+        adjacency=adjacency,
+        sampler="s",
+        seeded=True,
+    )
+    # The plan's ledger is budgeted at the target it was made for, and accepts its event.
+    ledger = plan.ledger()
+    assert (ledger.budget_epsilon, ledger.budget_delta) == (epsilon, DELTA)
+    assert ledger.to_json() == budget_ledger(epsilon).to_json()
+    ledger.record(event)
+    assert ledger.epsilon(DELTA) <= epsilon
+
+
 def test_results_are_cached_and_accept_numpy_scalars() -> None:
     epsilon, rate, steps, adjacency = BASE
     again = calibrate_noise_multiplier(

@@ -406,16 +406,8 @@ def reference_model_attack(
     check_probability("significance", significance, open_low=True, open_high=True)
     rng = np.random.default_rng(check_seed("seed", seed))
     design = _MembershipDesign.draw(n, k, z_count, rng)
-    member_idx, masks = design.members, design.masks
     split_seed = int(rng.integers(2**31))
-
-    tick = progress_ticker(1 + k, progress, "models (target + reference)")
-    target_p = _train(train_fn, member_idx.astype(np.int64), n)
-    tick()
-    ref_p = np.empty((k, n))
-    for j in range(k):
-        ref_p[j] = _train(train_fn, np.flatnonzero(masks[j]).astype(np.int64), n)
-        tick()
+    target_p, ref_p = _train_models(train_fn, design, n, progress)
     target_phi = logit_scaled_confidence(target_p)
     ref_phi = logit_scaled_confidence(ref_p)
 
@@ -424,7 +416,7 @@ def reference_model_attack(
         scores = _attack_scores(attack, (target_p, ref_p), (target_phi, ref_phi), design)
         needs_z = attack in (ReferenceAttack.RMIA_ONLINE, ReferenceAttack.RMIA_OFFLINE)
         members, nonmembers = (
-            scores[member_idx],
+            scores[design.members],
             scores[design.eval_nonmembers if needs_z else design.nonmembers],
         )
         results.append(
@@ -445,6 +437,21 @@ def reference_model_attack(
             )
         )
     return tuple(results)
+
+
+def _train_models(
+    train_fn: TrainFn, design: _MembershipDesign, n: int, progress: bool
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The target's and the ``k`` reference models' probabilities of every record, (N,), (k, N)."""
+    k = design.masks.shape[0]
+    tick = progress_ticker(1 + k, progress, "models (target + reference)")
+    target_p = _train(train_fn, design.members.astype(np.int64), n)
+    tick()
+    ref_p = np.empty((k, n))
+    for j in range(k):
+        ref_p[j] = _train(train_fn, np.flatnonzero(design.masks[j]).astype(np.int64), n)
+        tick()
+    return target_p, ref_p
 
 
 def _attack_scores(

@@ -422,6 +422,72 @@ def _run_dir_inputs(directory: Path) -> Any:
         raise _UsageError(f"cannot read {path}: {exc}") from None
 
 
+def _add_run_dir_results(
+    options: dict[str, Any],
+    fprs: tuple[float, ...],
+    confidence: float,
+    into: tuple[dict[str, Any], dict[str, Any], dict[str, Any]],
+) -> None:
+    """Run the attacks of ``--run-dir``'s audit inputs; add metrics, bounds and scores ``into``."""
+    attacks, bounds, scores = into
+    inputs = _run_dir_inputs(Path(options["run_dir"]))
+    result = inputs.run(
+        delta=float(options["delta"]),
+        significance=float(options["significance"]),
+        confidence=confidence,
+        fprs=fprs,
+        seed=int(options["seed"]),
+    )
+    for item in result.results:
+        name = item.attack.value
+        attacks[name] = item.metrics
+        if item.bound is not None:
+            bounds[name] = item.bound
+        scores[name] = (item.member_scores, item.nonmember_scores)
+
+
+def _self_audits(options: dict[str, Any], meta: dict[str, Any]) -> list[Any]:
+    """The canary self-audits of ``--self-audit``, one per ε; their settings go into ``meta``."""
+    from privfed.dp import Adjacency
+
+    seed = int(options["seed"])
+    canary: list[Any] = []
+    adjacency = Adjacency(options["adjacency"])
+    mode = options["self_audit_mode"]
+    if mode == "real":
+        from privfed.engines.latent.self_audit import self_audit_release
+
+        run_self_audit: Any = self_audit_release
+    else:
+        from privfed.engines.latent.self_audit import simulated_self_audit
+
+        run_self_audit = simulated_self_audit
+    trials, calibration_trials = _SELF_AUDIT_TRIALS[mode]
+    for eps in _floats(options["epsilon"], "epsilon"):
+        canary.append(
+            run_self_audit(
+                eps,
+                float(options["delta"]),
+                clip_norm=float(options["clip_norm"]),
+                dim=int(options["dim"]),
+                adjacency=adjacency,
+                noise_scale=float(options["noise_scale"]),
+                num_trials=int(options["trials"] or trials),
+                num_calibration_trials=int(options["calibration_trials"] or calibration_trials),
+                significance=float(options["significance"]),
+                seed=seed,
+            )
+        )
+    meta.update(
+        clip_norm=options["clip_norm"],
+        dim=options["dim"],
+        adjacency=options["adjacency"],
+        self_audit_mode=mode,
+        self_audit_audits=canary[0].audited if canary else "",
+    )
+    return canary
+
+
 def _execute(options: dict[str, Any]) -> int:
     from privfed._deps import require
 
@@ -433,7 +499,6 @@ def _execute(options: dict[str, Any]) -> int:
         require("matplotlib", feature="privfed audit (roc.png)")
 
     from privfed import audit
-    from privfed.dp import Adjacency
 
     fprs = tuple(_floats(options["fprs"], "fprs"))
     confidence = float(options["confidence"])
@@ -455,56 +520,11 @@ def _execute(options: dict[str, Any]) -> int:
         meta["one_run_file"] = str(options["one_run"])
 
     if options["run_dir"]:
-        inputs = _run_dir_inputs(Path(options["run_dir"]))
-        result = inputs.run(
-            delta=float(options["delta"]),
-            significance=float(options["significance"]),
-            confidence=confidence,
-            fprs=fprs,
-            seed=seed,
-        )
-        for item in result.results:
-            name = item.attack.value
-            attacks[name] = item.metrics
-            if item.bound is not None:
-                bounds[name] = item.bound
-            scores[name] = (item.member_scores, item.nonmember_scores)
+        _add_run_dir_results(options, fprs, confidence, (attacks, bounds, scores))
         meta["run_dir"] = str(options["run_dir"])
 
     if options["self_audit"]:
-        adjacency = Adjacency(options["adjacency"])
-        mode = options["self_audit_mode"]
-        if mode == "real":
-            from privfed.engines.latent.self_audit import self_audit_release
-
-            run_self_audit: Any = self_audit_release
-        else:
-            from privfed.engines.latent.self_audit import simulated_self_audit
-
-            run_self_audit = simulated_self_audit
-        trials, calibration_trials = _SELF_AUDIT_TRIALS[mode]
-        for eps in _floats(options["epsilon"], "epsilon"):
-            canary.append(
-                run_self_audit(
-                    eps,
-                    float(options["delta"]),
-                    clip_norm=float(options["clip_norm"]),
-                    dim=int(options["dim"]),
-                    adjacency=adjacency,
-                    noise_scale=float(options["noise_scale"]),
-                    num_trials=int(options["trials"] or trials),
-                    num_calibration_trials=int(options["calibration_trials"] or calibration_trials),
-                    significance=float(options["significance"]),
-                    seed=seed,
-                )
-            )
-        meta.update(
-            clip_norm=options["clip_norm"],
-            dim=options["dim"],
-            adjacency=options["adjacency"],
-            self_audit_mode=mode,
-            self_audit_audits=canary[0].audited if canary else "",
-        )
+        canary = _self_audits(options, meta)
 
     paths = audit.write_audit_report(
         options["out"],

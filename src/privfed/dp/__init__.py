@@ -66,6 +66,8 @@ _EXPORTS: dict[str, str] = {
     "block_zcdp": "privfed.dp.distributed_blocks",
     "calibrate_block_noise": "privfed.dp.distributed_blocks",
     "dropout_inflation": "privfed.dp.distributed_blocks",
+    "DPSGDCalibration": "privfed.dp.dpsgd_calibration",
+    "calibrate_dpsgd": "privfed.dp.dpsgd_calibration",
     "calibrate_noise_multiplier": "privfed.dp.dpsgd_calibration",
     "DEFAULT_SCHEME": "privfed.dp.events",
     "Accountant": "privfed.dp.events",
@@ -121,6 +123,7 @@ __all__ = [
     "Adjacency",
     "Bisection",
     "Bracket",
+    "DPSGDCalibration",
     "DistributedBlockRelease",
     "DistributedDiscreteGaussianRelease",
     "DistributedSkellamRdpRelease",
@@ -141,6 +144,7 @@ __all__ = [
     "calibrate_block_noise",
     "calibrate_distributed_discrete_gaussian",
     "calibrate_distributed_skellam",
+    "calibrate_dpsgd",
     "calibrate_noise_multiplier",
     "check_ring",
     "compose_gdp",
@@ -207,7 +211,11 @@ if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
         calibrate_block_noise,
         dropout_inflation,
     )
-    from privfed.dp.dpsgd_calibration import calibrate_noise_multiplier
+    from privfed.dp.dpsgd_calibration import (
+        DPSGDCalibration,
+        calibrate_dpsgd,
+        calibrate_noise_multiplier,
+    )
     from privfed.dp.events import (
         DEFAULT_SCHEME,
         Accountant,

@@ -66,6 +66,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Final
 
 from privfed._checks import (
@@ -76,7 +77,7 @@ from privfed._checks import (
 )
 from privfed.dp.calibration import calibrate_analytic_gaussian
 from privfed.dp.calibrator import Bisection, Bracket, bracket_and_bisect, raise_until
-from privfed.dp.events import check_adjacency
+from privfed.dp.events import Partition, check_adjacency
 from privfed.dp.ledger import _PLD_INTERVAL, PrivacyLedger
 from privfed.dp.releases import SubsampledGaussianRelease
 from privfed.dp.sensitivity import Adjacency
@@ -87,6 +88,8 @@ __all__ = [
     "MIN_NOISE_MULTIPLIER",
     "MIN_SAMPLING_RATE",
     "RELATIVE_TOLERANCE",
+    "DPSGDCalibration",
+    "calibrate_dpsgd",
     "calibrate_noise_multiplier",
 ]
 
@@ -221,6 +224,81 @@ def _calibrate(
     )
 
 
+@dataclass(frozen=True)
+class DPSGDCalibration:
+    """A DP-SGD plan: the noise multiplier calibrated to a target, and that target.
+
+    Made by :func:`calibrate_dpsgd`; like the latent-moment plan it yields the
+    ledger events its release spends (:meth:`events`) and a ledger budgeted
+    at the target it was made for (:meth:`ledger`), so ε travels one lane.
+
+    Attributes:
+        target_epsilon: The target ε.
+        delta: The target δ.
+        sampling_rate: The Poisson rate the release records.
+        steps: The number of steps.
+        adjacency: The neighbouring relation.
+        noise_multiplier: σ/C, the result of :func:`calibrate_noise_multiplier`.
+    """
+
+    target_epsilon: float
+    delta: float
+    sampling_rate: float
+    steps: int
+    adjacency: Adjacency
+    noise_multiplier: float
+
+    def events(
+        self, *, name: str, partition: Partition, sampler: str, seeded: bool
+    ) -> tuple[SubsampledGaussianRelease]:
+        """The one event a run with these parameters spends."""
+        return (
+            SubsampledGaussianRelease(
+                name=name,
+                partition=partition,
+                noise_multiplier=self.noise_multiplier,
+                sampling_rate=self.sampling_rate,
+                steps=self.steps,
+                adjacency=self.adjacency,
+                sampler=sampler,
+                seeded=seeded,
+            ),
+        )
+
+    def ledger(self) -> PrivacyLedger:
+        """A fresh ledger whose budget is the target this plan was made for."""
+        return PrivacyLedger(budget_epsilon=self.target_epsilon, budget_delta=self.delta)
+
+
+def calibrate_dpsgd(
+    target_epsilon: float,
+    delta: float,
+    *,
+    sampling_rate: float,
+    steps: int,
+    adjacency: Adjacency = Adjacency.REPLACE_ONE,
+) -> DPSGDCalibration:
+    """:func:`calibrate_noise_multiplier` as a plan: the multiplier with its target.
+
+    Arguments, checks and errors as :func:`calibrate_noise_multiplier`.
+    """
+    epsilon = check_finite_positive("target_epsilon", target_epsilon)
+    dlt = check_delta(delta)
+    rate = check_float(
+        "sampling_rate",
+        sampling_rate,
+        low=MIN_SAMPLING_RATE,
+        high=1.0,
+        expected="a real number (not bool)",
+        nan="a number (not NaN)",
+        domain=_RATE_DOMAIN,
+    )
+    count = check_count("steps", steps, minimum=1)
+    relation = check_adjacency(adjacency)
+    multiplier = _calibrate(epsilon, dlt, rate, count, relation)
+    return DPSGDCalibration(epsilon, dlt, rate, count, relation, multiplier)
+
+
 def calibrate_noise_multiplier(
     target_epsilon: float,
     delta: float,
@@ -267,17 +345,6 @@ def calibrate_noise_multiplier(
             met with multipliers below :data:`MIN_NOISE_MULTIPLIER` (no noise
             worth calibrating).
     """
-    epsilon = check_finite_positive("target_epsilon", target_epsilon)
-    dlt = check_delta(delta)
-    rate = check_float(
-        "sampling_rate",
-        sampling_rate,
-        low=MIN_SAMPLING_RATE,
-        high=1.0,
-        expected="a real number (not bool)",
-        nan="a number (not NaN)",
-        domain=_RATE_DOMAIN,
-    )
-    count = check_count("steps", steps, minimum=1)
-    relation = check_adjacency(adjacency)
-    return _calibrate(epsilon, dlt, rate, count, relation)
+    return calibrate_dpsgd(
+        target_epsilon, delta, sampling_rate=sampling_rate, steps=steps, adjacency=adjacency
+    ).noise_multiplier

@@ -12,7 +12,7 @@ from typing import ClassVar
 import torch
 
 import privfed
-from privfed.engines.factory import FactoryManifest, PrivacyRecord, tensors_sha256
+from privfed.engines.factory import FactoryManifest, tensors_sha256
 
 
 class StubFactory:
@@ -59,7 +59,7 @@ class StubFactory:
             image_shape=self.shape,
             architecture={},
             training={},
-            privacy=PrivacyRecord(),
+            release=None,
             library_version=privfed.__version__,
             weights_sha256=tensors_sha256(self.state_tensors()),
         )

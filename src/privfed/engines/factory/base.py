@@ -7,9 +7,14 @@ arXiv:2603.16370, §3).  Every factory in this package satisfies the
 
 * ``weights.safetensors`` -- the tensors (safetensors format, no pickle);
 * ``manifest.json`` -- what the weights are: factory type, class id, client id,
-  sample count, architecture, training configuration, privacy record, library
-  version, the SHA-256 of the weights file and the SHA-256 of the manifest
-  itself.
+  sample count, architecture, training configuration, the serialized release
+  event of a DP fit (:mod:`privfed.engines.factory.privacy`) and its clipping
+  bound, library version, the SHA-256 of the weights file and the SHA-256 of
+  the manifest itself.
+
+A manifest of format 1 carried a string-typed privacy record instead of the
+event; :func:`read_manifest` still reads one and converts its record once
+(:func:`~privfed.engines.factory.privacy.release_from_record`).
 
 :func:`load_factory` recomputes both checksums before it builds anything and
 raises :class:`~privfed.errors.ArtifactIntegrityError` on a mismatch.  The
@@ -24,9 +29,9 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Final, Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Final, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import torch
@@ -34,11 +39,22 @@ from safetensors.torch import load as safetensors_load
 from safetensors.torch import save_file
 
 from privfed._atomic import atomic_path, atomic_write_text
-from privfed._checks import check_bool, check_choice, check_float, check_int, check_str
+from privfed._checks import check_float, check_int, check_str
 from privfed._records import field_dict
 from privfed._version import __version__
+from privfed.dp.registry import release_from_dict
+from privfed.engines.factory.privacy import (
+    FACTORY_RELEASE_TAGS,
+    FactoryRelease,
+    PrivacyRecord,
+    cell_partition,
+    cell_release_name,
+    record_from_release,
+    release_from_record,
+)
 from privfed.errors import (
     ArtifactIntegrityError,
+    LedgerError,
     NonFiniteInputError,
     ParameterError,
     ParameterTypeError,
@@ -67,8 +83,10 @@ __all__ = [
 WEIGHTS_FILENAME: Final = "weights.safetensors"
 #: Name of the manifest file inside a factory directory.
 MANIFEST_FILENAME: Final = "manifest.json"
-#: Version of the manifest layout; bumped on any incompatible change.
-MANIFEST_FORMAT_VERSION: Final = 1
+#: Version of the manifest layout; bumped on any incompatible change (2: the release
+#: event replaced the privacy record of format 1, which is still read).
+MANIFEST_FORMAT_VERSION: Final = 2
+_LEGACY_FORMAT_VERSION: Final = 1
 
 #: A client identifier: a non-negative ``int`` or a non-empty ``str``.
 ClientId = int | str
@@ -161,96 +179,6 @@ def tensors_sha256(tensors: Mapping[str, torch.Tensor]) -> str:
 
 
 @dataclass(frozen=True)
-class PrivacyRecord:
-    """How a factory's weights were protected, as shipped in its manifest.
-
-    ``mechanism="none"`` means no formal guarantee: the weights are a
-    deterministic function of the client's images and may memorise them.
-    ``mechanism="dp-sgd"`` means the weights are the output of DP-SGD with
-    Poisson sampling (Abadi et al. 2016, arXiv:1607.00133): per-example
-    gradients clipped to ``clip_norm`` (L2) and Gaussian noise of standard
-    deviation ``noise_multiplier * clip_norm`` added to their sum at each of
-    ``steps`` steps, each record included independently with probability
-    ``sampling_rate``.  The sample count ``n`` that the manifest also carries
-    is released in the clear, so the honest statement is replace-one
-    adjacency (public counts) within the factory's training set; that is how
-    :func:`~privfed.engines.factory.record_in_ledger` records it.
-
-    ``mechanism="gaussian"`` means the shipped tensors are post-processing of
-    one Gaussian-mechanism release (the DP latent-Gaussian factory: noisy
-    sums of clipped latents and of their outer products) whitened so that it
-    is exactly ``1/noise_multiplier``-GDP under replace-one adjacency within
-    the factory's training set; ``clip_norm`` is the latent clipping radius,
-    ``sampling_rate`` is 1 and ``steps`` 1 (one release of every record).
-
-    The record carries the mechanism's parameters only; ε is computed by a
-    privacy accountant (:mod:`privfed.dp`), never here.
-
-    Attributes:
-        mechanism: ``"none"``, ``"dp-sgd"`` or ``"gaussian"``.
-        noise_multiplier: σ/Δ (dimensionless, > 0) for DP-SGD, else ``None``.
-        clip_norm: Per-example L2 clipping bound (> 0) for DP-SGD, else ``None``.
-        sampling_rate: Poisson inclusion probability in (0, 1] for DP-SGD, else ``None``.
-        steps: Number of noisy steps (>= 1) for DP-SGD, else ``None``.
-        seeded: Whether the noise came from a caller-supplied seed
-            (reproducible, for experiments) rather than the OS CSPRNG.
-        sampler: Name of the noise sampler for DP-SGD, else ``None``.
-    """
-
-    mechanism: Literal["none", "dp-sgd", "gaussian"] = "none"
-    noise_multiplier: float | None = None
-    clip_norm: float | None = None
-    sampling_rate: float | None = None
-    steps: int | None = None
-    seeded: bool = False
-    sampler: str | None = None
-
-    def __post_init__(self) -> None:
-        check_choice("mechanism", self.mechanism, ("none", "dp-sgd", "gaussian"))
-        params = (
-            self.noise_multiplier,
-            self.clip_norm,
-            self.sampling_rate,
-            self.steps,
-            self.sampler,
-        )
-        if self.mechanism == "none":
-            if any(p is not None for p in params):
-                raise ParameterError(
-                    "mechanism",
-                    "'dp-sgd' or 'gaussian' when mechanism parameters are given",
-                    self.mechanism,
-                )
-            return
-        _, _, rate = (
-            check_float(
-                name, getattr(self, name), low=0, open_low=True, numpy=False, type_error=False
-            )
-            for name in ("noise_multiplier", "clip_norm", "sampling_rate")
-        )
-        if rate > 1.0:
-            raise ParameterError("sampling_rate", "a float in (0, 1]", rate)
-        check_int("steps", self.steps, minimum=1, type_error=False)
-        if self.mechanism == "gaussian" and (rate != 1.0 or self.steps != 1):
-            raise ParameterError(
-                "sampling_rate/steps",
-                "1.0 and 1 for a one-shot Gaussian release",
-                (rate, self.steps),
-            )
-        check_bool("seeded", self.seeded)
-        check_str("sampler", self.sampler, type_error=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dictionary of the record."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PrivacyRecord:
-        """Inverse of :meth:`to_dict`; validates every field."""
-        return cls(**dict(data))
-
-
-@dataclass(frozen=True)
 class FactoryManifest:
     """Description of a saved factory (the content of ``manifest.json``).
 
@@ -262,10 +190,14 @@ class FactoryManifest:
         image_shape: ``(C, H, W)`` of the images it generates.
         architecture: JSON-ready architecture configuration.
         training: JSON-ready training configuration.
-        privacy: How the weights were protected.
+        release: The release event of a DP fit (``None``: no formal guarantee),
+            named after the factory's cell; the ledger records it as it is.
         library_version: ``privfed.__version__`` that wrote the files.
         weights_sha256: SHA-256 (hex) of the bytes of ``weights.safetensors``.
         format_version: Manifest layout version.
+        extra: JSON-ready extra entries.
+        clip_norm: The per-record L2 clipping bound of the DP fit (the
+            whitened event does not carry it), ``None`` without DP.
     """
 
     factory_type: str
@@ -275,11 +207,12 @@ class FactoryManifest:
     image_shape: tuple[int, int, int]
     architecture: Mapping[str, Any]
     training: Mapping[str, Any]
-    privacy: PrivacyRecord
+    release: FactoryRelease | None
     library_version: str
     weights_sha256: str
     format_version: int = MANIFEST_FORMAT_VERSION
     extra: Mapping[str, Any] = field(default_factory=dict)
+    clip_norm: float | None = None
 
     def __post_init__(self) -> None:
         check_str("factory_type", self.factory_type, type_error=False)
@@ -294,8 +227,12 @@ class FactoryManifest:
         ):
             raise ParameterError("image_shape", "three ints >= 1 (C, H, W)", self.image_shape)
         object.__setattr__(self, "image_shape", shape)
-        if not isinstance(self.privacy, PrivacyRecord):
-            raise ParameterTypeError("privacy", "a PrivacyRecord", self.privacy)
+        if self.release is not None and (
+            getattr(type(self.release), "type_tag", None) not in FACTORY_RELEASE_TAGS
+        ):
+            raise ParameterTypeError("release", "a factory release event or None", self.release)
+        if self.release is not None:
+            check_float("clip_norm", self.clip_norm, low=0, open_low=True, numpy=False)
         if (
             not isinstance(self.weights_sha256, str)
             or len(self.weights_sha256) != 64
@@ -315,18 +252,24 @@ class FactoryManifest:
             "image_shape": list(self.image_shape),
             "architecture": dict(self.architecture),
             "training": dict(self.training),
-            "privacy": self.privacy.to_dict(),
+            "release": None if self.release is None else self.release.to_dict(),
             "extra": dict(self.extra),
         }
 
+    @property
+    def privacy(self) -> PrivacyRecord:
+        """The :class:`PrivacyRecord` view of :attr:`release` (what format 1 stored)."""
+        return record_from_release(self.release, self.clip_norm)
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FactoryManifest:
-        """Inverse of :meth:`to_dict`.
+        """Inverse of :meth:`to_dict`; a format-1 manifest's record is converted once.
 
         Raises:
             ArtifactIntegrityError: A field is missing or has the wrong form.
         """
         try:
+            release, clip_norm = _release_entry(data)
             return cls(
                 factory_type=data["factory_type"],
                 class_id=data["class_id"],
@@ -335,16 +278,37 @@ class FactoryManifest:
                 image_shape=tuple(data["image_shape"]),
                 architecture=dict(data["architecture"]),
                 training=dict(data["training"]),
-                privacy=PrivacyRecord.from_dict(data["privacy"]),
+                release=release,
                 library_version=data["library_version"],
                 weights_sha256=data["weights_sha256"],
-                format_version=data["format_version"],
                 extra=dict(data.get("extra", {})),
+                clip_norm=clip_norm,
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, LedgerError) as exc:
             raise ArtifactIntegrityError(
                 MANIFEST_FILENAME, f"malformed manifest ({type(exc).__name__})"
             ) from None
+
+
+def _release_entry(data: Mapping[str, Any]) -> tuple[FactoryRelease | None, float | None]:
+    """The release event and clipping bound of a manifest dict of either format."""
+    version = data["format_version"]
+    if version == _LEGACY_FORMAT_VERSION:
+        record = PrivacyRecord.from_dict(data["privacy"])
+        if record.mechanism == "none":
+            return None, None
+        release = release_from_record(
+            record,
+            name=cell_release_name(data["class_id"], data["client_id"]),
+            partition=cell_partition(data["class_id"], data["client_id"]),
+        )
+        return release, record.clip_norm
+    if version != MANIFEST_FORMAT_VERSION:
+        raise ValueError("unknown manifest format")
+    if data["release"] is None:
+        return None, None
+    event = release_from_dict(data["release"], tags=FACTORY_RELEASE_TAGS)
+    return event, data["clip_norm"]  # type: ignore[return-value]
 
 
 def _canonical_json(data: Mapping[str, Any]) -> bytes:
@@ -414,8 +378,9 @@ class FactoryBase:
     A subclass sets :attr:`factory_type`, implements :meth:`state_tensors`,
     :meth:`_parameter_tensors` and :meth:`_manifest_configs`, calls
     :meth:`_init_identity` from its constructor and sets ``_image_shape``,
-    ``_sample_count`` and (for a private fit) ``_privacy`` when it commits a
-    fit.  It gets the fitted state, sizes and privacy record, the weights
+    ``_sample_count`` and (for a private fit) :meth:`_set_release` when it
+    commits a fit.  It gets the fitted state, sizes and release event (and
+    its :class:`PrivacyRecord` view), the weights
     digest, the manifest, :meth:`save`, and (for its ``load``)
     :meth:`_load_checked` and :meth:`_set_loaded`.
     """
@@ -427,14 +392,31 @@ class FactoryBase:
     client_id: ClientId | None
     _image_shape: tuple[int, int, int] | None
     _sample_count: int
-    _privacy: PrivacyRecord
+    _release: FactoryRelease | None
+    _clip_norm: float | None
 
     def _init_identity(self, class_id: int | None, client_id: ClientId | None) -> None:
         self.class_id = None if class_id is None else validate_class_id(class_id)
         self.client_id = None if client_id is None else validate_client_id(client_id)
         self._image_shape = None
         self._sample_count = 0
-        self._privacy = PrivacyRecord()
+        self._release = None
+        self._clip_norm = None
+
+    def _set_release(self, release: FactoryRelease | None, clip_norm: float | None) -> None:
+        """Commit the release event of a fit and its per-record clipping bound."""
+        self._release = release
+        self._clip_norm = None if release is None else clip_norm
+
+    @property
+    def release_name(self) -> str:
+        """The ledger name of this factory's release (see :func:`cell_release_name`)."""
+        return cell_release_name(self.class_id, self.client_id)
+
+    @property
+    def release_partition(self) -> Any:
+        """The ``"cell"``-scheme partition of this factory's records (``None``: unassigned)."""
+        return cell_partition(self.class_id, self.client_id)
 
     @property
     def is_fitted(self) -> bool:
@@ -463,9 +445,14 @@ class FactoryBase:
         return self._image_shape
 
     @property
+    def release(self) -> FactoryRelease | None:
+        """The release event of the current weights (``None``: no formal guarantee)."""
+        return self._release
+
+    @property
     def privacy(self) -> PrivacyRecord:
-        """How the current weights were protected."""
-        return self._privacy
+        """How the current weights were protected: the record view of :attr:`release`."""
+        return record_from_release(self._release, self._clip_norm)
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
         """The tensors that define the fitted factory (what is shipped)."""
@@ -500,9 +487,10 @@ class FactoryBase:
             image_shape=shape,
             architecture=architecture,
             training=training,
-            privacy=self.privacy,
+            release=self._release,
             library_version=__version__,
             weights_sha256=tensors_sha256(tensors),
+            clip_norm=self._clip_norm,
         )
 
     def save(self, directory: str | Path) -> Path:
@@ -536,6 +524,7 @@ class FactoryBase:
         c, h, w = manifest.image_shape
         self._image_shape = (c, h, w)
         self._sample_count = manifest.sample_count
+        self._set_release(manifest.release, manifest.clip_norm)
         return self
 
 

@@ -27,8 +27,9 @@ whose privacy loss is not the one the accountant bounds).  Only a normaliser
 fixed independently of the data would make the step post-processing under
 add/remove; this module has none, so :func:`record_in_ledger` refuses
 add/remove adjacency.  This module computes no ε; it returns a
-:class:`~privfed.engines.factory.base.PrivacyRecord` that a :mod:`privfed.dp`
-ledger accounts for (see :func:`record_in_ledger`).
+:class:`~privfed.engines.factory.privacy.PrivacyRecord` whose release event
+(:func:`~privfed.engines.factory.privacy.release_from_record`) a
+:mod:`privfed.dp` ledger accounts for (see :func:`record_in_ledger`).
 
 The guarantee further requires the batches to be *secret*: amplification by
 subsampling holds only if nobody learns which records a step used.  Without a
@@ -68,7 +69,6 @@ floating-point attack of Mironov 2012 is not mitigated for DP-SGD.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
@@ -80,7 +80,19 @@ import torch
 
 from privfed._checks import check_float, check_int
 from privfed.dp import PartitionKey
-from privfed.engines.factory.base import PrivacyRecord
+from privfed.engines.factory.privacy import (
+    FACTORY_SCHEME,
+    SEEDED_TORCH_SAMPLER,
+    PrivacyRecord,
+    release_from_record,
+)
+from privfed.engines.factory.rates import (
+    _TWO_POW_64,
+    MIN_SAMPLING_RATE,
+    _check_sampling_rate,
+    inclusion_threshold,
+    realised_sampling_rate,
+)
 from privfed.errors import ParameterError, ParameterTypeError
 
 __all__ = [
@@ -97,75 +109,10 @@ __all__ = [
     "record_in_ledger",
 ]
 
-#: The ledger's partition scheme of factory releases: one record lives in exactly one
-#: (class, client) cell, so cells compose in parallel with each other and
-#: sequentially with releases of any other scheme (such as the latent engine's classes).
-FACTORY_SCHEME: Final = "cell"
-
-#: Smallest Poisson inclusion probability the 64-bit sampler realises (T = 1).
-MIN_SAMPLING_RATE: Final = 2.0**-64
-
-_WORD_BITS: Final = 64
-_TWO_POW_64: Final = 1 << _WORD_BITS
-_RATE_DOMAIN: Final = (
-    "a float in [2**-64, 1] (2**-64 ≈ 5.42e-20 is the smallest rate the sampler realises)"
-)
-
 #: Clipped norms are aimed at ``clip_norm * (1 - 2**-20)``; the re-check
 #: accepts computed norms up to ``clip_norm * (1 - 2**-21)``.
 _CLIP_TARGET: Final = 1.0 - 2.0**-20
 _CHECK_BOUND: Final = 1.0 - 2.0**-21
-
-
-def _check_sampling_rate(rate: object, name: str = "sampling_rate") -> float:
-    return check_float(
-        name,
-        rate,
-        low=MIN_SAMPLING_RATE,
-        high=1.0,
-        numpy=False,
-        expected="a float",
-        domain=_RATE_DOMAIN,
-    )
-
-
-def inclusion_threshold(sampling_rate: float) -> int:
-    """The integer threshold ``T = ceil(sampling_rate * 2**64)`` of the sampler.
-
-    A record is included iff its uniform 64-bit word ``u`` satisfies ``u < T``,
-    which happens with probability exactly ``T / 2**64``.
-
-    Args:
-        sampling_rate: The requested inclusion probability q, a float in
-            ``[2**-64, 1]``.
-
-    Returns:
-        ``T``, an int in ``[1, 2**64]`` (``2**64``: every record is included).
-
-    Raises:
-        ParameterError: ``sampling_rate`` is outside ``[2**-64, 1]``.
-    """
-    q = _check_sampling_rate(sampling_rate)
-    # q >= 2**-64 is a normal float and q * 2**64 <= 2**64, so scaling by a
-    # power of two is exact; math.ceil of a float is exact.
-    return math.ceil(math.ldexp(q, _WORD_BITS))
-
-
-def realised_sampling_rate(sampling_rate: float) -> float:
-    """The inclusion probability ``q' = T / 2**64`` the sampler realises for q.
-
-    ``q <= q' < q + 2**-64``, with ``q' == q`` whenever ``q * 2**64`` is an
-    integer (every float ``q >= 2**-12``).  ``q'`` is exactly representable:
-    ``T < 2**53`` fits a float64 mantissa, and ``T >= 2**53`` only happens
-    when ``q * 2**64`` is already an integer.  The function is idempotent.
-
-    Args:
-        sampling_rate: The requested q, a float in ``[2**-64, 1]``.
-
-    Raises:
-        ParameterError: ``sampling_rate`` is outside ``[2**-64, 1]``.
-    """
-    return math.ldexp(float(inclusion_threshold(sampling_rate)), -_WORD_BITS)
 
 
 def _csprng_words(count: int) -> npt.NDArray[np.uint64]:
@@ -283,10 +230,6 @@ class DPSGDConfig:
             seeded=noise.seeded,
             sampler=noise.sampler,
         )
-
-
-#: Sampler name recorded for seeded (reproducible, not cryptographic) DP-SGD noise.
-SEEDED_TORCH_SAMPLER = "torch-generator-gaussian"
 
 
 class GaussianNoiseSource:
@@ -597,10 +540,6 @@ def record_in_ledger(
 
     if not isinstance(record, PrivacyRecord):
         raise ParameterTypeError("record", "a PrivacyRecord", record)
-    if record.mechanism not in ("dp-sgd", "gaussian"):
-        raise ParameterError(
-            "record", "a DP-SGD or Gaussian-mechanism privacy record", record.mechanism
-        )
     if adjacency is not None and adjacency is not dp.Adjacency.REPLACE_ONE:
         if not isinstance(adjacency, dp.Adjacency):
             raise ParameterTypeError("adjacency", "a privfed.dp.Adjacency or None", adjacency)
@@ -610,29 +549,6 @@ def record_in_ledger(
             "add/remove guarantee)",
             adjacency,
         )
-    if record.mechanism == "gaussian":
-        one_shot = dp.GaussianRelease(
-            name=name,
-            partition=dp.in_scheme(FACTORY_SCHEME, partition),
-            l2_sensitivity=1.0,
-            noise_std=float(record.noise_multiplier or 0.0),
-            adjacency=dp.Adjacency.REPLACE_ONE,
-            sampler=record.sampler or SEEDED_TORCH_SAMPLER,
-            seeded=record.seeded,
-        )
-        ledger.record(one_shot)
-        return one_shot
-    rate = realised_sampling_rate(float(record.sampling_rate or 0.0))
-    release = dp.SubsampledGaussianRelease(
-        name=name,
-        # One record lives in exactly one (class, client) cell: cells are the scheme.
-        partition=dp.in_scheme(FACTORY_SCHEME, partition),
-        noise_multiplier=float(record.noise_multiplier or 0.0),
-        sampling_rate=rate,
-        steps=int(record.steps or 0),
-        adjacency=dp.Adjacency.REPLACE_ONE,
-        sampler=record.sampler or SEEDED_TORCH_SAMPLER,
-        seeded=record.seeded,
-    )
+    release = release_from_record(record, name=name, partition=partition)
     ledger.record(release)
     return release

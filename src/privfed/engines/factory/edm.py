@@ -46,11 +46,11 @@ from privfed.engines._rng import seeded_global_rng
 from privfed.engines.factory.base import (
     ClientId,
     FactoryBase,
-    PrivacyRecord,
     not_fitted_error,
     validate_images,
 )
 from privfed.engines.factory.dpsgd import DPSGDConfig, GaussianNoiseSource, dp_sgd_step
+from privfed.engines.factory.privacy import FactoryRelease, release_from_record
 from privfed.errors import (
     ArtifactIntegrityError,
     NonFiniteInputError,
@@ -405,7 +405,7 @@ class EDMDiffusionFactory(FactoryBase):
                 torch.autograd.backward(loss)
                 optimizer.step()
                 history.append(float(loss.detach()))
-            privacy = PrivacyRecord()
+            release: FactoryRelease | None = None
         else:
             dp = cfg.dp
             noise_source = GaussianNoiseSource(
@@ -444,14 +444,18 @@ class EDMDiffusionFactory(FactoryBase):
                     noise=noise_source,
                     draw_aux=draw_aux,
                 )
-            privacy = dp.privacy_record(cfg.steps, noise=noise_source)
+            release = release_from_record(
+                dp.privacy_record(cfg.steps, noise=noise_source),
+                name=self.release_name,
+                partition=self.release_partition,
+            )
         model.eval()
         # Commit only after training succeeded, so a failed fit leaves the
         # factory as it was.
         self._model = model
         self._image_shape = (c, h, w)
         self._sample_count = n
-        self._privacy = privacy
+        self._set_release(release, None if cfg.dp is None else cfg.dp.clip_norm)
         self.loss_history = history
         return self
 
@@ -623,5 +627,4 @@ class EDMDiffusionFactory(FactoryBase):
             raise ArtifactIntegrityError("weights.safetensors", "tensors do not match") from None
         model.eval()
         factory._model = model
-        factory._privacy = manifest.privacy
         return factory._set_loaded(manifest)

@@ -41,10 +41,11 @@ replace-one adjacency (the cell's size ``n`` ships in the manifest, so it is
 public; the joint sensitivity of the pair is exact).  The mean and covariance
 are then post-processing: ``S̃/n``, ``M̃/n − m mᵀ`` plus the noise's bias
 correction ``σ_s²/n² I``, projected to the PSD cone with the usual floor.
-The privacy record says ``mechanism="gaussian"`` with the whitened joint
-multiplier, and :func:`~privfed.engines.factory.record_in_ledger` enters it
-in a ledger.  The sums are float64 (not the latent engine's exact fixed-point
-sums) and the noise is continuous floating point: rounding and Mironov's 2012
+The factory's release event (:attr:`release`) is a whitened
+:class:`privfed.dp.GaussianRelease` with the joint multiplier, named after its
+cell; the manifest ships it and the job's ledger records it as it is.  The
+sums are float64 (not the latent engine's exact fixed-point sums) and the
+noise is continuous floating point: rounding and Mironov's 2012
 floating-point attack are not accounted for.
 """
 
@@ -61,20 +62,23 @@ import numpy as np
 import torch
 
 from privfed._checks import check_delta, check_finite_positive, check_int
+from privfed.dp.events import Partition
+from privfed.dp.releases.gaussian import GaussianRelease
 from privfed.engines.codecs.base import Codec
 from privfed.engines.factory.base import (
     ClientId,
     FactoryBase,
-    PrivacyRecord,
     not_fitted_error,
     validate_images,
 )
+from privfed.engines.moments.planning import LatentReleasePlan
 from privfed.errors import ArtifactIntegrityError, ParameterError, ParameterTypeError
 
 __all__ = [
     "LIKELIHOOD_VARIANCE_FLOOR",
     "LatentGaussianDP",
     "LatentGaussianFactory",
+    "cell_plan",
     "codec_fingerprint",
 ]
 
@@ -142,18 +146,40 @@ def _stream_seed(seed: int | bytes | None) -> bytes | None:
     return str(seed).encode()
 
 
-def _dp_moments(
-    z: torch.Tensor, radius: float, dp: LatentGaussianDP, floor: float
-) -> tuple[torch.Tensor, torch.Tensor, PrivacyRecord]:
-    """Noisy mean and covariance factor of clipped latents, and the release's record."""
-    from privfed.dp import GAUSSIAN_SAMPLER, Adjacency
-    from privfed.engines.moments.noise import FACTORY_DOMAIN, add_gaussian
+def cell_plan(dp: LatentGaussianDP, codec: Codec) -> LatentReleasePlan:
+    """The latent-moment plan of one DP cell: ``dp``'s target at the codec's public radius.
+
+    Replace-one adjacency (the cell's size ships in its manifest).  Its
+    :meth:`~privfed.engines.moments.planning.LatentReleasePlan.ledger` is the
+    ledger budgeted at the target the plan was made for.  Cached.
+    """
+    from privfed.dp import Adjacency
     from privfed.engines.moments.planning import plan_latent_release
 
-    n, d = z.shape
-    plan = plan_latent_release(
-        dp.epsilon, dp.delta, clip_norm=radius, dim=d, adjacency=Adjacency.REPLACE_ONE
+    return plan_latent_release(
+        dp.epsilon,
+        dp.delta,
+        clip_norm=float(codec.default_clip_norm),
+        dim=codec.latent_dim,
+        adjacency=Adjacency.REPLACE_ONE,
     )
+
+
+def _dp_moments(
+    z: torch.Tensor,
+    plan: LatentReleasePlan,
+    dp: LatentGaussianDP,
+    floor: float,
+    *,
+    name: str,
+    partition: Partition,
+) -> tuple[torch.Tensor, torch.Tensor, GaussianRelease]:
+    """Noisy mean and covariance factor of clipped latents, and the release's event."""
+    from privfed.dp import GAUSSIAN_SAMPLER, Adjacency
+    from privfed.engines.moments.noise import FACTORY_DOMAIN, add_gaussian
+
+    n, d = z.shape
+    radius = plan.clip_norm
     x = z.detach().cpu().double().numpy()
     norms = np.linalg.norm(x, axis=1)
     target = radius * _CLIP_TARGET
@@ -171,19 +197,19 @@ def _dp_moments(
     # Whitened, the joint release is exactly plan.mu-GDP; the multiplier is rounded up
     # so that the ledger's 1/multiplier never exceeds plan.mu.
     multiplier = math.nextafter(1.0 / plan.mu, math.inf)
-    record = PrivacyRecord(
-        mechanism="gaussian",
-        noise_multiplier=multiplier,
-        clip_norm=radius,
-        sampling_rate=1.0,
-        steps=1,
-        seeded=dp.seed is not None,
+    release = GaussianRelease(
+        name=name,
+        partition=partition,
+        l2_sensitivity=1.0,
+        noise_std=multiplier,
+        adjacency=Adjacency.REPLACE_ONE,
         sampler=GAUSSIAN_SAMPLER,
+        seeded=dp.seed is not None,
     )
     return (
         torch.from_numpy(mean).float(),
         torch.from_numpy(np.ascontiguousarray(factor)).float(),
-        record,
+        release,
     )
 
 
@@ -357,15 +383,20 @@ class LatentGaussianFactory(FactoryBase):
                 )
             z = codec.encode(data).detach().cpu().double()
             if self.dp is not None:
-                radius = float(codec.default_clip_norm)
-                dp_mean, dp_factor, privacy = _dp_moments(
-                    z, radius, self.dp, self._latent_floor(codec)
+                plan = cell_plan(self.dp, codec)
+                dp_mean, dp_factor, release = _dp_moments(
+                    z,
+                    plan,
+                    self.dp,
+                    self._latent_floor(codec),
+                    name=self.release_name,
+                    partition=self.release_partition,
                 )
                 tensors = {"latent_mean": dp_mean, "latent_factor": dp_factor.contiguous()}
                 self._tensors = tensors
                 self._image_shape = (c, h, w)
                 self._sample_count = n
-                self._privacy = privacy
+                self._set_release(release, plan.clip_norm)
                 return self
             mean = z.mean(dim=0)
             centred = z - mean
@@ -539,7 +570,7 @@ class LatentGaussianFactory(FactoryBase):
                 "type": type(self._codec).__name__,
                 "fingerprint": self._codec_fingerprint,
             }
-            dp_fit = self.dp is not None or self._privacy.mechanism == "gaussian"
+            dp_fit = self.dp is not None or self._release is not None
             method = "latent-gaussian-dp-moments" if dp_fit else "latent-gaussian-mle"
         training: dict[str, Any] = {"method": method}
         if self.dp is not None:
@@ -610,5 +641,4 @@ class LatentGaussianFactory(FactoryBase):
         if not shapes_ok:
             raise ArtifactIntegrityError("weights.safetensors", "tensors do not match")
         factory._tensors = {name: tensors[name].float() for name in names}
-        factory._privacy = manifest.privacy
         return factory._set_loaded(manifest)

@@ -61,8 +61,11 @@ sum and second moment, planned by
 (:class:`~privfed.engines.factory.gaussian.LatentGaussianDP`).  Every factory's
 release enters the run's ledger in the ``"cell"`` scheme: a record lives in
 exactly one cell, so the cells compose in parallel and the run's ε is the
-largest cell's, which is at most the target (the ledger is created with the
-target as its budget and refuses any release over it).
+largest cell's, which is at most the target.  ε travels one lane: the job's
+ledger is built once from the target the cells' plans were made for (the
+plan's ``ledger()``, budgeted at that target, which refuses any release over
+it), and each cell's ledger event is the one its fit built and its manifest
+ships.
 """
 
 from __future__ import annotations
@@ -80,13 +83,13 @@ from privfed.engines.artifacts import AuditInputs
 from privfed.engines.codecs.base import Codec
 from privfed.engines.factory.audit import FactoryAuditReport, audit_factories
 from privfed.engines.factory.config import FactoryPipelineConfig
-from privfed.engines.factory.dpsgd import DPSGDConfig, realised_sampling_rate, record_in_ledger
+from privfed.engines.factory.dpsgd import DPSGDConfig, realised_sampling_rate
 from privfed.engines.factory.edm import (
     EDMDiffusionFactory,
     EDMTrainingConfig,
 )
 from privfed.engines.factory.fedavg import run_fedavg
-from privfed.engines.factory.gaussian import LatentGaussianDP, LatentGaussianFactory
+from privfed.engines.factory.gaussian import LatentGaussianDP, LatentGaussianFactory, cell_plan
 from privfed.engines.factory.matrix import FactoryMatrix, SyntheticDataset
 from privfed.engines.factory.report import FactoryPipelineReport
 from privfed.engines.job import JobStage, StageClock, run_job, run_stages
@@ -94,6 +97,7 @@ from privfed.errors import ParameterError, ParameterTypeError
 from privfed.progress import ProgressFn
 
 if TYPE_CHECKING:
+    from privfed.dp.dpsgd_calibration import DPSGDCalibration
     from privfed.engines.classifier import ProgressCallback
 
 __all__ = [
@@ -178,6 +182,35 @@ def public_codec(config: FactoryPipelineConfig) -> Codec | None:
     )
 
 
+def cell_calibration(config: FactoryPipelineConfig, sample_count: int) -> DPSGDCalibration:
+    """The DP-SGD plan of one cell of ``sample_count`` records under ``config.epsilon``.
+
+    The plan behind :func:`calibrated_dpsgd` (same rate, multiplier, checks
+    and errors), with the target it was made for: its ``ledger()`` is the
+    ledger budgeted at that target.
+    """
+    from privfed.dp.dpsgd_calibration import calibrate_dpsgd
+
+    if not isinstance(config, FactoryPipelineConfig):
+        raise ParameterTypeError("config", "a FactoryPipelineConfig", config)
+    if config.epsilon is None:
+        raise ParameterError("config.epsilon", "a target epsilon (not None)", None)
+    if config.factory != "edm":
+        raise ParameterError("config.factory", "'edm' (the DP-SGD factory)", config.factory)
+    n = check_int("sample_count", sample_count, minimum=1, expected=None)
+    tr = config.edm_training
+    if config.dp_sampling_rate is not None:
+        rate = float(config.dp_sampling_rate)
+    else:
+        rate = min(1.0, tr.batch_size / n)
+    return calibrate_dpsgd(
+        float(config.epsilon),
+        float(config.delta),
+        sampling_rate=realised_sampling_rate(rate),
+        steps=tr.steps,
+    )
+
+
 def calibrated_dpsgd(config: FactoryPipelineConfig, sample_count: int) -> DPSGDConfig:
     """The DP-SGD parameters of one cell of ``sample_count`` records under ``config.epsilon``.
 
@@ -205,29 +238,12 @@ def calibrated_dpsgd(config: FactoryPipelineConfig, sample_count: int) -> DPSGDC
             :func:`privfed.dp.calibrate_noise_multiplier`), e.g. a rate so
             small that no noise is needed at all.
     """
-    from privfed.dp import calibrate_noise_multiplier
-
-    if not isinstance(config, FactoryPipelineConfig):
-        raise ParameterTypeError("config", "a FactoryPipelineConfig", config)
-    if config.epsilon is None:
-        raise ParameterError("config.epsilon", "a target epsilon (not None)", None)
-    if config.factory != "edm":
-        raise ParameterError("config.factory", "'edm' (the DP-SGD factory)", config.factory)
-    n = check_int("sample_count", sample_count, minimum=1, expected=None)
-    tr = config.edm_training
-    if config.dp_sampling_rate is not None:
-        rate = float(config.dp_sampling_rate)
-    else:
-        rate = min(1.0, tr.batch_size / n)
-    realised = realised_sampling_rate(rate)
-    multiplier = calibrate_noise_multiplier(
-        float(config.epsilon), float(config.delta), sampling_rate=realised, steps=tr.steps
-    )
+    plan = cell_calibration(config, sample_count)
     return DPSGDConfig(
-        noise_multiplier=multiplier,
+        noise_multiplier=plan.noise_multiplier,
         clip_norm=float(config.dp_clip_norm),
-        sampling_rate=realised,
-        max_physical_batch=min(64, max(1, tr.batch_size)),
+        sampling_rate=plan.sampling_rate,
+        max_physical_batch=min(64, max(1, config.edm_training.batch_size)),
     )
 
 
@@ -533,13 +549,28 @@ def classify_synthetic(
     return evaluate_classifier(clf, test_images, test_labels, device=config.device)
 
 
-def _run_ledger(config: FactoryPipelineConfig) -> Any:
-    """The run's ledger: budgeted at the target when there is one (no factory over it registers)."""
+def _plan_ledger(config: FactoryPipelineConfig, codec: Codec | None, sizes: list[int]) -> Any:
+    """The run's ledger, built once from the target the cells' plans were made for.
+
+    With a target, every cell's plan (the latent-moment plan of a Gaussian
+    cell, :func:`~privfed.engines.factory.gaussian.cell_plan`; the DP-SGD
+    calibration of an EDM cell, :func:`cell_calibration`) is made for the
+    same target, and the ledger is the first plan's (no factory over the
+    target registers).  Without one (a given DP-SGD configuration) it has no
+    budget.
+    """
     from privfed.dp import PrivacyLedger
 
     if config.epsilon is None:
         return PrivacyLedger()
-    return PrivacyLedger(budget_epsilon=config.epsilon, budget_delta=config.delta)
+    if config.factory == "gaussian":
+        target = LatentGaussianDP(epsilon=float(config.epsilon), delta=float(config.delta))
+        public = codec if codec is not None else public_codec(config)
+        if public is None:  # pragma: no cover -- the config refuses a private basis with a target
+            raise ParameterError("config.gaussian_basis", "a public basis with a target", None)
+        return cell_plan(target, public).ledger()
+    # No cell, no plan: nothing is recorded in the ledger.
+    return cell_calibration(config, min(sizes)).ledger() if sizes else PrivacyLedger()
 
 
 class FactoryJob:
@@ -554,7 +585,8 @@ class FactoryJob:
     def __init__(self, config: FactoryPipelineConfig, ledger: Any, clock: StageClock) -> None:
         self.config = config
         self.clock = clock
-        self.ledger = _run_ledger(config) if config.uses_dp and ledger is None else ledger
+        # The caller's ledger, or (DP runs) one built from the plans' target in factories().
+        self.ledger = ledger
         self.num_classes, self.split, self.parts = load_partitions(config)
         self.images = torch.from_numpy(np.array(self.split.private.images))
         self.labels = torch.from_numpy(np.array(self.split.private.labels))
@@ -579,6 +611,11 @@ class FactoryJob:
         return self.config.factory == "gaussian" and self.config.gaussian_basis != "private-pca"
 
     @property
+    def cell_sizes(self) -> list[int]:
+        """The distinct record counts of the cells, ascending."""
+        return sorted({int(idx.numel()) for _, _, idx in self.cells})
+
+    @property
     def calibrates(self) -> bool:
         """Whether every EDM cell's noise multiplier is calibrated to a target."""
         return self.config.epsilon is not None and self.config.factory == "edm"
@@ -592,7 +629,7 @@ class FactoryJob:
 
     def calibration(self) -> str:
         """``calibration``: every cell before any trains (an unreachable target fails fast)."""
-        sizes = sorted({int(idx.numel()) for _, _, idx in self.cells})
+        sizes = self.cell_sizes
         for done, size in enumerate(sizes, start=1):
             calibrated_dpsgd(self.config, size)
             self.clock.step("calibration", done, len(sizes))
@@ -601,6 +638,8 @@ class FactoryJob:
     def factories(self) -> str:
         """``factories``: every cell trains and ships its factory; the DP ones enter the ledger."""
         config = self.config
+        if config.uses_dp and self.ledger is None:
+            self.ledger = _plan_ledger(config, self.public, self.cell_sizes)
         self.matrix = FactoryMatrix()
         self.seconds: list[float] = []
         self.shipped = [0] * len(self.parts)
@@ -612,12 +651,8 @@ class FactoryJob:
             factory.fit(self.images[cls_idx])
             self.seconds.append(time.perf_counter() - start)
             if config.uses_dp:
-                record_in_ledger(
-                    self.ledger,
-                    factory.privacy,
-                    name=f"factory class={c} client={client}",
-                    partition=f"class={c}/client={client}",
-                )
+                # The event the fit built, named after its cell, as the manifest ships it.
+                self.ledger.record(factory.release)
             self.shipped[client] += weight_bytes(factory)
             self.matrix.register(c, client, factory, count)
             self.trained.append((c, client, factory, cls_idx))

@@ -1,0 +1,153 @@
+"""Rows of the distributed-DP and factory-privacy benchmarks."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from .formats import (
+    count,
+    epsilon,
+    fixed,
+    join,
+    percent,
+    plural,
+    points,
+    sig,
+    span,
+)
+from .results import Node, Results
+from .table import Row, row
+
+
+@row
+def distributed_dp(results: Results) -> Row:
+    data = results.load("distributed_dp.json", "python benchmarks/distributed_dp.py")
+    noise = data.items("noise")
+    epsilons = sorted({r.num("epsilon") for r in noise})
+    clients = sorted({r.integer("clients") for r in noise})
+    summary = data["summary"]
+    gaps: dict[tuple[int, float, str], float] = {}
+    gap_key = next(
+        (k for k, _ in summary.fields() if k.startswith("accuracy_minus_central_at_eps")), None
+    )
+    if gap_key is None:
+        raise summary._fail("no field 'accuracy_minus_central_at_eps...'")
+    gap_eps = gap_key.removeprefix("accuracy_minus_central_at_eps")
+    for key, value in summary.fields(gap_key):
+        found = re.fullmatch(r"n=(\d+),dropout=([\d.]+),(.+)", key)
+        if not found:
+            raise value._fail(f"unexpected key {key!r}")
+        gaps[(int(found.group(1)), float(found.group(2)), found.group(3))] = value.num()
+    n_acc = sorted({k[0] for k in gaps})
+    if len(n_acc) != 1:
+        raise summary[gap_key]._fail("expected accuracy gaps for one client count")
+    n = n_acc[0]
+    dropout = max(k[1] for k in gaps)
+
+    def gap(rate: float, model: str) -> str:
+        if (n, rate, model) not in gaps:
+            raise summary[gap_key]._fail(f"no gap for n={n}, dropout={rate:g}, {model}")
+        return points(gaps[(n, rate, model)])
+
+    shares = [r.num("noise_share_of_client_seconds") for r in data.items("cost")]
+    what = (
+        f"distributed vs central noise, {data.text('settings', 'dataset')}, ε ∈ "
+        f"{{{', '.join(epsilon(e) for e in epsilons)}}}, "
+        f"{' and '.join(str(c) for c in clients)} clients"
+    )
+    figure = (
+        f"Skellam with noise layers: delivered std at most "
+        f"{fixed(summary.num('max_ratio_with_excess_removal'), 2)}× central over every accepted "
+        f"survivor set; accuracy at ε = {gap_eps} (n = {n}) vs central "
+        f"{gap(0.0, 'distributed-skellam')} points ({gap(dropout, 'distributed-skellam')} with "
+        f"{percent(dropout)} % dropouts); discrete Gaussian (no layers) "
+        f"{gap(0.0, 'distributed-gaussian')} points; noise sampling "
+        f"{span(min(shares) * 100, max(shares) * 100, lambda v: f'{v:.0f}')} % of client time"
+    )
+    return Row("distributed_dp.py", what, figure)
+
+
+@row
+def dp_training(results: Results) -> Row:
+    data = results.load("dp_training.json", "python benchmarks/dp_training.py")
+    meta, goals = data["meta"], data["goals"]
+    versus = goals.items("skellam_within_1_point_and_1.1x_central")
+    what = (
+        f"DP FedAvg, {meta.text('dataset')}, "
+        f"{count(meta.num('model', 'parameters'))}-parameter MLP, "
+        f"N ∈ {{{', '.join(str(n.integer()) for n in meta.items('clients'))}}}, "
+        f"{meta.integer('rounds')} rounds, ε ∈ "
+        f"{{{', '.join(epsilon(e.num()) for e in meta.items('epsilons'))}}}: Flower's central "
+        "recipe vs privfed distributed Skellam / DG"
+    )
+    gaps = [g.num("difference_points") / 100 for g in versus]
+    ratios = [g.num("noise_over_central") for g in versus]
+    gap_rdp = [v.num() for _, v in meta.fields("rdp_gaussian_over_analytic")]
+    top = max(n.integer() for n in meta.items("clients"))
+    cost = {
+        arm: data.find("runs", arm=arm, clients=top, epsilon=meta.num("bits_epsilon"),
+                       bits_per_coordinate=bits).num("bytes_per_client")
+        for arm, bits in (("skellam", meta.integer("ring_bits")),
+                          ("discrete-gaussian", meta.integer("ring_bits")), ("central", 32))
+    }  # fmt: skip
+    ring = goals.items("b16_within_half_point_of_b32")
+    audit = goals["audit_below_claim_and_positive_without_dp"]
+    parts = [
+        f"Skellam ({meta.integer('ring_bits')} bits) vs central accuracy "
+        f"{span(min(gaps), max(gaps), points)} points, noise "
+        f"{span(min(ratios), max(ratios), lambda v: fixed(v, 2))}× central "
+        f"(goal ≤ 1.1×: {sum(g.flag('met') for g in versus)} of {len(versus)} settings met; "
+        f"the RDP accountant alone {span(min(gap_rdp), max(gap_rdp), lambda v: fixed(v, 2))}×)",
+        "b = 16 vs 32: " + join([points(g.num("difference_points") / 100) for g in ring])
+        + " points",
+        "bytes per client at N = " + str(top) + ": " + join(
+            [f"{arm} {sig(cost[arm] / 1000, 2)} kB" for arm in ("skellam", "discrete-gaussian",
+                                                                "central")]
+        ),
+        f"one-run audit ε lower bound {fixed(audit.num('skellam_lower_bound'), 2)} with Skellam "
+        f"(claim {fixed(audit.num('skellam_claim'), 1)}), "
+        f"{fixed(audit.num('none_lower_bound'), 2)} without DP; mean of "
+        f"{plural(len(meta.items('seeds')), 'seed')}",
+    ]
+    return Row("dp_training.py", what, join(parts, "; "))
+
+
+@row
+def factory_privacy(results: Results) -> Row:
+    data = results.load("factory_privacy.json", "python benchmarks/factory_privacy.py")
+    setting = data["setting"]
+    seeds = [n.integer() for n in setting.items("seeds")]
+    size = re.search(r"(\d+)x(\d+)", setting.text("npz"))
+    if not size:
+        raise setting["npz"]._fail("expected an 'HxW' size in the description")
+    rows = data.items("rows")
+
+    def by_eps(dataset: str, fac: str) -> list[Node]:
+        picked = [r for r in rows if r.text("dataset") == dataset and r.text("factory") == fac]
+        if not picked:
+            raise data["rows"]._fail(f"no rows for dataset {dataset!r}, factory {fac!r}")
+        return sorted(
+            picked,
+            key=lambda r: (
+                math.inf if r.value["target_epsilon"] is None else r.num("target_epsilon")
+            ),
+        )
+
+    gaussian, edm = by_eps("digits", "gaussian"), by_eps("digits", "edm")
+    eps = [epsilon(r.opt_num("target_epsilon")) for r in gaussian]
+    edm_dp = [fixed(r.num("accuracy"), 2) for r in edm if r.opt_num("target_epsilon") is not None]
+    edm_off = [fixed(r.num("accuracy"), 2) for r in edm if r.opt_num("target_epsilon") is None]
+    base = data["baselines"]["digits"]
+    what = (
+        f"factory-synthetic accuracy vs ε ∈ {{{', '.join(eps)}}}, digits and a "
+        f"{size.group(1)}×{size.group(2)} `.npz`, "
+        f"seed{'s' if len(seeds) != 1 else ''} {', '.join(str(s) for s in seeds)}"
+    )
+    figure = (
+        f"Gaussian factories {join([fixed(r.num('accuracy'), 2) for r in gaussian])} (digits), "
+        f"FedAvg {fixed(base.num('fedavg'), 2)}, centralized {fixed(base.num('centralized'), 2)}; "
+        f"EDM at a CPU-sized configuration stays near chance under DP ({join(edm_dp)}"
+        + (f"; {join(edm_off)} without DP)" if edm_off else ")")
+    )
+    return Row("factory_privacy.py", what, figure)

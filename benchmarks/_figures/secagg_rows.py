@@ -1,0 +1,209 @@
+"""Rows of the secure-aggregation benchmarks."""
+
+from __future__ import annotations
+
+import re
+
+from .formats import (
+    count,
+    fixed,
+    join,
+    micro,
+    percent,
+    power,
+    seconds,
+    sig,
+    span,
+    times,
+)
+from .results import Node, Results
+from .table import Row, row
+
+
+def _secagg_scenario(results: Results, name: str) -> Node:
+    data = results.load("secagg.json", "python benchmarks/secagg.py")
+    return data.find("results", scenario__name=name)
+
+
+def _flower_version(results: Results) -> str:
+    meta = results.load("secagg.json", "python benchmarks/secagg.py")["meta"]
+    found = re.search(r"Flower (\d+(?:\.\d+)+)", meta.text("flower_reference"))
+    if not found:
+        raise meta["flower_reference"]._fail("expected 'Flower X.Y' in the text")
+    return found.group(1)
+
+
+@row
+def secagg_complete(results: Results) -> Row:
+    r = _secagg_scenario(results, "complete N=100")
+    s = r["scenario"]
+    clients, dropouts = s.integer("clients"), s.integer("dropouts")
+    client_runs = [n.num() for n in r.items("client_over_floor_per_run")]
+    server_runs = [n.num() for n in r.items("server_over_floor_per_run")]
+    repeats = r.integer("repeats")
+    flower = _flower_version(results)
+    per_value = r.num("client_bytes_per_stage", "MASKED_INPUT") / s.num("length")
+    what = (
+        f"N = {clients}, {s.text('graph')} graph, t = {s.integer('threshold')}, "
+        f"{count(s.num('length'))} values, {percent(dropouts / clients)} % dropping before "
+        f"masked input; median of {repeats} rounds"
+    )
+    figure = (
+        f"client {seconds(r.num('client_seconds_mean'))} "
+        f"({r.num('flower_client_speedup'):.0f}× less than Flower {flower}'s "
+        f"{seconds(r.num('flower_client_seconds_recorded'))}; "
+        f"{times(r.num('client_over_floor'))} its mask-generation floor, "
+        f"{span(min(client_runs), max(client_runs), sig)}× over the {repeats} rounds), "
+        f"server {seconds(r.num('server_seconds'))} "
+        f"({r.num('flower_server_speedup'):.0f}× less than Flower's "
+        f"{seconds(r.num('flower_server_seconds_recorded'))}; "
+        f"{times(r.num('server_over_floor'))} its floor, "
+        f"{span(min(server_runs), max(server_runs), sig)}×), "
+        f"{count(r.num('client_bytes_total'))} bytes sent per client ({sig(per_value)} bytes per "
+        "value at masked input)"
+    )
+    return Row("secagg.py", what, figure)
+
+
+@row
+def secagg_plus(results: Results) -> Row:
+    r = _secagg_scenario(results, "secagg+ N=1000")
+    s = r["scenario"]
+    clients, dropouts, degree = s.integer("clients"), s.integer("dropouts"), s.integer("degree")
+    what = f"SecAgg+ N = {clients}, k = {degree}, t = {s.integer('threshold')}, {dropouts} dropouts"
+    figure = (
+        f"client {seconds(r.num('client_seconds_mean'))} "
+        f"({times(r.num('client_over_floor'))} floor), "
+        f"server {seconds(r.num('server_seconds'))} "
+        f"({times(r.num('server_over_floor'))} floor: summing {count(clients - dropouts)} inputs "
+        f"and routing {count(clients * degree)} ciphertexts are not in the floor) "
+        f"(Flower: {seconds(r.num('flower_client_seconds_recorded'))} / "
+        f"{seconds(r.num('flower_server_seconds_recorded'))})"
+    )
+    return Row("secagg.py", what, figure)
+
+
+@row
+def secagg_client(results: Results) -> Row:
+    data = results.load("secagg_client.json", "python benchmarks/secagg_client.py")
+    sc = data["meta"]["scenario"]
+    summary = data["summary"]
+
+    def clock(kind: str) -> str:
+        c = summary[kind]
+        return (
+            f"client {fixed(c.num('client_seconds') * 1000, 1)} ms = "
+            f"{times(c.num('client_over_expand_floor'))} the mask floor (`prg.expand`), "
+            f"{times(c.num('client_over_ctr_mode_floor'))} plain AES-CTR mode's keystream; "
+            f"the masks plus the client's X25519 agreements alone: "
+            f"{times(c.num('lower_bound_over_expand_floor'))} the floor"
+        )
+
+    what = (
+        f"one client of N = {sc.integer('clients')} ({sc.text('graph')} graph, t = "
+        f"{sc.integer('threshold')}, {count(sc.num('length'))} values, "
+        f"{sc.integer('dropouts')} dropping before masked input), every message serialized; "
+        f"medians over clients and {len(data.items('rounds'))} rounds"
+    )
+    wall = summary["wall"]
+    exact = "exact" if data.flag("exact_sum") else "NOT exact"
+    figure = (
+        f"CPU time: {clock('cpu')}; wall clock: {fixed(wall.num('client_seconds') * 1000, 1)} ms, "
+        f"{times(wall.num('client_over_expand_floor'))} / "
+        f"{times(wall.num('client_over_ctr_mode_floor'))} / "
+        f"{times(wall.num('lower_bound_over_expand_floor'))}; sum {exact}"
+    )
+    return Row("secagg_client.py", what, figure)
+
+
+@row
+def secagg_scaling(results: Results) -> Row:
+    data = results.load("secagg_scaling.json", "python benchmarks/secagg.py --suite scaling")
+    fit = data["scaling"]
+    rows = data.items("results")
+    if not rows:
+        raise data["results"]._fail("no rows")
+    first = rows[0]["scenario"]
+    degrees = {r.integer("scenario", "degree") for r in rows}
+    thresholds = {r.integer("scenario", "threshold") for r in rows}
+    if len(degrees) != 1 or len(thresholds) != 1:
+        raise data["results"]._fail("expected one (k, t) for every N")
+    ns = [n.integer() for n in fit.items("clients")]
+    largest = max(rows, key=lambda r: r.integer("scenario", "clients"))
+    stages = ", ".join(
+        f"{stage} {power(value.num())}" for stage, value in fit.fields("server_stage_exponents")
+    )
+    what = (
+        f"SecAgg+ server cost against N = {join([str(n) for n in ns], ' / ')} at k = "
+        f"{first.integer('degree')}, t = {first.integer('threshold')}, "
+        f"{percent(first.num('dropouts') / first.num('clients'))} % dropping before masked "
+        "input; least-squares fit of log time on log N, median of "
+        f"{data.integer('meta', 'repeats')}"
+    )
+    figure = (
+        f"server ∝ {power(fit.num('server_exponent'))} (its mask floor "
+        f"{power(fit.num('server_floor_exponent'))}, server/floor "
+        f"{power(fit.num('server_over_floor_exponent'))}; by stage: {stages}); mean client "
+        f"{power(fit.num('client_exponent'))}; at N = "
+        f"{largest.integer('scenario', 'clients')}: server {seconds(largest.num('server_seconds'))}"
+        f" = {times(largest.num('server_over_floor'))} its floor"
+    )
+    return Row("secagg.py --suite scaling", what, figure)
+
+
+@row
+def secagg_parameters(results: Results) -> Row:
+    grid = results.load("secagg_parameters.json", "python benchmarks/secagg_parameters.py")
+    table = results.load(
+        "secagg_parameters_google_table.json",
+        "python benchmarks/secagg_parameters.py --google-table",
+    )
+    matched, compared = (
+        grid.integer("matches_google", "matched"),
+        grid.integer("matches_google", "compared"),
+    )
+    if matched == compared:
+        published = f"all {compared} published answers on the benchmark's grid reproduced"
+    else:
+        published = f"{matched} of {compared} published answers on the benchmark's grid reproduced"
+    rows = table.items("rows")
+    differ = [r for r in rows if not r.flag("matches")]
+    deliberate = [r for r in differ if r.flag("deliberate_difference")]
+    same = len(rows) - len(differ)
+    google = f"{same} of {len(rows)} rows of Google's finder table"
+    if not differ:
+        google = f"all {len(rows)} rows of Google's finder table"
+    elif len(deliberate) == len(differ):
+        google += f" (the {len(differ)} differences are deliberate and documented)"
+    else:
+        google += (
+            f" ({len(deliberate)} of the {len(differ)} differences are deliberate and documented;"
+            f" {len(differ) - len(deliberate)} are not explained)"
+        )
+    return Row("secagg_parameters.py", "SecAgg+ (k, t) finder", f"{published}; {google}")
+
+
+@row
+def secagg_primitives(results: Results) -> Row:
+    data = results.load("secagg_primitives.json", "python benchmarks/bench_secagg_primitives.py")
+
+    def op(pattern: str) -> tuple[float, re.Match[str]]:
+        item, found = data.match("results", "operation", pattern)
+        return item.num("microseconds"), found
+
+    aes, aes_m = op(r"^expand ([\d,]+) \(AES-256-CTR")
+    chacha, _ = op(r"^expand [\d,]+ \(ChaCha20")
+    mt, _ = op(r"^expand [\d,]+ \(MT19937")
+    x25519, _ = op(r"^x25519 KeyPair\.agree \(key kept parsed\)$")
+    split, split_m = op(r"^shamir split (\d+)-of-(\d+)$")
+    combine, combine_m = op(r"^shamir combine (\d+) shares$")
+    checked, checked_m = op(r"^shamir combine (\d+) shares \(checked\)$")
+    extra = int(checked_m.group(1)) - int(combine_m.group(1))
+    figure = (
+        f"{aes_m.group(1)}-value AES-256-CTR mask {micro(aes)} "
+        f"(ChaCha20 {micro(chacha)}, MT19937 {micro(mt)}); X25519 with a parsed key "
+        f"{micro(x25519)}; Shamir split {split_m.group(1)}-of-{split_m.group(2)} {micro(split)}, "
+        f"combine from {combine_m.group(1)} shares {sig(combine / 1000)} ms "
+        f"({micro(checked)} when {extra} more are checked)"
+    )
+    return Row("bench_secagg_primitives.py", "primitive costs", figure)
