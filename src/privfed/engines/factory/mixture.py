@@ -1,8 +1,8 @@
 """A Gaussian-mixture factory in a public codec's latent space (hard assignment).
 
-One factory per (class, client) cell, as :class:`~privfed.engines.factory.gaussian.LatentGaussianFactory`
-in codec mode, but with ``k`` Gaussian components instead of one, so that a
-class with several shapes (a 7 with and without a bar) is not averaged into
+One factory per (class, client) cell, as
+:class:`~privfed.engines.factory.gaussian.LatentGaussianFactory` in codec
+mode, but with ``k`` Gaussian components instead of one, so that a class with several shapes (a 7 with and without a bar) is not averaged into
 one blur.  The components are seeded by *public anchors*: ``k`` latent points
 computed from the public split of the class (:func:`public_anchors`, k-means
 on the public latents; ``k`` from the public rule :func:`anchor_count`), known

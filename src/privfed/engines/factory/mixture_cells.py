@@ -43,7 +43,7 @@ def _public_by_class(
 
 
 def class_anchors(config: FactoryPipelineConfig, codec: Codec, class_id: int) -> torch.Tensor:
-    """Public anchors of ``class_id`` (``(k, d)``; one at the origin if the class has no public image)."""
+    """Public anchors of ``class_id``, ``(k, d)`` (the origin if the class has no public image)."""
     public = _public_by_class(
         config.dataset,
         config.num_classes,
@@ -58,7 +58,11 @@ def class_anchors(config: FactoryPipelineConfig, codec: Codec, class_id: int) ->
 
 
 def make_mixture_factory(
-    config: FactoryPipelineConfig, class_id: int, client_id: int, codec: Codec, noise_seed: bytes | None
+    config: FactoryPipelineConfig,
+    class_id: int,
+    client_id: int,
+    codec: Codec,
+    noise_seed: bytes | None,
 ) -> LatentMixtureFactory:
     """The mixture factory of one cell (DP when ``config.epsilon`` is set)."""
     dp = (
