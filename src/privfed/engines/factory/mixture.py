@@ -2,7 +2,8 @@
 
 One factory per (class, client) cell, as
 :class:`~privfed.engines.factory.gaussian.LatentGaussianFactory` in codec
-mode, but with ``k`` Gaussian components instead of one, so that a class with several shapes (a 7 with and without a bar) is not averaged into
+mode, but with ``k`` Gaussian components instead of one, so that a class with
+several shapes (a 7 with and without a bar) is not averaged into
 one blur.  The components are seeded by *public anchors*: ``k`` latent points
 computed from the public split of the class (:func:`public_anchors`, k-means
 on the public latents; ``k`` from the public rule :func:`anchor_count`), known
