@@ -54,6 +54,7 @@ is bit-identical to never registering it.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -185,6 +186,22 @@ def _components(
     return weights, means, factors
 
 
+@functools.lru_cache(maxsize=16)
+def _plan(epsilon: float, delta: float, radius: float, dim: int) -> Any:
+    """The cell's plan (cached: the private-labels planner searches, and cells share targets)."""
+    from privfed.dp import Adjacency
+    from privfed.engines.moments.planning import plan_latent_release
+
+    return plan_latent_release(
+        epsilon,
+        delta,
+        clip_norm=radius,
+        dim=dim,
+        adjacency=Adjacency.REPLACE_ONE,
+        private_labels=True,
+    )
+
+
 class LatentMixtureFactory(FactoryBase):
     """A hard-assignment Gaussian mixture per (class, client) in a public codec's latent space.
 
@@ -304,23 +321,15 @@ class LatentMixtureFactory(FactoryBase):
         self, z: np.ndarray, anchors: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, PrivacyRecord]:
         """One Gaussian release of clipped per-component moments (module docstring)."""
-        from privfed.dp import GAUSSIAN_SAMPLER, Adjacency
+        from privfed.dp import GAUSSIAN_SAMPLER
         from privfed.engines.factory.gaussian import _stream_seed
         from privfed.engines.moments.noise import add_gaussian
-        from privfed.engines.moments.planning import plan_latent_release
 
         dp = self.dp
         assert dp is not None  # noqa: S101 -- the caller checked
         radius = float(self._codec.default_clip_norm)
         k, d = anchors.shape
-        plan = plan_latent_release(
-            dp.epsilon,
-            dp.delta,
-            clip_norm=radius,
-            dim=d,
-            adjacency=Adjacency.REPLACE_ONE,
-            private_labels=True,
-        )
+        plan = _plan(float(dp.epsilon), float(dp.delta), radius, int(d))
         x = clip_latents(z, radius)
         counts, sums, second = mixture_statistics(x, assign_to_anchors(x, anchors), k)
         seed = _stream_seed(dp.seed)
