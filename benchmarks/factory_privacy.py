@@ -3,6 +3,10 @@
 Usage:
     python benchmarks/factory_privacy.py          # full run (measured 17 min, see below)
     python benchmarks/factory_privacy.py --quick  # 2 ε values, 3 EDM steps (smoke test)
+    python benchmarks/factory_privacy.py --npz PATH --kinds gaussian,mixture \
+        --latent-dim 32 --epsilons 3,10,inf --seeds 0 --tag factory_mixture
+        # one .npz (default: the 10,000-image 28x28 MNIST-like file of
+        # classifier_speed.py), the chosen kinds, JSON + PNG named by --tag
 
 Setting: single-class silos (10 clients, client k holds digit k: the FederatedFactory
 setting), one factory per (class, client) cell, δ = 1e-5, replace-one adjacency, every
@@ -101,9 +105,17 @@ def _mnist_like(path: Path) -> Path:
 
 
 def _config(
-    dataset: str, factory: str, epsilon: float, edm_steps: int, baselines: bool
+    dataset: str,
+    factory: str,
+    epsilon: float,
+    edm_steps: int,
+    baselines: bool,
+    latent_dim: int = 16,
+    seed: int = 0,
 ) -> FactoryPipelineConfig:
     base = FactoryPipelineConfig(
+        latent_dim=latent_dim,
+        noise_seed=None if math.isinf(epsilon) or factory == "edm" else seed,
         dataset=dataset,
         factory=factory,  # type: ignore[arg-type]
         epsilon=None if math.isinf(epsilon) else epsilon,
@@ -113,7 +125,7 @@ def _config(
         fedavg_rounds=10 if baselines else 1,
         centralized=baselines,
         audit=False,
-        seed=0,
+        seed=seed,
     )
     if factory != "edm":
         return base
@@ -140,6 +152,8 @@ def _row(dataset: str, factory: str, epsilon: float, report: Any, seconds: float
         "ledger_epsilon": report.dp_epsilon,
         "accuracy": report.factory_accuracy,
         "factories": report.num_factories,
+        "bytes_per_client": report.factory_bytes_per_client,
+        "client_cpu_seconds": round(float(sum(report.factory_seconds)), 3),
         "dp_sgd_noise_multipliers": multipliers,
         "seconds": round(seconds, 2),
     }
@@ -149,7 +163,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--edm-steps", type=int, default=10, help="EDM optimizer steps")
     parser.add_argument("--quick", action="store_true", help="ε ∈ {3, ∞}, 3 EDM steps")
+    parser.add_argument("--npz", type=Path, default=None, help="one .npz run (see Usage)")
+    parser.add_argument("--kinds", default="gaussian,mixture")
+    parser.add_argument("--latent-dim", type=int, default=32)
+    parser.add_argument("--epsilons", default="3,10,inf")
+    parser.add_argument("--seeds", default="0")
+    parser.add_argument("--tag", default="factory_mixture")
+    parser.add_argument("--make-npz", action="store_true", help="--npz from the bundled digits")
     args = parser.parse_args()
+    if args.npz is not None or args.make_npz:
+        _kinds_run(args)
+        return
     torch.set_num_threads(1)
     RESULTS.mkdir(parents=True, exist_ok=True)
     epsilons = (3.0, math.inf) if args.quick else EPSILONS
@@ -224,10 +248,95 @@ def main() -> None:
     print(f"wrote {RESULTS / 'factory_privacy.json'} and factory_privacy.png")
 
 
+def _kinds_run(args: argparse.Namespace) -> None:
+    """``--npz``: every kind × ε × seed on one file, baselines once per seed."""
+    from classifier_speed import make_mnist_like
+
+    torch.set_num_threads(1)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    epsilons = tuple(float(e) for e in args.epsilons.split(","))
+    seeds = [int(s) for s in args.seeds.split(",")]
+    kinds = args.kinds.split(",")
+    started = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    baselines: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        source = str(args.npz or make_mnist_like(Path(tmp) / "mnist_like.npz"))
+        for seed in seeds:
+            for kind in kinds:
+                for eps in epsilons:
+                    first = kind == kinds[0] and math.isinf(eps)
+                    label = f"{kind} eps={eps:g} seed={seed}"
+                    print(label, file=sys.stderr, flush=True)
+                    cfg = _config(source, kind, eps, 10, first, args.latent_dim, seed)
+                    start = time.perf_counter()
+                    report = run_factory_pipeline(cfg)
+                    row = _row("npz", kind, eps, report, time.perf_counter() - start)
+                    rows.append({**row, "seed": seed})
+                    print(f"  accuracy {report.factory_accuracy:.4f}", file=sys.stderr)
+                    if first:
+                        baselines.append(
+                            {
+                                "seed": seed,
+                                "fedavg": report.fedavg_accuracy,
+                                "centralized": report.centralized_accuracy,
+                                "fedavg_bytes_per_client": report.fedavg_bytes_per_client,
+                            }
+                        )
+    summary: dict[str, dict[str, Any]] = {}
+    for kind in kinds:
+        for eps in epsilons:
+            accs = [r["accuracy"] for r in rows if r["factory"] == kind and _eps(r) == eps]
+            summary[f"{kind} eps={eps:g}"] = {
+                "mean": float(np.mean(accs)),
+                "spread": float(np.max(accs) - np.min(accs)),
+                "n": len(accs),
+            }
+    central = [b["centralized"] for b in baselines]
+    out = {
+        "setting": {
+            "scenario": "single-class",
+            "clients": 10,
+            "delta": DELTA,
+            "npz": str(args.npz) if args.npz else "classifier_speed.make_mnist_like (10,000 28x28)",
+            "latent_dim": args.latent_dim,
+            "basis": "public-pca",
+            "classifier": {"epochs": 10, "synthetic_per_class": 200, "same as centralized": True},
+            "seeds": seeds,
+        },
+        "rows": rows,
+        "summary": summary,
+        "baselines": baselines,
+        "synthetic_to_real_gap": {
+            k: float(np.mean(central)) - v["mean"] for k, v in summary.items()
+        },
+        "seconds_total": round(time.perf_counter() - started, 1),
+        "machine": {"platform": platform.platform(), "torch_threads": 1},
+    }
+    (RESULTS / f"{args.tag}.json").write_text(json.dumps(out, indent=2))
+    for key, v in summary.items():
+        print(f"{key:<24}{v['mean']:.4f} ± {v['spread'] / 2:.4f}")
+    fedavg = np.mean([b["fedavg"] for b in baselines])
+    print(f"centralized {np.mean(central):.4f}, FedAvg {fedavg:.4f}")
+    flat = [
+        {**r, "accuracy": summary[f"{r['factory']} eps={_eps(r):g}"]["mean"]}
+        for r in rows
+        if r["seed"] == seeds[0]
+    ]
+    _plot(flat, {"npz": baselines[0]}, epsilons, kinds=kinds, name=args.tag)
+
+
+def _eps(row: dict[str, Any]) -> float:
+    return math.inf if row["target_epsilon"] is None else float(row["target_epsilon"])
+
+
 def _plot(
     rows: list[dict[str, Any]],
     baselines: dict[str, dict[str, float | None]],
     epsilons: tuple[float, ...],
+    *,
+    kinds: list[str] | None = None,
+    name: str = "factory_privacy",
 ) -> None:
     import matplotlib
 
@@ -237,15 +346,15 @@ def _plot(
     positions = {eps: i for i, eps in enumerate(epsilons)}
     names = list(baselines) or sorted({r["dataset"] for r in rows})
     fig, axes = plt.subplots(1, len(names), figsize=(5.5 * len(names), 4), squeeze=False)
-    for ax, name in zip(axes[0], names, strict=True):
-        for factory, marker in (("gaussian", "o"), ("edm", "s")):
-            pts = [r for r in rows if r["dataset"] == name and r["factory"] == factory]
+    for ax, title in zip(axes[0], names, strict=True):
+        for factory, marker in zip(kinds or ["gaussian", "edm"], "os^", strict=False):
+            pts = [r for r in rows if r["dataset"] == title and r["factory"] == factory]
             xs = [
                 positions[math.inf if r["target_epsilon"] is None else r["target_epsilon"]]
                 for r in pts
             ]
             ax.plot(xs, [r["accuracy"] for r in pts], marker=marker, label=f"{factory} factories")
-        b = baselines.get(name, {})
+        b = baselines.get(title, {})
         if b.get("centralized") is not None:
             ax.axhline(b["centralized"], color="k", ls="--", label="centralized (not private)")
         if b.get("fedavg") is not None:
@@ -255,10 +364,10 @@ def _plot(
         ax.set_xlabel("target ε per factory (δ = 1e-5)")
         ax.set_ylabel("test accuracy")
         ax.set_ylim(0, 1)
-        ax.set_title(f"{name}: single-class silos, 10 clients")
+        ax.set_title(f"{title}: single-class silos, 10 clients")
         ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    fig.savefig(RESULTS / "factory_privacy.png", dpi=120)
+    fig.savefig(RESULTS / f"{name}.png", dpi=120)
 
 
 if __name__ == "__main__":

@@ -246,7 +246,8 @@ def _add_evaluation_options(add: Any) -> None:
 
 def _add_factory_options(add: Any) -> None:
     """The factory engine's own options."""
-    add("--factory", choices=("gaussian", "edm"), default=None, help="factory (default {default})")
+    add("--factory", choices=("gaussian", "edm", "mixture"), default=None,
+        help="factory (default {default})")
     add(
         "--fedavg-rounds", type=int, default=None,
         help="factory: FedAvg rounds (default {default})",

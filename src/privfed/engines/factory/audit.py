@@ -344,6 +344,8 @@ def attacks_for(factory: object) -> tuple[str, ...]:
         if factory.basis == "private-pca":
             return ("log-likelihood", "reconstruction")
         return ("log-likelihood",)
+    if getattr(factory, "factory_type", None) == "latent-mixture":  # public codec, no import
+        return ("log-likelihood",)
     raise ParameterTypeError(
         "factory", "an EDMDiffusionFactory or LatentGaussianFactory", type(factory).__name__
     )

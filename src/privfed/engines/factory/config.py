@@ -23,7 +23,7 @@ __all__ = ["FactoryKind", "FactoryPipelineConfig", "GaussianBasis", "Scenario"]
 #: Client data layout.
 Scenario = Literal["single-class", "dirichlet"]
 #: Which factory every client trains.
-FactoryKind = Literal["gaussian", "edm"]
+FactoryKind = Literal["gaussian", "edm", "mixture"]
 #: Latent basis of the Gaussian factories (see the module docstring).
 GaussianBasis = Literal["public-pca", "public-autoencoder", "private-pca"]
 
@@ -46,7 +46,12 @@ class FactoryPipelineConfig:
             every class has a holder).
         dirichlet_alpha: Dirichlet concentration (> 0), dirichlet only.
         factory: ``"gaussian"`` (probabilistic PCA, milliseconds per
-            factory) or ``"edm"`` (EDM diffusion on a small UNet).
+            factory), ``"mixture"`` (a Gaussian mixture per cell in the
+            public codec's latent space, :mod:`~privfed.engines.factory.mixture`)
+            or ``"edm"`` (EDM diffusion on a small UNet).
+        mixture_components: Most mixture components per cell (>= 1); the
+            public rule :func:`~privfed.engines.factory.mixture.anchor_count`
+            picks ``k`` from the class's public images.
         latent_dim: Latent dimension of the Gaussian factories (>= 1):
             principal directions kept (private PCA) or the public codec's
             ``d`` (at most the public split's size, about 90, for public PCA).
@@ -136,10 +141,16 @@ class FactoryPipelineConfig:
     dp_clip_norm: float = 1.0
     dp_sampling_rate: float | None = None
     noise_seed: int | None = None
+    mixture_components: int = 8
 
     def __post_init__(self) -> None:
         check_choice("scenario", self.scenario, ("single-class", "dirichlet"))
-        check_choice("factory", self.factory, ("gaussian", "edm"))
+        check_choice("factory", self.factory, ("gaussian", "edm", "mixture"))
+        check_int("mixture_components", self.mixture_components, minimum=1, expected=None)
+        if self.factory == "mixture" and self.gaussian_basis == "private-pca":
+            raise ParameterError(
+                "gaussian_basis", "'public-pca' or 'public-autoencoder' for mixtures", "private-pca"
+            )
         check_int("num_clients", self.num_clients, minimum=1, expected=None)
         if not isinstance(self.dataset, str) or not self.dataset:
             raise ParameterError("dataset", "'digits', an .npz path or a directory", self.dataset)
@@ -197,7 +208,7 @@ class FactoryPipelineConfig:
         check_finite_positive("dp_clip_norm", self.dp_clip_norm)
         if self.noise_seed is not None:
             check_int("noise_seed", self.noise_seed, minimum=0, expected=None)
-            if self.epsilon is None or self.factory != "gaussian":
+            if self.epsilon is None or self.factory == "edm":
                 raise ParameterError(
                     "noise_seed",
                     "None unless Gaussian factories are released with epsilon set "
@@ -221,7 +232,7 @@ class FactoryPipelineConfig:
                 )
             return
         check_finite_positive("epsilon", self.epsilon)
-        if self.factory == "gaussian":
+        if self.factory != "edm":
             if self.gaussian_basis == "private-pca":
                 raise ParameterError(
                     "gaussian_basis",

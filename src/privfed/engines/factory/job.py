@@ -169,7 +169,7 @@ def public_codec(config: FactoryPipelineConfig) -> Codec | None:
     """
     if not isinstance(config, FactoryPipelineConfig):
         raise ParameterTypeError("config", "a FactoryPipelineConfig", config)
-    if config.factory != "gaussian" or config.gaussian_basis == "private-pca":
+    if config.factory == "edm" or config.gaussian_basis == "private-pca":
         return None
     return _cached_codec(
         config.gaussian_basis,
@@ -282,6 +282,12 @@ def make_factory(
     Raises:
         ParameterError: ``config.epsilon`` is set and ``sample_count`` is not.
     """
+    if config.factory == "mixture":
+        from privfed.engines.factory.mixture_cells import make_mixture_factory
+
+        public = codec if codec is not None else public_codec(config)
+        seed = cell_noise_seed(config, class_id, client_id)
+        return make_mixture_factory(config, class_id, client_id, public, seed)  # type: ignore[arg-type]
     if config.factory == "gaussian":
         if config.gaussian_basis == "private-pca":
             return LatentGaussianFactory(
@@ -608,7 +614,7 @@ class FactoryJob:
     @property
     def has_public_codec(self) -> bool:
         """Whether the factories fit in a public codec's latent space."""
-        return self.config.factory == "gaussian" and self.config.gaussian_basis != "private-pca"
+        return self.config.factory != "edm" and self.config.gaussian_basis != "private-pca"
 
     @property
     def cell_sizes(self) -> list[int]:

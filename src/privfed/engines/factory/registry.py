@@ -15,6 +15,7 @@ from typing import Any
 from privfed.engines.factory.base import MANIFEST_FILENAME, read_manifest
 from privfed.engines.factory.edm import EDMDiffusionFactory
 from privfed.engines.factory.gaussian import LatentGaussianFactory
+from privfed.engines.factory.mixture import LatentMixtureFactory
 from privfed.errors import ArtifactIntegrityError, ParameterError
 
 __all__ = ["FACTORY_KINDS", "load_factory"]
@@ -24,6 +25,7 @@ FACTORY_KINDS: Mapping[str, type[Any]] = MappingProxyType(
     {
         EDMDiffusionFactory.factory_type: EDMDiffusionFactory,
         LatentGaussianFactory.factory_type: LatentGaussianFactory,
+        LatentMixtureFactory.factory_type: LatentMixtureFactory,
     }
 )
 
@@ -50,7 +52,7 @@ def load_factory(directory: str | Path, *, codec: Any = None) -> Any:
     cls = FACTORY_KINDS.get(manifest.factory_type)
     if cls is None:
         raise ArtifactIntegrityError(MANIFEST_FILENAME, "unknown factory type")
-    if cls is LatentGaussianFactory:
+    if cls in (LatentGaussianFactory, LatentMixtureFactory):
         return cls.load(directory, codec=codec)
     if codec is not None:
         raise ParameterError("codec", f"None for a {manifest.factory_type} factory", "a codec")

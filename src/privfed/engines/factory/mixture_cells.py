@@ -1,0 +1,81 @@
+"""The factory job's mixture cells: public anchors per class and the cell's factory.
+
+Kept apart from :mod:`privfed.engines.factory.job` so that the job only
+dispatches here: the anchors come from the run's public split (the same one
+:func:`~privfed.engines.factory.job.public_codec` fits the codec on), per
+class, by :func:`~privfed.engines.factory.mixture.public_anchors`.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import torch
+
+from privfed.engines.codecs.base import Codec
+from privfed.engines.factory.config import FactoryPipelineConfig
+from privfed.engines.factory.gaussian import LatentGaussianDP
+from privfed.engines.factory.mixture import LatentMixtureFactory, public_anchors
+
+__all__ = ["class_anchors", "make_mixture_factory"]
+
+
+@functools.lru_cache(maxsize=4)
+def _public_by_class(
+    dataset: str,
+    num_classes: int | None,
+    public_fraction: float,
+    test_fraction: float,
+    seed: int,
+) -> dict[int, torch.Tensor]:
+    from privfed.data import load_dataset, split_public_private
+
+    split = split_public_private(
+        load_dataset(dataset, num_classes=num_classes),
+        public_fraction=public_fraction,
+        test_fraction=test_fraction,
+        seed=seed,
+    )
+    images = torch.from_numpy(np.array(split.public.images))
+    labels = np.asarray(split.public.labels)
+    return {int(c): images[torch.from_numpy(labels == c)] for c in np.unique(labels)}
+
+
+def class_anchors(config: FactoryPipelineConfig, codec: Codec, class_id: int) -> torch.Tensor:
+    """Public anchors of ``class_id``, ``(k, d)`` (the origin if the class has no public image)."""
+    public = _public_by_class(
+        config.dataset,
+        config.num_classes,
+        float(config.public_fraction),
+        float(config.test_fraction),
+        config.seed,
+    )
+    images = public.get(int(class_id))
+    if images is None or images.shape[0] == 0:
+        return torch.zeros((1, int(codec.latent_dim)), dtype=torch.float64)
+    return public_anchors(codec, images, config.mixture_components)
+
+
+def make_mixture_factory(
+    config: FactoryPipelineConfig,
+    class_id: int,
+    client_id: int,
+    codec: Codec,
+    noise_seed: bytes | None,
+) -> LatentMixtureFactory:
+    """The mixture factory of one cell (DP when ``config.epsilon`` is set)."""
+    dp = (
+        None
+        if config.epsilon is None
+        else LatentGaussianDP(
+            epsilon=float(config.epsilon), delta=float(config.delta), seed=noise_seed
+        )
+    )
+    return LatentMixtureFactory(
+        codec=codec,
+        anchors=class_anchors(config, codec, class_id),
+        class_id=class_id,
+        client_id=client_id,
+        dp=dp,
+    )
