@@ -174,3 +174,31 @@ def test_python_errors_speak_python(tmp_path: Path) -> None:
     with pytest.raises(ParameterError, match="noise_seed") as caught:
         PipelineConfig(noise_seed=-5)
     assert "-5" not in str(caught.value)  # the noise seed is secret
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["--epsilon", "1e300"], "--epsilon 1e+300 is above 50"),
+        (["--delta", "0.5"], "--delta 0.5 is >= 1/n"),
+        (["--assumed-corrupted", "1"], "--assumed-corrupted has no effect"),
+    ],
+)
+def test_surely_wrong_settings_warn_in_one_line_and_the_run_goes_on(
+    argv: list[str],
+    fragment: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ran: list[object] = []
+
+    def stop(config: object, **kwargs: object) -> None:
+        ran.append(config)
+        raise KeyboardInterrupt  # the run went on to its first stage
+
+    monkeypatch.setattr(latent_job, "run_pipeline", stop)
+    code = main(["run", *argv, "--output-dir", str(tmp_path / "out"), "--quiet"])
+    assert code == 130 and ran
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and fragment in warnings[0], warnings

@@ -469,6 +469,33 @@ def _check_combinations(filled: dict[str, Any], latent: bool) -> None:
         )
 
 
+#: Records of the bundled digits (for the δ >= 1/n warning without loading).
+_DIGITS_RECORDS = 1797
+#: An ε above this protects almost nothing (e^50 odds).
+_EPSILON_WARN = 50.0
+
+
+def _warnings(given: argparse.Namespace, run: argparse.Namespace) -> list[str]:
+    """Settings that are legal but almost surely wrong; the run goes on."""
+    out = []
+    if run.epsilon is not None and run.epsilon > _EPSILON_WARN:
+        out.append(
+            f"--epsilon {run.epsilon:g} is above {_EPSILON_WARN:g}: the guarantee bounds an "
+            "attacker's odds by e^epsilon, which is no protection"
+        )
+    if run.dataset == "digits" and run.delta is not None and run.delta >= 1 / _DIGITS_RECORDS:
+        out.append(
+            f"--delta {run.delta:g} is >= 1/n (n = {_DIGITS_RECORDS} records): a release "
+            "may then expose a whole record outright; use delta well below 1/n"
+        )
+    if run.engine == "latent" and run.noise == "central" and given.assumed_corrupted:
+        out.append(
+            "--assumed-corrupted has no effect with --noise central unless --secagg-mode "
+            "active (it calibrates distributed noise and the active threshold)"
+        )
+    return out
+
+
 def _release_message(exc: Exception, epsilon: float) -> str | None:
     """The CLI's words for a release the fixed-point grid cannot hold (too little ε)."""
     parameter = getattr(exc, "parameter", None)
@@ -534,6 +561,8 @@ def _run(args: argparse.Namespace) -> int:
             text = option_message(exc, _OPTION_OF).replace("overwrite=True", "--overwrite")
             raise _UsageError(text) from None
         resolved.declarations = _declarations(resolved.model_card_config)
+        for line in _warnings(args, resolved):
+            print(f"privfed run: warning: {line}", file=sys.stderr)
         from privfed.data.datasets import check_dataset_spec
 
         check_dataset_spec(resolved.dataset, num_classes=resolved.num_classes)
