@@ -202,3 +202,16 @@ def test_surely_wrong_settings_warn_in_one_line_and_the_run_goes_on(
     assert code == 130 and ran
     warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
     assert len(warnings) == 1 and fragment in warnings[0], warnings
+
+
+def test_progress_goes_to_stderr_and_results_to_stdout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tiny_args import TINY_CLI
+
+    argv = [a for a in TINY_CLI if a != "--quiet"]
+    assert main([*argv, "--no-audit", "--output-dir", str(tmp_path / "out")]) == 0
+    captured = capsys.readouterr()
+    assert "release (DP outputs" in captured.out
+    assert "s] " not in captured.out  # no "[  1.2s] stage" line among the results
+    assert "s] " in captured.err

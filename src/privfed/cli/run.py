@@ -598,7 +598,10 @@ def _print_table(rows: list[tuple[str, str]]) -> None:
 
 
 def _printer(args: argparse.Namespace) -> Any:
-    """A progress callback printing one line per event (``--quiet``: none)."""
+    """A progress callback printing one line per event on stderr (``--quiet``: none).
+
+    Results go to stdout, so ``privfed run ... > results.txt`` keeps only them.
+    """
     from privfed.progress import format_event
 
     start = time.perf_counter()
@@ -612,7 +615,11 @@ def _printer(args: argparse.Namespace) -> Any:
         if event.total > 1 and last.get(event.stage) == event.done:
             return
         last[event.stage] = event.done
-        print(f"[{time.perf_counter() - start:6.1f}s] {format_event(event)}", flush=True)
+        print(
+            f"[{time.perf_counter() - start:6.1f}s] {format_event(event)}",
+            file=sys.stderr,
+            flush=True,
+        )
 
     return progress
 
