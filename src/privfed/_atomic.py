@@ -26,6 +26,7 @@ __all__ = [
     "fsync_dir",
     "fsync_file",
     "temporary_sibling",
+    "unwritable_reason",
 ]
 
 
@@ -91,3 +92,28 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
 def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "utf-8") -> None:
     """Write ``text`` to ``path`` crash-consistently."""
     atomic_write_bytes(path, text.encode(encoding))
+
+
+def unwritable_reason(path: str | os.PathLike[str]) -> str | None:
+    """Why a directory cannot be made or written at ``path``; ``None`` when it can.
+
+    Tried, not guessed from permission bits: a probe directory is made and
+    removed at once in ``path`` (when it is a directory) or its nearest existing
+    parent, so a read-only or pseudo file system (``/proc``) is caught before
+    any work.  Nothing else is created or changed.
+    """
+    import tempfile
+
+    target = Path(path)
+    existing = next((p for p in (target, *target.parents) if p.exists()), None)
+    if existing is None:
+        return None
+    if not existing.is_dir():
+        where = "it is" if existing == target else f"{str(existing)!r} is"
+        return f"{where} a file"
+    try:
+        probe = tempfile.mkdtemp(prefix=".privfed-probe-", dir=existing)
+    except OSError as exc:
+        return f"{existing} cannot hold a new directory: {exc.strerror or 'refused'}"
+    os.rmdir(probe)
+    return None

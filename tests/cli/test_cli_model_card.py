@@ -56,7 +56,7 @@ def test_without_a_config_the_card_says_not_declared(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        (None, "FileNotFoundError"),
+        (None, "no such file"),
         ("{broken", "not valid JSON"),
         ('{"model_nmae": "x"}', "model_nmae"),
         ('{"owner": ""}', "owner"),

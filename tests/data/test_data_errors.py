@@ -122,7 +122,7 @@ def _directory(path: Path) -> None:
     [
         (None, "no such file"),
         (_empty, "the file is empty"),
-        (_text, "numpy cannot read it"),
+        (_text, "not a zip archive"),
         (_npy, "single .npy array"),
         (_truncated, "numpy cannot read it"),
         (_objects, "cannot be read"),

@@ -248,7 +248,7 @@ def test_output_dir_is_checked_before_anything_is_written(tmp_path: Path) -> Non
     full = tmp_path / "full"
     full.mkdir()
     (full / "other.txt").write_text("keep me")
-    with pytest.raises(ParameterError, match="--overwrite"):
+    with pytest.raises(ParameterError, match="overwrite=True"):
         check_output_dir(full)
     assert check_output_dir(full, overwrite=True) == full
     assert check_output_dir(tmp_path / "new" / "deeper") == tmp_path / "new" / "deeper"

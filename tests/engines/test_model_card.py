@@ -553,7 +553,7 @@ def test_bad_declarations_are_refused(data: Any, error: type[Exception], match: 
 @pytest.mark.parametrize(
     ("text", "detail"),
     [
-        (None, "FileNotFoundError"),
+        (None, "no such file"),
         ("{not json", "not valid JSON"),
         ('["owner"]', "not one table"),
         ('{"owner": 1}', "owner"),

@@ -74,14 +74,16 @@ def _as_scores(name: str, value: Any, path: Path) -> Any:
 def load_scores(path: Path) -> dict[str, tuple[Any, Any]]:
     """``{attack: (member scores, non-member scores)}`` from a ``--scores`` file."""
     if not path.is_file():
-        raise OptionError(f"score file not found: {path}")
+        raise OptionError(f"--scores file not found: {path}")
     if path.suffix == ".csv":
         try:
             return _load_csv_scores(path)
         except (OSError, UnicodeDecodeError, csv.Error) as exc:
             raise OptionError(f"cannot read --scores {path}: {exc}") from None
     if path.suffix != ".npz":
-        raise OptionError(f"unsupported score file type {path.suffix!r} (use .npz or .csv)")
+        raise OptionError(
+            f"--scores {path}: unsupported file type {path.suffix!r} (use .npz or .csv)"
+        )
     arrays = _npz(path, "--scores")
     found = _grouped(arrays, _SINGLE_KEYS[0], path)
     for m_key, n_key in _SINGLE_KEYS:

@@ -48,7 +48,8 @@ def one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
     ``argparse`` normally prints the whole usage block first; this keeps only
     the line that says what is wrong (``--help`` still shows the usage).  The
-    exit status stays 2 (``SystemExit(2)``).
+    exit status stays 2 (``SystemExit(2)``).  Abbreviated options are refused
+    (``allow_abbrev=False``), so what runs is what was typed.
 
     Returns:
         ``parser`` itself.
@@ -58,6 +59,8 @@ def one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         parser.exit(2, f"{parser.prog}: error: {' '.join(message.split())}\n")
 
     parser.error = error  # type: ignore[method-assign]
+    # No abbreviations: ``--eps 3`` is refused rather than read as ``--epsilon 3``.
+    parser.allow_abbrev = False
     return parser
 
 

@@ -250,7 +250,8 @@ def _merge(args: argparse.Namespace) -> dict[str, Any]:
         try:
             loaded = json.loads(Path(args.config).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise _UsageError(f"cannot read --config {args.config}: {exc}") from exc
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise _UsageError(f"cannot read --config {args.config}: {why}") from None
         if not isinstance(loaded, dict):
             raise _UsageError("--config must hold a JSON object")
         unknown = sorted(set(loaded) - set(_DEFAULTS))
@@ -285,6 +286,11 @@ def _check_options(options: dict[str, Any]) -> None:
     out = Path(options["out"])
     if out.exists() and not out.is_dir():
         raise OptionError(f"--out {out} exists and is not a directory")
+    from privfed._atomic import unwritable_reason
+
+    reason = unwritable_reason(out)
+    if reason is not None:
+        raise OptionError(f"--out {out} is not a writable location ({reason})")
     for key in ("self_audit", "no_plot", "no_scores"):
         flag = options.get(key, False)
         if not isinstance(flag, bool):
@@ -563,5 +569,8 @@ def run_audit(args: argparse.Namespace) -> int:
     try:
         return _execute(_merge(args))
     except (_UsageError, OptionError, PrivfedError, ValueError, OSError) as exc:
-        print(f"privfed audit: error: {option_message(exc, _OPTION_OF)}", file=sys.stderr)
+        text = option_message(exc, _OPTION_OF)
+        if isinstance(exc, OSError) and exc.strerror:
+            text = f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+        print(f"privfed audit: error: {text}", file=sys.stderr)
         return 2

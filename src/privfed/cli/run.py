@@ -21,11 +21,22 @@ import sys
 import time
 from typing import Any
 
-from privfed.cli._options import one_line_errors, option_message
+from privfed.cli._options import (
+    OPEN_UNIT,
+    POSITIVE,
+    Interval,
+    int_type,
+    number_type,
+    one_line_errors,
+    option_message,
+)
 
 __all__ = ["register"]
 
 Partition = tuple[str, float | int | None]
+
+#: Secure-aggregation dropouts: a share in [0, 0.5).
+_DROPOUT = Interval(low=0.0, high=0.5, closed_low=True)
 
 
 def _defaults() -> tuple[dict[str, tuple[str, Any]], dict[str, tuple[str, Any]], dict[str, Any]]:
@@ -95,9 +106,19 @@ def _partition_spec(text: str) -> Partition:
     name, _, arg = text.partition(":")
     try:
         if name == "dirichlet":
-            return name, float(arg) if arg else 0.1
+            alpha = float(arg) if arg else 0.1
+            if alpha not in POSITIVE:
+                raise argparse.ArgumentTypeError(
+                    f"dirichlet:ALPHA needs ALPHA {POSITIVE.describe()}; got {arg!r}"
+                )
+            return name, alpha
         if name == "pathological":
-            return name, int(arg) if arg else 2
+            k = int(arg) if arg else 2
+            if k < 1:
+                raise argparse.ArgumentTypeError(
+                    f"pathological:K needs K an integer >= 1; got {arg!r}"
+                )
+            return name, k
     except ValueError:
         pass
     else:
@@ -106,6 +127,17 @@ def _partition_spec(text: str) -> Partition:
     raise argparse.ArgumentTypeError(
         "expected iid, dirichlet[:ALPHA], pathological[:K] or single-class"
     )
+
+
+def _noise_seed(text: str) -> int:
+    """``--noise-seed``: an integer >= 0; the value is never echoed (it seeds the DP noise)."""
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be an integer >= 0; got <redacted>")
+    return value
 
 
 def register(subparsers: Any) -> None:
@@ -141,26 +173,30 @@ def register(subparsers: Any) -> None:
 
 def _add_data_options(add: Any) -> None:
     """The engine, the dataset and its splits, and how records are spread over clients."""
-    add("--engine", choices=("latent", "factory"), default="latent")
+    add(
+        "--engine", choices=("latent", "factory"), default="latent",
+        help="latent: one DP release of per-class latent statistics (default); factory: "
+        "per-client generative factories",
+    )
     add(
         "--dataset", default=None,
         help="'digits', an .npz file or an image folder (default {default})",
     )
     add(
         "--num-classes",
-        type=int,
+        type=int_type("--num-classes", 2),
         default=None,
         help="classes of --dataset (labels 0..K-1); default: inferred, refusing empty classes",
     )
     add(
         "--public-fraction",
-        type=float,
+        type=number_type("--public-fraction", OPEN_UNIT),
         default=None,
         help="share of records in the public split (default {default})",
     )
     add(
         "--test-fraction",
-        type=float,
+        type=number_type("--test-fraction", OPEN_UNIT),
         default=None,
         help="share of records held out for testing (default {default})",
     )
@@ -171,7 +207,10 @@ def _add_data_options(add: Any) -> None:
         help="latent: iid | dirichlet[:ALPHA] | pathological[:K] | single-class; factory: "
         "single-class | dirichlet[:ALPHA] (default {default})",
     )
-    add("--clients", type=int, default=None, help="clients (default {default})")
+    add(
+        "--clients", type=int_type("--clients", 2), default=None,
+        help="clients (default {default})",
+    )
 
 
 def _add_codec_options(add: Any) -> None:
@@ -188,23 +227,26 @@ def _add_codec_options(add: Any) -> None:
     )
     add(
         "--latent-dim",
-        type=int,
+        type=int_type("--latent-dim", 1),
         default=None,
         help="codec dimension; factory: of the Gaussian factories (default {default})",
     )
-    add("--clip-norm", type=float, default=None, help="latent: default the codec's")
+    add(
+        "--clip-norm", type=number_type("--clip-norm", POSITIVE), default=None,
+        help="latent: default the codec's",
+    )
 
 
 def _add_release_options(add: Any) -> None:
     """The DP target and its neighbouring relation, and the secure-aggregation dropouts."""
     add(
-        "--epsilon", type=float, default=None,
+        "--epsilon", type=number_type("--epsilon", POSITIVE), default=None,
         help="latent: ε of the release; factory: target ε of every factory (edm: DP-SGD, "
         "gaussian: noisy latent moments), noise calibrated per (class, client) cell "
         "(default {default})",
     )
     add(
-        "--delta", type=float, default=None,
+        "--delta", type=number_type("--delta", OPEN_UNIT), default=None,
         help="latent: δ of the release and audit; factory: δ of the target, with --epsilon "
         "(default {default})",
     )
@@ -213,7 +255,7 @@ def _add_release_options(add: Any) -> None:
         help="latent (default {default})",
     )
     add(
-        "--dropout-rate", type=float, default=None,
+        "--dropout-rate", type=number_type("--dropout-rate", _DROPOUT), default=None,
         help="latent: secagg dropouts (default {default})",
     )
 
@@ -221,11 +263,12 @@ def _add_release_options(add: Any) -> None:
 def _add_evaluation_options(add: Any) -> None:
     """Synthesis, the classifier trained on it, the baselines and the audit."""
     add(
-        "--samples-per-class", type=int, default=None,
+        "--samples-per-class", type=int_type("--samples-per-class", 1),
+        default=None,
         help="synthetic samples per class (default {default})",
     )
     add(
-        "--epochs", type=int, default=None,
+        "--epochs", type=int_type("--epochs", 1), default=None,
         help="most classifier epochs; training stops earlier once the loss on held-out "
         "training data stops improving (default {default})",
     )
@@ -249,7 +292,7 @@ def _add_factory_options(add: Any) -> None:
     add("--factory", choices=("gaussian", "edm", "mixture"), default=None,
         help="factory (default {default})")
     add(
-        "--fedavg-rounds", type=int, default=None,
+        "--fedavg-rounds", type=int_type("--fedavg-rounds", 1), default=None,
         help="factory: FedAvg rounds (default {default})",
     )
 
@@ -258,17 +301,21 @@ def _add_compute_options(add: Any) -> None:
     """Where and how the job computes, and its experimental-design seed."""
     add("--device", default="cpu", help="torch device: cpu (default), cuda or cuda:N")
     add(
-        "--threads", type=int, default=None,
+        "--threads", type=int_type("--threads", 1), default=None,
         help="CPU threads torch may use (default {default}; none: the cores not already busy)",
     )
-    add("--seed", type=int, default=0, help="experimental-design seed")
+    add(
+        "--seed", type=int_type("--seed", 0), default=0,
+        help="experimental-design seed (split, partition, codec, sampling, classifier; "
+        "never the DP noise)",
+    )
 
 
 def _add_noise_options(add: Any) -> None:
     """Who adds the DP noise and from which seed, and the secure-aggregation security mode."""
     add(
         "--noise-seed",
-        type=int,
+        type=_noise_seed,
         default=None,
         help="seed the DP noise (reproducible experiments only; default: OS CSPRNG); "
         "factory: Gaussian factories with --epsilon",
@@ -283,7 +330,7 @@ def _add_noise_options(add: Any) -> None:
     )
     add(
         "--assumed-corrupted",
-        type=int,
+        type=int_type("--assumed-corrupted", 0),
         default=None,
         help="latent, distributed noise: clients assumed to collude with the server; the "
         "noise is calibrated for threshold minus this many honest clients (default {default})",
@@ -324,7 +371,10 @@ def _add_output_options(add: Any) -> None:
         help="JSON (or .toml) table of model-card declarations: model_name, dataset_name, "
         "intended_use, out_of_scope_uses, limitations, contact, owner (all optional strings)",
     )
-    add("--quiet", action="store_true")
+    add(
+        "--quiet", action="store_true",
+        help="no progress on stderr (warnings and errors still show; results go to stdout)",
+    )
 
 
 class _DefaultsHelp(argparse.HelpFormatter):
@@ -382,6 +432,7 @@ def _resolve(args: argparse.Namespace) -> argparse.Namespace:
     for dest, (latent_default, factory_default) in shared.items():
         if filled[dest] is None:
             filled[dest] = latent_default if latent else factory_default
+    _check_combinations(filled, latent)
     if not latent:
         scheme = filled["partition"][0]
         if scheme not in ("single-class", "dirichlet"):
@@ -394,6 +445,67 @@ def _resolve(args: argparse.Namespace) -> argparse.Namespace:
         if args.delta is not None and args.epsilon is None:
             raise _UsageError("--delta applies to --engine factory only with --epsilon")
     return argparse.Namespace(**filled)
+
+
+def _check_combinations(filled: dict[str, Any], latent: bool) -> None:
+    """Cross-option rules, in the options' own terms, before any work."""
+    public, test = filled["public_fraction"], filled["test_fraction"]
+    if public + test >= 1.0:
+        raise _UsageError(
+            "--public-fraction + --test-fraction must be < 1 (the rest is the private "
+            f"split); got {public:g} + {test:g}"
+        )
+    if not latent:
+        return
+    fitted = filled["codec"] in ("pca", "conv-ae")
+    if fitted and filled["codec_kind"] is not None:
+        raise _UsageError(
+            f"--codec-kind applies only to a diffusers --codec (a model directory), "
+            f"not --codec {filled['codec']}"
+        )
+    if not fitted and filled["codec_kind"] is None:
+        raise _UsageError(
+            f"--codec {filled['codec']} is a diffusers model: say which autoencoder it is "
+            "with --codec-kind tiny, kl or dc"
+        )
+
+
+#: Records of the bundled digits (for the δ >= 1/n warning without loading).
+_DIGITS_RECORDS = 1797
+#: An ε above this protects almost nothing (e^50 odds).
+_EPSILON_WARN = 50.0
+
+
+def _warnings(given: argparse.Namespace, run: argparse.Namespace) -> list[str]:
+    """Settings that are legal but almost surely wrong; the run goes on."""
+    out = []
+    if run.epsilon is not None and run.epsilon > _EPSILON_WARN:
+        out.append(
+            f"--epsilon {run.epsilon:g} is above {_EPSILON_WARN:g}: the guarantee bounds an "
+            "attacker's odds by e^epsilon, which is no protection"
+        )
+    if run.dataset == "digits" and run.delta is not None and run.delta >= 1 / _DIGITS_RECORDS:
+        out.append(
+            f"--delta {run.delta:g} is >= 1/n (n = {_DIGITS_RECORDS} records): a release "
+            "may then expose a whole record outright; use delta well below 1/n"
+        )
+    if run.engine == "latent" and run.noise == "central" and given.assumed_corrupted:
+        out.append(
+            "--assumed-corrupted has no effect with --noise central unless --secagg-mode "
+            "active (it calibrates distributed noise and the active threshold)"
+        )
+    return out
+
+
+def _release_message(exc: Exception, epsilon: float) -> str | None:
+    """The CLI's words for a release the fixed-point grid cannot hold (too little ε)."""
+    parameter = getattr(exc, "parameter", None)
+    if not (isinstance(parameter, str) and parameter.startswith("noise_std")):
+        return None
+    return (
+        f"--epsilon {epsilon:g} needs more noise than the secure-aggregation field can "
+        "hold at this run's fixed-point precision; use a larger --epsilon (or --delta)"
+    )
 
 
 #: Configuration parameters -> the option that sets them (error messages name options).
@@ -439,17 +551,35 @@ def _run(args: argparse.Namespace) -> int:
     from privfed.engines.job import check_output_dir
     from privfed.errors import PrivfedError
 
+    resolved = args
     try:
         # Before any work: what the run needs installed, and where the results go.
         require("torch", feature="privfed run")
         resolved = _resolve(args)
-        check_output_dir(resolved.output_dir, overwrite=resolved.overwrite)
+        try:
+            check_output_dir(resolved.output_dir, overwrite=resolved.overwrite)
+        except PrivfedError as exc:
+            text = option_message(exc, _OPTION_OF).replace("overwrite=True", "--overwrite")
+            raise _UsageError(text) from None
         resolved.declarations = _declarations(resolved.model_card_config)
+        for line in _warnings(args, resolved):
+            print(f"privfed run: warning: {line}", file=sys.stderr)
+        from privfed.data.datasets import check_dataset_spec
+
+        check_dataset_spec(resolved.dataset, num_classes=resolved.num_classes)
         if resolved.engine == "factory":
             return _run_factory(resolved)
         return _run_latent(resolved)
     except (_UsageError, PrivfedError) as exc:
-        print(f"privfed run: error: {option_message(exc, _OPTION_OF)}", file=sys.stderr)
+        grid = _release_message(exc, getattr(resolved, "epsilon", None) or 0.0)
+        print(f"privfed run: error: {grid or option_message(exc, _OPTION_OF)}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(
+            f"privfed run: error: cannot write --output-dir: {exc.strerror or exc}{where}",
+            file=sys.stderr,
+        )
         return 2
 
 
@@ -469,7 +599,10 @@ def _print_table(rows: list[tuple[str, str]]) -> None:
 
 
 def _printer(args: argparse.Namespace) -> Any:
-    """A progress callback printing one line per event (``--quiet``: none)."""
+    """A progress callback printing one line per event on stderr (``--quiet``: none).
+
+    Results go to stdout, so ``privfed run ... > results.txt`` keeps only them.
+    """
     from privfed.progress import format_event
 
     start = time.perf_counter()
@@ -483,7 +616,11 @@ def _printer(args: argparse.Namespace) -> Any:
         if event.total > 1 and last.get(event.stage) == event.done:
             return
         last[event.stage] = event.done
-        print(f"[{time.perf_counter() - start:6.1f}s] {format_event(event)}", flush=True)
+        print(
+            f"[{time.perf_counter() - start:6.1f}s] {format_event(event)}",
+            file=sys.stderr,
+            flush=True,
+        )
 
     return progress
 

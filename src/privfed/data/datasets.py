@@ -35,6 +35,7 @@ from privfed.errors import NonFiniteInputError, ParameterError, ParameterTypeErr
 __all__ = [
     "DatasetSplit",
     "ImageDataset",
+    "check_dataset_spec",
     "load_dataset",
     "load_digits",
     "load_image_folder",
@@ -409,6 +410,7 @@ def load_npz(
         raise _dataset_error(path, "an existing .npz file", "no such file")
     if not file.is_file():
         raise _dataset_error(path, "an .npz file", "it is a directory, not a file")
+    _check_npz_magic(file, path)
     try:
         archive = np.load(file, allow_pickle=False)
     except EOFError:
@@ -445,6 +447,18 @@ def load_npz(
         num_classes=_resolve_num_classes(labels, k, path),
         name=file.stem,
     )
+
+
+def _check_npz_magic(file: Path, path: str | Path) -> None:
+    """Refuse a file that is no numpy archive by its first bytes (before numpy's advice)."""
+    readable = "a readable .npz archive (numpy.savez)"
+    try:
+        with file.open("rb") as handle:
+            magic = handle.read(6)
+    except OSError as exc:
+        raise _dataset_error(path, readable, f"it cannot be read: {_first_line(exc)}") from None
+    if magic and not magic.startswith((b"PK", b"\x93NUMPY")):
+        raise _dataset_error(path, readable, "it is not a zip archive, which numpy.savez writes")
 
 
 def _first_line(exc: BaseException, limit: int = 160) -> str:
@@ -613,6 +627,29 @@ def load_dataset(spec: str | Path, *, num_classes: int | None = None) -> ImageDa
         ParameterError: If ``spec`` names nothing loadable, or a loader refuses it.
         ParameterTypeError: If ``spec`` is not a str or path.
     """
+    k = check_dataset_spec(spec, num_classes=num_classes)
+    if str(spec) == "digits":
+        return load_digits()
+    path = Path(spec)
+    if path.is_dir():
+        return load_image_folder(path, num_classes=k)
+    return load_npz(path, num_classes=k)
+
+
+def check_dataset_spec(spec: str | Path, *, num_classes: int | None = None) -> int | None:
+    """The cheap checks of :func:`load_dataset`, without loading: call before any work.
+
+    Whether ``spec`` is ``"digits"``, an existing folder, or an existing file
+    that is a numpy archive by its first bytes; and ``num_classes`` against
+    ``"digits"``.
+
+    Returns:
+        ``num_classes`` checked (``None`` to infer).
+
+    Raises:
+        ParameterError: As :func:`load_dataset`, for what can be told without loading.
+        ParameterTypeError: If ``spec`` is not a str or path.
+    """
     if not isinstance(spec, str | Path):
         raise ParameterTypeError("dataset", "a str or path", spec)
     k = _check_num_classes(num_classes)
@@ -620,15 +657,16 @@ def load_dataset(spec: str | Path, *, num_classes: int | None = None) -> ImageDa
     if str(spec) == "digits":
         if k is not None and k != 10:
             raise ParameterError("num_classes", "10 (or not given) for dataset 'digits'", k)
-        return load_digits()
+        return k
     path = Path(spec)
     if str(spec) == "" or not path.exists():
         raise _dataset_error(spec, expected, "no such file or directory")
     if path.is_dir():
-        return load_image_folder(path, num_classes=k)
+        return k
     if path.suffix.lower() != ".npz":
         raise _dataset_error(spec, expected, f"a {path.suffix or 'suffix-less'} file is neither")
-    return load_npz(path, num_classes=k)
+    _check_npz_magic(path, spec)
+    return k
 
 
 def require_classification_data(dataset: ImageDataset, *, name: str = "dataset") -> None:

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
-from privfed._atomic import fsync_dir, fsync_file
+from privfed._atomic import fsync_dir, fsync_file, unwritable_reason
 from privfed._checks import check_int
 from privfed.engines.artifacts import (
     ARTIFACT_FILENAMES,
@@ -394,7 +394,10 @@ def check_output_dir(output_dir: str | Path, *, overwrite: bool = False) -> Path
     A new path or an empty directory is fine.  A directory that holds files is
     refused unless ``overwrite`` (then the earlier run's artefacts are replaced
     and its stale ones removed when the new run writes; nothing else in it is
-    touched).  Nothing is created or changed here.
+    touched).  Whether the location takes new entries is tried, not guessed
+    from permission bits: a probe directory is made and removed at once in
+    ``output_dir`` (or its nearest existing parent), so a read-only or
+    pseudo file system (``/proc``) is refused here, before any stage runs.
 
     Args:
         output_dir: The run directory.
@@ -423,12 +426,15 @@ def check_output_dir(output_dir: str | Path, *, overwrite: bool = False) -> Path
         raise ParameterError(
             "output_dir", "a writable location", str(out), detail=f"{existing} is not writable"
         )
+    reason = unwritable_reason(out) if existing is not None else None
+    if reason is not None:
+        raise ParameterError("output_dir", "a writable location", str(out), detail=reason)
     if out.is_dir() and not overwrite and any(out.iterdir()):
         raise ParameterError(
             "output_dir",
             "a new or empty directory",
             str(out),
-            detail="it already holds files; choose another directory or pass --overwrite",
+            detail="it already holds files; choose another directory or pass overwrite=True",
         )
     return out
 

@@ -232,6 +232,8 @@ class PipelineConfig:
             isinstance(self.noise_seed, bool) or not isinstance(self.noise_seed, int)
         ):
             raise ParameterTypeError("noise_seed", "an int or None", self.noise_seed)
+        if self.noise_seed is not None and self.noise_seed < 0:
+            raise ParameterError("noise_seed", "an int >= 0 or None", self.noise_seed, secret=True)
         model = check_enum("noise", self.noise, NoiseModel)
         object.__setattr__(self, "noise", model)
         corrupted = check_int("assumed_corrupted", self.assumed_corrupted, minimum=0)

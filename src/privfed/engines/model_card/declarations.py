@@ -108,7 +108,7 @@ class ModelCardDeclarations:
         try:
             text = p.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise ParameterError(name, domain, str(p), detail=type(exc).__name__) from None
+            raise ParameterError(name, domain, str(p), detail=_unreadable(exc)) from None
         try:
             data: Any = tomllib.loads(text) if p.suffix.lower() == ".toml" else json.loads(text)
         except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -124,3 +124,16 @@ class ModelCardDeclarations:
     def to_dict(self) -> dict[str, str | None]:
         """Every key with its value (``None`` when not declared)."""
         return {name: getattr(self, name) for name in self.field_names()}
+
+
+def _unreadable(exc: BaseException) -> str:
+    """Why a file cannot be read, in words (not an exception class name)."""
+    if isinstance(exc, FileNotFoundError):
+        return "no such file"
+    if isinstance(exc, IsADirectoryError):
+        return "it is a directory, not a file"
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    if isinstance(exc, UnicodeDecodeError):
+        return "it is not UTF-8 text"
+    return getattr(exc, "strerror", None) or "it cannot be read"
