@@ -286,8 +286,8 @@ def make_factory(
         from privfed.engines.factory.mixture_cells import make_mixture_factory
 
         public = codec if codec is not None else public_codec(config)
-        seed = cell_noise_seed(config, class_id, client_id)
-        return make_mixture_factory(config, class_id, client_id, public, seed)  # type: ignore[arg-type]
+        noise_seed = cell_noise_seed(config, class_id, client_id)
+        return make_mixture_factory(config, class_id, client_id, public, noise_seed)  # type: ignore[arg-type]
     if config.factory == "gaussian":
         if config.gaussian_basis == "private-pca":
             return LatentGaussianFactory(

@@ -73,6 +73,7 @@ from privfed.engines.factory.base import (
     validate_images,
 )
 from privfed.engines.factory.gaussian import LatentGaussianDP, codec_fingerprint
+from privfed.engines.factory.privacy import release_from_record
 from privfed.errors import ArtifactIntegrityError, ParameterError, ParameterTypeError
 
 __all__ = [
@@ -300,7 +301,7 @@ class LatentMixtureFactory(FactoryBase):
         z = self._codec.encode(data).detach().cpu().double().numpy()
         anchors = self._anchors.numpy()
         k = anchors.shape[0]
-        privacy = PrivacyRecord()
+        privacy: PrivacyRecord | None = None
         if self.dp is None:
             labels = _kmeans(z, anchors, self.em_iterations)
             counts, sums, second = mixture_statistics(z, labels, k)
@@ -314,7 +315,14 @@ class LatentMixtureFactory(FactoryBase):
         }
         self._image_shape = (c, h, w)
         self._sample_count = n
-        self._privacy = privacy
+        release = (
+            None
+            if privacy is None
+            else release_from_record(
+                privacy, name=self.release_name, partition=self.release_partition
+            )
+        )
+        self._set_release(release, None if privacy is None else privacy.clip_norm)
         return self
 
     def _dp_fit(
@@ -414,7 +422,7 @@ class LatentMixtureFactory(FactoryBase):
             "codec": {"type": type(self._codec).__name__, "fingerprint": self._codec_fingerprint},
             "anchors": self._anchors.flatten().tolist(),
         }
-        dp_fit = self.dp is not None or self._privacy.mechanism == "gaussian"
+        dp_fit = self.dp is not None or self.release is not None
         training: dict[str, Any] = {
             "method": "latent-mixture-dp-moments" if dp_fit else "latent-mixture-hard-em",
             "em_iterations": 0 if dp_fit else self.em_iterations,
@@ -459,5 +467,4 @@ class LatentMixtureFactory(FactoryBase):
         ):
             raise ArtifactIntegrityError("weights.safetensors", "tensors do not match")
         factory._tensors = {name: tensors[name].float() for name in _TENSOR_NAMES}
-        factory._privacy = manifest.privacy
         return factory._set_loaded(manifest)
