@@ -53,13 +53,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import flower_deploy as deploy  # noqa: E402 -- the script beside this one
-import soak_checks as checks  # noqa: E402
+import flower_deploy as deploy
+import soak_checks as checks
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = Path(__file__).resolve().parent / "soak_app"
 STAGES = ("ADVERTISE_KEYS", "SHARE_KEYS", "MASKED_INPUT", "UNMASKING")
-NODE_FAULTS = ("kill", "delay", "duplicate", "reorder", "garbage", "journal-full", "journal-readonly")
+NODE_FAULTS = (
+    "kill", "delay", "duplicate", "reorder", "garbage", "journal-full", "journal-readonly",
+)  # fmt: skip
 KILL_HOLD_S = 6.0  # a kill target waits this long in its handler: the kill lands mid-stage
 
 
@@ -76,7 +78,7 @@ def draw_plan(
     Node faults cycle through :data:`NODE_FAULTS` (shuffled), so a short run
     meets each kind; kills cycle through :data:`STAGES`.
     """
-    rng = random.Random(seed)
+    rng = random.Random(seed)  # noqa: S311 -- a reproducible schedule, not a secret
     kinds = list(NODE_FAULTS)
     rng.shuffle(kinds)
     plan: dict[int, dict[str, Any]] = {}
@@ -146,10 +148,25 @@ class Soak:
         )
 
     def kill_node(self, i: int) -> None:
+        """SIGKILL the node: its SuperNode's group and every descendant (its SuperExec runs in
+        a session of its own), then schedule its restart."""
         proc = self.procs[f"supernode-{i}"]
+        tree = deploy._descendants([proc.pid])
         deploy._signal(proc.pid, signal.SIGKILL, group=True)
+        for pid in tree:
+            deploy._signal(pid, signal.SIGKILL)
         proc.wait(timeout=10)
         self.pending_restart[i] = time.monotonic() + self.args.restart_delay
+
+    def check_nodes(self) -> None:
+        """A restarted node that exited (Flower refuses to activate a node whose old session
+        the SuperLink still holds: exit code 305) is started again a few seconds later."""
+        for i in range(self.nodes):
+            proc = self.procs.get(f"supernode-{i}")
+            if proc is not None and proc.poll() is not None and i not in self.pending_restart:
+                self.events.append({"event": "node-restart-refused", "node": i,
+                                    "code": proc.returncode, "time": time.time()})  # fmt: skip
+                self.pending_restart[i] = time.monotonic() + 5.0
 
     def restart_superlink(self) -> None:
         link = self.procs["superlink"]
@@ -157,19 +174,33 @@ class Soak:
         self.start_superlink()
         self.wait_online()
 
-    def wait_online(self) -> None:
-        deploy._wait_online(
-            deploy.CONNECTION,
-            self.env,
-            expected=self.nodes,
-            node_ids=self.node_ids,
-            timeout=120.0,
-            procs=list(self.procs.values()),
-        )
+    def wait_online(self, timeout: float = 120.0) -> None:
+        """Wait until every node is online, restarting any that exited meanwhile."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check_nodes()
+            self.restart_due(wait=True)
+            listed = deploy.list_nodes(deploy.CONNECTION, self.env) or []
+            online = {int(str(n["node-id"])) for n in listed if n.get("status") == "online"}
+            if set(self.node_ids) <= online:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(online)} of {self.nodes} SuperNodes online")
+            time.sleep(1.0)
+
+    def restart_due(self, *, wait: bool = False) -> None:
+        """Start the nodes whose restart is due (``wait``: all pending ones, now)."""
+        now = time.monotonic()
+        for i, when in list(self.pending_restart.items()):
+            if wait or now >= when:
+                self.pending_restart.pop(i)
+                self.start_node(i)
+                self.events.append({"event": "node-restart", "node": i, "time": time.time()})
+                _say(f"node {i} restarted")
 
     def up(self) -> None:
         self.start_superlink()
-        self.node_ids = [
+        self.node_ids: list[int] = [
             deploy.register_node(deploy.CONNECTION, self.env, key.public)
             for key in self.credentials.nodes
         ]
@@ -240,13 +271,8 @@ class _Segment:
 
     def tick(self) -> None:
         soak = self.soak
-        now = time.monotonic()
-        for i, when in list(soak.pending_restart.items()):
-            if now >= when:
-                soak.pending_restart.pop(i)
-                soak.start_node(i)
-                soak.events.append({"event": "node-restart", "node": i, "time": time.time()})
-                _say(f"node {i} restarted")
+        soak.check_nodes()
+        soak.restart_due()
         for record in _round_records(soak)[self.seen :]:
             self.seen += 1
             self.on_record(record)
@@ -320,7 +346,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--rounds-per-run", type=int, default=10)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--fault-rate", type=float, default=0.7, help="share of rounds with a fault")
+    parser.add_argument("--fault-rate", type=float, default=0.7, help="rounds with a fault")
     parser.add_argument("--vector-length", type=int, default=64)
     parser.add_argument("--stage-timeout", type=float, default=20.0)
     parser.add_argument("--restart-delay", type=float, default=2.0)

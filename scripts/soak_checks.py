@@ -24,9 +24,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 import flower_deploy as deploy
+import numpy as np
 
 _TRACEBACK = "Traceback (most recent call last)"
 _EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Abort|Interrupt|Exit))\b:?")
@@ -76,7 +75,8 @@ def _read_bin(path: Path) -> np.ndarray | None:
 def round_outcomes(soak_dir: Path, rounds: int) -> list[dict[str, Any]]:
     """One outcome per round index ``0..rounds-1`` that a run started (see the module doc)."""
     path = soak_dir / "server" / "rounds.jsonl"
-    records = [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
+    lines = path.read_text().splitlines() if path.exists() else []
+    records = [json.loads(x) for x in lines if x.strip()]
     ends = {int(r["round"]): r for r in records if r["event"] == "end"}
     starts = {int(r["round"]): r for r in records if r["event"] == "start"}
     out: list[dict[str, Any]] = []
@@ -97,21 +97,22 @@ def round_outcomes(soak_dir: Path, rounds: int) -> list[dict[str, Any]]:
         plain = [_read_bin(soak_dir / "plain" / str(end["run"]) / str(r) / f"p{p}.bin")
                  for p in end["survivors"]]  # fmt: skip
         if total is None or any(v is None for v in plain):
-            out.append({**entry, "outcome": "other", "why": "a total or a survivor's input is missing"})
+            why = "a total or a survivor's input is missing"
+            out.append({**entry, "outcome": "other", "why": why})
             continue
         expected = np.zeros_like(total)
         for vector in plain:
             expected += vector  # type: ignore[operator]  # uint64: the ring's wrap-around
         exact = bool(np.array_equal(expected, total))
-        out.append({**entry, "outcome": "exact" if exact else "other",
-                    **({} if exact else {"why": "the total differs from the survivors' sum"})})  # fmt: skip
+        why = {} if exact else {"why": "the total differs from the survivors' sum"}
+        out.append({**entry, "outcome": "exact" if exact else "other", **why})
     return out
 
 
 def audit_journals(journals: Path) -> dict[str, Any]:
     """Audit every node's journal (see the module docstring)."""
     violations: list[str] = []
-    entries = unmask = 0
+    entries = unmask = resent = 0
     files = sorted(journals.glob("node-*.jsonl"))
     for path in files:
         kinds: dict[tuple[str, int, int], dict[str, str]] = {}
@@ -124,8 +125,13 @@ def audit_journals(journals: Path) -> dict[str, Any]:
             entries += 1
             key = (entry["session"], int(entry["round"]), int(entry["client"]))
             step = (*key, int(entry["step"]))
-            if entry["answer"] and answers.setdefault(step, entry["answer"]) != entry["answer"]:
-                violations.append(f"{path.name}: two answers at step {step[3]} of round {key[1]}")
+            if entry["answer"] and step in answers:
+                if answers[step] != entry["answer"]:
+                    violations.append(f"{path.name}: two answers at step {step[3]} of round {key[1]}")
+                else:
+                    resent += 1  # the same answer again (a duplicated delivery): nothing new
+                continue
+            answers[step] = entry["answer"]
             if entry["reveals"]:
                 unmask += 1
             for peer, kind in entry["reveals"].items():
@@ -137,6 +143,7 @@ def audit_journals(journals: Path) -> dict[str, Any]:
                     )
                 known[peer] = kind
     return {"journals": len(files), "entries": entries, "unmask_answers": unmask,
+            "same_answer_resent": resent,
             "violations": len(violations), "details": violations[:20]}  # fmt: skip
 
 

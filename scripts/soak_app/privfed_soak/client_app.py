@@ -11,6 +11,8 @@ outlives the SuperNode process: it is what a restarted node reloads).
 sees the stage it is waiting for), then acts out what ``<soak-dir>/plan.json``
 schedules for this node, round and stage:
 
+* ``kill``: wait ``hold-s`` seconds before handling the message, so that the
+  harness's SIGKILL lands while the node is inside the stage;
 * ``delay``: answer after ``delay-s`` seconds (replies arrive late and in
   another order than the messages went out);
 * ``duplicate``: the message is handled twice (a duplicated delivery); the
@@ -26,6 +28,7 @@ schedules for this node, round and stage:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -102,7 +105,8 @@ def _garbage(reply: Message, message: Message) -> Message:
     content = RecordDict()
     for name, record in reply.content.config_records.items():
         content.config_records[name] = ConfigRecord(
-            {k: secrets.token_bytes(len(v)) if isinstance(v, bytes) else v for k, v in record.items()}
+            {k: secrets.token_bytes(len(v)) if isinstance(v, bytes) else v
+             for k, v in record.items()}  # fmt: skip
         )
     for name, arrays in reply.content.array_records.items():
         content.array_records[name] = ArrayRecord(
@@ -143,19 +147,20 @@ class SoakFaults:
         context: Context,
         call_next: ClientAppCallable,
     ) -> Message:
-        if kind == "delay":
-            time.sleep(float(fault.get("delay-s", 1.0)))
+        if kind in ("delay", "kill"):
+            # A kill target waits here for the harness's SIGKILL: killed mid-stage.
+            time.sleep(float(fault.get("delay-s", fault.get("hold-s", 1.0))))
         reply = call_next(message, context)
         if kind == "duplicate":
-            try:
+            with contextlib.suppress(PrivfedError):
+                # The node refuses the second delivery; the first reply stands.
                 call_next(message, context)
-            except PrivfedError:
-                pass  # the node refuses the second delivery; the first reply stands
         if kind == "garbage" and not reply.has_error():
             return _garbage(reply, message)
         last = context.state.config_records.get(_LAST_KEY)
         if not reply.has_error() and _wire.RECORD in reply.content.config_records:
-            context.state[_LAST_KEY] = ConfigRecord(dict(reply.content.config_records[_wire.RECORD]))
+            ours = reply.content.config_records[_wire.RECORD]
+            context.state[_LAST_KEY] = ConfigRecord(dict(ours))
         if kind == "reorder" and last is not None:
             return Message(RecordDict({_wire.RECORD: last}), reply_to=message)
         return reply

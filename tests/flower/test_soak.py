@@ -1,0 +1,101 @@
+"""``scripts/soak.py``: a short soak on Flower's deployment engine, and its checks.
+
+The slow test runs the harness itself (a SuperLink and three SuperNodes on
+127.0.0.1 with TLS and SuperNode authentication): three rounds in two Flower
+runs with a SuperLink restart between them, seed 3's faults (a node killed
+-9 mid-stage and restarted, a duplicated delivery, a reordered reply), bounded
+by a wall-clock budget and a timeout; it checks the harness's invariants
+(every round exact or a clean abort, a clean journal audit, no untyped
+exception in any log, no process left) from the JSON it writes.  The fast
+tests check the schedule and the audit on hand-made journals.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import soak  # noqa: E402
+import soak_checks  # noqa: E402
+
+
+def test_the_schedule_is_drawn_from_the_seed_and_meets_every_kind() -> None:
+    plan, restarts = soak.draw_plan(3, 5, 40, 10, 1.0)
+    assert (plan, restarts) == soak.draw_plan(3, 5, 40, 10, 1.0)
+    assert plan != soak.draw_plan(4, 5, 40, 10, 1.0)[0]
+    assert {f["kind"] for f in plan.values()} == set(soak.NODE_FAULTS)
+    kills = [f["stage"] for f in plan.values() if f["kind"] == "kill"]
+    assert set(kills) == set(soak.STAGES)  # a kill in each stage
+    assert restarts and all(r % 10 == 0 and 0 < r < 40 for r in restarts)
+    # journal-readonly is the harness's own fault: the nodes' plan leaves it out.
+    assert all(f["kind"] != "journal-readonly" for f in soak.node_plan(plan).values())
+
+
+def _line(session: str, step: int, reveals: dict[str, str], answer: str) -> str:
+    entry = {"session": session, "round": 0, "client": 1, "step": step, "reveals": reveals,
+             "answer": answer}  # fmt: skip
+    return json.dumps(entry) + "\n"
+
+
+def test_the_audit_finds_a_share_revealed_twice_and_two_answers(tmp_path: Path) -> None:
+    good = _line("aa", 0, {}, "") + _line("aa", 4, {"2": "seed", "3": "key"}, "d1")
+    (tmp_path / "node-0.jsonl").write_text(good + '{"session": "aa", "rou')  # torn tail
+    clean = soak_checks.audit_journals(tmp_path)
+    assert clean["violations"] == 0 and clean["entries"] == 2 and clean["unmask_answers"] == 1
+    # The same answer sent again (a duplicated delivery) reveals nothing new.
+    (tmp_path / "node-0.jsonl").write_text(good + _line("aa", 4, {"2": "seed", "3": "key"}, "d1"))
+    again = soak_checks.audit_journals(tmp_path)
+    assert again["violations"] == 0 and again["same_answer_resent"] == 1
+    (tmp_path / "node-1.jsonl").write_text(
+        good + _line("aa", 5, {"2": "key"}, "d2") + _line("aa", 4, {}, "d3")
+    )
+    audit = soak_checks.audit_journals(tmp_path)
+    assert audit["violations"] == 2 and audit["same_answer_resent"] == 0
+    assert any("peer 2's share revealed again (seed then key)" in d for d in audit["details"])
+    assert any("two answers at step 4" in d for d in audit["details"])
+
+
+def test_untyped_exceptions_are_found_and_privfed_ones_are_not(tmp_path: Path) -> None:
+    (tmp_path / "supernode-0.log").write_text(
+        "Traceback (most recent call last):\n  File x\nprivfed.errors.ProtocolAbort: no\n"
+        "Traceback (most recent call last):\n  File y\nPermissionError: [Errno 13] denied\n"
+    )
+    rounds = [{"round": 0, "errors": {"1": "ProtocolAbort: refused", "2": "KeyError: 'x'"}}]
+    found = soak_checks.untyped_exceptions(tmp_path, rounds)
+    assert found == [
+        "supernode-0.log: PermissionError: [Errno 13] denied",
+        "error reply in round 0: KeyError: 'x'",
+    ]
+
+
+@pytest.mark.slow
+def test_a_short_soak_keeps_every_invariant(tmp_path: Path) -> None:
+    out = tmp_path / "soak.json"
+    argv = [
+        sys.executable, str(ROOT / "scripts" / "soak.py"), "--nodes", "3", "--rounds", "3",
+        "--rounds-per-run", "2", "--fault-rate", "1", "--seed", "3", "--budget-s", "400",
+        "--workdir", str(tmp_path / "work"), "--out", str(out),
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900, check=False)
+    assert out.exists(), done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["rounds_run"] == 3, done.stderr[-3000:]
+    assert result["outcomes"]["other"] == 0, result["rounds"]
+    assert result["outcomes"]["exact"] >= 2  # one fault per round, three nodes, t = 2
+    assert result["journal_audit"]["violations"] == 0
+    assert result["journal_audit"]["unmask_answers"] >= 4
+    assert result["untyped_exceptions"] == []
+    assert result["leftover_processes"] == []
+    assert result["kills_landed"] == 1 and result["faults_injected"]["superlink-restart"] == 1
+    assert set(result["rss_slopes"]) == {"superlink", "supernode-0", "supernode-1", "supernode-2"}
+    assert result["passed"] and done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "soak.png").stat().st_size > 0
