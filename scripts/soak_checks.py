@@ -127,7 +127,8 @@ def audit_journals(journals: Path) -> dict[str, Any]:
             step = (*key, int(entry["step"]))
             if entry["answer"] and step in answers:
                 if answers[step] != entry["answer"]:
-                    violations.append(f"{path.name}: two answers at step {step[3]} of round {key[1]}")
+                    where = f"step {step[3]} of round {key[1]}"
+                    violations.append(f"{path.name}: two answers at {where}")
                 else:
                     resent += 1  # the same answer again (a duplicated delivery): nothing new
                 continue

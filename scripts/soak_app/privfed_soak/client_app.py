@@ -101,12 +101,15 @@ def _round_of(message: Message, context: Context, stage: str) -> int:
     return int(stored["round"]) if stored is not None else -1  # type: ignore[arg-type]
 
 
+def _random_like(value: Any) -> Any:
+    return secrets.token_bytes(len(value)) if isinstance(value, bytes) else value
+
+
 def _garbage(reply: Message, message: Message) -> Message:
     content = RecordDict()
     for name, record in reply.content.config_records.items():
         content.config_records[name] = ConfigRecord(
-            {k: secrets.token_bytes(len(v)) if isinstance(v, bytes) else v
-             for k, v in record.items()}  # fmt: skip
+            {k: _random_like(v) for k, v in record.items()}
         )
     for name, arrays in reply.content.array_records.items():
         content.array_records[name] = ArrayRecord(
