@@ -6,19 +6,26 @@ runs with a SuperLink restart between them, seed 3's faults (a node killed
 -9 mid-stage and restarted, a duplicated delivery, a reordered reply), bounded
 by a wall-clock budget and a timeout; it checks the harness's invariants
 (every round exact or a clean abort, a clean journal audit, no untyped
-exception in any log, no process left) from the JSON it writes.  The fast
+exception in any log, no process left) from the JSON it writes; another
+interrupts the harness (SIGINT, SIGTERM) while a run is in flight and checks
+that it exits 128 + the signal with no process of the run left.  The fast
 tests check the schedule and the audit on hand-made journals.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
+import uuid
 from pathlib import Path
 
 import pytest
+from flower_helpers import tagged_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -99,3 +106,36 @@ def test_a_short_soak_keeps_every_invariant(tmp_path: Path) -> None:
     assert set(result["rss_slopes"]) == {"superlink", "supernode-0", "supernode-1", "supernode-2"}
     assert result["passed"] and done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "soak.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_an_interrupted_soak_leaves_no_process(tmp_path: Path, signum: int) -> None:
+    tag = uuid.uuid4().hex
+    out, work = tmp_path / "soak.json", tmp_path / "work"
+    argv = [
+        sys.executable, str(ROOT / "scripts" / "soak.py"), "--nodes", "3", "--rounds", "2",
+        "--workdir", str(work), "--out", str(out),
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PRIVFED_SOAK_TEST": tag}
+    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 400
+        # A round is in flight once a node has handled a stage (ClientApps running).
+        while not list((work / "soak" / "progress").glob("*.log")):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.5)
+        proc.send_signal(signum)
+        _, stderr = proc.communicate(timeout=180)
+        assert proc.returncode == 128 + signum, stderr[-3000:]
+        result = json.loads(out.read_text())
+        assert result["interrupted"] == signal.Signals(signum).name
+        assert result["leftover_processes"] == [] and not result["passed"]
+        assert tagged_processes(tag) == []  # no SuperLink, SuperNode, SuperExec or App
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid, _ in tagged_processes(tag):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
