@@ -5,7 +5,7 @@ serialized, the in-process server and clients) run concurrently, each on its
 own random inputs with one client dropping before masked input; every total
 is compared with the plain sum of the survivors' inputs.  The batch is played
 ``--waves`` times and the process's RSS is read after each wave: bounded
-memory means it does not grow from wave to wave.  Prints one line per wave
+memory means it levels off (the JSON has the slope over the second half of the waves).  Prints one line per wave
 and writes ``benchmarks/results/secagg_load.json``.
 
 Example::
@@ -73,7 +73,16 @@ def load(threads: int, clients: int, length: int, waves: int) -> dict[str, Any]:
         "waves": rows,
         "all_exact": all(row["exact"] == threads for row in rows),
         "rss_growth_kib_after_first_wave": rows[-1]["rss_kib"] - rows[0]["rss_kib"],
+        "rss_slope_kib_per_wave_second_half": _slope(rows[len(rows) // 2 :]),
     }
+
+
+def _slope(rows: list[dict[str, Any]]) -> float | None:
+    """Least-squares slope of RSS (KiB) over the waves of ``rows`` (``None``: under 3)."""
+    if len(rows) < 3:
+        return None
+    waves = [float(row["wave"]) for row in rows]
+    return round(float(np.polyfit(waves, [row["rss_kib"] for row in rows], 1)[0]), 1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,7 +101,10 @@ def main(argv: list[str] | None = None) -> int:
             f"wave {row['wave']}: {row['exact']}/{row['rounds']} exact in {row['seconds']:.1f} s, "
             f"RSS {row['rss_kib'] / 1024:.0f} MiB"
         )
-    print(f"RSS growth after the first wave: {result['rss_growth_kib_after_first_wave']} KiB")
+    print(
+        f"RSS growth after the first wave: {result['rss_growth_kib_after_first_wave']} KiB; "
+        f"slope over the second half {result['rss_slope_kib_per_wave_second_half']} KiB/wave"
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(args.out, json.dumps(result, indent=1) + "\n")
     return 0 if result["all_exact"] else 1
