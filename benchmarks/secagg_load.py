@@ -5,8 +5,8 @@ serialized, the in-process server and clients) run concurrently, each on its
 own random inputs with one client dropping before masked input; every total
 is compared with the plain sum of the survivors' inputs.  The batch is played
 ``--waves`` times and the process's RSS is read after each wave: bounded
-memory means it levels off (the JSON has the slope over the second half of the waves).  Prints one line per wave
-and writes ``benchmarks/results/secagg_load.json``.
+memory means it levels off (the JSON has the slope over the second half of
+the waves).  Prints one line per wave and writes ``benchmarks/results/secagg_load.json``.
 
 Example::
 
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     result = load(args.threads, args.clients, args.length, args.waves)
-    result["rss_kib_before"] = rss_kib()
+    result["rss_kib_at_end"] = rss_kib()
     for row in result["waves"]:
         print(
             f"wave {row['wave']}: {row['exact']}/{row['rounds']} exact in {row['seconds']:.1f} s, "
