@@ -20,6 +20,7 @@ import json
 import os
 import re
 import stat
+import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -51,10 +52,17 @@ def rss_kib(pid: int) -> int | None:
 
 
 def set_readonly(journals: Path, node: int, readonly: bool) -> None:
-    """Make node ``node``'s journal file and folder read-only (or writable again)."""
+    """Make node ``node``'s journal file and folder read-only (or writable again).
+
+    Modes 0400 / 0500; as root (whom modes do not stop) the file is also made
+    immutable (``chattr +i``: every open for writing fails with EPERM).
+    """
     path = journals / f"node-{node}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.touch(exist_ok=True)
+    if os.geteuid() == 0:
+        flag = "+i" if readonly else "-i"
+        subprocess.run(["chattr", flag, str(path)], check=False, capture_output=True)  # noqa: S603, S607
     path.chmod(0o400 if readonly else 0o600)
     journals.chmod(stat.S_IRWXU & ~stat.S_IWUSR if readonly else stat.S_IRWXU)
 
@@ -72,8 +80,12 @@ def _read_bin(path: Path) -> np.ndarray | None:
         return None
 
 
-def round_outcomes(soak_dir: Path, rounds: int) -> list[dict[str, Any]]:
-    """One outcome per round index ``0..rounds-1`` that a run started (see the module doc)."""
+def round_outcomes(soak_dir: Path, rounds: int, interrupted: bool = False) -> list[dict[str, Any]]:
+    """One outcome per round index ``0..rounds-1`` that a run started (see the module doc).
+
+    ``interrupted``: the harness was stopped by a signal; a round it cut short is
+    ``interrupted``, not ``other``.
+    """
     path = soak_dir / "server" / "rounds.jsonl"
     lines = path.read_text().splitlines() if path.exists() else []
     records = [json.loads(x) for x in lines if x.strip()]
@@ -85,7 +97,8 @@ def round_outcomes(soak_dir: Path, rounds: int) -> list[dict[str, Any]]:
             continue
         end = ends.get(r)
         if end is None:
-            out.append({"round": r, "outcome": "other", "why": "the round started but never ended"})
+            kind = "interrupted" if interrupted else "other"
+            out.append({"round": r, "outcome": kind, "why": "the round started but never ended"})
             continue
         entry = {"round": r, "seconds": end["seconds"], "survivors": end.get("survivors", [])}
         entry["dropped"] = end.get("dropped", {})
@@ -198,7 +211,7 @@ def summarize(
     interrupted: str | None,
 ) -> dict[str, Any]:
     """The soak's result document (``soak.json``)."""
-    outcomes = round_outcomes(soak.soak_dir, soak.args.rounds)
+    outcomes = round_outcomes(soak.soak_dir, soak.args.rounds, interrupted is not None)
     ran = {o["round"] for o in outcomes}
     injected = Counter(f["kind"] for r, f in plan.items() if r in ran)
     injected["superlink-restart"] = sum(e["event"] == "superlink-restart" for e in soak.events)
@@ -213,7 +226,8 @@ def summarize(
         "nodes": soak.args.nodes, "rounds_asked": soak.args.rounds, "rounds_run": len(outcomes),
         "seed": soak.args.seed, "rounds_per_run": soak.args.rounds_per_run,
         "security": "TLS + SuperNode authentication",
-        "outcomes": {k: counts.get(k, 0) for k in ("exact", "clean-abort", "other")},
+        "outcomes": {k: counts.get(k, 0) for k in ("exact", "clean-abort", "other")
+                     + (("interrupted",) if interrupted else ())},
         "faults_injected": dict(sorted(injected.items())),
         "outcomes_by_fault": {k: dict(v) for k, v in sorted(by_kind.items())},
         "kills_landed": sum(e["event"] == "kill" for e in soak.events),
@@ -251,7 +265,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    colours = {"exact": "tab:green", "clean-abort": "tab:orange", "other": "tab:red"}
+    colours = {"exact": "tab:green", "clean-abort": "tab:orange", "other": "tab:red",
+               "interrupted": "tab:gray"}  # fmt: skip
     for o in result["rounds"]:
         axes[0].bar(o["round"], o.get("seconds", 1.0), color=colours[o["outcome"]], width=0.9)
     axes[0].set(xlabel="round", ylabel="round wall time (s)",

@@ -139,3 +139,29 @@ def test_an_interrupted_soak_leaves_no_process(tmp_path: Path, signum: int) -> N
         for pid, _ in tagged_processes(tag):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_a_node_whose_journal_disk_fails_refuses_in_one_line(
+    caplog: pytest.LogCaptureFixture, loopback: type
+) -> None:
+    """The soak's journal-full finding: an OSError of the node's storage is a typed refusal."""
+    import errno
+
+    from flwr.app import Context, Message, RecordDict
+
+    from privfed.flower.node_app import _refusals_as_errors
+
+    loopback(None, 1)  # sets Flower's task identity, as a ClientApp process has one
+    message = Message(RecordDict(), dst_node_id=1, message_type="query.privfed_secagg_advertise")
+    context = Context(run_id=1, node_id=1, node_config={"partition-id": 3}, state=RecordDict(),
+                      run_config={})  # fmt: skip
+
+    def full(msg: Message, ctx: Context) -> Message:
+        raise OSError(errno.ENOSPC, "No space left on device", "/journals/node-3.jsonl")
+
+    reply = _refusals_as_errors(message, context, full)
+    assert reply.has_error()
+    assert reply.error.reason.startswith(
+        "ProtocolAbort: protocol aborted: this node's storage failed: OSError: [Errno 28] No space"
+    )
+    assert "refused at ADVERTISE_KEYS" in caplog.text and "Traceback" not in caplog.text
