@@ -209,7 +209,11 @@ class Soak:
         self.wait_online()
 
     def stop(self) -> deploy.StopReport:
-        return deploy._stop(list(reversed(self.procs.values())), orphans=deploy._subreaper)
+        """Stop every process; leave every journal writable (a fault may have been cut short)."""
+        report = deploy._stop(list(reversed(self.procs.values())), orphans=deploy._subreaper)
+        for i in range(self.nodes):
+            checks.set_readonly(self.workdir / "journals", i, False)
+        return report
 
     def sample_rss(self, r: int) -> None:
         for name, proc in self.procs.items():

@@ -59,12 +59,14 @@ def set_readonly(journals: Path, node: int, readonly: bool) -> None:
     """
     path = journals / f"node-{node}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
+    root = os.geteuid() == 0
+    if root and not readonly:  # an immutable file cannot even be chmod-ed
+        subprocess.run(["chattr", "-i", str(path)], check=False, capture_output=True)  # noqa: S603, S607
     path.touch(exist_ok=True)
-    if os.geteuid() == 0:
-        flag = "+i" if readonly else "-i"
-        subprocess.run(["chattr", flag, str(path)], check=False, capture_output=True)  # noqa: S603, S607
     path.chmod(0o400 if readonly else 0o600)
     journals.chmod(stat.S_IRWXU & ~stat.S_IWUSR if readonly else stat.S_IRWXU)
+    if root and readonly:
+        subprocess.run(["chattr", "+i", str(path)], check=False, capture_output=True)  # noqa: S603, S607
 
 
 def leftover(started: list[int], left: list[int]) -> list[int]:
