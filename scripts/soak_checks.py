@@ -233,6 +233,8 @@ def summarize(
         "faults_injected": dict(sorted(injected.items())),
         "outcomes_by_fault": {k: dict(v) for k, v in sorted(by_kind.items())},
         "kills_landed": sum(e["event"] == "kill" for e in soak.events),
+        "node_restarts": sum(e["event"] == "node-restart" for e in soak.events),
+        "node_restarts_refused": sum(e["event"] == "node-restart-refused" for e in soak.events),
         "superlink_restarts_before_round": [e["round"] for e in soak.events
                                             if e["event"] == "superlink-restart"],
         "journal_audit": audit, "untyped_exceptions": untyped[:50],
