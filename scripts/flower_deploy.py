@@ -541,6 +541,97 @@ def _wait_online(
         time.sleep(1.0)
 
 
+def cli_environment(
+    workdir: Path, address: str, credentials: Credentials | None, env: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The environment for ``flwr`` and Flower's processes, its connection written.
+
+    ``workdir/flwr-home/config.toml`` names the SuperLink at ``address`` as
+    :data:`CONNECTION` (trusting ``credentials``' CA; ``None``: plaintext).
+    """
+    bin_dir = Path(sys.executable).parent
+    base_env = {**os.environ, **(env or {})}
+    flwr_home = workdir / "flwr-home"
+    flwr_home.mkdir(parents=True, exist_ok=True)
+    channel = (
+        "insecure = true\n"
+        if credentials is None
+        else f"root-certificates = {json.dumps(str(credentials.ca_cert))}\n"
+    )
+    (flwr_home / "config.toml").write_text(
+        "[superlink]\n"
+        f'default = "{CONNECTION}"\n\n'
+        f"[superlink.{CONNECTION}]\n"
+        f'address = "{address}"\n' + channel
+    )
+    # Flower's tools start each other by name (flower-superexec, flwr-serverapp ...).
+    path = f"{bin_dir}{os.pathsep}{base_env.get('PATH', '')}"
+    return {**base_env, "FLWR_HOME": str(flwr_home), "PATH": path}
+
+
+def superlink_argv(port: int, database: Path, credentials: Credentials | None) -> list[str]:
+    """``flower-superlink`` on 127.0.0.1:``port`` with its state in ``database``.
+
+    TLS and ``--enable-supernode-auth`` with ``credentials``; ``None``: ``--insecure``.
+    """
+    if credentials is None:
+        security = ["--insecure"]
+    else:
+        security = [
+            "--ssl-ca-certfile", str(credentials.ca_cert),
+            "--ssl-certfile", str(credentials.server_cert),
+            "--ssl-keyfile", str(credentials.server_key),
+            "--enable-supernode-auth",
+        ]  # fmt: skip
+    return [
+        str(Path(sys.executable).parent / "flower-superlink"), *security,
+        "--host", "127.0.0.1", "--port", str(port), "--database", str(database),
+        # Use this environment's privfed; never install packages at run time.
+        "--disable-runtime-dependency-installation",
+    ]  # fmt: skip
+
+
+def supernode_argv(
+    index: int, address: str, node_config: str, credentials: Credentials | None
+) -> list[str]:
+    """``flower-supernode`` number ``index`` for the SuperLink at ``address``.
+
+    With ``credentials``: it trusts their CA, authenticates with node key
+    ``index`` and serves its own Runtime API over TLS; ``None``: ``--insecure``.
+    """
+    if credentials is None:
+        security = ["--insecure"]
+    else:
+        security = [
+            "--root-certificates", str(credentials.ca_cert),
+            "--auth-supernode-private-key", str(credentials.nodes[index].private),
+            # The node's own Runtime API (its SuperExec and ClientApps) too.
+            "--ssl-certfile", str(credentials.server_cert),
+            "--ssl-keyfile", str(credentials.server_key),
+            "--ssl-ca-certfile", str(credentials.ca_cert),
+        ]  # fmt: skip
+    return [
+        str(Path(sys.executable).parent / "flower-supernode"), *security,
+        "--superlink", address, "--host", "127.0.0.1", "--port", str(free_port()),
+        "--node-config", node_config,
+    ]  # fmt: skip
+
+
+def spawn(
+    argv: list[str], log: Path, env: dict[str, str], cwd: Path, *, append: bool = False
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in its own process group (stopped as one), output to ``log``."""
+    with log.open("ab" if append else "wb") as out:
+        return subprocess.Popen(  # noqa: S603 -- fixed argv of installed Flower tools
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
+
+
 @contextlib.contextmanager
 def deployment(
     nodes: int,
@@ -572,72 +663,20 @@ def deployment(
     credentials and the node ids.  Logs go to ``workdir/*.log``; the
     processes run in ``cwd`` (default: ``workdir``).
     """
-    bin_dir = Path(sys.executable).parent
-    base_env = {**os.environ, **(env or {})}
-    flwr_home = workdir / "flwr-home"
-    flwr_home.mkdir(parents=True, exist_ok=True)
     link_port = free_port()
     address = f"127.0.0.1:{link_port}"
     credentials = None if insecure else generate_credentials(workdir / "credentials", nodes)
-    channel = (
-        "insecure = true\n"
-        if credentials is None
-        else f"root-certificates = {json.dumps(str(credentials.ca_cert))}\n"
-    )
-    (flwr_home / "config.toml").write_text(
-        "[superlink]\n"
-        f'default = "{CONNECTION}"\n\n'
-        f"[superlink.{CONNECTION}]\n"
-        f'address = "{address}"\n' + channel
-    )
+    cli_env = cli_environment(workdir, address, credentials, env)
     if info is not None:
         info.address, info.credentials, info.node_ids = address, credentials, []
-    # Flower's tools start each other by name (flower-superexec, flwr-serverapp ...).
-    path = f"{bin_dir}{os.pathsep}{base_env.get('PATH', '')}"
-    cli_env = {**base_env, "FLWR_HOME": str(flwr_home), "PATH": path}
     procs: list[subprocess.Popen[bytes]] = []
 
     def start(name: str, argv: list[str]) -> subprocess.Popen[bytes]:
-        with (workdir / f"{name}.log").open("wb") as log:
-            proc = subprocess.Popen(  # noqa: S603 -- fixed argv of installed Flower tools
-                argv,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=cli_env,
-                cwd=cwd or workdir,
-                start_new_session=True,  # own process group: stopped as one
-            )
-        procs.append(proc)
-        return proc
+        procs.append(spawn(argv, workdir / f"{name}.log", cli_env, cwd or workdir))
+        return procs[-1]
 
-    if credentials is None:
-        link_security = ["--insecure"]
-    else:
-        link_security = [
-            "--ssl-ca-certfile",
-            str(credentials.ca_cert),
-            "--ssl-certfile",
-            str(credentials.server_cert),
-            "--ssl-keyfile",
-            str(credentials.server_key),
-            "--enable-supernode-auth",
-        ]
     try:
-        link = start(
-            "superlink",
-            [
-                str(bin_dir / "flower-superlink"),
-                *link_security,
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(link_port),
-                "--database",
-                str(workdir / "superlink.db"),
-                # Use this environment's privfed; never install packages at run time.
-                "--disable-runtime-dependency-installation",
-            ],
-        )
+        link = start("superlink", superlink_argv(link_port, workdir / "superlink.db", credentials))
         _wait_port(link_port, startup_timeout, link)
         node_ids: list[int] = []
         if credentials is not None:
@@ -645,37 +684,7 @@ def deployment(
         for i in range(nodes):
             journal = workdir / "journals" / f"node-{i}.jsonl"
             node_config = f'partition-id={i} num-partitions={nodes} privfed-journal="{journal}"'
-            if credentials is None:
-                node_security = ["--insecure"]
-            else:
-                node_security = [
-                    "--root-certificates",
-                    str(credentials.ca_cert),
-                    "--auth-supernode-private-key",
-                    str(credentials.nodes[i].private),
-                    # The node's own Runtime API (its SuperExec and ClientApps) too.
-                    "--ssl-certfile",
-                    str(credentials.server_cert),
-                    "--ssl-keyfile",
-                    str(credentials.server_key),
-                    "--ssl-ca-certfile",
-                    str(credentials.ca_cert),
-                ]
-            start(
-                f"supernode-{i}",
-                [
-                    str(bin_dir / "flower-supernode"),
-                    *node_security,
-                    "--superlink",
-                    address,
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(free_port()),
-                    "--node-config",
-                    node_config,
-                ],
-            )
+            start(f"supernode-{i}", supernode_argv(i, address, node_config, credentials))
         try:
             node_ids = _wait_online(
                 CONNECTION,

@@ -85,3 +85,21 @@ def flower_env(home: Path, **extra: str) -> dict[str, str]:
         "FLWR_LOCAL_CONTROL_API_PORT": str(_free_port()),
         **extra,
     }
+
+
+def tagged_processes(tag: str) -> list[tuple[int, str]]:
+    """Live (not zombie) processes whose environment holds ``tag``: ``(pid, command)``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if tag.encode() not in (entry / "environ").read_bytes():
+                continue
+            state = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0]
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if state != "Z":
+            found.append((int(entry.name), command[:120]))
+    return found

@@ -40,6 +40,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
+from flower_helpers import tagged_processes as _tagged
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "flower_deploy.py"
@@ -405,24 +406,6 @@ def test_tls_and_node_auth_are_the_default_and_insecure_warns(
 
 
 # --- stopping processes -----------------------------------------------------------------
-
-
-def _tagged(tag: str) -> list[tuple[int, str]]:
-    """Live (not zombie) processes whose environment holds ``tag``: ``(pid, command)``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if tag.encode() not in (entry / "environ").read_bytes():
-                continue
-            state = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0]
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if state != "Z":
-            found.append((int(entry.name), command[:120]))
-    return found
 
 
 needs_proc = pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")

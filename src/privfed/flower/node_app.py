@@ -104,9 +104,17 @@ class _JobSeeds(_RunConfig):
 def _refusals_as_errors(
     message: Message, context: Context, call_next: ClientAppCallable
 ) -> Message:
-    """A Mod: a privfed refusal becomes an error reply and one log line (no traceback)."""
+    """A Mod: a privfed refusal becomes an error reply and one log line (no traceback).
+
+    So does a failure of the node's storage (an ``OSError``: its journal's disk
+    full or read-only): the answer was not journaled, so it does not leave, and
+    the node refuses the stage (:class:`~privfed.errors.ProtocolAbort`).
+    """
     try:
-        return call_next(message, context)
+        try:
+            return call_next(message, context)
+        except OSError as exc:
+            raise ProtocolAbort(f"this node's storage failed: {type(exc).__name__}: {exc}") from exc
     except PrivfedError as exc:
         stage = _wire.STAGE_OF_TYPE.get(message.metadata.message_type)
         where = stage.name if stage is not None else message.metadata.message_type

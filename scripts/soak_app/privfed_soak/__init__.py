@@ -1,0 +1,1 @@
+"""privfed's soak harness app (see scripts/soak.py)."""
