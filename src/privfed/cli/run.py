@@ -489,7 +489,12 @@ def _warnings(given: argparse.Namespace, run: argparse.Namespace) -> list[str]:
             f"--delta {run.delta:g} is >= 1/n (n = {_DIGITS_RECORDS} records): a release "
             "may then expose a whole record outright; use delta well below 1/n"
         )
-    if run.engine == "latent" and run.noise == "central" and given.assumed_corrupted:
+    if (
+        run.engine == "latent"
+        and run.noise == "central"
+        and run.secagg_mode != "active"
+        and given.assumed_corrupted
+    ):
         out.append(
             "--assumed-corrupted has no effect with --noise central unless --secagg-mode "
             "active (it calibrates distributed noise and the active threshold)"

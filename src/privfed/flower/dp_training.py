@@ -50,6 +50,7 @@ import numpy as np
 import numpy.typing as npt
 from flwr.app import ConfigRecord, Context, RecordDict
 
+from privfed._atomic import atomic_write_text
 from privfed._checks import check_int
 from privfed.dp import PrivacyLedger
 from privfed.dp.adaptive_clipping import AdaptiveClipping, next_clip_scale
@@ -251,7 +252,7 @@ class DistributedDP:
         if self.output_dir is None or self.plan is None:
             return
         self.output_dir.mkdir(parents=True, exist_ok=True)
-        (self.output_dir / "ledger.json").write_text(self.ledger.to_json())
+        atomic_write_text(self.output_dir / "ledger.json", self.ledger.to_json())
         guarantee = self.ledger.epsilon(self.delta) if self.ledger.releases else 0.0
         document = {
             "plan": self.plan.describe(),
@@ -260,7 +261,7 @@ class DistributedDP:
             "delta": self.delta,
         }
         text = json.dumps(document, indent=2, sort_keys=True)
-        (self.output_dir / "dp_training.json").write_text(text + "\n")
+        atomic_write_text(self.output_dir / "dp_training.json", text + "\n")
 
 
 # -- the node's side ------------------------------------------------------------------
