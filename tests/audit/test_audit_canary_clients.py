@@ -26,7 +26,7 @@ D, K, ROUNDS, Z, CLIP, DELTA = 10_000, 400, 4, 2.0, 1.0, 1e-5
 
 
 def _run(canaries: CanaryClients, *, noise: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """FedAvg-like sum: canary updates + one real client's fixed drift + Gaussian noise N(0, (zC)²)."""
+    """A FedAvg-like sum: canary updates + a real client's fixed drift + N(0, noise²) noise."""
     rng = np.random.default_rng([seed, 99])
     initial = rng.normal(size=D)
     drift = rng.normal(size=D)
