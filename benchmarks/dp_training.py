@@ -49,7 +49,12 @@ each canary is included with probability 1/2 and then sends
 slot sends zeros (the plan's add/remove adjacency).  Score: the final model
 delta dotted with ``u_k``; ``privfed.audit.one_run_audit`` with r = m/10 guesses
 (fixed before the run) gives the ε lower bound, for ``skellam`` at
-``--audit-epsilon`` and for ``none``.
+``--audit-epsilon`` and for ``none``.  Beside it, from the same run, the
+*estimate* of Andrew et al. 2024 (``privfed.audit.canary_client_epsilon``,
+``canary_client_estimate`` in the JSON; an estimate, not a bound): the cosines
+of the final delta with the included canaries (canary clients that sent
+``C·u_k`` every round) against those with the excluded canaries' directions
+(random directions the run never saw: the null).
 
 Usage::
 
@@ -474,7 +479,7 @@ def run_audit(
     task: Task, arm: str, real: int, canaries: int, epsilon: float | None, ring_bits: int
 ) -> dict[str, Any]:
     """The one-run canary audit of ``arm`` (module notes)."""
-    from privfed.audit import one_run_audit
+    from privfed.audit import canary_client_epsilon, one_run_audit
 
     start = time.perf_counter()
     rng = np.random.default_rng([task.seed, 11])
@@ -485,9 +490,13 @@ def run_audit(
              for d, inc in zip(directions, included, strict=True)]  # fmt: skip
     aggregator = Aggregator(arm, real + canaries, task, epsilon, ring_bits=ring_bits)
     w, accuracy, _ = train(task, aggregator, task.shards(real), extra=lambda r: list(sends))
-    scores = directions @ (w - task.model.initial(task.seed))
+    moved = w - task.model.initial(task.seed)
+    scores = directions @ moved
     guesses = max(2, canaries // 10)
     audit = one_run_audit(scores, included, num_guesses=guesses, delta=task.delta)
+    cosines = scores / np.linalg.norm(moved)  # included: canary clients; excluded: the null
+    estimate = canary_client_epsilon(cosines[included], cosines[~included], delta=task.delta,
+                                     seed=task.seed)  # fmt: skip
     claim = aggregator.ledger.epsilon(task.delta) if aggregator.ledger is not None else None
     row = {
         "arm": arm, "real_clients": real, "canaries": canaries, "slots": real + canaries,
@@ -495,10 +504,14 @@ def run_audit(
         "final_accuracy": accuracy[-1], **audit.to_dict(),
         "score_mean_in": float(scores[included].mean()),
         "score_mean_out": float(scores[~included].mean()),
+        "canary_client_estimate": {k: v for k, v in estimate.to_dict().items()
+                                   if k not in ("cosines", "null_cosines")},
         "wall_s": time.perf_counter() - start,
     }  # fmt: skip
     _log(f"audit {arm}: eps_lb {audit.epsilon_lower_bound:.3f} (claim {claim}), "
-         f"{audit.num_correct}/{audit.num_guesses} correct, {row['wall_s']:.1f} s")  # fmt: skip
+         f"{audit.num_correct}/{audit.num_guesses} correct, canary-client estimate "
+         f"{estimate.epsilon:.3f} {estimate.interval.lower:.3f}-{estimate.interval.upper:.3f}, "
+         f"{row['wall_s']:.1f} s")  # fmt: skip
     return row
 
 

@@ -94,6 +94,11 @@ def test_the_quick_run_audits_and_states_its_goals(quick: dict[str, Any]) -> Non
         assert row["slots"] == row["real_clients"] + row["canaries"]
         assert 0 <= row["num_correct"] <= row["num_guesses"] <= row["canaries"]
         assert row["epsilon_lower_bound"] >= 0.0
+        estimate = row["canary_client_estimate"]  # Andrew et al. 2024, the same run
+        assert np.isfinite(estimate["epsilon"]) and estimate["epsilon"] >= 0.0
+        low, high = estimate["interval"]
+        assert 0.0 <= low <= estimate["epsilon"] <= high < np.inf
+        assert "not a bound" in estimate["statistical_model"]
     assert audit["skellam"]["claimed_epsilon"] <= audit["skellam"]["epsilon"] * (1 + 1e-9)
     assert audit["none"]["claimed_epsilon"] is None
     # the RDP accountant alone costs a continuous Gaussian a few percent over the analytic one

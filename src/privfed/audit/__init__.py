@@ -19,6 +19,8 @@ scipy.special:
   audited in one run.
 * :mod:`~privfed.audit.splits` -- held-out bounds on seeded random splits of
   one set of scores, repeated over K splits.
+* :mod:`~privfed.audit.canary_clients` -- canary clients for federated
+  training (Andrew et al. 2024): the one-shot ε *estimate* of one run.
 * :mod:`~privfed.audit.canary` -- canary audit of privfed's own Gaussian
   latent-statistic release with the optimal attack.
 * :mod:`~privfed.audit.synthetic` -- attacks on synthetic data and released
@@ -69,6 +71,13 @@ from privfed.audit.canary import (
     audit_latent_release,
     worst_case_latent_canary,
     worst_case_latent_records,
+)
+from privfed.audit.canary_clients import (
+    CANARY_CLIENT_MODEL,
+    CanaryClientEstimate,
+    CanaryClients,
+    audit_training_run,
+    canary_client_epsilon,
 )
 from privfed.audit.generative import (
     DenoiseFn,
@@ -132,6 +141,7 @@ if TYPE_CHECKING:  # pragma: no cover
     )
 
 __all__ = [
+    "CANARY_CLIENT_MODEL",
     "DEFAULT_FPRS",
     "DEFAULT_GUESS_FRACTIONS",
     "DEFAULT_IN_FRACTIONS",
@@ -140,6 +150,8 @@ __all__ = [
     "BoundObjective",
     "CanaryAdjacency",
     "CanaryAuditResult",
+    "CanaryClientEstimate",
+    "CanaryClients",
     "CanaryGame",
     "CanaryRelease",
     "ConfidenceInterval",
@@ -174,6 +186,8 @@ __all__ = [
     "audit_gaussian_release",
     "audit_latent_release",
     "audit_synthetic_release",
+    "audit_training_run",
+    "canary_client_epsilon",
     "classifier_train_fn",
     "clopper_pearson",
     "denoising_loss_scores",
