@@ -175,7 +175,8 @@ class _FlowerAggregator:
         total, subtracts the revealed excess layers and decodes it
         (:func:`~privfed.engines.latent.distributed.decode_noisy_total`).
         """
-        from privfed.engines.latent.distributed import DistributedAggregation, decode_noisy_total
+        from privfed.engines.latent.distributed import decode_noisy_total
+        from privfed.engines.latent.distributed_round import DistributedAggregation
         from privfed.engines.latent.job import NoisyRound
 
         if self.threshold not in (None, plan.threshold):

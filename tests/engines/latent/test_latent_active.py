@@ -54,7 +54,7 @@ def _modes_seen(monkeypatch: pytest.MonkeyPatch) -> list[tuple[SecurityMode, int
 
     # Both the central and the distributed round call run_protocol by name.
     monkeypatch.setattr(job, "run_protocol", spy)
-    monkeypatch.setattr("privfed.engines.latent.distributed.run_protocol", spy)
+    monkeypatch.setattr("privfed.engines.latent.distributed_round.run_protocol", spy)
     return seen
 
 

@@ -21,12 +21,12 @@ from privfed.engines.latent import self_audit
 from privfed.engines.latent.distributed import (
     DistributedNoisePlan,
     NoiseModel,
-    aggregate_distributed,
     exact_ring_vector,
     layers_supported,
     plan_distributed_noise,
     record_distributed_release,
 )
+from privfed.engines.latent.distributed_round import aggregate_distributed
 from privfed.engines.latent.statistics import LatentStatistics, LatentStatisticsConfig
 from privfed.errors import ParameterError, RingOverflowError
 from privfed.secagg import SecAggServer, Stage

@@ -62,11 +62,13 @@ from privfed.engines.latent.audit import (
 )
 from privfed.engines.latent.config import PipelineConfig, _idle_cores
 from privfed.engines.latent.distributed import (
-    DistributedAggregation,
     DistributedNoisePlan,
     NoiseModel,
-    aggregate_distributed,
     plan_distributed_noise,
+)
+from privfed.engines.latent.distributed_round import (
+    DistributedAggregation,
+    aggregate_distributed,
     secagg_options,
 )
 from privfed.engines.latent.gaussians import fit_class_gaussians
@@ -161,7 +163,7 @@ def aggregate(
 
     ``mode="active"`` plays the actively secure round with one fresh identity
     key per client and ``corrupted`` (n_C) pinned in the registry
-    (:func:`~privfed.engines.latent.distributed.secagg_options`).
+    (:func:`~privfed.engines.latent.distributed_round.secagg_options`).
 
     The delivered total is checked against the exact sum of the survivors'
     statistics; a mismatch raises ``RuntimeError`` (it would be a bug).

@@ -63,9 +63,9 @@ from privfed.dp import Adjacency, PrivacyLedger, gdp_delta, joint_mu_squared
 from privfed.engines.latent.distributed import (
     DistributedNoisePlan,
     NoiseModel,
-    aggregate_distributed,
     plan_distributed_noise,
 )
+from privfed.engines.latent.distributed_round import aggregate_distributed
 from privfed.engines.latent.release import (
     NoisePlacement,
     NoisyLatentStatistics,
@@ -221,7 +221,8 @@ class DistributedPlannedRelease:
     the plan has them) in which the clients after the first ``survivors``
     drop out before sending their masked input, and the server decodes the
     total (:func:`~privfed.engines.latent.distributed.decode_noisy_total`).
-    Nothing is simulated: it is :func:`~privfed.engines.latent.distributed.aggregate_distributed`.
+    Nothing is simulated: it is
+    :func:`~privfed.engines.latent.distributed_round.aggregate_distributed`.
 
     Attributes:
         plan: The distributed plan (its spec must be that of the audited statistics).
@@ -255,7 +256,7 @@ class DistributedPlannedRelease:
         """What a call runs, in words."""
         p = self.plan
         text = (
-            "privfed.engines.latent.distributed.aggregate_distributed "
+            "privfed.engines.latent.distributed_round.aggregate_distributed "
             f"({p.model.value}, {p.num_clients} clients, threshold {p.threshold}, "
             f"{self.survivors} survivors, {p.layers} noise layers, real secure aggregation)"
         )
