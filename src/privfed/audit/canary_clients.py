@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from privfed._atomic import atomic_write_text
 from privfed._checks import (
     check_delta,
     check_float,
@@ -336,5 +337,5 @@ def audit_training_run(
             document["canary_client_estimate"] = result.to_dict()
         else:
             target, document = folder / "canary_client_estimate.json", result.to_dict()
-        target.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
+        atomic_write_text(target, json.dumps(document, indent=2, sort_keys=True) + "\n")
     return result
