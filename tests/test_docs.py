@@ -55,6 +55,7 @@ FAST_EXAMPLES = frozenset({"secagg_messages.py"})
 #: Blocks that may carry a ``docs-snippet: skip`` line (each needs Flower processes or a long run).
 MAX_SKIPPED_BLOCKS = 3
 
+
 @dataclass(frozen=True)
 class Block:
     """One Python block of a page."""
@@ -196,6 +197,17 @@ def _skipped_blocks() -> list[Block]:
     return [
         block for path in pages() for block in page_blocks(path) if block.skip_reason is not None
     ]
+
+
+@pytest.mark.parametrize("path", _page_params())
+def test_page_blocks_run(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A page's Python blocks run in order in one namespace (README.md's: twice in a row)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    blocks = page_blocks(path)
+    _run_page(blocks)
+    if path == README:
+        _run_page(blocks)
 
 
 def test_skipped_blocks_are_few_and_say_why() -> None:
