@@ -6,8 +6,8 @@ Two parts:
    :func:`privfed.dp.samplers.skellam_noise` (λ = σ²/2, the same variance), σ in
    {1, 10, 1000}, d in {10^5, 10^6} draws per call, the table already built (a client
    draws every round from the same tables); plus the cold cost of building a table.
-   "old" is the previous implementation, kept verbatim as
-   ``benchmarks/_old_samplers.py`` (rejection from the same exact envelope, but a
+   "old" is the previous implementation, read from git at commit
+   :data:`OLD_REVISION` (rejection from the same exact envelope, but a
    modular uniform per proposal, a binary search per proposal and a separate sign word);
    "new" is the package's.  Both are exact; their streams differ.
 2. **A training client's round**: its noise (Skellam, layer 0 plus ``L = n − t``
@@ -38,7 +38,9 @@ import json
 import math
 import os
 import platform
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from types import ModuleType
@@ -50,9 +52,27 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 
 
+#: The last commit of ``privfed/dp/samplers.py`` before the guide-table sampler.
+OLD_REVISION = "0f9a62c"
+
+
 def _old_module() -> ModuleType:
-    """The previous sampler implementation (``benchmarks/_old_samplers.py``)."""
-    spec = importlib.util.spec_from_file_location("_old_samplers", HERE / "_old_samplers.py")
+    """The previous sampler implementation, ``privfed.dp.samplers`` at :data:`OLD_REVISION`."""
+    try:
+        source = subprocess.run(
+            ["git", "-C", str(HERE), "show", f"{OLD_REVISION}:src/privfed/dp/samplers.py"],  # noqa: S607
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise SystemExit(
+            f"benchmarks/samplers.py: the old samplers come from git commit {OLD_REVISION}; "
+            f"run it in a clone with that history ({exc})"
+        ) from None
+    path = Path(tempfile.mkdtemp(prefix="privfed-old-samplers-")) / "_old_samplers.py"
+    path.write_text(source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("_old_samplers", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["_old_samplers"] = module
