@@ -149,3 +149,39 @@ def test_latent_job_across_supernode_processes(tmp_path: Path) -> None:
         noisy_local / "ledger.json"
     ).read_text()
     assert releases["skellam-7"]["dp"]["distributed"]["noise_model"] == "distributed-skellam"
+
+
+@pytest.mark.slow
+def test_dp_training_example_across_supernode_processes(tmp_path: Path) -> None:
+    """The DP training example, distributed Skellam, on a deployment with TLS and node auth.
+
+    The same ServerApp/ClientApp as the simulation and grid-double tests, across
+    SuperNode processes: both rounds run, each is one release in the run's ledger, the
+    ε spent stays within the budget, the release states who is trusted, and every round's
+    planned noise is at least the central std.  (That the nodes' noise really is in the
+    sum, with the plan's std, is measured by the grid-double test
+    ``test_dp_training_flower.py``, which sees the plaintext updates.)
+    """
+    deploy = _deploy_module()
+    out = tmp_path / "dp"
+    config = (
+        f'num-server-rounds=2 num-sampled-clients={NODES} num-shares={NODES} '
+        f'reconstruction-threshold=2 epsilon=8.0 output-dir="{out}" '
+        f'journal-dir="{tmp_path / "journals"}" timeout=120.0'
+    )
+    with deploy.deployment(NODES, workdir=tmp_path / "deploy") as (connection, env, procs):
+        log = tmp_path / "flwr-run-dp.log"
+        status = deploy.run_app(
+            ROOT / "examples" / "flower_dp_training", connection, env, config,
+            timeout=480.0, log=log,
+        )  # fmt: skip
+        text = log.read_text(errors="replace")
+        assert status == 0 and "ServerApp raised" not in text, text[-3000:]
+    assert all(p.poll() is not None for p in procs)  # every process was stopped
+    ledger = json.loads((out / "ledger.json").read_text())
+    assert len(ledger["releases"]) == 2
+    document = json.loads((out / "dp_training.json").read_text())
+    assert 0.0 < document["epsilon_spent"] <= 8.0
+    assert "trusted" in document["plan"]["trust"]
+    assert len(document["rounds"]) == 2
+    assert all(r["noise_over_central"] >= 1.0 for r in document["rounds"])
