@@ -64,6 +64,8 @@ def _defaults() -> tuple[dict[str, tuple[str, Any]], dict[str, tuple[str, Any]],
     factory_only = {
         "factory": ("--factory", factory["factory"]),
         "fedavg_rounds": ("--fedavg-rounds", factory["fedavg_rounds"]),
+        "classifier": ("--classifier", factory["classifier"]),
+        "mixture_components": ("--mixture-components", factory["mixture_components"]),
     }
     shared = {
         "dataset": (latent["dataset"], factory["dataset"]),
@@ -294,6 +296,15 @@ def _add_factory_options(add: Any) -> None:
     add(
         "--fedavg-rounds", type=int_type("--fedavg-rounds", 1), default=None,
         help="factory: FedAvg rounds (default {default})",
+    )
+    add(
+        "--classifier", choices=("cnn", "mlp"), default=None,
+        help="factory: architecture of the downstream classifier, which the centralized "
+        "baseline trains too (default {default})",
+    )
+    add(
+        "--mixture-components", type=int_type("--mixture-components", 1), default=None,
+        help="factory mixture: most components per cell (default {default})",
     )
 
 
@@ -539,6 +550,8 @@ _OPTION_OF: dict[str, str] = {
     "classifier_epochs": "--epochs",
     "fedavg_rounds": "--fedavg-rounds",
     "factory": "--factory",
+    "classifier": "--classifier",
+    "mixture_components": "--mixture-components",
     "device": "--device",
     "num_threads": "--threads",
     "seed": "--seed",
@@ -780,6 +793,8 @@ def _run_factory(args: argparse.Namespace) -> int:
         "synthetic_per_class": args.samples_per_class,
         "classifier_epochs": args.epochs,
         "fedavg_rounds": args.fedavg_rounds,
+        "classifier": args.classifier,
+        "mixture_components": args.mixture_components,
         "centralized": args.baselines and not args.release_only,
         "seed": args.seed,
         "device": args.device,

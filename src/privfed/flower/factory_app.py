@@ -31,10 +31,11 @@ after unlearning, ``factory_flower.json`` has the accuracy before and after.
 Run config (``[tool.flwr.app.config]`` of ``examples/flower_app``, which
 declares every key): the job's configuration, :data:`CONFIG_KEYS` --
 ``num-clients``, ``dataset``, ``seed``, ``scenario``, ``dirichlet-alpha``,
-``factory`` (``"gaussian"``; ``"edm"`` works but trains diffusion models on
-each node), ``min-records-per-factory``, ``synthetic-per-class`` and, where the
-latent job reads the same setting with another default, ``factory-latent-dim``,
-``factory-classifier-epochs``, ``factory-public-fraction`` and
+``factory`` (``"gaussian"``, ``"mixture"``; ``"edm"`` works but trains diffusion
+models on each node), ``mixture-components``, ``min-records-per-factory``,
+``synthetic-per-class`` and, where the latent job reads the same setting with
+another default, ``factory-latent-dim``, ``factory-classifier-epochs``,
+``factory-classifier`` (``"cnn"`` or ``"mlp"``), ``factory-public-fraction`` and
 ``factory-test-fraction`` -- and the server's :data:`SERVER_KEYS`:
 ``unlearn-client`` (-1: none), ``output-dir``, ``overwrite``, ``release-only``
 (write the release alone; refused with ``unlearn-client``, whose certificate is
@@ -107,6 +108,8 @@ CONFIG_KEYS: Final[Mapping[str, tuple[str, type]]] = {
     "min-records-per-factory": ("min_records_per_factory", int),
     "synthetic-per-class": ("synthetic_per_class", int),
     "factory-classifier-epochs": ("classifier_epochs", int),
+    "factory-classifier": ("classifier", str),
+    "mixture-components": ("mixture_components", int),
     "seed": ("seed", int),
     "factory-public-fraction": ("public_fraction", float),
     "factory-test-fraction": ("test_fraction", float),

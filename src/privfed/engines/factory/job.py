@@ -449,6 +449,7 @@ def train_downstream(
         images,
         labels,
         num_classes=num_classes,
+        architecture=config.classifier,
         epochs=config.classifier_epochs,
         seed=config.seed,
         device=config.device,
@@ -559,7 +560,9 @@ def _plan_ledger(config: FactoryPipelineConfig, codec: Codec | None, sizes: list
     """The run's ledger, built once from the target the cells' plans were made for.
 
     With a target, every cell's plan (the latent-moment plan of a Gaussian
-    cell, :func:`~privfed.engines.factory.gaussian.cell_plan`; the DP-SGD
+    cell, :func:`~privfed.engines.factory.gaussian.cell_plan`; the
+    private-labels plan of a mixture cell,
+    :func:`~privfed.engines.factory.mixture_cells.mixture_cell_plan`; the DP-SGD
     calibration of an EDM cell, :func:`cell_calibration`) is made for the
     same target, and the ledger is the first plan's (no factory over the
     target registers).  Without one (a given DP-SGD configuration) it has no
@@ -575,6 +578,13 @@ def _plan_ledger(config: FactoryPipelineConfig, codec: Codec | None, sizes: list
         if public is None:  # pragma: no cover -- the config refuses a private basis with a target
             raise ParameterError("config.gaussian_basis", "a public basis with a target", None)
         return cell_plan(target, public).ledger()
+    if config.factory == "mixture":
+        from privfed.engines.factory.mixture_cells import mixture_cell_plan
+
+        public = codec if codec is not None else public_codec(config)
+        if public is None:  # pragma: no cover -- the config refuses a private basis for mixtures
+            raise ParameterError("config.gaussian_basis", "a public basis for mixtures", None)
+        return mixture_cell_plan(config, public).ledger()
     # No cell, no plan: nothing is recorded in the ledger.
     return cell_calibration(config, min(sizes)).ledger() if sizes else PrivacyLedger()
 

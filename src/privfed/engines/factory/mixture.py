@@ -84,6 +84,7 @@ __all__ = [
     "clip_latents",
     "mixture_statistics",
     "public_anchors",
+    "release_plan",
 ]
 
 #: The seeded-noise derivation of the mixture factory's cells (see
@@ -188,8 +189,8 @@ def _components(
 
 
 @functools.lru_cache(maxsize=16)
-def _plan(epsilon: float, delta: float, radius: float, dim: int) -> Any:
-    """The cell's plan (cached: the private-labels planner searches, and cells share targets)."""
+def release_plan(epsilon: float, delta: float, radius: float, dim: int) -> Any:
+    """The cell's private-labels plan (cached: the planner searches, and cells share targets)."""
     from privfed.dp import Adjacency
     from privfed.engines.moments.planning import plan_latent_release
 
@@ -337,7 +338,7 @@ class LatentMixtureFactory(FactoryBase):
         assert dp is not None  # noqa: S101 -- the caller checked
         radius = float(self._codec.default_clip_norm)
         k, d = anchors.shape
-        plan = _plan(float(dp.epsilon), float(dp.delta), radius, int(d))
+        plan = release_plan(float(dp.epsilon), float(dp.delta), radius, int(d))
         x = clip_latents(z, radius)
         counts, sums, second = mixture_statistics(x, assign_to_anchors(x, anchors), k)
         seed = _stream_seed(dp.seed)

@@ -9,6 +9,7 @@ class, by :func:`~privfed.engines.factory.mixture.public_anchors`.
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import numpy as np
 import torch
@@ -16,9 +17,10 @@ import torch
 from privfed.engines.codecs.base import Codec
 from privfed.engines.factory.config import FactoryPipelineConfig
 from privfed.engines.factory.gaussian import LatentGaussianDP
-from privfed.engines.factory.mixture import LatentMixtureFactory, public_anchors
+from privfed.engines.factory.mixture import LatentMixtureFactory, public_anchors, release_plan
+from privfed.errors import ParameterError
 
-__all__ = ["class_anchors", "make_mixture_factory"]
+__all__ = ["class_anchors", "make_mixture_factory", "mixture_cell_plan"]
 
 
 @functools.lru_cache(maxsize=4)
@@ -78,4 +80,21 @@ def make_mixture_factory(
         class_id=class_id,
         client_id=client_id,
         dp=dp,
+    )
+
+
+def mixture_cell_plan(config: FactoryPipelineConfig, codec: Codec) -> Any:
+    """The plan every DP mixture cell of the run releases with (its ``ledger()`` is the run's).
+
+    The private-labels latent-moment plan at ``config.epsilon``/``delta`` and
+    the codec's public radius and dimension: the plan
+    :meth:`~privfed.engines.factory.mixture.LatentMixtureFactory.fit` uses.
+    """
+    if config.epsilon is None:
+        raise ParameterError("config.epsilon", "a target epsilon (not None)", None)
+    return release_plan(
+        float(config.epsilon),
+        float(config.delta),
+        float(codec.default_clip_norm),
+        int(codec.latent_dim),
     )

@@ -167,10 +167,35 @@ def _model_section(reader: _Reader, declarations: ModelCardDeclarations) -> Card
         rows.append(reader.release_field("clip_norm", "Clip norm R", "public.clip_norm"))
     else:
         rows.append(reader.release_field("factory", "Factory kind", f"{config}.factory"))
-        if reader.release_value(f"{config}.factory") == "gaussian":
+        kind = reader.release_value(f"{config}.factory")
+        if kind in ("gaussian", "mixture"):
             rows.append(
-                reader.release_field("gaussian_basis", "Gaussian basis", f"{config}.gaussian_basis")
+                reader.release_field("gaussian_basis", "Latent basis", f"{config}.gaussian_basis")
             )
+            rows.append(
+                reader.release_field("latent_dim", "Latent dimension", f"{config}.latent_dim")
+            )
+        if kind == "mixture":
+            rows.append(
+                reader.release_field(
+                    "mixture_components",
+                    "Most mixture components per cell (public anchors)",
+                    f"{config}.mixture_components",
+                )
+            )
+        rows.append(
+            reader.release_field(
+                "classifier",
+                "Downstream classifier (the centralized baseline trains the same, same epochs)",
+                f"{config}.classifier",
+                "cnn",
+            )
+        )
+        rows.append(
+            reader.release_field(
+                "synthetic_per_class", "Synthetic images per class", f"{config}.synthetic_per_class"
+            )
+        )
     return CardSection("model", "Model", tuple(rows))
 
 
