@@ -57,6 +57,7 @@ Output: a table on stdout, ``benchmarks/results/factory_privacy.json`` and
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import platform
@@ -168,7 +169,15 @@ def main() -> None:
     parser.add_argument("--latent-dim", type=int, default=32)
     parser.add_argument("--epsilons", default="3,10,inf")
     parser.add_argument("--seeds", default="0")
-    parser.add_argument("--tag", default="factory_mixture")
+    parser.add_argument("--tag", default="factory_privacy")
+    parser.add_argument("--partitions", default="single-class,dirichlet:0.1")
+    parser.add_argument("--classifier", choices=("cnn", "mlp"), default="mlp")
+    parser.add_argument("--mixture-components", type=int, default=3)
+    parser.add_argument("--fedavg-rounds", type=int, default=10)
+    parser.add_argument(
+        "--synthetic-per-class", type=int, default=None,
+        help="default: the pooled private records per class (the centralized data size)",
+    )
     parser.add_argument("--make-npz", action="store_true", help="--npz from the bundled digits")
     args = parser.parse_args()
     if args.npz is not None or args.make_npz:
@@ -243,13 +252,13 @@ def main() -> None:
         "seconds_total": round(total, 1),
         "machine": {"platform": platform.platform(), "torch_threads": 1},
     }
-    (RESULTS / "factory_privacy.json").write_text(json.dumps(out, indent=2))
-    _plot(rows, baselines, epsilons)
-    print(f"wrote {RESULTS / 'factory_privacy.json'} and factory_privacy.png")
+    (RESULTS / "factory_privacy_digits.json").write_text(json.dumps(out, indent=2))
+    _plot(rows, baselines, epsilons, name="factory_privacy_digits")
+    print(f"wrote {RESULTS / 'factory_privacy_digits.json'} and factory_privacy_digits.png")
 
 
 def _kinds_run(args: argparse.Namespace) -> None:
-    """``--npz``: every kind × ε × seed on one file, baselines once per seed."""
+    """``--npz``: every partition × kind × ε × seed on one file, baselines once per seed."""
     from classifier_speed import make_mnist_like
 
     torch.set_num_threads(1)
@@ -257,73 +266,167 @@ def _kinds_run(args: argparse.Namespace) -> None:
     epsilons = tuple(float(e) for e in args.epsilons.split(","))
     seeds = [int(s) for s in args.seeds.split(",")]
     kinds = args.kinds.split(",")
+    partitions = [_partition(p) for p in args.partitions.split(",")]
     started = time.perf_counter()
     rows: list[dict[str, Any]] = []
     baselines: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         source = str(args.npz or make_mnist_like(Path(tmp) / "mnist_like.npz"))
-        for seed in seeds:
-            for kind in kinds:
-                for eps in epsilons:
-                    first = kind == kinds[0] and math.isinf(eps)
-                    label = f"{kind} eps={eps:g} seed={seed}"
-                    print(label, file=sys.stderr, flush=True)
-                    cfg = _config(source, kind, eps, 10, first, args.latent_dim, seed)
-                    start = time.perf_counter()
-                    report = run_factory_pipeline(cfg)
-                    row = _row("npz", kind, eps, report, time.perf_counter() - start)
-                    rows.append({**row, "seed": seed})
-                    print(f"  accuracy {report.factory_accuracy:.4f}", file=sys.stderr)
-                    if first:
-                        baselines.append(
-                            {
-                                "seed": seed,
-                                "fedavg": report.fedavg_accuracy,
-                                "centralized": report.centralized_accuracy,
-                                "fedavg_bytes_per_client": report.fedavg_bytes_per_client,
-                            }
-                        )
-    summary: dict[str, dict[str, Any]] = {}
-    for kind in kinds:
-        for eps in epsilons:
-            accs = [r["accuracy"] for r in rows if r["factory"] == kind and _eps(r) == eps]
-            summary[f"{kind} eps={eps:g}"] = {
-                "mean": float(np.mean(accs)),
-                "spread": float(np.max(accs) - np.min(accs)),
-                "n": len(accs),
-            }
-    central = [b["centralized"] for b in baselines]
+        per_class = args.synthetic_per_class or _pooled_per_class(source)
+        for (name, scenario, alpha), seed, kind, eps in itertools.product(
+            partitions, seeds, kinds, epsilons
+        ):
+            first = kind == kinds[0] and math.isinf(eps)
+            label = f"{name} {kind} eps={eps:g} seed={seed}"
+            print(label, file=sys.stderr, flush=True)
+            cfg = replace(
+                _config(source, kind, eps, 10, first, args.latent_dim, seed),
+                scenario=scenario,  # type: ignore[arg-type]
+                dirichlet_alpha=alpha,
+                classifier=args.classifier,
+                mixture_components=args.mixture_components,
+                synthetic_per_class=per_class,
+                fedavg_rounds=args.fedavg_rounds if first else 0,
+            )
+            start = time.perf_counter()
+            report = run_factory_pipeline(cfg)
+            row = _row("npz", kind, eps, report, time.perf_counter() - start)
+            rows.append({**row, "partition": name, "seed": seed})
+            print(f"  accuracy {report.factory_accuracy:.4f}", file=sys.stderr, flush=True)
+            if first:
+                baselines.append(
+                    {
+                        "partition": name,
+                        "seed": seed,
+                        "fedavg": report.fedavg_accuracy,
+                        "centralized": report.centralized_accuracy,
+                        "fedavg_bytes_per_client": report.fedavg_bytes_per_client,
+                    }
+                )
+    summary = _summary(rows, baselines, partitions, kinds, epsilons)
     out = {
         "setting": {
-            "scenario": "single-class",
+            "partitions": [p[0] for p in partitions],
             "clients": 10,
             "delta": DELTA,
-            "npz": str(args.npz) if args.npz else "classifier_speed.make_mnist_like (10,000 28x28)",
+            "adjacency": "replace-one",
+            "npz": str(args.npz)
+            if args.npz
+            else "classifier_speed.make_mnist_like: 10,000 28x28 images made from the bundled "
+            "8x8 digits (MNIST-like, not MNIST)",
             "latent_dim": args.latent_dim,
             "basis": "public-pca",
-            "classifier": {"epochs": 10, "synthetic_per_class": 200, "same as centralized": True},
+            "mixture_components": args.mixture_components,
+            "classifier": {
+                "architecture": args.classifier,
+                "epochs": 10,
+                "synthetic_per_class": per_class,
+                "centralized trains the same architecture and epochs": True,
+            },
+            "fedavg": {"rounds": args.fedavg_rounds, "architecture": "cnn"},
+            "noise": "seeded per seed (noise_seed = seed), so the run is reproducible",
+            "audit": "not run (audit=False)",
+            "epsilons": [None if math.isinf(e) else e for e in epsilons],
             "seeds": seeds,
         },
         "rows": rows,
         "summary": summary,
         "baselines": baselines,
-        "synthetic_to_real_gap": {
-            k: float(np.mean(central)) - v["mean"] for k, v in summary.items()
-        },
         "seconds_total": round(time.perf_counter() - started, 1),
         "machine": {"platform": platform.platform(), "torch_threads": 1},
     }
     (RESULTS / f"{args.tag}.json").write_text(json.dumps(out, indent=2))
     for key, v in summary.items():
-        print(f"{key:<24}{v['mean']:.4f} ± {v['spread'] / 2:.4f}")
-    fedavg = np.mean([b["fedavg"] for b in baselines])
-    print(f"centralized {np.mean(central):.4f}, FedAvg {fedavg:.4f}")
-    flat = [
-        {**r, "accuracy": summary[f"{r['factory']} eps={_eps(r):g}"]["mean"]}
-        for r in rows
-        if r["seed"] == seeds[0]
-    ]
-    _plot(flat, {"npz": baselines[0]}, epsilons, kinds=kinds, name=args.tag)
+        print(f"{key:<40}{v['mean']:.4f} ± {v['spread'] / 2:.4f} (n={v['n']})")
+    _plot_kinds(summary, partitions, kinds, epsilons, args.tag)
+    print(f"wrote {RESULTS / (args.tag + '.json')} and {args.tag}.png")
+
+
+def _partition(text: str) -> tuple[str, str, float]:
+    """``single-class`` or ``dirichlet:ALPHA`` -> (name, scenario, alpha)."""
+    scenario, _, alpha = text.partition(":")
+    if scenario not in ("single-class", "dirichlet"):
+        raise SystemExit(f"--partitions: expected single-class or dirichlet:ALPHA, got {text!r}")
+    return text, scenario, float(alpha) if alpha else 0.5
+
+
+def _pooled_per_class(source: str) -> int:
+    """Private records per class of the run's split: the centralized classifier's data size."""
+    from privfed.engines.factory.job import load_partitions
+
+    classes, split, _ = load_partitions(FactoryPipelineConfig(dataset=source))
+    return max(1, round(len(split.private.labels) / classes))
+
+
+def _summary(
+    rows: list[dict[str, Any]],
+    baselines: list[dict[str, Any]],
+    partitions: list[tuple[str, str, float]],
+    kinds: list[str],
+    epsilons: tuple[float, ...],
+) -> dict[str, dict[str, Any]]:
+    """Mean, spread (max - min) and n of every (partition, kind, ε) and of the baselines."""
+
+    def stats(values: list[float]) -> dict[str, Any]:
+        return {
+            "mean": float(np.mean(values)),
+            "spread": float(np.max(values) - np.min(values)),
+            "n": len(values),
+        }
+
+    summary: dict[str, dict[str, Any]] = {}
+    for name, _, _ in partitions:
+        for kind in kinds:
+            for eps in epsilons:
+                accs = [
+                    r["accuracy"]
+                    for r in rows
+                    if r["partition"] == name and r["factory"] == kind and _eps(r) == eps
+                ]
+                summary[f"{name} {kind} eps={eps:g}"] = stats(accs)
+        for base in ("centralized", "fedavg"):
+            values = [b[base] for b in baselines if b["partition"] == name]
+            summary[f"{name} {base}"] = stats(values)
+    return summary
+
+
+def _plot_kinds(
+    summary: dict[str, dict[str, Any]],
+    partitions: list[tuple[str, str, float]],
+    kinds: list[str],
+    epsilons: tuple[float, ...],
+    name: str,
+) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(partitions), figsize=(5.5 * len(partitions), 4), squeeze=False)
+    xs = list(range(len(epsilons)))
+    for ax, (part, _, _) in zip(axes[0], partitions, strict=True):
+        for kind, marker in zip(kinds, "os^", strict=False):
+            cells = [summary[f"{part} {kind} eps={e:g}"] for e in epsilons]
+            ax.errorbar(
+                xs,
+                [c["mean"] for c in cells],
+                yerr=[c["spread"] / 2 for c in cells],
+                marker=marker,
+                capsize=3,
+                label=f"{kind} factories",
+            )
+        central, fedavg = summary[f"{part} centralized"], summary[f"{part} fedavg"]
+        ax.axhline(central["mean"], color="k", ls="--", label="centralized (same classifier)")
+        ax.axhline(fedavg["mean"], color="r", ls=":", label="FedAvg (CNN)")
+        ax.set_xticks(xs)
+        ax.set_xticklabels(["∞" if math.isinf(e) else f"{e:g}" for e in epsilons])
+        ax.set_xlabel("target ε per factory (δ = 1e-5)")
+        ax.set_ylabel("test accuracy (mean, bar: half spread)")
+        ax.set_ylim(0, 1)
+        ax.set_title(f"{part}, 10 clients")
+        ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(RESULTS / f"{name}.png", dpi=120)
 
 
 def _eps(row: dict[str, Any]) -> float:

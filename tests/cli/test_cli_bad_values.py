@@ -41,7 +41,7 @@ _RUN: list[tuple[list[str], str]] = [
     (["--dropout-rate", "0.5"], "--dropout-rate"),
     (["--samples-per-class", "0"], "--samples-per-class"),
     (["--epochs", "0"], "--epochs"),
-    (["--engine", "factory", "--fedavg-rounds", "0"], "--fedavg-rounds"),
+    (["--engine", "factory", "--fedavg-rounds", "-1"], "--fedavg-rounds"),
     (["--threads", "0"], "--threads"),
     (["--assumed-corrupted", "-1"], "--assumed-corrupted"),
     (["--noise", "local"], "--noise"),

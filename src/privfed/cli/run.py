@@ -294,8 +294,8 @@ def _add_factory_options(add: Any) -> None:
     add("--factory", choices=("gaussian", "edm", "mixture"), default=None,
         help="factory (default {default})")
     add(
-        "--fedavg-rounds", type=int_type("--fedavg-rounds", 1), default=None,
-        help="factory: FedAvg rounds (default {default})",
+        "--fedavg-rounds", type=int_type("--fedavg-rounds", 0), default=None,
+        help="factory: FedAvg rounds, 0 skips the FedAvg baseline (default {default})",
     )
     add(
         "--classifier", choices=("cnn", "mlp"), default=None,
@@ -831,14 +831,16 @@ def _run_factory(args: argparse.Namespace) -> int:
                 f"{len(report.ledger.releases)} factories in the ledger",
             )
         )
+    fedavg, fedavg_bytes = report.fedavg_accuracy, report.fedavg_bytes_per_client
     evaluation_rows = [
         ("accuracy, synthetic (factories)", f"{report.factory_accuracy:.4f}"),
-        ("accuracy, FedAvg", f"{report.fedavg_accuracy:.4f}"),
+        ("accuracy, FedAvg", "-" if fedavg is None else f"{fedavg:.4f}"),
         ("accuracy, centralized", "-" if central is None else f"{central:.4f}"),
         ("factories", str(report.num_factories)),
         (
             "bytes per client: factories / FedAvg",
-            f"{report.factory_bytes_per_client:.0f} / {report.fedavg_bytes_per_client:.0f}",
+            f"{report.factory_bytes_per_client:.0f} / "
+            + ("-" if fedavg_bytes is None else f"{fedavg_bytes:.0f}"),
         ),
     ]
     evaluation_rows.extend(_factory_audit_rows(data.get("audit")))

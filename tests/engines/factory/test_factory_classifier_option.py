@@ -130,3 +130,17 @@ def test_bad_or_foreign_options_are_refused(
     assert not out.exists()
     err = capsys.readouterr().err
     assert "--mixture-components" in err or "--classifier" in err
+
+
+def test_zero_fedavg_rounds_skips_the_baseline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", "--engine", "factory", "--samples-per-class", "10", "--epochs", "1"]
+    argv += ["--fedavg-rounds", "0", "--no-baselines", "--no-audit", "--classifier", "mlp"]
+    assert main([*argv, "--output-dir", str(tmp_path)]) == 0
+    assert "accuracy, FedAvg" in capsys.readouterr().out
+    evaluation = json.loads((tmp_path / "evaluation.json").read_text())
+    assert evaluation["fedavg_accuracy"] is None
+    assert evaluation["fedavg_bytes_per_client"] is None
+    assert "fedavg" not in evaluation["seconds"]
+    assert 0.0 <= evaluation["factory_accuracy"] <= 1.0

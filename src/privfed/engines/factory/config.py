@@ -76,7 +76,8 @@ class FactoryPipelineConfig:
             the synthetic-to-real gap compares like with like; FedAvg keeps
             its CNN.  Public post-processing only: no effect on the privacy
             accounting.
-        fedavg_rounds: FedAvg rounds (>= 1).
+        fedavg_rounds: FedAvg rounds (>= 0; 0 skips the FedAvg baseline, whose
+            accuracy and bytes are then ``None``).
         fedavg_local_epochs: Local epochs per FedAvg round (>= 1).
         centralized: Also train on the pooled private data (upper bound).
         test_fraction: Fraction of every class held out for testing, in (0, 0.9).
@@ -191,7 +192,7 @@ class FactoryPipelineConfig:
         check_int("min_records_per_factory", self.min_records_per_factory, minimum=1, expected=None)
         check_int("synthetic_per_class", self.synthetic_per_class, minimum=1, expected=None)
         check_int("classifier_epochs", self.classifier_epochs, minimum=1, expected=None)
-        check_int("fedavg_rounds", self.fedavg_rounds, minimum=1, expected=None)
+        check_int("fedavg_rounds", self.fedavg_rounds, minimum=0, expected=None)
         check_int("fedavg_local_epochs", self.fedavg_local_epochs, minimum=1, expected=None)
         check_bool("centralized", self.centralized)
         t = _open_fraction("test_fraction", self.test_fraction, high=0.9)

@@ -620,6 +620,8 @@ class FactoryJob:
         self.codec_seconds = 0.0
         self.audit_report: FactoryAuditReport | None = None
         self.central_acc: float | None = None
+        self.fedavg_acc: float | None = None
+        self.fedavg_bytes: float | None = None
 
     @property
     def has_public_codec(self) -> bool:
@@ -711,7 +713,7 @@ class FactoryJob:
             (self.images[torch.from_numpy(idx)], self.labels[torch.from_numpy(idx)])
             for idx in self.parts
         ]
-        self.fed = run_fedavg(
+        fed = run_fedavg(
             clients,
             num_classes=self.num_classes,
             rounds=self.config.fedavg_rounds,
@@ -719,7 +721,8 @@ class FactoryJob:
             seed=self.config.seed,
             progress=lambda r, t: self.clock.step("fedavg", r, t),
         )
-        self.fedavg_acc = evaluate_classifier(self.fed.model, self.test_x, self.test_y)
+        self.fedavg_acc = evaluate_classifier(fed.model, self.test_x, self.test_y)
+        self.fedavg_bytes = fed.bytes_per_client
         return ""
 
     def centralized(self) -> str:
@@ -752,7 +755,7 @@ class FactoryJob:
             centralized_accuracy=self.central_acc,
             num_factories=len(self.matrix),
             factory_bytes_per_client=float(np.mean(self.shipped)),
-            fedavg_bytes_per_client=self.fed.bytes_per_client,
+            fedavg_bytes_per_client=self.fedavg_bytes,
             factory_seconds=tuple(self.seconds),
             synthesis_seconds=self.synthesis_seconds,
             class_counts=tuple(tuple(int(v) for v in row) for row in counts),
@@ -783,7 +786,7 @@ STAGES: tuple[JobStage[FactoryJob], ...] = (
     JobStage("audit", FactoryJob.audit, when=lambda job: job.config.audit),
     JobStage("synthesis", FactoryJob.synthesis),
     JobStage("classifier", FactoryJob.classifier),
-    JobStage("fedavg", FactoryJob.fedavg),
+    JobStage("fedavg", FactoryJob.fedavg, when=lambda job: job.config.fedavg_rounds > 0),
     JobStage("centralized", FactoryJob.centralized, when=lambda job: job.config.centralized),
 )
 
