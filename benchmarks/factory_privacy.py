@@ -273,8 +273,8 @@ def _kinds_run(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         source = str(args.npz or make_mnist_like(Path(tmp) / "mnist_like.npz"))
         per_class = args.synthetic_per_class or _pooled_per_class(source)
-        for (name, scenario, alpha), seed, kind, eps in itertools.product(
-            partitions, seeds, kinds, epsilons
+        for seed, (name, scenario, alpha), kind, eps in itertools.product(
+            seeds, partitions, kinds, epsilons
         ):
             first = kind == kinds[0] and math.isinf(eps)
             label = f"{name} {kind} eps={eps:g} seed={seed}"
@@ -303,6 +303,29 @@ def _kinds_run(args: argparse.Namespace) -> None:
                         "fedavg_bytes_per_client": report.fedavg_bytes_per_client,
                     }
                 )
+            # Written after every run (seeds outermost), so a stopped run keeps whole seeds.
+            _write_kinds(args, rows, baselines, partitions, per_class, started, complete=False)
+    summary = _write_kinds(args, rows, baselines, partitions, per_class, started, complete=True)
+    for key, v in summary.items():
+        print(f"{key:<40}{v['mean']:.4f} ± {v['spread'] / 2:.4f} (n={v['n']})")
+    _plot_kinds(summary, partitions, kinds, epsilons, args.tag)
+    print(f"wrote {RESULTS / (args.tag + '.json')} and {args.tag}.png")
+
+
+def _write_kinds(
+    args: argparse.Namespace,
+    rows: list[dict[str, Any]],
+    baselines: list[dict[str, Any]],
+    partitions: list[tuple[str, str, float]],
+    per_class: int,
+    started: float,
+    *,
+    complete: bool,
+) -> dict[str, dict[str, Any]]:
+    """The ``--npz`` run's JSON (``complete`` false while it runs); returns the summary."""
+    epsilons = tuple(float(e) for e in args.epsilons.split(","))
+    kinds = args.kinds.split(",")
+    done = sorted({r["seed"] for r in rows})
     summary = _summary(rows, baselines, partitions, kinds, epsilons)
     out = {
         "setting": {
@@ -327,8 +350,10 @@ def _kinds_run(args: argparse.Namespace) -> None:
             "noise": "seeded per seed (noise_seed = seed), so the run is reproducible",
             "audit": "not run (audit=False)",
             "epsilons": [None if math.isinf(e) else e for e in epsilons],
-            "seeds": seeds,
+            "seeds": done,
+            "seeds_requested": [int(s) for s in args.seeds.split(",")],
         },
+        "complete": complete,
         "rows": rows,
         "summary": summary,
         "baselines": baselines,
@@ -336,10 +361,7 @@ def _kinds_run(args: argparse.Namespace) -> None:
         "machine": {"platform": platform.platform(), "torch_threads": 1},
     }
     (RESULTS / f"{args.tag}.json").write_text(json.dumps(out, indent=2))
-    for key, v in summary.items():
-        print(f"{key:<40}{v['mean']:.4f} ± {v['spread'] / 2:.4f} (n={v['n']})")
-    _plot_kinds(summary, partitions, kinds, epsilons, args.tag)
-    print(f"wrote {RESULTS / (args.tag + '.json')} and {args.tag}.png")
+    return summary
 
 
 def _partition(text: str) -> tuple[str, str, float]:
@@ -368,6 +390,8 @@ def _summary(
     """Mean, spread (max - min) and n of every (partition, kind, ε) and of the baselines."""
 
     def stats(values: list[float]) -> dict[str, Any]:
+        if not values:
+            return {"mean": None, "spread": None, "n": 0}
         return {
             "mean": float(np.mean(values)),
             "spread": float(np.max(values) - np.min(values)),
