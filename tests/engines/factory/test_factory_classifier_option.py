@@ -23,7 +23,7 @@ from privfed.engines.factory.job import run_factory_pipeline, train_downstream
 from privfed.errors import ParameterError
 from privfed.flower.factory_app import factory_config
 
-_SMALL = {
+_SMALL: dict[str, Any] = {
     "factory": "mixture",
     "latent_dim": 8,
     "mixture_components": 2,
@@ -37,7 +37,7 @@ _SMALL = {
 def test_a_classifier_outside_its_domain_is_refused() -> None:
     with pytest.raises(ParameterError) as info:
         FactoryPipelineConfig(classifier="resnet")  # type: ignore[arg-type]
-    assert info.value.parameter == "classifier"  # type: ignore[attr-defined]
+    assert info.value.parameter == "classifier"
     assert FactoryPipelineConfig().classifier == "cnn"
 
 
@@ -81,6 +81,7 @@ def test_factories_ledger_and_unlearning_do_not_depend_on_the_classifier() -> No
         sa = cnn.matrix.factory(c, k).state_tensors()  # type: ignore[union-attr]
         sb = mlp.matrix.factory(c, k).state_tensors()  # type: ignore[union-attr]
         assert all(torch.equal(sa[name], sb[name]) for name in sa)
+    assert cnn.synthetic is not None and mlp.synthetic is not None
     assert torch.equal(cnn.synthetic.images, mlp.synthetic.images)
     removed_a = cnn.matrix.remove_client(0).to_dict()["removed_cells"]
     removed_b = mlp.matrix.remove_client(0).to_dict()["removed_cells"]
