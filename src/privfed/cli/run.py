@@ -295,7 +295,7 @@ def _add_factory_options(add: Any) -> None:
         help="factory (default {default})")
     add(
         "--fedavg-rounds", type=int_type("--fedavg-rounds", 0), default=None,
-        help="factory: FedAvg rounds, 0 skips the FedAvg baseline (default {default})",
+        help="factory: 0 skips the FedAvg baseline; FedAvg rounds (default {default})",
     )
     add(
         "--classifier", choices=("cnn", "mlp"), default=None,
