@@ -29,13 +29,18 @@ from typing import Any, NoReturn
 __all__ = [
     "Interval",
     "OptionError",
+    "add_int",
+    "add_number",
+    "fail",
     "int_type",
     "number_type",
     "one_line_errors",
     "option_message",
+    "options_of",
     "parse_int",
     "parse_number",
     "parse_number_list",
+    "print_table",
 ]
 
 
@@ -246,3 +251,47 @@ def option_message(exc: Exception, options: Mapping[str, str]) -> str:
     if option is not None:
         text = text.replace(f"parameter {parameter!r}", option, 1)
     return " ".join(text.split())
+
+
+def add_number(
+    add: Callable[..., Any], flag: str, domain: Interval = FINITE, **kwargs: Any
+) -> None:
+    """Add option ``flag`` taking one number in ``domain`` (the flag is named once)."""
+    add(flag, type=number_type(flag, domain), **kwargs)
+
+
+def add_int(
+    add: Callable[..., Any],
+    flag: str,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    **kwargs: Any,
+) -> None:
+    """Add option ``flag`` taking one integer in ``[minimum, maximum]``."""
+    add(flag, type=int_type(flag, minimum, maximum), **kwargs)
+
+
+def options_of(*same: str, **renamed: str) -> dict[str, str]:
+    """Library parameter -> the option that sets it, for :func:`option_message`.
+
+    ``same`` names parameters whose option is their own name (``clip_norm`` ->
+    ``--clip-norm``); ``renamed`` maps the others (``num_clients="--clients"``).
+    """
+    table = {name: f"--{name.replace('_', '-')}" for name in same}
+    table.update(renamed)
+    return table
+
+
+def fail(prog: str, message: str) -> int:
+    """Print ``PROG: error: MESSAGE`` as one line on stderr; return exit status 2."""
+    import sys
+
+    print(f"{prog}: error: {' '.join(message.split())}", file=sys.stderr)
+    return 2
+
+
+def print_table(rows: list[tuple[str, str]], indent: str = "") -> None:
+    """Print ``(key, value)`` rows on stdout, the values aligned in one column."""
+    width = max(len(key) for key, _ in rows)
+    for key, value in rows:
+        print(f"{indent}{key:<{width}}  {value}")
