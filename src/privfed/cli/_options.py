@@ -245,11 +245,17 @@ def option_message(exc: Exception, options: Mapping[str, str]) -> str:
     name in ``exc.parameter`` and read ``parameter 'clip_norm' must be ...``;
     on the command line that becomes ``--clip-norm must be ...``.
     """
+    import re
+
     text = str(exc)
     parameter = getattr(exc, "parameter", None)
     option = options.get(parameter) if isinstance(parameter, str) else None
     if option is not None:
         text = text.replace(f"parameter {parameter!r}", option, 1)
+    # Keyword settings quoted in a message (``secagg_mode='active'``) become options.
+    for name, flag in options.items():
+        if flag.startswith("--") and " " not in flag:
+            text = re.sub(rf"\b{name}=('([^']*)'|([\w.+-]+))", rf"{flag} \2\3", text)
     return " ".join(text.split())
 
 
