@@ -411,7 +411,9 @@ def _run_dir_inputs(directory: Path) -> Any:
 
     path = directory / AUDIT_INPUTS_FILENAME
     if not path.is_file():
-        raise _UsageError(f"{path} not found (privfed run writes it)")
+        raise _UsageError(
+            f"--run-dir {directory} holds no {AUDIT_INPUTS_FILENAME} (privfed run writes it)"
+        )
     try:
         return AuditInputs.load(path)
     except ParameterError as exc:

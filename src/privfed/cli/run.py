@@ -598,6 +598,9 @@ def _run(args: argparse.Namespace) -> int:
         except PrivfedError as exc:
             text = option_message(exc, _OPTION_OF).replace("overwrite=True", "--overwrite")
             raise _UsageError(text) from None
+        from privfed.engines.job import check_device
+
+        check_device(resolved.device)
         resolved.declarations = _declarations(resolved.model_card_config)
         for line in _warnings(args, resolved):
             print(f"privfed run: warning: {line}", file=sys.stderr)
