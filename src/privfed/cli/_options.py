@@ -301,3 +301,17 @@ def print_table(rows: list[tuple[str, str]], indent: str = "") -> None:
     width = max(len(key) for key, _ in rows)
     for key, value in rows:
         print(f"{indent}{key:<{width}}  {value}")
+
+
+def add_command(
+    subparsers: Any, name: str, func: Callable[[argparse.Namespace], int], **kwargs: Any
+) -> argparse.ArgumentParser:
+    """Add subcommand ``name`` running ``func``, with one-line usage errors.
+
+    ``kwargs`` go to ``add_parser`` (``help``, ``description``,
+    ``formatter_class``).  Returns the sub-parser, for its options.
+    """
+    parser: argparse.ArgumentParser = subparsers.add_parser(name, **kwargs)
+    one_line_errors(parser)
+    parser.set_defaults(func=func)
+    return parser

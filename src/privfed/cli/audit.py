@@ -79,8 +79,8 @@ from privfed.cli._options import (
     POSITIVE,
     Interval,
     OptionError,
+    add_command,
     fail,
-    one_line_errors,
     option_message,
     options_of,
     parse_int,
@@ -171,13 +171,14 @@ _OPTION_OF = options_of(
 
 def register(subparsers: Any) -> None:
     """Add the ``audit`` subcommand to ``subparsers`` (an argparse sub-parsers action)."""
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "audit",
+        run_audit,
         help="membership-inference audit: metrics, ε lower bounds, canary self-audit",
         description=(__doc__ or "").split("\n\n", 1)[0].replace("``", ""),
         formatter_class=_TableDefaultsFormatter,
     )
-    one_line_errors(p)
     add = p.add_argument
     add("--config", help="JSON file with options (long names, underscores)")
     add("--scores", help=".npz or .csv file with member / non-member scores (one or more attacks)")
@@ -233,7 +234,6 @@ def register(subparsers: Any) -> None:
     add("--noise-scale", type=float, help="self-audit: actual/claimed noise (tests the auditor)")
     add("--no-plot", action="store_true", default=None, help="do not write roc.png")
     add("--no-scores", action="store_true", default=None, help="omit per-record scores")
-    p.set_defaults(func=run_audit)
 
 
 def _merge(args: argparse.Namespace) -> dict[str, Any]:

@@ -20,10 +20,10 @@ from privfed.cli._options import (
     OPEN_UNIT,
     POSITIVE,
     OptionError,
+    add_command,
     add_int,
     add_number,
     fail,
-    one_line_errors,
     option_message,
     options_of,
     parse_int,
@@ -52,8 +52,10 @@ def _split(text: str) -> str | float:
 
 def register(subparsers: Any) -> None:
     """Add the ``calibrate`` subcommand to an ``argparse`` sub-parser collection."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "calibrate",
+        run,
         help="noise stds for a DP latent-statistic release, vs the paper's calibration",
         description=(
             "Plan the Gaussian noise of a per-class (sum, second moment[, count]) release "
@@ -61,7 +63,6 @@ def register(subparsers: Any) -> None:
             "reference paper's Proposition 4.1 calibration."
         ),
     )
-    one_line_errors(parser)
     add = parser.add_argument
     # Domains are checked when the command runs (_check), so that every bad value,
     # typed or not, gets the same message.
@@ -88,7 +89,6 @@ def register(subparsers: Any) -> None:
         help="under replace-one, a replaced record may change class (counts get noise)",
     )
     add("--json", action="store_true", help="print machine-readable JSON")
-    parser.set_defaults(func=run)
 
 
 def _check(args: argparse.Namespace) -> None:

@@ -24,10 +24,10 @@ from privfed.cli._options import (
     OPEN_UNIT,
     POSITIVE,
     Interval,
+    add_command,
     add_int,
     add_number,
     fail,
-    one_line_errors,
     option_message,
     print_table,
 )
@@ -143,8 +143,10 @@ def _noise_seed(text: str) -> int:
 
 def register(subparsers: Any) -> None:
     """Add the ``run`` subcommand to an argparse sub-parser collection."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "run",
+        _run,
         formatter_class=_DefaultsHelp,
         help="run one engine's job end to end (default: latent engine, digits, 20 clients)",
         description=(
@@ -165,8 +167,6 @@ def register(subparsers: Any) -> None:
     _add_compute_options(add)
     _add_noise_options(add)
     _add_output_options(add)
-    one_line_errors(parser)
-    parser.set_defaults(func=_run)
 
 
 # The option groups, in the order ``privfed run --help`` lists them.
@@ -183,7 +183,6 @@ def _add_data_options(add: Any) -> None:
     )
     add(
         "--dataset",
-        default=None,
         help="'digits', an .npz file or an image folder (default {default})",
     )
     add_int(
@@ -207,7 +206,6 @@ def _add_data_options(add: Any) -> None:
     add(
         "--partition",
         type=_partition_spec,
-        default=None,
         help="latent: iid | dirichlet[:ALPHA] | pathological[:K] | single-class; factory: "
         "single-class | dirichlet[:ALPHA] (default {default})",
     )
@@ -223,13 +221,11 @@ def _add_codec_options(add: Any) -> None:
     """The codec that maps records to latents, and its clipping."""
     add(
         "--codec",
-        default=None,
         help="latent: pca | conv-ae | a diffusers model directory (default {default})",
     )
     add(
         "--codec-kind",
         choices=("tiny", "kl", "dc"),
-        default=None,
         help="latent, diffusers codecs: AutoencoderTiny | AutoencoderKL | AutoencoderDC",
     )
     add_int(
@@ -266,7 +262,6 @@ def _add_release_options(add: Any) -> None:
     add(
         "--adjacency",
         choices=("replace-one", "add-remove"),
-        default=None,
         help="latent (default {default})",
     )
     add_number(
@@ -295,14 +290,13 @@ def _add_evaluation_options(add: Any) -> None:
     add(
         "--baselines",
         action=argparse.BooleanOptionalAction,
-        default=None,
         help="also train the reference classifiers -- latent: on the real private data and "
         "on noiseless synthetic data; factory: the centralized run (default {default})",
     )
     add(
         "--no-audit",
         action="store_true",
-        default=None,
+        default=None,  # None: not given, the engine's default applies
         help="skip the membership-inference audit stage",
     )
 
@@ -312,7 +306,6 @@ def _add_factory_options(add: Any) -> None:
     add(
         "--factory",
         choices=("gaussian", "edm", "mixture"),
-        default=None,
         help="factory (default {default})",
     )
     add_int(
@@ -347,14 +340,12 @@ def _add_noise_options(add: Any) -> None:
     add(
         "--noise-seed",
         type=_noise_seed,
-        default=None,
         help="seed the DP noise (reproducible experiments only; default: OS CSPRNG); "
         "factory: Gaussian factories with --epsilon",
     )
     add(
         "--noise",
         choices=("central", "distributed-gaussian", "distributed-skellam"),
-        default=None,
         help="latent: who adds the DP noise: the server after unmasking (central), or every "
         "client before masking (distributed: the server never holds a noiseless total) "
         "(default {default})",
@@ -369,7 +360,6 @@ def _add_noise_options(add: Any) -> None:
     add(
         "--secagg-mode",
         choices=("semi-honest", "active"),
-        default=None,
         help="latent: security mode of secure aggregation: semi-honest (the server follows "
         "the protocol) or active (signed keys and a ConsistencyCheck; needs 2t > clients + "
         "--assumed-corrupted) (default {default})",
@@ -397,7 +387,6 @@ def _add_output_options(add: Any) -> None:
     )
     add(
         "--model-card-config",
-        default=None,
         metavar="FILE",
         help="JSON (or .toml) table of model-card declarations: model_name, dataset_name, "
         "intended_use, out_of_scope_uses, limitations, contact, owner (all optional strings)",

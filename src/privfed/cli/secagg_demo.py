@@ -13,10 +13,10 @@ from typing import Any
 
 from privfed.cli._options import (
     Interval,
+    add_command,
     add_int,
     add_number,
     fail,
-    one_line_errors,
     option_message,
     options_of,
     print_table,
@@ -42,8 +42,10 @@ _OPTION_OF = options_of(
 
 def register(subparsers: Any) -> None:
     """Add the ``secagg-demo`` subcommand to an ``argparse`` sub-parser set."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "secagg-demo",
+        run,
         help="run one in-memory secure-aggregation round and check the sum",
         description=(
             "Run one in-memory secure-aggregation round (Bonawitz double masking, "
@@ -51,7 +53,6 @@ def register(subparsers: Any) -> None:
             "dropping out before the masked-input stage, and check the exact sum."
         ),
     )
-    one_line_errors(parser)
     add = parser.add_argument
     add_int(
         add,
@@ -101,7 +102,6 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="no progress bar on stderr (results go to stdout)",
     )
-    parser.set_defaults(func=run)
 
 
 class _UsageError(Exception):
