@@ -677,7 +677,7 @@ class FactoryJob:
     def synthesis(self) -> str:
         """``synthesis``: the server synthesizes from the matrix."""
         self.synthetic, self.synthesis_seconds = synthesize_matrix(self.config, self.matrix)
-        return f"{self.synthetic.labels.size} synthetic images"
+        return f"{len(self.synthetic.labels)} synthetic images"
 
     def classifier(self) -> str:
         """``classifier``: the downstream classifier on the synthetic data."""
