@@ -155,6 +155,8 @@ _PYTHON_TERMS = (
     "fractional_bits",
     "Traceback",
     "Errno",
+    "got 'array'",
+    "got None",
 )
 
 
@@ -165,7 +167,10 @@ def _materialise(argv: list[str], tmp_path: Path) -> list[str]:
     npz.write_text("not an archive either\n")
     scores = tmp_path / "scores.npz"
     np.savez(scores, member_scores=np.arange(40.0), nonmember_scores=np.arange(40.0) - 2)
+    array = tmp_path / "array.npz"
+    np.savez(array, np.zeros((4, 8, 8)))  # numpy names it 'arr_0'
     names = {
+        "DATA_ARRAY": str(array),
         "DATA_TXT": str(npz if "--dataset" in argv else text),
         "DATA_MISSING": str(tmp_path / "missing.json"),
         "SCORES": str(scores),
@@ -398,3 +403,19 @@ def test_float_inputs_to_secure_aggregation_point_to_fixed_point() -> None:
 
     with pytest.raises(ParameterTypeError, match="FixedPointConfig"):
         secagg.run_protocol([np.zeros(3, np.float32)] * 3, threshold=2)
+
+
+def test_an_archive_without_images_says_what_it_holds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Read at the data stage (the archive is opened there), still in the CLI's terms."""
+    from tiny_args import TINY_CLI
+
+    out = tmp_path / "out"
+    argv = _materialise(["--dataset", "DATA_ARRAY"], tmp_path)
+    assert main([*TINY_CLI, *argv, "--output-dir", str(out)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("privfed run: error: --dataset ") and "'images'" in line, line
+    for term in _PYTHON_TERMS:
+        assert term not in line, term
+    assert not out.exists()
