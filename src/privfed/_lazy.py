@@ -44,11 +44,11 @@ def lazy_exports(
     def getattr_(name: str) -> Any:
         module = names.get(name)
         if module is not None:
-            return getattr(importlib.import_module(module), name)
+            return getattr(_imported(module, f"{package}.{name}"), name)
         if submodules and name.isidentifier() and not name.startswith("__"):
             qualified = f"{package}.{name}"
             try:
-                return importlib.import_module(qualified)
+                return _imported(qualified, qualified)
             except ModuleNotFoundError as exc:
                 if exc.name != qualified:
                     raise
@@ -60,3 +60,17 @@ def lazy_exports(
         return sorted(set(names).union(vars(sys.modules[package])))
 
     return getattr_, dir_
+
+
+def _imported(module: str, what: str) -> Any:
+    """``module``, imported; a missing optional dependency names the extra to install."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        from privfed._deps import EXTRAS
+        from privfed.errors import MissingDependencyError
+
+        missing = (exc.name or "").split(".")[0]
+        if missing in EXTRAS:
+            raise MissingDependencyError(missing, EXTRAS[missing], feature=what) from None
+        raise

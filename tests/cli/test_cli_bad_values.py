@@ -8,6 +8,7 @@ that fail the test if called.
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,8 @@ import pytest
 
 import privfed.engines.factory.job as factory_job
 import privfed.engines.latent.job as latent_job
-from privfed.cli import main
+import privfed.secagg as secagg
+from privfed.cli import build_parser, main
 
 # (argv after the subcommand, the flag the message must name)
 _RUN: list[tuple[list[str], str]] = [
@@ -27,8 +29,10 @@ _RUN: list[tuple[list[str], str]] = [
     (["--public-fraction", "2"], "--public-fraction"),
     (["--test-fraction", "0"], "--test-fraction"),
     (["--public-fraction", "0.6", "--test-fraction", "0.5"], "--public-fraction + --test-fraction"),
-    (["--engine", "factory", "--public-fraction", "0.6", "--test-fraction", "0.5"],
-     "--public-fraction + --test-fraction"),
+    (
+        ["--engine", "factory", "--public-fraction", "0.6", "--test-fraction", "0.5"],
+        "--public-fraction + --test-fraction",
+    ),
     (["--partition", "dirichlet:-1"], "--partition"),
     (["--partition", "pathological:0"], "--partition"),
     (["--partition", "ring"], "--partition"),
@@ -55,6 +59,21 @@ _RUN: list[tuple[list[str], str]] = [
     (["--model-card-config", "DATA_MISSING"], "--model-card-config"),
     (["--output-dir", "/proc/privfed-x"], "--output-dir"),
     (["--eps", "3"], "--eps"),  # no abbreviations
+    (["--engine", "gan"], "--engine"),
+    (["--codec-kind", "vq"], "--codec-kind"),
+    (["--engine", "factory", "--factory", "gan"], "--factory"),
+    (["--device", "quantum"], "--device"),
+    (["--baselines=yes"], "--baselines"),
+    (["--no-baselines=yes"], "--no-baselines"),
+    (["--no-audit=yes"], "--no-audit"),
+    (["--overwrite=yes"], "--overwrite"),
+    (["--release-only=yes"], "--release-only"),
+    (["--quiet=yes"], "--quiet"),
+    # Keyword settings quoted by the library become options too.
+    (
+        ["--noise", "distributed-gaussian", "--clients", "4", "--assumed-corrupted", "4"],
+        "--secagg-mode semi-honest",
+    ),
 ]
 
 _AUDIT: list[tuple[list[str], str]] = [
@@ -72,6 +91,24 @@ _AUDIT: list[tuple[list[str], str]] = [
     (["--self-audit", "--epsilon", "-1"], "--epsilon"),
     (["--self-audit", "--dim", "0"], "--dim"),
     (["--self-audit", "--noise-scale", "-1"], "--noise-scale"),
+    (["--one-run", "DATA_MISSING"], "--one-run"),
+    (["--one-run", "SCORES", "--one-run-selection", "best"], "--one-run-selection"),
+    (["--scores", "SCORES", "--score-trials", "many"], "--score-trials"),
+    (["--run-dir", "DATA_MISSING"], "--run-dir"),
+    (["--self-audit=yes"], "--self-audit"),
+    (["--scores", "SCORES", "--threshold-selection", "magic"], "--threshold-selection"),
+    (["--scores", "SCORES", "--threshold-selection", "fixed", "--threshold", "nan"], "--threshold"),
+    (
+        ["--scores", "SCORES", "--threshold-selection", "bonferroni", "--thresholds", "1,,2"],
+        "--thresholds",
+    ),
+    (["--self-audit", "--clip-norm", "-1"], "--clip-norm"),
+    (["--self-audit", "--adjacency", "swap"], "--adjacency"),
+    (["--self-audit", "--self-audit-mode", "dream"], "--self-audit-mode"),
+    (["--self-audit", "--trials", "0"], "--trials"),
+    (["--self-audit", "--calibration-trials", "0"], "--calibration-trials"),
+    (["--scores", "SCORES", "--no-plot=yes"], "--no-plot"),
+    (["--scores", "SCORES", "--no-scores=yes"], "--no-scores"),
 ]
 
 _CALIBRATE_OK = ["--epsilon", "1", "--delta", "1e-5", "--clip-norm", "1", "--dim", "4"]
@@ -83,7 +120,30 @@ _CALIBRATE: list[tuple[list[str], str]] = [
     ([*_CALIBRATE_OK, "--split", "2"], "--split"),
     ([*_CALIBRATE_OK, "--adjacency", "swap"], "--adjacency"),
     ([*_CALIBRATE_OK[:2], "--del", "1e-5", *_CALIBRATE_OK[4:]], "--del"),
+    ([*_CALIBRATE_OK, "--private-labels=yes"], "--private-labels"),
+    ([*_CALIBRATE_OK, "--json=yes"], "--json"),
 ]
+
+_SECAGG: list[tuple[list[str], str]] = [
+    (["--clients", "1"], "--clients"),
+    (["--threshold", "1"], "--threshold"),
+    (["--clients", "5", "--threshold", "6"], "--threshold"),
+    (["--length", "0"], "--length"),
+    (["--dropout-rate", "1"], "--dropout-rate"),
+    (["--graph", "ring"], "--graph"),
+    (["--degree", "1"], "--degree"),
+    (["--degree", "4"], "--degree"),  # the complete graph has no degree
+    (["--seed", "-1"], "--seed"),
+    (["--quiet=yes"], "--quiet"),
+]
+
+#: Every case, as (subcommand, argv, the flag the message must name).
+_CASES = (
+    [("run", a, f) for a, f in _RUN]
+    + [("audit", a, f) for a, f in _AUDIT]
+    + [("calibrate", a, f) for a, f in _CALIBRATE]
+    + [("secagg-demo", a, f) for a, f in _SECAGG]
+)
 
 #: Python's words that must never reach a command-line user.
 _PYTHON_TERMS = (
@@ -95,6 +155,8 @@ _PYTHON_TERMS = (
     "fractional_bits",
     "Traceback",
     "Errno",
+    "got 'array'",
+    "got None",
 )
 
 
@@ -105,7 +167,10 @@ def _materialise(argv: list[str], tmp_path: Path) -> list[str]:
     npz.write_text("not an archive either\n")
     scores = tmp_path / "scores.npz"
     np.savez(scores, member_scores=np.arange(40.0), nonmember_scores=np.arange(40.0) - 2)
+    array = tmp_path / "array.npz"
+    np.savez(array, np.zeros((4, 8, 8)))  # numpy names it 'arr_0'
     names = {
+        "DATA_ARRAY": str(array),
         "DATA_TXT": str(npz if "--dataset" in argv else text),
         "DATA_MISSING": str(tmp_path / "missing.json"),
         "SCORES": str(scores),
@@ -120,13 +185,12 @@ def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(latent_job, "run_pipeline", refuse)
     monkeypatch.setattr(factory_job, "run_factory_pipeline", refuse)
+    monkeypatch.setattr(secagg, "run_protocol", refuse)
 
 
 @pytest.mark.parametrize(
     ("command", "argv", "flag"),
-    [("run", a, f) for a, f in _RUN]
-    + [("audit", a, f) for a, f in _AUDIT]
-    + [("calibrate", a, f) for a, f in _CALIBRATE],
+    _CASES,
     ids=lambda v: " ".join(v) if isinstance(v, list) else str(v),
 )
 def test_a_bad_value_is_one_line_naming_the_flag(
@@ -215,3 +279,143 @@ def test_progress_goes_to_stderr_and_results_to_stdout(
     assert "release (DP outputs" in captured.out
     assert "s] " not in captured.out  # no "[  1.2s] stage" line among the results
     assert "s] " in captured.err
+
+
+def _options_of(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
+    """Subcommand -> every option string it accepts (``--help`` aside)."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {
+        name: [
+            flag
+            for action in child._actions
+            for flag in action.option_strings
+            if flag not in ("-h", "--help")
+        ]
+        for name, child in sub.choices.items()
+    }
+
+
+def test_every_option_of_every_subcommand_has_a_bad_value_case() -> None:
+    """The table above covers each option the parser knows (a new option needs a case)."""
+    for command, flags in _options_of(build_parser()).items():
+        given = {item.split("=")[0] for c, argv, _ in _CASES if c == command for item in argv}
+        missing = [flag for flag in flags if flag not in given]
+        assert not missing, (command, missing)
+
+
+def test_help_describes_every_option_without_rest_markup(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, child in sub.choices.items():
+        for action in child._actions:
+            assert action.help, (name, action.option_strings)
+        with pytest.raises(SystemExit):
+            main([name, "--help"])
+        text = capsys.readouterr().out
+        assert "``" not in text, name
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for described in (
+        "--engine {latent,factory} latent:",
+        "--seed SEED experimental-design",
+        "--quiet no progress",
+    ):
+        assert described in text, described
+
+
+def test_too_small_an_epsilon_fails_before_any_client_works(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The noise the grid cannot hold is found at the codec stage, in the CLI's terms."""
+    from tiny_args import TINY_CLI
+
+    argv = [a for a in TINY_CLI if a != "--quiet"]
+    out = tmp_path / "out"
+    assert main([*argv, "--epsilon", "0.01", "--no-audit", "--output-dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if ": error: " in line]
+    assert len(errors) == 1 and "--epsilon 0.01" in errors[0], err
+    for term in _PYTHON_TERMS:
+        assert term not in errors[0], term
+    assert "] clients " not in err and "] secagg " not in err  # those stages never started
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{"HF_HUB_OFFLINE": "1"}, {"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"}],
+    ids=["HF_HUB_OFFLINE", "unreachable-endpoint"],
+)
+def test_an_offline_hub_id_fails_fast_naming_the_network(
+    env: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    no_work: None,
+) -> None:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    out = tmp_path / "out"
+    argv = ["run", "--codec", "madebyollin/taesd", "--codec-kind", "tiny"]
+    assert main([*argv, "--output-dir", str(out), "--quiet"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("privfed run: error: --codec ")
+    assert "network" in line and "save_pretrained" in line and "config.json" not in line
+    assert not out.exists()
+
+
+def test_audit_without_matplotlib_suggests_no_plot(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
+    argv = _materialise(["--scores", "SCORES"], tmp_path)
+    assert main(["audit", *argv, "--out", str(tmp_path / "out")]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "privfed[plots]" in line and "--no-plot" in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_torch_engine_without_torch_names_the_extra() -> None:
+    """The cores-only install: a lazily exported engine name says what to install."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "try:\n    from privfed.engines.latent import PipelineConfig\n"
+        "except ImportError as exc:\n    print(type(exc).__name__, exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.stdout.startswith("MissingDependencyError"), done.stdout + done.stderr
+    assert "privfed[engines]" in done.stdout
+
+
+def test_float_inputs_to_secure_aggregation_point_to_fixed_point() -> None:
+    from privfed.errors import ParameterTypeError
+
+    with pytest.raises(ParameterTypeError, match="FixedPointConfig"):
+        secagg.run_protocol([np.zeros(3, np.float32)] * 3, threshold=2)
+
+
+def test_an_archive_without_images_says_what_it_holds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Read at the data stage (the archive is opened there), still in the CLI's terms."""
+    from tiny_args import TINY_CLI
+
+    out = tmp_path / "out"
+    argv = _materialise(["--dataset", "DATA_ARRAY"], tmp_path)
+    assert main([*TINY_CLI, *argv, "--output-dir", str(out)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("privfed run: error: --dataset ") and "'images'" in line, line
+    for term in _PYTHON_TERMS:
+        assert term not in line, term
+    assert not out.exists()

@@ -29,13 +29,18 @@ from typing import Any, NoReturn
 __all__ = [
     "Interval",
     "OptionError",
+    "add_int",
+    "add_number",
+    "fail",
     "int_type",
     "number_type",
     "one_line_errors",
     "option_message",
+    "options_of",
     "parse_int",
     "parse_number",
     "parse_number_list",
+    "print_table",
 ]
 
 
@@ -240,9 +245,73 @@ def option_message(exc: Exception, options: Mapping[str, str]) -> str:
     name in ``exc.parameter`` and read ``parameter 'clip_norm' must be ...``;
     on the command line that becomes ``--clip-norm must be ...``.
     """
+    import re
+
     text = str(exc)
     parameter = getattr(exc, "parameter", None)
     option = options.get(parameter) if isinstance(parameter, str) else None
     if option is not None:
         text = text.replace(f"parameter {parameter!r}", option, 1)
+    # Keyword settings quoted in a message (``secagg_mode='active'``) become options.
+    for name, flag in options.items():
+        if flag.startswith("--") and " " not in flag:
+            text = re.sub(rf"\b{name}=('([^']*)'|([\w.+-]+))", rf"{flag} \2\3", text)
     return " ".join(text.split())
+
+
+def add_number(
+    add: Callable[..., Any], flag: str, domain: Interval = FINITE, **kwargs: Any
+) -> None:
+    """Add option ``flag`` taking one number in ``domain`` (the flag is named once)."""
+    add(flag, type=number_type(flag, domain), **kwargs)
+
+
+def add_int(
+    add: Callable[..., Any],
+    flag: str,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    **kwargs: Any,
+) -> None:
+    """Add option ``flag`` taking one integer in ``[minimum, maximum]``."""
+    add(flag, type=int_type(flag, minimum, maximum), **kwargs)
+
+
+def options_of(*same: str, **renamed: str) -> dict[str, str]:
+    """Library parameter -> the option that sets it, for :func:`option_message`.
+
+    ``same`` names parameters whose option is their own name (``clip_norm`` ->
+    ``--clip-norm``); ``renamed`` maps the others (``num_clients="--clients"``).
+    """
+    table = {name: f"--{name.replace('_', '-')}" for name in same}
+    table.update(renamed)
+    return table
+
+
+def fail(prog: str, message: str) -> int:
+    """Print ``PROG: error: MESSAGE`` as one line on stderr; return exit status 2."""
+    import sys
+
+    print(f"{prog}: error: {' '.join(message.split())}", file=sys.stderr)
+    return 2
+
+
+def print_table(rows: list[tuple[str, str]], indent: str = "") -> None:
+    """Print ``(key, value)`` rows on stdout, the values aligned in one column."""
+    width = max(len(key) for key, _ in rows)
+    for key, value in rows:
+        print(f"{indent}{key:<{width}}  {value}")
+
+
+def add_command(
+    subparsers: Any, name: str, func: Callable[[argparse.Namespace], int], **kwargs: Any
+) -> argparse.ArgumentParser:
+    """Add subcommand ``name`` running ``func``, with one-line usage errors.
+
+    ``kwargs`` go to ``add_parser`` (``help``, ``description``,
+    ``formatter_class``).  Returns the sub-parser, for its options.
+    """
+    parser: argparse.ArgumentParser = subparsers.add_parser(name, **kwargs)
+    one_line_errors(parser)
+    parser.set_defaults(func=func)
+    return parser

@@ -79,8 +79,10 @@ from privfed.cli._options import (
     POSITIVE,
     Interval,
     OptionError,
-    one_line_errors,
+    add_command,
+    fail,
     option_message,
+    options_of,
     parse_int,
     parse_number,
     parse_number_list,
@@ -157,35 +159,26 @@ _LIST_DOMAINS: dict[str, Interval] = {
     "epsilon": POSITIVE,
 }
 #: Library parameters -> the option that sets them (error messages name options).
-_OPTION_OF: dict[str, str] = {
-    "member_scores": "--scores",
-    "nonmember_scores": "--scores",
-    "delta": "--delta",
-    "significance": "--significance",
-    "confidence": "--confidence",
-    "seed": "--seed",
-    "threshold": "--threshold",
-    "thresholds": "--thresholds",
-    "epsilon": "--epsilon",
-    "clip_norm": "--clip-norm",
-    "dim": "--dim",
-    "adjacency": "--adjacency",
-    "noise_scale": "--noise-scale",
-    "num_trials": "--trials",
-    "num_calibration_trials": "--calibration-trials",
-    "run_dir": "--run-dir",
-}
+_OPTION_OF = options_of(
+    *("delta", "significance", "confidence", "seed", "threshold", "thresholds", "epsilon"),
+    *("clip_norm", "dim", "adjacency", "noise_scale", "run_dir"),
+    member_scores="--scores",
+    nonmember_scores="--scores",
+    num_trials="--trials",
+    num_calibration_trials="--calibration-trials",
+)
 
 
 def register(subparsers: Any) -> None:
     """Add the ``audit`` subcommand to ``subparsers`` (an argparse sub-parsers action)."""
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "audit",
+        run_audit,
         help="membership-inference audit: metrics, ε lower bounds, canary self-audit",
-        description=(__doc__ or "").split("\n\n", 1)[0],
+        description=(__doc__ or "").split("\n\n", 1)[0].replace("``", ""),
         formatter_class=_TableDefaultsFormatter,
     )
-    one_line_errors(p)
     add = p.add_argument
     add("--config", help="JSON file with options (long names, underscores)")
     add("--scores", help=".npz or .csv file with member / non-member scores (one or more attacks)")
@@ -241,7 +234,6 @@ def register(subparsers: Any) -> None:
     add("--noise-scale", type=float, help="self-audit: actual/claimed noise (tests the auditor)")
     add("--no-plot", action="store_true", default=None, help="do not write roc.png")
     add("--no-scores", action="store_true", default=None, help="omit per-record scores")
-    p.set_defaults(func=run_audit)
 
 
 def _merge(args: argparse.Namespace) -> dict[str, Any]:
@@ -419,7 +411,9 @@ def _run_dir_inputs(directory: Path) -> Any:
 
     path = directory / AUDIT_INPUTS_FILENAME
     if not path.is_file():
-        raise _UsageError(f"{path} not found (privfed run writes it)")
+        raise _UsageError(
+            f"--run-dir {directory} holds no {AUDIT_INPUTS_FILENAME} (privfed run writes it)"
+        )
     try:
         return AuditInputs.load(path)
     except ParameterError as exc:
@@ -502,7 +496,12 @@ def _execute(options: dict[str, Any]) -> int:
     _check_options(options)
     if not options["no_plot"] and (options["scores"] or options["run_dir"]):
         # roc.png is drawn last; find out now, not after the work, that it cannot be.
-        require("matplotlib", feature="privfed audit (roc.png)")
+        from privfed.errors import MissingDependencyError
+
+        try:
+            require("matplotlib", feature="privfed audit (roc.png)")
+        except MissingDependencyError as exc:
+            raise _UsageError(f"{exc}; or pass --no-plot to skip roc.png") from None
 
     from privfed import audit
 
@@ -572,5 +571,4 @@ def run_audit(args: argparse.Namespace) -> int:
         text = option_message(exc, _OPTION_OF)
         if isinstance(exc, OSError) and exc.strerror:
             text = f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
-        print(f"privfed audit: error: {text}", file=sys.stderr)
-        return 2
+        return fail("privfed audit", text)

@@ -14,33 +14,29 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 from privfed.cli._options import (
     OPEN_UNIT,
     POSITIVE,
     OptionError,
-    int_type,
-    number_type,
-    one_line_errors,
+    add_command,
+    add_int,
+    add_number,
+    fail,
     option_message,
+    options_of,
     parse_int,
     parse_number,
 )
 
 __all__ = ["register", "run"]
 
+_PROG = "privfed calibrate"
 #: Library parameters -> the option that sets them (error messages name options).
-_OPTION_OF: dict[str, str] = {
-    "epsilon": "--epsilon",
-    "delta": "--delta",
-    "clip_norm": "--clip-norm",
-    "dim": "--dim",
-    "adjacency": "--adjacency",
-    "split": "--split",
-    "private_labels": "--private-labels",
-}
+_OPTION_OF = options_of(
+    "epsilon", "delta", "clip_norm", "dim", "adjacency", "split", "private_labels"
+)
 
 
 def _split(text: str) -> str | float:
@@ -56,8 +52,10 @@ def _split(text: str) -> str | float:
 
 def register(subparsers: Any) -> None:
     """Add the ``calibrate`` subcommand to an ``argparse`` sub-parser collection."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "calibrate",
+        run,
         help="noise stds for a DP latent-statistic release, vs the paper's calibration",
         description=(
             "Plan the Gaussian noise of a per-class (sum, second moment[, count]) release "
@@ -65,48 +63,32 @@ def register(subparsers: Any) -> None:
             "reference paper's Proposition 4.1 calibration."
         ),
     )
-    one_line_errors(parser)
-    parser.add_argument(
-        "--epsilon",
-        type=number_type("--epsilon"),
-        required=True,
-        help="target epsilon, one number (> 0)",
-    )
-    parser.add_argument(
-        "--delta",
-        type=number_type("--delta"),
-        default=1e-5,
-        help="target delta in (0, 1) (default %(default)s)",
-    )
-    parser.add_argument(
-        "--clip-norm",
-        type=number_type("--clip-norm"),
-        required=True,
-        help="L2 clipping radius R of every latent (> 0)",
-    )
-    parser.add_argument(
-        "--dim", type=int_type("--dim"), required=True, help="latent dimension d (>= 1)"
-    )
-    parser.add_argument(
+    add = parser.add_argument
+    # Domains are checked when the command runs (_check), so that every bad value,
+    # typed or not, gets the same message.
+    add_number(add, "--epsilon", required=True, help="target epsilon, one number (> 0)")
+    add_number(add, "--delta", default=1e-5, help="target delta in (0, 1) (default %(default)s)")
+    add_number(add, "--clip-norm", required=True, help="L2 clipping radius R of every latent (> 0)")
+    add_int(add, "--dim", required=True, help="latent dimension d (>= 1)")
+    add(
         "--adjacency",
         choices=("replace-one", "add-remove"),
         default="replace-one",
         help="neighbouring relation (default %(default)s: same-class replacement, public counts)",
     )
-    parser.add_argument(
+    add(
         "--split",
         type=_split,
         default="optimal",
         help="budget split: 'optimal', 'balanced' or a float weight in (0, 1) "
         "(default %(default)s)",
     )
-    parser.add_argument(
+    add(
         "--private-labels",
         action="store_true",
         help="under replace-one, a replaced record may change class (counts get noise)",
     )
-    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    parser.set_defaults(func=run)
+    add("--json", action="store_true", help="print machine-readable JSON")
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -128,8 +110,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         _check(args)
     except OptionError as exc:
-        print(f"privfed calibrate: error: {exc}", file=sys.stderr)
-        return 2
+        return fail(_PROG, str(exc))
     try:
         plan = plan_latent_release(
             args.epsilon,
@@ -144,8 +125,7 @@ def run(args: argparse.Namespace) -> int:
             args.epsilon, args.delta, clip_norm=args.clip_norm
         )
     except (PrivfedError, ValueError, TypeError, ArithmeticError) as exc:
-        print(f"privfed calibrate: error: {option_message(exc, _OPTION_OF)}", file=sys.stderr)
-        return 2
+        return fail(_PROG, option_message(exc, _OPTION_OF))
 
     result = {
         "epsilon": plan.epsilon,

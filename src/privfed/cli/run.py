@@ -18,21 +18,24 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from typing import Any
 
 from privfed.cli._options import (
     OPEN_UNIT,
     POSITIVE,
     Interval,
-    int_type,
-    number_type,
-    one_line_errors,
+    add_command,
+    add_int,
+    add_number,
+    fail,
     option_message,
+    print_table,
 )
+from privfed.cli._progress import reporter
 
 __all__ = ["register"]
 
+_PROG = "privfed run"
 Partition = tuple[str, float | int | None]
 
 #: Secure-aggregation dropouts: a share in [0, 0.5).
@@ -97,9 +100,7 @@ def _field_defaults(cls: type) -> dict[str, Any]:
     import dataclasses
 
     return {
-        f.name: f.default
-        for f in dataclasses.fields(cls)
-        if f.default is not dataclasses.MISSING
+        f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING
     }
 
 
@@ -144,8 +145,10 @@ def _noise_seed(text: str) -> int:
 
 def register(subparsers: Any) -> None:
     """Add the ``run`` subcommand to an argparse sub-parser collection."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "run",
+        _run,
         formatter_class=_DefaultsHelp,
         help="run one engine's job end to end (default: latent engine, digits, 20 clients)",
         description=(
@@ -166,8 +169,6 @@ def register(subparsers: Any) -> None:
     _add_compute_options(add)
     _add_noise_options(add)
     _add_output_options(add)
-    one_line_errors(parser)
-    parser.set_defaults(func=_run)
 
 
 # The option groups, in the order ``privfed run --help`` lists them.
@@ -176,41 +177,44 @@ def register(subparsers: Any) -> None:
 def _add_data_options(add: Any) -> None:
     """The engine, the dataset and its splits, and how records are spread over clients."""
     add(
-        "--engine", choices=("latent", "factory"), default="latent",
+        "--engine",
+        choices=("latent", "factory"),
+        default="latent",
         help="latent: one DP release of per-class latent statistics (default); factory: "
         "per-client generative factories",
     )
     add(
-        "--dataset", default=None,
+        "--dataset",
         help="'digits', an .npz file or an image folder (default {default})",
     )
-    add(
+    add_int(
+        add,
         "--num-classes",
-        type=int_type("--num-classes", 2),
-        default=None,
+        2,
         help="classes of --dataset (labels 0..K-1); default: inferred, refusing empty classes",
     )
-    add(
+    add_number(
+        add,
         "--public-fraction",
-        type=number_type("--public-fraction", OPEN_UNIT),
-        default=None,
+        OPEN_UNIT,
         help="share of records in the public split (default {default})",
     )
-    add(
+    add_number(
+        add,
         "--test-fraction",
-        type=number_type("--test-fraction", OPEN_UNIT),
-        default=None,
+        OPEN_UNIT,
         help="share of records held out for testing (default {default})",
     )
     add(
         "--partition",
         type=_partition_spec,
-        default=None,
         help="latent: iid | dirichlet[:ALPHA] | pathological[:K] | single-class; factory: "
         "single-class | dirichlet[:ALPHA] (default {default})",
     )
-    add(
-        "--clients", type=int_type("--clients", 2), default=None,
+    add_int(
+        add,
+        "--clients",
+        2,
         help="clients (default {default})",
     )
 
@@ -218,92 +222,110 @@ def _add_data_options(add: Any) -> None:
 def _add_codec_options(add: Any) -> None:
     """The codec that maps records to latents, and its clipping."""
     add(
-        "--codec", default=None,
+        "--codec",
         help="latent: pca | conv-ae | a diffusers model directory (default {default})",
     )
     add(
         "--codec-kind",
         choices=("tiny", "kl", "dc"),
-        default=None,
         help="latent, diffusers codecs: AutoencoderTiny | AutoencoderKL | AutoencoderDC",
     )
-    add(
+    add_int(
+        add,
         "--latent-dim",
-        type=int_type("--latent-dim", 1),
-        default=None,
+        1,
         help="codec dimension; factory: of the Gaussian factories (default {default})",
     )
-    add(
-        "--clip-norm", type=number_type("--clip-norm", POSITIVE), default=None,
+    add_number(
+        add,
+        "--clip-norm",
+        POSITIVE,
         help="latent: default the codec's",
     )
 
 
 def _add_release_options(add: Any) -> None:
     """The DP target and its neighbouring relation, and the secure-aggregation dropouts."""
-    add(
-        "--epsilon", type=number_type("--epsilon", POSITIVE), default=None,
+    add_number(
+        add,
+        "--epsilon",
+        POSITIVE,
         help="latent: ε of the release; factory: target ε of every factory (edm: DP-SGD, "
         "gaussian: noisy latent moments), noise calibrated per (class, client) cell "
         "(default {default})",
     )
-    add(
-        "--delta", type=number_type("--delta", OPEN_UNIT), default=None,
+    add_number(
+        add,
+        "--delta",
+        OPEN_UNIT,
         help="latent: δ of the release and audit; factory: δ of the target, with --epsilon "
         "(default {default})",
     )
     add(
-        "--adjacency", choices=("replace-one", "add-remove"), default=None,
+        "--adjacency",
+        choices=("replace-one", "add-remove"),
         help="latent (default {default})",
     )
-    add(
-        "--dropout-rate", type=number_type("--dropout-rate", _DROPOUT), default=None,
+    add_number(
+        add,
+        "--dropout-rate",
+        _DROPOUT,
         help="latent: secagg dropouts (default {default})",
     )
 
 
 def _add_evaluation_options(add: Any) -> None:
     """Synthesis, the classifier trained on it, the baselines and the audit."""
-    add(
-        "--samples-per-class", type=int_type("--samples-per-class", 1),
-        default=None,
+    add_int(
+        add,
+        "--samples-per-class",
+        1,
         help="synthetic samples per class (default {default})",
     )
-    add(
-        "--epochs", type=int_type("--epochs", 1), default=None,
+    add_int(
+        add,
+        "--epochs",
+        1,
         help="most classifier epochs; training stops earlier once the loss on held-out "
         "training data stops improving (default {default})",
     )
     add(
         "--baselines",
         action=argparse.BooleanOptionalAction,
-        default=None,
         help="also train the reference classifiers -- latent: on the real private data and "
         "on noiseless synthetic data; factory: the centralized run (default {default})",
     )
     add(
         "--no-audit",
         action="store_true",
-        default=None,
+        default=None,  # None: not given, the engine's default applies
         help="skip the membership-inference audit stage",
     )
 
 
 def _add_factory_options(add: Any) -> None:
     """The factory engine's own options."""
-    add("--factory", choices=("gaussian", "edm", "mixture"), default=None,
-        help="factory (default {default})")
     add(
-        "--fedavg-rounds", type=int_type("--fedavg-rounds", 0), default=None,
-        help="factory: 0 skips the FedAvg baseline; FedAvg rounds (default {default})",
+        "--factory",
+        choices=("gaussian", "edm", "mixture"),
+        help="factory (default {default})",
+    )
+    add_int(
+        add,
+        "--fedavg-rounds",
+        0,
+        help="factory: FedAvg rounds; 0 skips the FedAvg baseline (default {default})",
     )
     add(
-        "--classifier", choices=("cnn", "mlp"), default=None,
+        "--classifier",
+        choices=("cnn", "mlp"),
         help="factory: architecture of the downstream classifier, which the centralized "
         "baseline trains too (default {default})",
     )
-    add(
-        "--mixture-components", type=int_type("--mixture-components", 1), default=None,
+    add_int(
+        add,
+        "--mixture-components",
+        1,
         help="factory mixture: most components per cell (default {default})",
     )
 
@@ -311,12 +333,17 @@ def _add_factory_options(add: Any) -> None:
 def _add_compute_options(add: Any) -> None:
     """Where and how the job computes, and its experimental-design seed."""
     add("--device", default="cpu", help="torch device: cpu (default), cuda or cuda:N")
-    add(
-        "--threads", type=int_type("--threads", 1), default=None,
+    add_int(
+        add,
+        "--threads",
+        1,
         help="CPU threads torch may use (default {default}; none: the cores not already busy)",
     )
-    add(
-        "--seed", type=int_type("--seed", 0), default=0,
+    add_int(
+        add,
+        "--seed",
+        0,
+        default=0,
         help="experimental-design seed (split, partition, codec, sampling, classifier; "
         "never the DP noise)",
     )
@@ -327,29 +354,26 @@ def _add_noise_options(add: Any) -> None:
     add(
         "--noise-seed",
         type=_noise_seed,
-        default=None,
         help="seed the DP noise (reproducible experiments only; default: OS CSPRNG); "
         "factory: Gaussian factories with --epsilon",
     )
     add(
         "--noise",
         choices=("central", "distributed-gaussian", "distributed-skellam"),
-        default=None,
         help="latent: who adds the DP noise: the server after unmasking (central), or every "
         "client before masking (distributed: the server never holds a noiseless total) "
         "(default {default})",
     )
-    add(
+    add_int(
+        add,
         "--assumed-corrupted",
-        type=int_type("--assumed-corrupted", 0),
-        default=None,
+        0,
         help="latent, distributed noise: clients assumed to collude with the server; the "
         "noise is calibrated for threshold minus this many honest clients (default {default})",
     )
     add(
         "--secagg-mode",
         choices=("semi-honest", "active"),
-        default=None,
         help="latent: security mode of secure aggregation: semi-honest (the server follows "
         "the protocol) or active (signed keys and a ConsistencyCheck; needs 2t > clients + "
         "--assumed-corrupted) (default {default})",
@@ -377,13 +401,13 @@ def _add_output_options(add: Any) -> None:
     )
     add(
         "--model-card-config",
-        default=None,
         metavar="FILE",
         help="JSON (or .toml) table of model-card declarations: model_name, dataset_name, "
         "intended_use, out_of_scope_uses, limitations, contact, owner (all optional strings)",
     )
     add(
-        "--quiet", action="store_true",
+        "--quiet",
+        action="store_true",
         help="no progress on stderr (warnings and errors still show; results go to stdout)",
     )
 
@@ -579,26 +603,29 @@ def _run(args: argparse.Namespace) -> int:
         except PrivfedError as exc:
             text = option_message(exc, _OPTION_OF).replace("overwrite=True", "--overwrite")
             raise _UsageError(text) from None
+        from privfed.engines.job import check_device
+
+        check_device(resolved.device)
         resolved.declarations = _declarations(resolved.model_card_config)
         for line in _warnings(args, resolved):
             print(f"privfed run: warning: {line}", file=sys.stderr)
         from privfed.data.datasets import check_dataset_spec
 
         check_dataset_spec(resolved.dataset, num_classes=resolved.num_classes)
+        if resolved.engine == "latent" and resolved.codec not in ("pca", "conv-ae"):
+            # A hub id with no network fails now, naming the network, not after stages.
+            from privfed.engines.codecs.pretrained import check_codec_source
+
+            check_codec_source(resolved.codec)
         if resolved.engine == "factory":
             return _run_factory(resolved)
         return _run_latent(resolved)
     except (_UsageError, PrivfedError) as exc:
         grid = _release_message(exc, getattr(resolved, "epsilon", None) or 0.0)
-        print(f"privfed run: error: {grid or option_message(exc, _OPTION_OF)}", file=sys.stderr)
-        return 2
+        return fail(_PROG, grid or option_message(exc, _OPTION_OF))
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename else ""
-        print(
-            f"privfed run: error: cannot write --output-dir: {exc.strerror or exc}{where}",
-            file=sys.stderr,
-        )
-        return 2
+        return fail(_PROG, f"cannot write --output-dir: {exc.strerror or exc}{where}")
 
 
 def _declarations(path: str | None) -> Any:
@@ -608,39 +635,6 @@ def _declarations(path: str | None) -> Any:
     from privfed.engines.model_card import ModelCardDeclarations
 
     return ModelCardDeclarations.from_file(path)
-
-
-def _print_table(rows: list[tuple[str, str]]) -> None:
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"  {key:<{width}}  {value}")
-
-
-def _printer(args: argparse.Namespace) -> Any:
-    """A progress callback printing one line per event on stderr (``--quiet``: none).
-
-    Results go to stdout, so ``privfed run ... > results.txt`` keeps only them.
-    """
-    from privfed.progress import format_event
-
-    start = time.perf_counter()
-    last: dict[str, int] = {}
-
-    def progress(event: Any) -> None:
-        # At most about ten lines per counted stage.
-        step = max(1, event.total // 10)
-        if args.quiet or (event.done % step and not event.finished):
-            return
-        if event.total > 1 and last.get(event.stage) == event.done:
-            return
-        last[event.stage] = event.done
-        print(
-            f"[{time.perf_counter() - start:6.1f}s] {format_event(event)}",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    return progress
 
 
 def _run_latent(args: argparse.Namespace) -> int:
@@ -678,13 +672,7 @@ def _run_latent(args: argparse.Namespace) -> int:
         assumed_corrupted=args.assumed_corrupted,
         secagg_mode=args.secagg_mode,
     )
-    result = run_pipeline(config, progress=_printer(args))
-    paths = result.write(
-        args.output_dir,
-        overwrite=args.overwrite,
-        release_only=args.release_only,
-        declarations=args.declarations,
-    )
+    result = run_pipeline(config, progress=reporter(args.quiet))
     r = result.report
     release_rows = [
         ("epsilon / delta", f"{r.epsilon:g} / {r.delta:.3g} ({config.adjacency.value})"),
@@ -710,7 +698,7 @@ def _run_latent(args: argparse.Namespace) -> int:
             "payload per client",
             f"{r.payload_values_per_client} values, {r.payload_bytes_per_client} B",
         ),
-        ("clients / dropped", f"{r.num_clients} / {r.dropped_clients}"),
+        ("clients / dropped", f"{r.num_clients} / {_dropped(r.dropped_clients)}"),
     ]
     evaluation_rows = [
         ("accuracy, synthetic (DP)", f"{r.accuracy_synthetic:.4f}"),
@@ -729,6 +717,35 @@ def _run_latent(args: argparse.Namespace) -> int:
     if r.audit is not None:
         evaluation_rows.extend(_audit_rows(r.audit))
     evaluation_rows.append(("total seconds", f"{sum(r.seconds.values()):.2f}"))
+    return _write_and_print(result, args, release_rows, evaluation_rows)
+
+
+def _dropped(dropped: dict[str, list[int]]) -> str:
+    """``"none"``, or ``"2 (masked input: 3, 9)"``: who dropped out at which stage."""
+    if not any(dropped.values()):
+        return "none"
+    total = sum(len(ids) for ids in dropped.values())
+    where = "; ".join(
+        f"{stage.lower().replace('_', ' ')}: {', '.join(map(str, ids))}"
+        for stage, ids in dropped.items()
+        if ids
+    )
+    return f"{total} ({where})"
+
+
+def _write_and_print(
+    result: Any,
+    args: argparse.Namespace,
+    release_rows: list[tuple[str, str]],
+    evaluation_rows: list[tuple[str, str]],
+) -> int:
+    """Write the run's artefacts, then print its figures and the files written; 0."""
+    paths = result.write(
+        args.output_dir,
+        overwrite=args.overwrite,
+        release_only=args.release_only,
+        declarations=args.declarations,
+    )
     _print_sections(release_rows, evaluation_rows)
     print(f"\nwrote {', '.join(str(p) for p in paths.values())}")
     return 0
@@ -739,9 +756,9 @@ def _print_sections(
 ) -> None:
     """The release's figures, then the evaluation's, each under its own heading."""
     print("\nrelease (DP outputs and public facts):")
-    _print_table(release_rows)
+    print_table(release_rows, "  ")
     print("\nevaluation (computed from private data without noise; not part of the release):")
-    _print_table(evaluation_rows)
+    print_table(evaluation_rows, "  ")
 
 
 def _audit_rows(summary: Any) -> list[tuple[str, str]]:
@@ -807,13 +824,7 @@ def _run_factory(args: argparse.Namespace) -> int:
     if scheme == "dirichlet":
         kwargs["dirichlet_alpha"] = alpha
     config = FactoryPipelineConfig(**kwargs)
-    report = run_factory_pipeline(config, progress=_printer(args))
-    paths = report.write(
-        args.output_dir,
-        overwrite=args.overwrite,
-        release_only=args.release_only,
-        declarations=args.declarations,
-    )
+    report = run_factory_pipeline(config, progress=reporter(args.quiet))
     data = report.to_dict()
     central = report.centralized_accuracy
     release_rows = [
@@ -845,9 +856,7 @@ def _run_factory(args: argparse.Namespace) -> int:
     ]
     evaluation_rows.extend(_factory_audit_rows(data.get("audit")))
     evaluation_rows.append(("total seconds", f"{data['seconds_total']:.2f}"))
-    _print_sections(release_rows, evaluation_rows)
-    print(f"\nwrote {', '.join(str(p) for p in paths.values())}")
-    return 0
+    return _write_and_print(report, args, release_rows, evaluation_rows)
 
 
 def _factory_audit_rows(audit: Any) -> list[tuple[str, str]]:

@@ -9,10 +9,19 @@ Heavy imports happen inside the command, so ``privfed --help`` stays fast.
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
-from privfed.cli._options import Interval, int_type, number_type, one_line_errors, option_message
+from privfed.cli._options import (
+    Interval,
+    add_command,
+    add_int,
+    add_number,
+    fail,
+    option_message,
+    options_of,
+    print_table,
+)
+from privfed.cli._progress import reporter
 
 __all__ = ["register", "run"]
 
@@ -20,21 +29,23 @@ _PROG = "privfed secagg-demo"
 #: Largest ``--length``: vector lengths travel as 32-bit integers.
 _MAX_LENGTH = 2**31 - 1
 #: Library parameters -> the option that sets them (error messages name options).
-_OPTION_OF: dict[str, str] = {
-    "inputs": "--clients",
-    "client_ids": "--clients",
-    "threshold": "--threshold",
-    "vector_length": "--length",
-    "graph": "--graph",
-    "degree": "--degree",
-    "dropouts": "--dropout-rate",
-}
+_OPTION_OF = options_of(
+    "threshold",
+    "graph",
+    "degree",
+    inputs="--clients",
+    client_ids="--clients",
+    vector_length="--length",
+    dropouts="--dropout-rate",
+)
 
 
 def register(subparsers: Any) -> None:
     """Add the ``secagg-demo`` subcommand to an ``argparse`` sub-parser set."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "secagg-demo",
+        run,
         help="run one in-memory secure-aggregation round and check the sum",
         description=(
             "Run one in-memory secure-aggregation round (Bonawitz double masking, "
@@ -42,49 +53,55 @@ def register(subparsers: Any) -> None:
             "dropping out before the masked-input stage, and check the exact sum."
         ),
     )
-    one_line_errors(parser)
-    parser.add_argument(
+    add = parser.add_argument
+    add_int(
+        add,
         "--clients",
-        type=int_type("--clients", 2),
+        2,
         default=20,
         help="clients, >= 2 (default %(default)s)",
     )
-    parser.add_argument(
+    add_int(
+        add,
         "--threshold",
-        type=int_type("--threshold", 2),
-        default=None,
+        2,
         help="Shamir threshold t in [2, neighbourhood size] (default: a majority of a "
         "neighbourhood)",
     )
-    parser.add_argument(
+    add_int(
+        add,
         "--length",
-        type=int_type("--length", 1, _MAX_LENGTH),
+        1,
+        _MAX_LENGTH,
         default=1000,
         help="values per client (default %(default)s)",
     )
-    parser.add_argument(
+    add_number(
+        add,
         "--dropout-rate",
-        type=number_type("--dropout-rate", Interval(0.0, 1.0, closed_low=True)),
+        Interval(0.0, 1.0, closed_low=True),
         default=0.1,
         help="fraction of clients dropping before masked input, in [0, 1) (default %(default)s)",
     )
-    parser.add_argument(
+    add(
         "--graph",
         choices=("complete", "harary"),
         default="complete",
         help="who shares masks with whom (default %(default)s)",
     )
-    parser.add_argument(
+    add_int(
+        add,
         "--degree",
-        type=int_type("--degree", 2),
-        default=None,
+        2,
         help="neighbours per client, --graph harary only: in [2, clients - 1], even when "
         "clients is odd (default about 2 log2(clients))",
     )
-    parser.add_argument(
-        "--seed", type=int_type("--seed", 0), default=None, help="seed for inputs and dropouts"
+    add_int(add, "--seed", 0, help="seed for inputs and dropouts")
+    add(
+        "--quiet",
+        action="store_true",
+        help="no progress bar on stderr (results go to stdout)",
     )
-    parser.set_defaults(func=run)
 
 
 class _UsageError(Exception):
@@ -134,8 +151,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         degree, threshold = _plan(args)
     except _UsageError as exc:
-        print(f"{_PROG}: error: {exc}", file=sys.stderr)
-        return 2
+        return fail(_PROG, str(exc))
 
     import numpy as np
 
@@ -153,20 +169,16 @@ def run(args: argparse.Namespace) -> int:
             dropouts={Stage.MASKED_INPUT: dropped},
             graph=args.graph,
             degree=degree,
+            progress=reporter(args.quiet),
         )
     except ProtocolAbort as exc:
         # The demo's outcome, not a usage error: too many clients dropped out.
         print(f"secagg-demo: {exc}")
         return 1
     except ParameterError as exc:
-        print(f"{_PROG}: error: {option_message(exc, _OPTION_OF)}", file=sys.stderr)
-        return 2
+        return fail(_PROG, option_message(exc, _OPTION_OF))
     except MemoryError:
-        print(
-            f"{_PROG}: error: not enough memory for --clients {n} x --length {args.length}",
-            file=sys.stderr,
-        )
-        return 2
+        return fail(_PROG, f"not enough memory for --clients {n} x --length {args.length}")
     expected = np.zeros(args.length, dtype=np.uint64)
     for i, vector in enumerate(inputs):
         if i not in set(dropped):
@@ -188,7 +200,5 @@ def run(args: argparse.Namespace) -> int:
     ]
     rows += [(f"client bytes sent: {s.name}", f"{mean_bytes[s]:,.0f}") for s in Stage]
     rows.append(("client bytes sent: total", f"{sum(mean_bytes.values()):,.0f}"))
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"{key:<{width}}  {value}")
+    print_table(rows)
     return 0 if exact else 1

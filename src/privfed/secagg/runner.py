@@ -158,6 +158,14 @@ def _check_inputs(inputs: object, ring_bits: object) -> Sequence[npt.NDArray[np.
     bits = ring_bits if isinstance(ring_bits, int) and 8 <= ring_bits <= 64 else 64
     shape = None
     for row in rows:
+        if isinstance(row, np.ndarray) and np.issubdtype(row.dtype, np.floating):
+            raise ParameterTypeError(
+                "inputs",
+                "a sequence of 1-D integer numpy arrays (ring elements); encode float "
+                "vectors first with privfed.secagg.primitives.FixedPointConfig(...).encode "
+                "and decode the sum",
+                row,
+            )
         if not isinstance(row, np.ndarray) or not np.issubdtype(row.dtype, np.integer):
             raise ParameterTypeError("inputs", "a sequence of 1-D integer numpy arrays", row)
         if row.ndim != 1 or row.shape[0] == 0 or (shape is not None and row.shape != shape):

@@ -28,6 +28,9 @@ from __future__ import annotations
 
 import enum
 import math
+import os
+import socket
+import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
@@ -194,6 +197,72 @@ def _check_geometry(
         )
 
 
+#: Seconds to wait for the hub's host before calling the network unreachable.
+HUB_CONNECT_TIMEOUT = 3.0
+_TRUE = ("1", "true", "yes", "on")
+
+
+def hub_unreachable_reason() -> str | None:
+    """Why the model hub cannot be reached now, or ``None`` when it can.
+
+    ``HF_HUB_OFFLINE`` set to a true value counts as unreachable; otherwise one
+    TCP connection to ``HF_ENDPOINT``'s host (default ``huggingface.co``) is
+    tried for at most :data:`HUB_CONNECT_TIMEOUT` seconds.
+    """
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE:
+        return "HF_HUB_OFFLINE is set"
+    endpoint = urllib.parse.urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host = endpoint.hostname or "huggingface.co"
+    try:
+        port = endpoint.port or (80 if endpoint.scheme == "http" else 443)
+        socket.create_connection((host, port), timeout=HUB_CONNECT_TIMEOUT).close()
+    except (OSError, ValueError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        return f"no network connection to {host} ({why})"
+    return None
+
+
+def _in_hub_cache(repo_id: str, subfolder: str | None) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return False
+    try:
+        filename = "config.json" if subfolder is None else f"{subfolder}/config.json"
+        found = try_to_load_from_cache(repo_id, filename)
+    except (ValueError, TypeError, OSError):  # not a valid repo id
+        return False
+    return isinstance(found, str)
+
+
+def check_codec_source(name_or_path: str | Path, subfolder: str | None = None) -> None:
+    """Fail fast when ``name_or_path`` is a hub id that cannot be fetched now.
+
+    A local path, a hub id in the local hub cache, or a hub id while the hub
+    is reachable passes; otherwise the error names the network and how to use
+    a local directory instead (rather than retrying and blaming config.json).
+
+    Raises:
+        ParameterError (parameter ``codec``): A hub id, not cached, while the
+            network is unreachable.
+    """
+    text = str(name_or_path)
+    if Path(text).exists():
+        return
+    reason = hub_unreachable_reason()
+    if reason is None or _in_hub_cache(text, subfolder):
+        return
+    raise ParameterError(
+        "codec",
+        "a local diffusers model directory (save_pretrained output), or a hub id while "
+        "the network is reachable",
+        _shown(text),
+        detail=f"{text!r} is no local path, so it names a model on the hub, which cannot be "
+        f"fetched: {reason}; download the model where there is a network, save it with "
+        "save_pretrained and give that directory",
+    )
+
+
 class DiffusersCodec:
     """Frozen pretrained diffusers autoencoder as a :class:`~privfed.engines.codecs.Codec`.
 
@@ -329,6 +398,7 @@ class DiffusersCodec:
                 wanted.value,
                 detail=f"diffusers {diffusers.__version__} has no {class_name}; upgrade it",
             )
+        check_codec_source(name_or_path, subfolder)
         kwargs: dict[str, Any] = {} if subfolder is None else {"subfolder": subfolder}
         readable = "a diffusers model directory (save_pretrained output) or a reachable hub id"
         try:

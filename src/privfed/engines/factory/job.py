@@ -643,7 +643,7 @@ class FactoryJob:
         start = time.perf_counter()
         self.public = public_codec(self.config)
         self.codec_seconds = time.perf_counter() - start
-        return ""
+        return f"public PCA, d={self.config.latent_dim}"
 
     def calibration(self) -> str:
         """``calibration``: every cell before any trains (an unreachable target fails fast)."""
@@ -651,7 +651,7 @@ class FactoryJob:
         for done, size in enumerate(sizes, start=1):
             calibrated_dpsgd(self.config, size)
             self.clock.step("calibration", done, len(sizes))
-        return ""
+        return f"{len(sizes)} cell sizes calibrated"
 
     def factories(self) -> str:
         """``factories``: every cell trains and ships its factory; the DP ones enter the ledger."""
@@ -675,7 +675,7 @@ class FactoryJob:
             self.matrix.register(c, client, factory, count)
             self.trained.append((c, client, factory, cls_idx))
             self.clock.step("factories", done, len(self.cells))
-        return ""
+        return f"{len(self.cells)} factories trained"
 
     def audit(self) -> str:
         """``audit``: membership inference on the shipped factories."""
@@ -684,13 +684,12 @@ class FactoryJob:
             config=self.config.audit_config,
             progress=lambda d, t: self.clock.step("audit", d, t),
         )
-        return ""
+        return "membership inference done"
 
     def synthesis(self) -> str:
         """``synthesis``: the server synthesizes from the matrix."""
         self.synthetic, self.synthesis_seconds = synthesize_matrix(self.config, self.matrix)
-        self.clock.step("synthesis", 1, 1)
-        return ""
+        return f"{len(self.synthetic.labels)} synthetic images"
 
     def classifier(self) -> str:
         """``classifier``: the downstream classifier on the synthetic data."""
@@ -703,7 +702,7 @@ class FactoryJob:
             self.test_y,
             progress=lambda e, t, _loss: self.clock.step("classifier", e, t),
         )
-        return ""
+        return f"accuracy {self.factory_acc:.4f} on real test data"
 
     def fedavg(self) -> str:
         """``fedavg``: the FedAvg baseline on the same split."""
@@ -723,7 +722,7 @@ class FactoryJob:
         )
         self.fedavg_acc = evaluate_classifier(fed.model, self.test_x, self.test_y)
         self.fedavg_bytes = fed.bytes_per_client
-        return ""
+        return f"accuracy {self.fedavg_acc:.4f}"
 
     def centralized(self) -> str:
         """``centralized``: the classifier on the pooled private data (an upper bound)."""
@@ -739,7 +738,7 @@ class FactoryJob:
         self.central_acc = evaluate_classifier(
             central, self.test_x, self.test_y, device=self.config.device
         )
-        return ""
+        return f"accuracy {self.central_acc:.4f}"
 
     def result(self) -> FactoryPipelineReport:
         """The run's report, once every stage ran."""
@@ -780,14 +779,46 @@ class FactoryJob:
 
 #: The factory job's stages, in order (see the module docstring).
 STAGES: tuple[JobStage[FactoryJob], ...] = (
-    JobStage("codec", FactoryJob.codec, when=lambda job: job.has_public_codec),
-    JobStage("calibration", FactoryJob.calibration, when=lambda job: job.calibrates),
-    JobStage("factories", FactoryJob.factories),
-    JobStage("audit", FactoryJob.audit, when=lambda job: job.config.audit),
-    JobStage("synthesis", FactoryJob.synthesis),
-    JobStage("classifier", FactoryJob.classifier),
-    JobStage("fedavg", FactoryJob.fedavg, when=lambda job: job.config.fedavg_rounds > 0),
-    JobStage("centralized", FactoryJob.centralized, when=lambda job: job.config.centralized),
+    JobStage(
+        "codec",
+        FactoryJob.codec,
+        lambda job: "fitting the public codec on the public split",
+        lambda job: job.has_public_codec,
+    ),
+    JobStage(
+        "calibration",
+        FactoryJob.calibration,
+        lambda job: "DP-SGD noise for the target, per cell size",
+        lambda job: job.calibrates,
+    ),
+    JobStage(
+        "factories",
+        FactoryJob.factories,
+        lambda job: f"training {len(job.cells)} {job.config.factory} factories "
+        "(one per class and client)",
+    ),
+    JobStage(
+        "audit",
+        FactoryJob.audit,
+        lambda job: "membership inference on the factories",
+        lambda job: job.config.audit,
+    ),
+    JobStage("synthesis", FactoryJob.synthesis, lambda job: "sampling from the factories"),
+    JobStage(
+        "classifier", FactoryJob.classifier, lambda job: "training the classifier on synthetic data"
+    ),
+    JobStage(
+        "fedavg",
+        FactoryJob.fedavg,
+        lambda job: f"FedAvg baseline, {job.config.fedavg_rounds} rounds",
+        lambda job: job.config.fedavg_rounds > 0,
+    ),
+    JobStage(
+        "centralized",
+        FactoryJob.centralized,
+        lambda job: "the classifier on the pooled private data",
+        lambda job: job.config.centralized,
+    ),
 )
 
 

@@ -73,6 +73,7 @@ from privfed.engines.latent.distributed_round import (
 )
 from privfed.engines.latent.gaussians import fit_class_gaussians
 from privfed.engines.latent.release import (
+    check_grid_noise,
     nonprivate_release,
 )
 from privfed.engines.latent.report import PipelineReport, PipelineResult
@@ -85,6 +86,7 @@ from privfed.engines.latent.stages import (
     encode,
     fit_codec,
     load_data,
+    plan_release,
     release,
     release_spec,
     synthesize,
@@ -95,8 +97,9 @@ from privfed.engines.latent.statistics import (
     LatentStatistics,
     LatentStatisticsConfig,
 )
+from privfed.engines.moments.planning import LatentReleasePlan
 from privfed.errors import ParameterError, ParameterTypeError
-from privfed.progress import ProgressFn
+from privfed.progress import ProgressEvent, ProgressFn
 from privfed.secagg import ClientIds, Stage, run_protocol
 
 __all__ = [
@@ -158,8 +161,11 @@ def aggregate(
     dropouts: Mapping[Stage, list[int]],
     mode: str = "semi-honest",
     corrupted: int = 0,
+    progress: ProgressFn | None = None,
 ) -> Aggregation:
     """Sum the clients' statistics by secure aggregation (in process, through bytes).
+
+    ``progress`` receives the round's per-stage events (clients done per stage).
 
     ``mode="active"`` plays the actively secure round with one fresh identity
     key per client and ``corrupted`` (n_C) pinned in the registry
@@ -176,6 +182,7 @@ def aggregate(
         vectors,
         threshold=threshold,
         dropouts=dropouts,
+        progress=progress,
         **secagg_options(mode, corrupted, len(vectors)),
     )
     survivors = ClientIds(len(vectors)).partition_ids(report.survivors)
@@ -415,6 +422,16 @@ class LatentJob:
         self.full_audit: Any = None
         self.inputs: AuditInputs | None = None
         self.summary: AuditSummary | AuditSkipped | None = None
+        self.plan: LatentReleasePlan | None = None
+        #: The job's clock (set by the runner): counted progress inside stages.
+        self.clock: StageClock | None = None
+
+    def _step(self, stage: str) -> Callable[..., None] | None:
+        """A ``(done, total, *_)`` callback reporting counted steps of ``stage``."""
+        clock = self.clock
+        if clock is None:
+            return None
+        return lambda done, total, *_: clock.step(stage, done, total)
 
     @property
     def in_process(self) -> bool:
@@ -441,6 +458,11 @@ class LatentJob:
             raise ParameterError(
                 "noisy_aggregator", "None with central noise", type(self.noisy_aggregator).__name__
             )
+        if self.dplan is None:
+            # Central noise: plan it now, so a target the grid cannot hold fails before
+            # any client computes a statistic.
+            self.plan = plan_release(self.config, self.spec)
+            check_grid_noise(self.plan, self.spec, self.config.placement)
         return f"d={self.spec.dim}, R={self.spec.clip_norm:.4g}, f={self.spec.bits} bits"
 
     def clients(self) -> str:
@@ -472,6 +494,7 @@ class LatentJob:
                 dropouts=self.dropouts,
                 mode=config.secagg_mode,
                 corrupted=config.assumed_corrupted,
+                progress=self._secagg_progress,
             )
         else:
             self.agg = self.aggregator(
@@ -509,16 +532,24 @@ class LatentJob:
             bytes_per_client=self.dist.bytes_per_client,
         )
 
+    def _secagg_progress(self, event: ProgressEvent) -> None:
+        # The round's stages are steps of this job's "secagg" stage: clients done per stage.
+        if self.clock is not None:
+            self.clock.step("secagg", event.done, event.total, f"{event.stage} clients")
+
     def release_begin(self) -> str:
         """The target the release is planned for."""
         config = self.config
-        return f"planning (epsilon={config.epsilon}, delta={config.delta}, {config.adjacency})"
+        return (
+            f"planning (epsilon={config.epsilon:g}, delta={config.delta:g}, "
+            f"{config.adjacency.value})"
+        )
 
     def release(self) -> str:
         """``release``: the central noise, or the decoded distributed release."""
         if self.dplan is None or self.dist is None:
             assert self.agg.aggregate is not None  # noqa: S101 -- central: the server holds it
-            self.rel = release(self.agg.aggregate, self.config, self.spec)
+            self.rel = release(self.agg.aggregate, self.config, self.spec, self.plan)
         else:  # the clients' noise is already in the total: decoding was the release
             self.rel = LatentRelease(
                 plan=self.dplan.claimed_plan(), ledger=self.ledger, noisy=self.dist.noisy
@@ -538,7 +569,7 @@ class LatentJob:
         """``train``: the downstream classifier on the synthetic data."""
         synthetic, test = self.synthetic, self.loaded.split.test
         self.acc_synth = train_evaluate(
-            synthetic.images, synthetic.labels, test, self.config, self.device
+            synthetic.images, synthetic.labels, test, self.config, self.device, self._step("train")
         )
         return f"accuracy {self.acc_synth:.4f} on real test data"
 
@@ -700,6 +731,7 @@ def _run(
     clock: StageClock,
 ) -> PipelineResult:
     job = LatentJob(config, aggregator, noisy_aggregator, aggregator_mode)
+    job.clock = clock
     run_stages(job, STAGES, clock)
     return job.result(clock)
 

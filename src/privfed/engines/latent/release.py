@@ -53,7 +53,12 @@ from privfed.dp import (
 )
 from privfed.dp.noise import MAX_INTEGER_SCALE
 from privfed.engines.latent.accounting import LATENT_SCHEME, record_latent_release
-from privfed.engines.latent.statistics import LatentStatistics, packed_size, unpack_symmetric
+from privfed.engines.latent.statistics import (
+    LatentStatistics,
+    LatentStatisticsConfig,
+    packed_size,
+    unpack_symmetric,
+)
 from privfed.engines.moments.noise import add_gaussian, section_seed
 from privfed.engines.moments.planning import LatentReleasePlan
 from privfed.errors import ParameterError, ParameterTypeError
@@ -61,6 +66,7 @@ from privfed.errors import ParameterError, ParameterTypeError
 __all__ = [
     "NoisePlacement",
     "NoisyLatentStatistics",
+    "check_grid_noise",
     "nonprivate_release",
     "release_latent_statistics",
     "release_with_noise_stds",
@@ -144,6 +150,26 @@ def _grid_scale(noise_std: float, bits: int, name: str) -> float:
             detail="use fewer fractional_bits or NoisePlacement.CONTINUOUS",
         )
     return scale
+
+
+def check_grid_noise(
+    plan: LatentReleasePlan,
+    config: LatentStatisticsConfig,
+    placement: NoisePlacement | str = NoisePlacement.GRID,
+) -> None:
+    """Check, before any statistic is computed, that ``plan``'s noise fits the grid.
+
+    :func:`release_latent_statistics` makes the same check when it releases;
+    a job calls this as soon as the spec is known, so that a target that needs
+    too much noise fails before any client works.
+
+    Raises:
+        ParameterError (parameter ``noise_std_sum`` or ``noise_std_second_moment``):
+            With GRID placement, the noise is more than the field's grid holds.
+    """
+    if check_enum("placement", placement, NoisePlacement) is NoisePlacement.GRID:
+        _grid_scale(plan.noise_std_sum, config.bits, "noise_std_sum")
+        _grid_scale(plan.noise_std_second_moment, 2 * config.bits, "noise_std_second_moment")
 
 
 def _add_noise(
@@ -268,9 +294,7 @@ def release_latent_statistics(
             (plan.clip_norm, plan.dim),
         )
     section_seed(seed, "check")
-    if where is NoisePlacement.GRID:
-        _grid_scale(plan.noise_std_sum, cfg.bits, "noise_std_sum")
-        _grid_scale(plan.noise_std_second_moment, 2 * cfg.bits, "noise_std_second_moment")
+    check_grid_noise(plan, cfg, where)
     record_latent_release(
         ledger,
         plan,

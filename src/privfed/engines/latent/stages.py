@@ -183,10 +183,14 @@ class LatentRelease:
 
 
 def release(
-    total: LatentStatistics, config: PipelineConfig, spec: LatentStatisticsConfig
+    total: LatentStatistics,
+    config: PipelineConfig,
+    spec: LatentStatisticsConfig,
+    plan: LatentReleasePlan | None = None,
 ) -> LatentRelease:
-    """Plan the noise for (ε, δ), add it once, record it in a fresh budgeted ledger."""
-    plan = plan_release(config, spec)
+    """Add the noise of ``plan`` (default: planned for (ε, δ)) once, in a fresh budgeted ledger."""
+    if plan is None:
+        plan = plan_release(config, spec)
     ledger = plan.ledger()
     noisy = release_latent_statistics(
         total, plan, ledger=ledger, seed=config.noise_seed, placement=config.placement
@@ -227,8 +231,13 @@ def train_evaluate(
     test: ImageDataset,
     config: PipelineConfig,
     device: torch.device,
+    progress: Any = None,
 ) -> float:
-    """Train the downstream classifier on ``(images, labels)``; accuracy on ``test``."""
+    """Train the downstream classifier on ``(images, labels)``; accuracy on ``test``.
+
+    ``progress``: an optional ``(epoch, epochs, loss)`` callback, as for
+    :func:`~privfed.engines.classifier.train_classifier`.
+    """
     test_x = torch.from_numpy(np.array(test.images))
     test_y = torch.from_numpy(np.array(test.labels))
     model = train_classifier(
@@ -240,6 +249,7 @@ def train_evaluate(
         patience=config.classifier_patience,
         seed=config.seed,
         device=device,
+        progress=progress,
     )
     return evaluate_classifier(model, test_x, test_y, device=device)
 
