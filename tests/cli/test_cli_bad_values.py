@@ -46,6 +46,8 @@ _RUN: list[tuple[list[str], str]] = [
     (["--samples-per-class", "0"], "--samples-per-class"),
     (["--epochs", "0"], "--epochs"),
     (["--engine", "factory", "--fedavg-rounds", "-1"], "--fedavg-rounds"),
+    (["--engine", "factory", "--classifier", "resnet"], "--classifier"),
+    (["--engine", "factory", "--mixture-components", "0"], "--mixture-components"),
     (["--threads", "0"], "--threads"),
     (["--assumed-corrupted", "-1"], "--assumed-corrupted"),
     (["--noise", "local"], "--noise"),
