@@ -314,7 +314,7 @@ def _add_factory_options(add: Any) -> None:
         add,
         "--fedavg-rounds",
         0,
-        help="factory: FedAvg rounds; 0 skips the FedAvg baseline (default {default})",
+        help="factory: 0 skips the FedAvg baseline; FedAvg rounds (default {default})",
     )
     add(
         "--classifier",
