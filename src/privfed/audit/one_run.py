@@ -123,39 +123,35 @@ def one_run_audit_selected(
     if selection == "bonferroni":
         per_rule = alpha / len(rules)
         results = [_evaluate(scores, included, rule, d, per_rule) for rule in rules]
-        eps, _, r, r_in, v = max(results, key=lambda item: (item[0], item[1]))
-        return OneRunAudit(
-            epsilon_lower_bound=eps,
-            num_canaries=scores.size,
-            num_guesses=r,
-            num_correct=v,
-            delta=d,
-            significance=alpha,
-            num_guesses_in=r_in,
-            selection="bonferroni",
-            num_configurations=len(rules),
+        evaluated = max(results, key=lambda item: (item[0], item[1]))
+        m, k, c = scores.size, len(rules), 0
+    elif selection == "held-out":
+        share = check_probability(
+            "calibration_fraction", calibration_fraction, open_low=True, open_high=True
         )
-    if selection != "held-out":
+        order = np.random.default_rng(check_seed("seed", seed)).permutation(scores.size)
+        c = int(scores.size * share)
+        if c < 1 or scores.size - c < 1:
+            raise ParameterError("canary_scores", "at least 2 canaries for a held-out split", c)
+        cal, ev = order[:c], order[c:]
+        ranked = [
+            (_evaluate(scores[cal], included[cal], rule, d, alpha)[:2], rule) for rule in rules
+        ]
+        best_rule = max(ranked, key=lambda item: item[0])[1]
+        evaluated = _evaluate(scores[ev], included[ev], best_rule, d, alpha)
+        m, k = int(ev.size), 1
+    else:
         raise ParameterError("selection", "'held-out' or 'bonferroni'", selection)
-    share = check_probability(
-        "calibration_fraction", calibration_fraction, open_low=True, open_high=True
-    )
-    order = np.random.default_rng(check_seed("seed", seed)).permutation(scores.size)
-    c = int(scores.size * share)
-    if c < 1 or scores.size - c < 1:
-        raise ParameterError("canary_scores", "at least 2 canaries for a held-out split", c)
-    cal, ev = order[:c], order[c:]
-    ranked = [(_evaluate(scores[cal], included[cal], rule, d, alpha)[:2], rule) for rule in rules]
-    best_rule = max(ranked, key=lambda item: item[0])[1]
-    eps, _, r, r_in, v = _evaluate(scores[ev], included[ev], best_rule, d, alpha)
+    eps, _, r, r_in, v = evaluated
     return OneRunAudit(
         epsilon_lower_bound=eps,
-        num_canaries=int(ev.size),
+        num_canaries=m,
         num_guesses=r,
         num_correct=v,
         delta=d,
         significance=alpha,
         num_guesses_in=r_in,
-        selection="held-out",
+        selection=selection,
+        num_configurations=k,
         calibration_canaries=c,
     )

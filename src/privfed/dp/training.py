@@ -358,20 +358,7 @@ def training_release(plan: TrainingNoisePlan, round_index: int) -> ReleaseEvent:
     r = check_int("round_index", round_index, minimum=0)
     l2 = plan.l2_bound
     _, l1 = effective_sensitivities(l2, None, plan.dimension)
-    common: dict[str, Any] = {
-        "name": f"{_NAME}-{r}",
-        "partition": None,
-        "num_contributors": plan.min_honest,
-        "l2_sensitivity": l2,
-        "l1_sensitivity": l1,
-        "dimension": plan.dimension,
-        "adjacency": Adjacency.ADD_REMOVE,
-        "sampler": plan.sampler,
-        "seeded": False,
-    }
-    if plan.mechanism == "skellam":
-        return DistributedSkellamRdpRelease(poisson_mean=plan.noise, **common)
-    return DistributedDiscreteGaussianRelease(noise_std=plan.noise, **common)
+    return _round_event(plan, f"{_NAME}-{r}", plan.noise, l2, l1, plan.dimension)
 
 
 def count_release(plan: TrainingNoisePlan, round_index: int) -> ReleaseEvent:
@@ -383,20 +370,27 @@ def count_release(plan: TrainingNoisePlan, round_index: int) -> ReleaseEvent:
     r = check_int("round_index", round_index, minimum=0)
     if not plan.count_noise:
         raise ParameterError("plan", "a plan with adaptive clipping (count_noise > 0)", plan)
+    return _round_event(plan, f"{_NAME}-{r}-clip-count", plan.count_noise, 1.0, 1.0, 1)
+
+
+def _round_event(
+    plan: TrainingNoisePlan, name: str, noise: float, l2: float, l1: float, dimension: int
+) -> ReleaseEvent:
+    """The plan mechanism's ledger event of one noisy sum of ``n_min`` honest contributions."""
     common: dict[str, Any] = {
-        "name": f"{_NAME}-{r}-clip-count",
+        "name": name,
         "partition": None,
         "num_contributors": plan.min_honest,
-        "l2_sensitivity": 1.0,
-        "l1_sensitivity": 1.0,
-        "dimension": 1,
+        "l2_sensitivity": l2,
+        "l1_sensitivity": l1,
+        "dimension": dimension,
         "adjacency": Adjacency.ADD_REMOVE,
         "sampler": plan.sampler,
         "seeded": False,
     }
     if plan.mechanism == "skellam":
-        return DistributedSkellamRdpRelease(poisson_mean=plan.count_noise, **common)
-    return DistributedDiscreteGaussianRelease(noise_std=plan.count_noise, **common)
+        return DistributedSkellamRdpRelease(poisson_mean=noise, **common)
+    return DistributedDiscreteGaussianRelease(noise_std=noise, **common)
 
 
 def record_training_round(

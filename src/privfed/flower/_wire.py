@@ -9,11 +9,12 @@ wire by Flower).
 
 from __future__ import annotations
 
+from collections.abc import Container, Iterable, Iterator
 from typing import Final
 
 import numpy as np
 import numpy.typing as npt
-from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, RecordDict
 
 from privfed.errors import MessageFormatError
 from privfed.secagg import MaskedInput, Stage
@@ -51,6 +52,25 @@ def config_record(content: RecordDict) -> ConfigRecord:
         return content.config_records[RECORD]
     except KeyError:
         raise MessageFormatError("the Flower message carries no privfed record") from None
+
+
+def answered_records(
+    replies: Iterable[Message], asked: Container[int]
+) -> Iterator[tuple[int, ConfigRecord]]:
+    """``(node, privfed record)`` of each reply from an asked node that carries one.
+
+    Replies from other nodes, error replies and replies without a privfed
+    record are passed over.
+    """
+    for reply in replies:
+        node = int(reply.metadata.src_node_id)
+        if node not in asked or reply.has_error():
+            continue
+        try:
+            record = config_record(reply.content)
+        except MessageFormatError:
+            continue
+        yield node, record
 
 
 def get_bytes(record: ConfigRecord, key: str) -> bytes:

@@ -322,12 +322,10 @@ def hello(
         for node in asked
     ]
     found: dict[int, int] = {}
-    for reply in grid.send_and_receive(messages, timeout=timeout):
-        node = int(reply.metadata.src_node_id)
-        if node not in asked or reply.has_error():
-            continue
+    for node, record in _wire.answered_records(
+        grid.send_and_receive(messages, timeout=timeout), asked
+    ):
         try:
-            record = _wire.config_record(reply.content)
             pid = _wire.get_int(record, "partition-id")
             if registry is not None and not _signed_partition(registry, record, nonce, pid):
                 _LOG.warning("left out node %d: no signed identity for partition %d", node, pid)

@@ -562,8 +562,7 @@ class SecAggWorkflow:
             cid: RecordDict({_wire.RECORD: ConfigRecord({**fields, "client-id": cid})})
             for cid in config.client_ids
         }
-        replies = self._exchange(grid, state, Stage.ADVERTISE_KEYS, payloads)
-        self._receive_each(state, Stage.ADVERTISE_KEYS, payloads, replies, _receive_bytes)
+        self._exchange(grid, state, Stage.ADVERTISE_KEYS, payloads, _receive_bytes)
         for cid in set(payloads) - server.advertised:  # asked again next round
             self.identified.pop(state.node_of[cid], None)
         try:
@@ -597,12 +596,8 @@ class SecAggWorkflow:
             for node in unknown
         ]
         replies = grid.send_and_receive(messages, timeout=state.timeout) if messages else ()
-        for reply in replies:
-            node = int(reply.metadata.src_node_id)
-            if node not in unknown or reply.has_error():
-                continue
+        for node, record in _wire.answered_records(replies, unknown):
             try:
-                record = _wire.config_record(reply.content)
                 cid = _wire.get_int(record, "client-id")
                 signature = _wire.get_bytes(record, "signature")
                 if 0 < cid < 2**32 and registry.verify(
@@ -629,8 +624,7 @@ class SecAggWorkflow:
         """Send each node its roster; collect and route the encrypted shares."""
         server = _server(state)
         asked = state.payloads
-        replies = self._exchange(grid, state, Stage.SHARE_KEYS, asked)
-        self._receive_each(state, Stage.SHARE_KEYS, asked, replies, _receive_bytes)
+        self._exchange(grid, state, Stage.SHARE_KEYS, asked, _receive_bytes)
         try:
             routed = server.routed_shares()
         except ProtocolAbort as exc:
@@ -704,9 +698,7 @@ class SecAggWorkflow:
         server = _server(state)
         if not server.config.active:
             return True
-        asked = state.payloads
-        replies = self._exchange(grid, state, Stage.CONSISTENCY_CHECK, asked)
-        self._receive_each(state, Stage.CONSISTENCY_CHECK, asked, replies, _receive_bytes)
+        self._exchange(grid, state, Stage.CONSISTENCY_CHECK, state.payloads, _receive_bytes)
         try:
             requests = server.unmask_requests()
         except ProtocolAbort as exc:
@@ -721,9 +713,7 @@ class SecAggWorkflow:
         """Collect the shares, remove the masks, decode the weighted average."""
         server = _server(state)
         encoding = _encoding(state)
-        asked = state.payloads
-        replies = self._exchange(grid, state, Stage.UNMASKING, asked)
-        self._receive_each(state, Stage.UNMASKING, asked, replies, _receive_bytes)
+        self._exchange(grid, state, Stage.UNMASKING, state.payloads, _receive_bytes)
         try:
             total = server.finalize()
         except (ProtocolAbort, ReconstructionError) as exc:
@@ -814,8 +804,13 @@ class SecAggWorkflow:
         state: TrainingRoundState,
         stage: Stage,
         payloads: Mapping[int, RecordDict],
+        receive: _Receiver | None = None,
     ) -> dict[int, RecordDict]:
-        """Send each client its content; its first reply's content (errors: dropouts)."""
+        """Send each client its content; its first reply's content (errors: dropouts).
+
+        With ``receive``, each reply is also handed to the server with it
+        (:meth:`_receive_each`).
+        """
         node_of = state.node_of
         messages = [
             Message(
@@ -843,6 +838,8 @@ class SecAggWorkflow:
                 )
                 continue
             replies[cid] = reply.content
+        if receive is not None:
+            self._receive_each(state, stage, payloads, replies, receive)
         return replies
 
     @staticmethod

@@ -423,6 +423,14 @@ class FactoryBase:
         """Whether the factory has been fitted or loaded."""
         return self._image_shape is not None
 
+    def _repr_with(self, details: str) -> str:
+        """``Type(class_id=..., client_id=..., <details>, fitted|unfitted)``."""
+        state = "fitted" if self.is_fitted else "unfitted"
+        return (
+            f"{type(self).__name__}(class_id={self.class_id!r}, client_id={self.client_id!r}, "
+            f"{details}, {state})"
+        )
+
     def _parameter_tensors(self) -> list[torch.Tensor]:
         """The fitted tensors counted by :attr:`num_parameters`."""
         raise NotImplementedError

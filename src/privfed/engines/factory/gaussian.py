@@ -332,11 +332,7 @@ class LatentGaussianFactory(FactoryBase):
         self._tensors: dict[str, torch.Tensor] | None = None
 
     def __repr__(self) -> str:
-        state = "fitted" if self.is_fitted else "unfitted"
-        return (
-            f"LatentGaussianFactory(class_id={self.class_id!r}, client_id={self.client_id!r}, "
-            f"latent_dim={self.latent_dim}, basis={self.basis!r}, {state})"
-        )
+        return self._repr_with(f"latent_dim={self.latent_dim}, basis={self.basis!r}")
 
     @property
     def basis(self) -> str:

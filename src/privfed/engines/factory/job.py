@@ -128,16 +128,10 @@ def _cached_codec(
     dataset: str = "digits",
     num_classes: int | None = None,
 ) -> Codec:
-    from privfed.data import load_dataset, split_public_private
     from privfed.engines.codecs import ConvAutoencoderCodec, PCACodec
+    from privfed.engines.factory.mixture_cells import public_images
 
-    split = split_public_private(
-        load_dataset(dataset, num_classes=num_classes),
-        public_fraction=public_fraction,
-        test_fraction=test_fraction,
-        seed=seed,
-    )
-    public = torch.from_numpy(np.array(split.public.images))
+    public, _ = public_images(dataset, num_classes, public_fraction, test_fraction, seed)
     if basis == "public-pca":
         limit = min(public.shape[0], int(np.prod(public.shape[1:])))
         if latent_dim > limit:

@@ -258,11 +258,7 @@ class LatentMixtureFactory(FactoryBase):
         self._tensors: dict[str, torch.Tensor] | None = None
 
     def __repr__(self) -> str:
-        state = "fitted" if self.is_fitted else "unfitted"
-        return (
-            f"LatentMixtureFactory(class_id={self.class_id!r}, client_id={self.client_id!r}, "
-            f"components={self.components}, dp={self.dp is not None}, {state})"
-        )
+        return self._repr_with(f"components={self.components}, dp={self.dp is not None}")
 
     @property
     def components(self) -> int:

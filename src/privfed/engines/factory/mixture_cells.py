@@ -1,9 +1,9 @@
 """The factory job's mixture cells: public anchors per class and the cell's factory.
 
 Kept apart from :mod:`privfed.engines.factory.job` so that the job only
-dispatches here: the anchors come from the run's public split (the same one
-:func:`~privfed.engines.factory.job.public_codec` fits the codec on), per
-class, by :func:`~privfed.engines.factory.mixture.public_anchors`.
+dispatches here: the anchors come from the run's public split
+(:func:`public_images`, the one :func:`~privfed.engines.factory.job.public_codec`
+fits the codec on), per class, by :func:`~privfed.engines.factory.mixture.public_anchors`.
 """
 
 from __future__ import annotations
@@ -20,17 +20,18 @@ from privfed.engines.factory.gaussian import LatentGaussianDP
 from privfed.engines.factory.mixture import LatentMixtureFactory, public_anchors, release_plan
 from privfed.errors import ParameterError
 
-__all__ = ["class_anchors", "make_mixture_factory", "mixture_cell_plan"]
+__all__ = ["class_anchors", "make_mixture_factory", "mixture_cell_plan", "public_images"]
 
 
 @functools.lru_cache(maxsize=4)
-def _public_by_class(
+def public_images(
     dataset: str,
     num_classes: int | None,
     public_fraction: float,
     test_fraction: float,
     seed: int,
-) -> dict[int, torch.Tensor]:
+) -> tuple[torch.Tensor, np.ndarray]:
+    """``(images, labels)`` of the run's public split (what the codec and the anchors use)."""
     from privfed.data import load_dataset, split_public_private
 
     split = split_public_private(
@@ -39,22 +40,20 @@ def _public_by_class(
         test_fraction=test_fraction,
         seed=seed,
     )
-    images = torch.from_numpy(np.array(split.public.images))
-    labels = np.asarray(split.public.labels)
-    return {int(c): images[torch.from_numpy(labels == c)] for c in np.unique(labels)}
+    return torch.from_numpy(np.array(split.public.images)), np.asarray(split.public.labels)
 
 
 def class_anchors(config: FactoryPipelineConfig, codec: Codec, class_id: int) -> torch.Tensor:
     """Public anchors of ``class_id``, ``(k, d)`` (the origin if the class has no public image)."""
-    public = _public_by_class(
+    public, labels = public_images(
         config.dataset,
         config.num_classes,
         float(config.public_fraction),
         float(config.test_fraction),
         config.seed,
     )
-    images = public.get(int(class_id))
-    if images is None or images.shape[0] == 0:
+    images = public[torch.from_numpy(labels == int(class_id))]
+    if images.shape[0] == 0:
         return torch.zeros((1, int(codec.latent_dim)), dtype=torch.float64)
     return public_anchors(codec, images, config.mixture_components)
 
