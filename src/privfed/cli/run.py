@@ -309,6 +309,11 @@ def _add_compute_options(add: Any) -> None:
         help="experimental-design seed (split, partition, codec, sampling, classifier; "
         "never the DP noise)",
     )
+    add(
+        "--repeats", type=int_type("--repeats", 1), default=1,
+        help="latent engine: train and test the classifier K times (seeds --seed, --seed+1, "
+        "...) and record the accuracy's mean, std, min and max; the release is made once",
+    )
 
 
 def _add_noise_options(add: Any) -> None:
@@ -542,6 +547,7 @@ _OPTION_OF: dict[str, str] = {
     "device": "--device",
     "num_threads": "--threads",
     "seed": "--seed",
+    "repeats": "--repeats",
     "noise_seed": "--noise-seed",
     "noise": "--noise",
     "assumed_corrupted": "--assumed-corrupted",
@@ -660,6 +666,7 @@ def _run_latent(args: argparse.Namespace) -> int:
         device=args.device,
         num_threads=args.threads,
         seed=args.seed,
+        repeats=args.repeats,
         noise_seed=args.noise_seed,
         noise=args.noise,
         assumed_corrupted=args.assumed_corrupted,
@@ -671,6 +678,7 @@ def _run_latent(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         release_only=args.release_only,
         declarations=args.declarations,
+        command=["privfed", *getattr(args, "argv", ["run"])],
     )
     r = result.report
     release_rows = [
@@ -697,7 +705,7 @@ def _run_latent(args: argparse.Namespace) -> int:
             "payload per client",
             f"{r.payload_values_per_client} values, {r.payload_bytes_per_client} B",
         ),
-        ("clients / dropped", f"{r.num_clients} / {r.dropped_clients}"),
+        ("clients / dropped", f"{r.num_clients} / {_dropped(r.dropped_clients)}"),
     ]
     evaluation_rows = [
         ("accuracy, synthetic (DP)", f"{r.accuracy_synthetic:.4f}"),
@@ -763,6 +771,12 @@ def _audit_rows(summary: Any) -> list[tuple[str, str]]:
     return rows
 
 
+def _dropped(dropped: dict[str, list[int]]) -> str:
+    """``{'MASKED_INPUT': [9]}`` as ``masked-input: 9``."""
+    parts = (f"{k.lower().replace('_', '-')}: {', '.join(map(str, v))}" for k, v in dropped.items())
+    return "; ".join(parts) or "none"
+
+
 def _run_factory(args: argparse.Namespace) -> int:
     from privfed.engines.factory.config import FactoryPipelineConfig
     from privfed.engines.factory.job import run_factory_pipeline
@@ -798,6 +812,7 @@ def _run_factory(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         release_only=args.release_only,
         declarations=args.declarations,
+        command=["privfed", *getattr(args, "argv", ["run"])],
     )
     data = report.to_dict()
     central = report.centralized_accuracy

@@ -176,6 +176,7 @@ class FactoryPipelineReport(WritesArtifacts):
             sample_images=images,
             sample_labels=labels,
             audit_inputs=None if release_only else self.audit_inputs,
+            ledger_explanation=None if self.ledger is None else _FACTORY_LEDGER_FORM,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -202,3 +203,17 @@ class FactoryPipelineReport(WritesArtifacts):
             "seconds": dict(self.seconds),
             "seconds_total": round(sum(self.seconds.values()), 4),
         }
+
+
+#: What the factory ledger's numbers mean (``ledger.json``'s ``explanation``).
+_FACTORY_LEDGER_FORM: dict[str, Any] = {
+    "form": "normalised",
+    "summary": (
+        "One entry per (class, client) factory. Each entry states its mechanism with unit "
+        "sensitivity: l2_sensitivity is 1.0 and noise_std is the noise multiplier (the "
+        "noise std divided by the mechanism's L2 sensitivity: the clipping bound for "
+        "DP-SGD, the whitened joint sensitivity for the Gaussian statistics factories). "
+        "Privacy depends only on that ratio (and, for subsampled entries, the sampling "
+        "rate and steps), so the ledger's guarantee is release.json's dp.epsilon at dp.delta."
+    ),
+}

@@ -227,8 +227,12 @@ def train_evaluate(
     test: ImageDataset,
     config: PipelineConfig,
     device: torch.device,
+    seed: int | None = None,
 ) -> float:
-    """Train the downstream classifier on ``(images, labels)``; accuracy on ``test``."""
+    """Train the downstream classifier on ``(images, labels)``; accuracy on ``test``.
+
+    ``seed`` overrides ``config.seed`` for the classifier (a repeat's seed).
+    """
     test_x = torch.from_numpy(np.array(test.images))
     test_y = torch.from_numpy(np.array(test.labels))
     model = train_classifier(
@@ -238,7 +242,7 @@ def train_evaluate(
         architecture=config.classifier,
         epochs=config.classifier_epochs,
         patience=config.classifier_patience,
-        seed=config.seed,
+        seed=config.seed if seed is None else seed,
         device=device,
     )
     return evaluate_classifier(model, test_x, test_y, device=device)

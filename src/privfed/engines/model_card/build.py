@@ -613,7 +613,7 @@ def _compute_section(reader: _Reader, omitted: list[Omission], reason: str) -> C
     config = "public.config"
     rows = [
         reader.release_field("device", "Device", f"{config}.device"),
-        reader.release_field("num_threads", "CPU threads", f"{config}.num_threads"),
+        _threads_field(reader),
     ]
     if reader.engine == "latent":
         rows.append(
@@ -664,6 +664,25 @@ def _compute_section(reader: _Reader, omitted: list[Omission], reason: str) -> C
             )
         )
     return CardSection("compute", "Compute", tuple(rows))
+
+
+def _threads_field(reader: _Reader) -> CardField:
+    """The CPU threads the run used: the configured number, else the number resolved."""
+    configured = reader.release_value("public.config.num_threads")
+    if configured is not None:
+        return reader.release_field("num_threads", "CPU threads", "public.config.num_threads")
+    used = reader.release_value("public.num_threads_used")
+    if used is not None:
+        return CardField(
+            "num_threads",
+            "CPU threads (chosen by the run: the idle cores)",
+            used,
+            "verified",
+            f"{RELEASE_FILENAME}:public.num_threads_used",
+        )
+    return reader.release_field(
+        "num_threads", "CPU threads", "public.config.num_threads", "not recorded"
+    )
 
 
 def _use_section(reader: _Reader, declarations: ModelCardDeclarations) -> CardSection:
@@ -800,4 +819,5 @@ def build_model_card(
         contains_evaluation=contains,
         sections=tuple(sections),
         omitted=tuple(omitted),
+        provenance=None if artifacts.provenance is None else dict(artifacts.provenance),
     )
