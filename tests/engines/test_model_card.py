@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+
+from privfed.dp import PrivacyLedger
 from release_scan import json_numbers, latent_private_numbers
 
 from privfed.dp import Adjacency, PrivacyLedger
@@ -249,7 +251,9 @@ def test_latent_card_fields_trace_to_the_run(latent_run: Any) -> None:
     card = _fields(_load(full))
     release = json.loads((full / "release.json").read_text())
     evaluation = json.loads((full / "evaluation.json").read_text())
-    ledger_bytes = (full / "ledger.json").read_bytes()
+    # The digest is of the ledger's canonical JSON (the file adds indentation and annotations).
+    canonical = PrivacyLedger.from_json((full / "ledger.json").read_text()).to_json()
+    ledger_bytes = canonical.encode()
     digest = card[("privacy", "ledger_sha256")]
     assert digest["value"] == hashlib.sha256(ledger_bytes).hexdigest()
     assert digest["value"] == release["dp"]["ledger_sha256"] and digest["status"] == "verified"

@@ -117,7 +117,10 @@ def _ledger_fields(artifacts: RunArtifacts, reader: _Reader) -> list[CardField]:
             LEDGER_FILENAME, "its SHA-256 differs from release.json:dp.ledger_sha256"
         )
     document = json.loads(text)
-    source = f"{LEDGER_FILENAME} (SHA-256 of the file; equals {RELEASE_FILENAME}:dp.ledger_sha256)"
+    source = (
+        f"{LEDGER_FILENAME} (SHA-256 of the ledger's canonical JSON, PrivacyLedger.to_json; "
+        f"equals {RELEASE_FILENAME}:dp.ledger_sha256)"
+    )
     budget = {
         "epsilon": document.get("budget_epsilon"),
         "delta": document.get("budget_delta"),
