@@ -591,3 +591,15 @@ def test_a_release_of_an_unknown_engine_is_refused() -> None:
         build_model_card(RunArtifacts(release={"engine": "other"}))
     card = ModelCard(engine="latent", title="t", contains_evaluation=False, sections=())
     assert "Nothing: every section is filled." in card.to_markdown()
+
+
+def test_factory_release_notice_agrees_with_its_limitations(factory_run: Any) -> None:
+    # The notice once said "No number in it is computed from private data without noise"
+    # above dp.limitations saying the cell set and quotas are (issue #27).
+    _, full, _ = factory_run
+    release = json.loads((full / "release.json").read_text())
+    assert "limitations" in release["dp"]
+    assert "without noise" not in release["notice"] or "Not covered" in release["notice"]
+    assert "No number in it is computed from private data" not in release["notice"]
+    if release["dp"].get("guarantee", "x") is None:
+        assert "WITHOUT DIFFERENTIAL PRIVACY" in release["notice"]

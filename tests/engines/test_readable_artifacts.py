@@ -38,13 +38,17 @@ TINY: dict[str, Any] = {
     "seed": 4,
 }
 
+MESSAGES: list[str] = []
 JSON_FILES = ("release.json", "evaluation.json", "ledger.json", "model_card.json",
               "evaluation_card.json")
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path, Path]:
-    result = run_pipeline(PipelineConfig(repeats=3, **TINY))
+    MESSAGES.clear()
+    result = run_pipeline(
+        PipelineConfig(repeats=3, **TINY), progress=lambda e: MESSAGES.append(e.message)
+    )
     full, shipped = tmp_path_factory.mktemp("full"), tmp_path_factory.mktemp("release")
     result.write(full)
     result.write(shipped, release_only=True)
@@ -173,3 +177,21 @@ def test_samples_png_is_capped_at_many_classes(tmp_path: Path) -> None:
     save_sample_grid(images, labels, tmp_path / "s.png", caption="eps=1 delta=1e-05")
     width, height = _png_size(tmp_path / "s.png")
     assert height < 1200 and width < 1200  # 1000 classes gave 298 x 34,002 px before
+
+
+def test_the_audit_line_says_when_the_test_has_too_little_power() -> None:
+    from privfed.engines.model_card.build import _audit_power
+
+    # 100 records a side: an AUC interval about +-0.08 wide cannot see mu = 0.1.
+    weak = _audit_power({"estimate": 0.51, "lower": 0.43, "upper": 0.59}, 0.1)
+    assert weak is not None and weak["verdict"].startswith("too little power")
+    assert weak["smallest_detectable_mu_approx"] > 0.1
+    # A narrow interval can: the verdict says so.
+    strong = _audit_power({"estimate": 0.50, "lower": 0.499, "upper": 0.501}, 2.0)
+    assert strong is not None and strong["verdict"] == "could detect leakage at the claimed mu"
+
+
+def test_messages_show_enum_values_not_reprs(run: tuple[Any, Path, Path]) -> None:
+    text = "\n".join(MESSAGES)
+    assert "replace-one" in text and "Adjacency." not in text
+    assert "MASKED_INPUT" not in text and "masked-input" in text

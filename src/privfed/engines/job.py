@@ -316,7 +316,12 @@ def run_stages(job: _J, stages: Sequence[JobStage[_J]], clock: StageClock) -> No
 
 
 def release_document(
-    engine: str, *, public: Mapping[str, Any], dp: Mapping[str, Any], samples_per_class: int
+    engine: str,
+    *,
+    public: Mapping[str, Any],
+    dp: Mapping[str, Any],
+    samples_per_class: int,
+    notice: str = RELEASE_NOTICE,
 ) -> dict[str, Any]:
     """The content of ``release.json``: header, public facts, DP outputs, synthetic files.
 
@@ -325,11 +330,13 @@ def release_document(
         public: Facts the operator declared (configuration, public bounds).
         dp: The guarantee and the DP outputs (or why there is none).
         samples_per_class: Synthetic samples per class in the release's files.
+        notice: The header (an engine whose release has stated limitations
+            says so in its own words).
     """
     return {
         "format": "privfed.release",
         "version": 1,
-        "notice": RELEASE_NOTICE,
+        "notice": notice,
         "engine": engine,
         "public": public,
         "dp": dp,

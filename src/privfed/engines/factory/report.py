@@ -35,6 +35,20 @@ FACTORY_RELEASE_LIMITATIONS = (
 )
 
 
+#: Header of a factory ``release.json`` with DP: it states the limitations, never contradicts them.
+FACTORY_RELEASE_NOTICE = (
+    "RELEASE: the factories' weights and the synthetic data drawn from them are differentially "
+    "private (each factory traceable to an entry of ledger.json), beside public facts declared "
+    "by the operator. Not covered (dp.limitations): which (class, client) cells trained a "
+    "factory and the synthesis quotas follow the exact per-cell record counts."
+)
+#: Header of a factory ``release.json`` without DP.
+FACTORY_NO_DP_NOTICE = (
+    "RELEASE WITHOUT DIFFERENTIAL PRIVACY: the factories were trained without DP-SGD, so "
+    "nothing in this release is covered by a privacy guarantee (dp.limitations lists what "
+    "follows the exact per-cell record counts)."
+)
+
 
 @dataclass(frozen=True)
 class FactoryPipelineReport(WritesArtifacts):
@@ -155,6 +169,7 @@ class FactoryPipelineReport(WritesArtifacts):
             public={"config": self.config.to_dict()},
             dp=dp,
             samples_per_class=self.config.synthetic_per_class,
+            notice=FACTORY_RELEASE_NOTICE if self.ledger is not None else FACTORY_NO_DP_NOTICE,
         )
 
     def evaluation_dict(self) -> dict[str, Any]:

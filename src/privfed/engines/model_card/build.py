@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
@@ -426,7 +427,50 @@ def _latent_audit_fields(audit: Mapping[str, Any], source: str) -> list[CardFiel
                 f"{source}.attacks.{best}.auc",
             )
         )
+        power = _audit_power(best_auc, claimed.get("game_mu"))
+        if power is not None:
+            rows.append(
+                CardField(
+                    "audit_power",
+                    "Audit: what the test could detect at its sample size",
+                    power,
+                    "evaluation",
+                    f"{source}.attacks.{best}.auc (interval width)",
+                )
+            )
     return rows
+
+
+def _audit_power(auc: Mapping[str, Any], claimed_mu: Any) -> dict[str, Any] | None:
+    """The smallest leakage the audit could have shown, from its AUC interval's width.
+
+    The test shows leakage only when the AUC's lower bound exceeds 0.5, i.e. (the
+    interval keeping its width) when the AUC exceeds about ``0.5 + (estimate - lower)``.
+    The AUC of the optimal attack on a μ-GDP mechanism is ``Φ(μ/√2)``, so the smallest
+    μ it could detect is about ``√2 Φ⁻¹(0.5 + (estimate - lower))`` (an approximation,
+    stated as such).  When that exceeds the claim's μ, a clean audit says nothing.
+    """
+    from statistics import NormalDist
+
+    estimate, lower, upper = (auc.get(k) for k in ("estimate", "lower", "upper"))
+    if not all(isinstance(v, int | float) for v in (estimate, lower, upper)):
+        return None
+    reach = min(0.5 + max(float(estimate) - float(lower), 0.0), 1.0 - 1e-12)
+    smallest = math.sqrt(2.0) * NormalDist().inv_cdf(reach)
+    if isinstance(claimed_mu, int | float) and smallest > float(claimed_mu):
+        verdict = (
+            "too little power to mean anything: it could not detect leakage even at the "
+            "claimed mu, so a clean result is no evidence"
+        )
+    elif isinstance(claimed_mu, int | float):
+        verdict = "could detect leakage at the claimed mu"
+    else:
+        verdict = "no claim to compare with"
+    return {
+        "auc_interval_width": round(float(upper) - float(lower), 4),
+        "smallest_detectable_mu_approx": round(smallest, 4),
+        "verdict": verdict,
+    }
 
 
 def _factory_audit_fields(
