@@ -12,8 +12,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from privfed.dp import PrivacyLedger
 from release_scan import json_numbers, latent_private_numbers
 
 from privfed.dp import Adjacency, PrivacyLedger

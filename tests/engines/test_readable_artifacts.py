@@ -39,8 +39,13 @@ TINY: dict[str, Any] = {
 }
 
 MESSAGES: list[str] = []
-JSON_FILES = ("release.json", "evaluation.json", "ledger.json", "model_card.json",
-              "evaluation_card.json")
+JSON_FILES = (
+    "release.json",
+    "evaluation.json",
+    "ledger.json",
+    "model_card.json",
+    "evaluation_card.json",
+)
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +68,9 @@ def test_every_json_artefact_is_indented_and_loads(run: tuple[Any, Path, Path]) 
         json.loads(text)
     # The annotated ledger still loads with privfed's own reader, as the same ledger.
     ledger = PrivacyLedger.from_json((full / "ledger.json").read_text())
-    assert ledger.guarantee().epsilon == pytest.approx(json.loads(
-        (full / "release.json").read_text())["dp"]["epsilon"])
+    assert ledger.guarantee().epsilon == pytest.approx(
+        json.loads((full / "release.json").read_text())["dp"]["epsilon"]
+    )
 
 
 def test_the_ledger_explains_its_whitened_form_numerically(run: tuple[Any, Path, Path]) -> None:
@@ -75,10 +81,14 @@ def test_the_ledger_explains_its_whitened_form_numerically(run: tuple[Any, Path,
     assert explanation["form"] == "whitened"
     d = public["latent_dim"]
     # Recomputed from release.json alone: the whitened vector's exact sensitivity.
-    mu = math.sqrt(joint_mu_squared(
-        public["clip_norm"], dp["noise_std_sum"], dp["noise_std_second_moment"],
-        Adjacency(dp["adjacency"]),
-    ))
+    mu = math.sqrt(
+        joint_mu_squared(
+            public["clip_norm"],
+            dp["noise_std_sum"],
+            dp["noise_std_second_moment"],
+            Adjacency(dp["adjacency"]),
+        )
+    )
     for entry in ledger["releases"]:
         assert entry["dimension"] == d + d * d == explanation["dimension"]
         assert entry["noise_std"] == 1.0
@@ -106,7 +116,12 @@ def test_one_provenance_across_a_runs_files(run: tuple[Any, Path, Path]) -> None
 
 def test_the_noise_seed_never_reaches_a_file(run: tuple[Any, Path, Path]) -> None:
     assert redact_command(["run", "--noise-seed", "5", "--seed", "5"]) == [
-        "run", "--noise-seed", REDACTED, "--seed", "5"]
+        "run",
+        "--noise-seed",
+        REDACTED,
+        "--seed",
+        "5",
+    ]
     assert redact_command(["run", "--noise-seed=5"]) == ["run", f"--noise-seed={REDACTED}"]
 
 

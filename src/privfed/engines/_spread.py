@@ -1,4 +1,4 @@
-"""The spread of an evaluation repeated over seeds (``repeats``): what ``evaluation.json`` records."""
+"""The spread of an evaluation repeated over seeds (``repeats``), as ``evaluation.json`` has it."""
 
 from __future__ import annotations
 

@@ -173,7 +173,6 @@ class RunArtifacts:
                 )
 
 
-
 @dataclass(frozen=True, eq=False)
 class AuditInputs:
     """The arrays of ``audit_inputs.npz``: what the default audit reads.

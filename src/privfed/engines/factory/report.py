@@ -210,9 +210,7 @@ class FactoryPipelineReport(WritesArtifacts):
             "synthesis_seconds": self.synthesis_seconds,
             "class_counts": [list(row) for row in self.class_counts],
             "dp_epsilon": self.dp_epsilon,
-            "gaussian_basis": self.config.gaussian_basis
-            if self.config.factory != "edm"
-            else None,
+            "gaussian_basis": self.config.gaussian_basis if self.config.factory != "edm" else None,
             "codec_seconds": self.codec_seconds,
             "audit": None if self.audit is None else self.audit.to_dict(),
             "seconds": dict(self.seconds),

@@ -77,7 +77,6 @@ from privfed.engines.latent.release import (
     nonprivate_release,
 )
 from privfed.engines.latent.report import PipelineReport, PipelineResult
-from privfed.engines.provenance import make_provenance
 from privfed.engines.latent.stages import (
     LatentData,
     LatentRelease,
@@ -97,6 +96,7 @@ from privfed.engines.latent.statistics import (
     LatentStatistics,
     LatentStatisticsConfig,
 )
+from privfed.engines.provenance import make_provenance
 from privfed.errors import ParameterError, ParameterTypeError
 from privfed.progress import ProgressFn
 from privfed.secagg import ClientIds, Stage, run_protocol
@@ -293,7 +293,6 @@ def distributed_facts(plan: DistributedNoisePlan, dist: DistributedAggregation) 
         "delivered_vs_claimed_std": delivered[0] / claimed[0],
         "delivered_vs_central_std": delivered[0] / central,
     }
-
 
 
 # -- the job -----------------------------------------------------------------------------
@@ -725,5 +724,8 @@ def _run(
 
 
 def _named(dropouts: Mapping[Stage, list[int]]) -> str:
-    named = (f"{s.name.lower().replace('_', '-')}: {', '.join(map(str, ids))}" for s, ids in dropouts.items())
+    named = (
+        f"{s.name.lower().replace('_', '-')}: {', '.join(map(str, ids))}"
+        for s, ids in dropouts.items()
+    )
     return "; ".join(named) or "none"

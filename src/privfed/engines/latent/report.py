@@ -217,7 +217,7 @@ class PipelineReport:
                 "Each entry is one class's joint release (latent sum, second moment"
                 + (", count" if counted else "")
                 + ") in whitened form: every block divided by its own noise std from "
-                f"release.json, giving one vector of dimension d + d*d"
+                "release.json, giving one vector of dimension d + d*d"
                 + (" + 1" if counted else "")
                 + f" = {dimension} (d = {d}) with noise_std 1.0. Its l2_sensitivity is "
                 "the exact joint sensitivity of that whitened vector under "
@@ -228,8 +228,7 @@ class PipelineReport:
                 f"{self.noise_std_sum:.6g}."
             ),
             "partition": (
-                "one entry on all records (labels are private: a replaced record may change "
-                "class)"
+                "one entry on all records (labels are private: a replaced record may change class)"
                 if labels_private
                 else "one entry per class (scheme 'class'); classes are disjoint, so they "
                 "compose in parallel"
@@ -307,4 +306,3 @@ class PipelineResult(WritesArtifacts):
             provenance=self.report.provenance,
             ledger_explanation=self.report.ledger_explanation(),
         )
-

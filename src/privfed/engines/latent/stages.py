@@ -172,7 +172,6 @@ def client_statistics(
     return accumulator.result()
 
 
-
 @dataclass(frozen=True, eq=False)
 class LatentRelease:
     """The DP release stage's output: the plan, the ledger and the noisy statistics."""
@@ -308,5 +307,3 @@ def audit(
         adjacency=config.adjacency,
     )
     return full, summary
-
-

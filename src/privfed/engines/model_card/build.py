@@ -40,7 +40,6 @@ _NOT_REQUESTED: Final = (
 )
 
 
-
 # -- reading the artefacts ---------------------------------------------------------------
 
 _MISSING: Final = object()
