@@ -451,10 +451,12 @@ def _audit_power(auc: Mapping[str, Any], claimed_mu: Any) -> dict[str, Any] | No
     """
     from statistics import NormalDist
 
-    estimate, lower, upper = (auc.get(k) for k in ("estimate", "lower", "upper"))
-    if not all(isinstance(v, int | float) for v in (estimate, lower, upper)):
+    values = [auc.get(k) for k in ("estimate", "lower", "upper")]
+    numbers = [float(v) for v in values if isinstance(v, int | float)]
+    if len(numbers) != 3:
         return None
-    reach = min(0.5 + max(float(estimate) - float(lower), 0.0), 1.0 - 1e-12)
+    estimate, lower, upper = numbers
+    reach = min(0.5 + max(estimate - lower, 0.0), 1.0 - 1e-12)
     smallest = math.sqrt(2.0) * NormalDist().inv_cdf(reach)
     if isinstance(claimed_mu, int | float) and smallest > float(claimed_mu):
         verdict = (
@@ -466,7 +468,7 @@ def _audit_power(auc: Mapping[str, Any], claimed_mu: Any) -> dict[str, Any] | No
     else:
         verdict = "no claim to compare with"
     return {
-        "auc_interval_width": round(float(upper) - float(lower), 4),
+        "auc_interval_width": round(upper - lower, 4),
         "smallest_detectable_mu_approx": round(smallest, 4),
         "verdict": verdict,
     }
