@@ -266,7 +266,6 @@ _RAW_WRITE = re.compile(
 #: Raw writes that are crash-consistent by construction (file, a piece of the line), with why.
 _ALLOWED = {
     # The run directory's writers write staged temporaries, fsync-ed and renamed.
-    ("engines/job.py", "lambda p: Path(p).write_text(ledger_text)"),
     ("engines/job.py", "lambda path: Path(path).write_text(text"),
     ("engines/job.py", 'with open(path, "wb") as handle:'),
     ("engines/job.py", "np.savez(handle, allow_pickle=False, **arrays)"),

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from release_scan import json_numbers, latent_private_numbers
 
-from privfed.dp import Adjacency
+from privfed.dp import Adjacency, PrivacyLedger
 from privfed.engines import job as job_module
 from privfed.engines.factory.config import FactoryPipelineConfig
 from privfed.engines.factory.job import run_factory_pipeline
@@ -126,8 +126,9 @@ def test_the_scan_catches_a_leak(latent_run: Any, tmp_path: Path) -> None:
 def test_latent_release_numbers_trace_to_the_ledger(latent_run: Any) -> None:
     result, out = latent_run
     release = json.loads((out / "release.json").read_text())
-    ledger_bytes = (out / "ledger.json").read_bytes()
-    assert release["dp"]["ledger_sha256"] == hashlib.sha256(ledger_bytes).hexdigest()
+    # The digest is of the ledger's canonical JSON (the file adds indentation and annotations).
+    canonical = PrivacyLedger.from_json((out / "ledger.json").read_text()).to_json()
+    assert release["dp"]["ledger_sha256"] == hashlib.sha256(canonical.encode()).hexdigest()
     assert release["dp"]["epsilon"] == result.ledger.guarantee().epsilon or np.isclose(
         release["dp"]["epsilon"], result.report.epsilon
     )

@@ -128,6 +128,8 @@ def _release_numbers(run_dir: Path) -> set[float]:
     release = json.loads((run_dir / "release.json").read_text())
     ledger_file = run_dir / "ledger.json"
     found = json_numbers(release) | {float(c) for c in range(0, 11)}
+    # The provenance's strings (time, run id, command) are published in the release too.
+    found |= _text_numbers(" ".join(_strings(release.get("provenance") or {})))
     if ledger_file.exists():
         found |= json_numbers(json.loads(ledger_file.read_text()))
     with np.load(run_dir / "synthetic.npz") as synthetic:
@@ -249,7 +251,9 @@ def test_latent_card_fields_trace_to_the_run(latent_run: Any) -> None:
     card = _fields(_load(full))
     release = json.loads((full / "release.json").read_text())
     evaluation = json.loads((full / "evaluation.json").read_text())
-    ledger_bytes = (full / "ledger.json").read_bytes()
+    # The digest is of the ledger's canonical JSON (the file adds indentation and annotations).
+    canonical = PrivacyLedger.from_json((full / "ledger.json").read_text()).to_json()
+    ledger_bytes = canonical.encode()
     digest = card[("privacy", "ledger_sha256")]
     assert digest["value"] == hashlib.sha256(ledger_bytes).hexdigest()
     assert digest["value"] == release["dp"]["ledger_sha256"] and digest["status"] == "verified"
@@ -385,7 +389,9 @@ def test_markdown_renders_every_section_and_field(latent_run: Any) -> None:
             assert f"\n## {section.title}\n" in markdown
             for f in section.fields:
                 assert f"| {f.label} |" in markdown
-                assert f"| {f.status} |" in markdown
+                # A declaration the operator did not make is not shown as declared.
+                status = "not declared" if f.status == "declared" and f.value is None else f.status
+                assert f"| {status} |" in markdown
         for omission in card.omitted:
             assert omission.what in markdown
         assert "\n## Omitted\n" in markdown
@@ -587,3 +593,15 @@ def test_a_release_of_an_unknown_engine_is_refused() -> None:
         build_model_card(RunArtifacts(release={"engine": "other"}))
     card = ModelCard(engine="latent", title="t", contains_evaluation=False, sections=())
     assert "Nothing: every section is filled." in card.to_markdown()
+
+
+def test_factory_release_notice_agrees_with_its_limitations(factory_run: Any) -> None:
+    # The notice once said "No number in it is computed from private data without noise"
+    # above dp.limitations saying the cell set and quotas are (issue #27).
+    _, full, _ = factory_run
+    release = json.loads((full / "release.json").read_text())
+    assert "limitations" in release["dp"]
+    assert "without noise" not in release["notice"] or "Not covered" in release["notice"]
+    assert "No number in it is computed from private data" not in release["notice"]
+    if release["dp"].get("guarantee", "x") is None:
+        assert "WITHOUT DIFFERENTIAL PRIVACY" in release["notice"]

@@ -172,7 +172,9 @@ def test_dp_rounds_deliver_a_noisy_mean_and_no_clean_sum_exists(
                 close = np.abs(array.reshape(-1).astype(np.float64) - clean.reshape(-1))
                 assert close.max() > 0.5 * std, "a noiseless aggregate is held by the server"
     # One ledger per run, written after every round, and its trust statement.
-    ledger = json.loads((tmp_path / "out" / "ledger.json").read_text())
+    ledger_text = (tmp_path / "out" / "ledger.json").read_text()
+    assert ledger_text.startswith("{\n  ")  # indented for a reader (issue #27)
+    ledger = json.loads(ledger_text)
     assert len(ledger["releases"]) == 2
     document = json.loads((tmp_path / "out" / "dp_training.json").read_text())
     assert document["epsilon_spent"] <= 8.0 and "n_min = t - n_C" in document["plan"]["trust"]

@@ -46,6 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``privfed`` script; returns the process exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # the provenance's command
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2

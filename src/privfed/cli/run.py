@@ -347,6 +347,11 @@ def _add_compute_options(add: Any) -> None:
         help="experimental-design seed (split, partition, codec, sampling, classifier; "
         "never the DP noise)",
     )
+    add(
+        "--repeats", type=int_type("--repeats", 1), default=1,
+        help="latent engine: train and test the classifier K times (seeds --seed, --seed+1, "
+        "...) and record the accuracy's mean, std, min and max; the release is made once",
+    )
 
 
 def _add_noise_options(add: Any) -> None:
@@ -579,6 +584,7 @@ _OPTION_OF: dict[str, str] = {
     "device": "--device",
     "num_threads": "--threads",
     "seed": "--seed",
+    "repeats": "--repeats",
     "noise_seed": "--noise-seed",
     "noise": "--noise",
     "assumed_corrupted": "--assumed-corrupted",
@@ -667,6 +673,7 @@ def _run_latent(args: argparse.Namespace) -> int:
         device=args.device,
         num_threads=args.threads,
         seed=args.seed,
+        repeats=args.repeats,
         noise_seed=args.noise_seed,
         noise=args.noise,
         assumed_corrupted=args.assumed_corrupted,
@@ -745,6 +752,7 @@ def _write_and_print(
         overwrite=args.overwrite,
         release_only=args.release_only,
         declarations=args.declarations,
+        command=["privfed", *getattr(args, "argv", ["run"])],
     )
     _print_sections(release_rows, evaluation_rows)
     print(f"\nwrote {', '.join(str(p) for p in paths.values())}")

@@ -106,6 +106,9 @@ _PLD_INTERVAL = 1e-4
 _MAX_COMBINATIONS = 1024
 _METHODS: tuple[Accounting, ...] = ("gdp", "pld", "rdp")
 _DEFAULT_EXPORT_DELTA = 1e-5
+#: Top-level keys a ledger file may carry beside the ledger itself (explanations for
+#: a reader, provenance); :meth:`PrivacyLedger.from_json` ignores them.
+ANNOTATION_KEYS: tuple[str, ...] = ("explanation", "provenance")
 
 
 @dataclass(frozen=True)
@@ -661,6 +664,9 @@ class PrivacyLedger:
 
         Reads format versions 1 (bare partition labels, which land in the
         default scheme; Gaussian and subsampled-Gaussian releases only) and 2.
+        The annotations a run's ``ledger.json`` adds (:data:`ANNOTATION_KEYS`:
+        what its numbers mean, its provenance) are read past: they never
+        change the accounting, and :meth:`to_json` does not restore them.
 
         Raises:
             LedgerError: Malformed JSON, unknown format/version, an invalid
@@ -677,7 +683,8 @@ class PrivacyLedger:
         version = data.get("version")
         if isinstance(version, bool) or version not in (1, _VERSION):
             raise LedgerError(f"unsupported ledger version {version!r}")
-        if set(data) != {"format", "version", "budget_epsilon", "budget_delta", "releases"}:
+        required = {"format", "version", "budget_epsilon", "budget_delta", "releases"}
+        if not required <= set(data) or not set(data) <= required | set(ANNOTATION_KEYS):
             raise LedgerError("ledger JSON has missing or unknown fields")
         raw = data["releases"]
         if not isinstance(raw, list):

@@ -18,7 +18,7 @@ import numpy as np
 
 from privfed._atomic import atomic_write_bytes
 
-__all__ = ["encode_png", "label_glyphs", "sample_grid", "write_sample_grid"]
+__all__ = ["captioned", "encode_png", "label_glyphs", "sample_grid", "write_sample_grid"]
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -36,6 +36,47 @@ _GLYPHS = {
     "9": "111101111001111",
     "-": "000000111000000",
 }
+# Letters (drawn as capitals) and the punctuation of captions, in the same 3x5 grid.
+_GLYPHS.update(
+    {
+        "a": "010101111101101",
+        "b": "110101110101110",
+        "c": "011100100100011",
+        "d": "110101101101110",
+        "e": "111100110100111",
+        "f": "111100110100100",
+        "g": "011100101101011",
+        "h": "101101111101101",
+        "i": "111010010010111",
+        "j": "001001001101010",
+        "k": "101101110101101",
+        "l": "100100100100111",
+        "m": "101111111101101",
+        "n": "110101101101101",
+        "o": "010101101101010",
+        "p": "110101110100100",
+        "q": "010101101110011",
+        "r": "110101110101101",
+        "s": "011100010001110",
+        "t": "111010010010010",
+        "u": "101101101101111",
+        "v": "101101101101010",
+        "w": "101101111111101",
+        "x": "101101010101101",
+        "y": "101101010010010",
+        "z": "111001010100111",
+        "=": "000111000111000",
+        ".": "000000000000010",
+        "/": "001001010100100",
+        ":": "000010000010000",
+        "(": "010100100100010",
+        ")": "010001001001010",
+        ",": "000000000010100",
+        "+": "000010111010000",
+        "_": "000000000000111",
+        " ": "000000000000000",
+    }
+)
 
 
 def _chunk(kind: bytes, payload: bytes) -> bytes:
@@ -83,15 +124,16 @@ def encode_png(pixels: np.ndarray, *, title: str | None = None) -> bytes:
 
 
 def label_glyphs(text: str, scale: int = 2) -> np.ndarray:
-    """A boolean bitmap ``(5*scale, (4*len(text) - 1)*scale)`` of ``text`` (digits and ``-``).
+    """A boolean bitmap ``(5*scale, (4*len(text) - 1)*scale)`` of ``text``.
 
-    Characters without a glyph are drawn as blanks.
+    Digits, letters (drawn as capitals) and ``-=./:(),+_`` have glyphs; other
+    characters are drawn as blanks.
     """
     columns: list[np.ndarray] = []
     for index, char in enumerate(text):
         if index:
             columns.append(np.zeros((5, 1), dtype=bool))
-        bits = _GLYPHS.get(char, "0" * 15)
+        bits = _GLYPHS.get(char.lower(), "0" * 15)
         columns.append(np.array([bit == "1" for bit in bits], dtype=bool).reshape(5, 3))
     if not columns:
         return np.zeros((5 * scale, 0), dtype=bool)
@@ -149,6 +191,25 @@ def sample_grid(
     return canvas[:, :, 0] if channels == 1 else canvas
 
 
+def captioned(pixels: np.ndarray, lines: list[str], *, scale: int = 2) -> np.ndarray:
+    """``pixels`` under ``lines`` of black caption text on white (widened to fit)."""
+    if not lines:
+        return pixels
+    gap = 2 * scale
+    bitmaps = [label_glyphs(line, scale) for line in lines]
+    text_h = sum(b.shape[0] + gap for b in bitmaps) + gap
+    width = max(pixels.shape[1], max(b.shape[1] for b in bitmaps) + 2 * gap)
+    shape = (text_h + pixels.shape[0], width, *pixels.shape[2:])
+    canvas = np.full(shape, 255, dtype=np.uint8)
+    top = gap
+    for bitmap in bitmaps:
+        region = canvas[top : top + bitmap.shape[0], gap : gap + bitmap.shape[1]]
+        region[bitmap] = 0
+        top += bitmap.shape[0] + gap
+    canvas[text_h:, : pixels.shape[1]] = pixels
+    return canvas
+
+
 def write_sample_grid(
     images: np.ndarray,
     labels: np.ndarray,
@@ -156,7 +217,25 @@ def write_sample_grid(
     *,
     per_class: int = 8,
     title: str = "synthetic samples per class",
+    caption: str | None = None,
+    max_classes: int | None = None,
 ) -> None:
-    """Write :func:`sample_grid` of ``images`` as a PNG file at ``path``."""
-    pixels = sample_grid(images, labels, per_class=per_class)
-    atomic_write_bytes(path, encode_png(pixels, title=title))
+    """Write :func:`sample_grid` of ``images`` as a PNG file at ``path``.
+
+    ``caption`` is drawn above the grid (and stored as the ``tEXt`` title);
+    with ``max_classes`` only the first that many classes are drawn and a
+    caption line says how many were omitted.
+    """
+    classes = np.unique(labels) if labels.size else np.zeros(0, dtype=np.int64)
+    lines = [] if caption is None else [caption]
+    if max_classes is not None and classes.size > max_classes:
+        keep = np.isin(labels, classes[:max_classes])
+        images, labels = images[keep], labels[keep]
+        omitted = int(classes.size - max_classes)
+        lines.append(
+            f"showing {max_classes} of {classes.size} classes ({omitted} omitted; "
+            "all in synthetic.npz)"
+        )
+    pixels = captioned(sample_grid(images, labels, per_class=per_class), lines)
+    text = title if caption is None else f"{title}: {caption}"
+    atomic_write_bytes(path, encode_png(pixels, title=text))

@@ -138,6 +138,11 @@ class RunArtifacts:
         declarations: What the operator states for the model card
             (:class:`~privfed.engines.model_card.ModelCardDeclarations`), or
             ``None``: nothing declared.
+        provenance: The run's provenance (:mod:`privfed.engines.provenance`),
+            written into every JSON artefact and card; ``None``: a fresh one
+            is made when the files are written.
+        ledger_explanation: What the numbers of ``ledger.json`` mean (written
+            into it under ``explanation``), or ``None``.
     """
 
     release: Mapping[str, Any]
@@ -147,6 +152,8 @@ class RunArtifacts:
     sample_labels: np.ndarray | None = field(default=None, repr=False)
     audit_inputs: AuditInputs | None = field(default=None, repr=False)
     declarations: ModelCardDeclarations | None = None
+    provenance: Mapping[str, Any] | None = None
+    ledger_explanation: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.release, Mapping):
@@ -164,7 +171,6 @@ class RunArtifacts:
                 raise ParameterTypeError(
                     "declarations", "a ModelCardDeclarations or None", self.declarations
                 )
-
 
 
 @dataclass(frozen=True, eq=False)

@@ -98,9 +98,11 @@ __all__ = [
     "check_device",
     "check_output_dir",
     "evaluation_document",
+    "ledger_file_text",
     "release_document",
     "run_job",
     "run_stages",
+    "sample_caption",
     "save_sample_grid",
     "torch_threads",
     "write_artifacts",
@@ -139,6 +141,8 @@ class StageClock:
         self._started: dict[str, float] = {}
         self._held: set[str] = set()
         self.seconds: dict[str, float] = {}
+        #: CPU threads torch may use in the job (set by :func:`run_job`; ``None``: unknown).
+        self.num_threads: int | None = None
 
     def _emit(self, event: ProgressEvent) -> None:
         if self._progress is not None:
@@ -257,6 +261,7 @@ def run_job(
     """
     check_device(device)
     clock = StageClock(progress)
+    clock.num_threads = num_threads
     with torch_threads(num_threads):
         return stages(clock)
 
@@ -311,7 +316,12 @@ def run_stages(job: _J, stages: Sequence[JobStage[_J]], clock: StageClock) -> No
 
 
 def release_document(
-    engine: str, *, public: Mapping[str, Any], dp: Mapping[str, Any], samples_per_class: int
+    engine: str,
+    *,
+    public: Mapping[str, Any],
+    dp: Mapping[str, Any],
+    samples_per_class: int,
+    notice: str = RELEASE_NOTICE,
 ) -> dict[str, Any]:
     """The content of ``release.json``: header, public facts, DP outputs, synthetic files.
 
@@ -320,11 +330,13 @@ def release_document(
         public: Facts the operator declared (configuration, public bounds).
         dp: The guarantee and the DP outputs (or why there is none).
         samples_per_class: Synthetic samples per class in the release's files.
+        notice: The header (an engine whose release has stated limitations
+            says so in its own words).
     """
     return {
         "format": "privfed.release",
         "version": 1,
-        "notice": RELEASE_NOTICE,
+        "notice": notice,
         "engine": engine,
         "public": public,
         "dp": dp,
@@ -360,6 +372,7 @@ class WritesArtifacts:
         overwrite: bool = False,
         release_only: bool = False,
         declarations: ModelCardDeclarations | None = None,
+        command: Sequence[str] | None = None,
     ) -> dict[str, Path]:
         """Write the run's files into ``output_dir`` (see :func:`write_artifacts`).
 
@@ -378,13 +391,22 @@ class WritesArtifacts:
             release_only: Write the release alone.
             declarations: The operator's statements for the model card
                 (``None``: nothing declared).
+            command: The command line that made the run, recorded (secrets
+                redacted) in every file's provenance; ``None``: a Python run,
+                recorded by its configuration.
 
         Returns:
             The paths written, by kind.
         """
+        from privfed.engines.provenance import make_provenance, with_command
+
         artifacts = self.artifacts(release_only=release_only)
         if declarations is not None:
             artifacts = replace(artifacts, declarations=declarations)
+        provenance = artifacts.provenance
+        if provenance is None:
+            provenance = make_provenance(_config_of(artifacts.release))
+        artifacts = replace(artifacts, provenance=with_command(provenance, command))
         return write_artifacts(output_dir, artifacts, overwrite=overwrite)
 
 
@@ -473,17 +495,32 @@ def write_artifacts(
     if not isinstance(artifacts, RunArtifacts):
         raise ParameterTypeError("artifacts", "a RunArtifacts", artifacts)
     out = check_output_dir(output_dir, overwrite=overwrite)
+    if artifacts.provenance is None:
+        from privfed.engines.provenance import make_provenance
+
+        artifacts = replace(artifacts, provenance=make_provenance(_config_of(artifacts.release)))
+    provenance = dict(artifacts.provenance or {})
     writers: dict[str, tuple[str, Any]] = {
-        "release": (RELEASE_FILENAME, _json_writer(artifacts.release))
+        "release": (
+            RELEASE_FILENAME,
+            _json_writer({**artifacts.release, "provenance": provenance}),
+        )
     }
     if artifacts.evaluation is not None:
-        writers["evaluation"] = (EVALUATION_FILENAME, _json_writer(artifacts.evaluation))
+        evaluation = {**artifacts.evaluation, "provenance": provenance}
+        writers["evaluation"] = (EVALUATION_FILENAME, _json_writer(evaluation))
     if artifacts.ledger is not None:
-        ledger_text = artifacts.ledger.to_json()
-        writers["ledger"] = (LEDGER_FILENAME, lambda p: Path(p).write_text(ledger_text))
+        ledger_text = ledger_file_text(
+            artifacts.ledger, explanation=artifacts.ledger_explanation, provenance=provenance
+        )
+        writers["ledger"] = (LEDGER_FILENAME, _text_writer(ledger_text))
     if artifacts.sample_images is not None and artifacts.sample_labels is not None:
         images, labels = artifacts.sample_images, artifacts.sample_labels
-        writers["samples"] = (SAMPLES_FILENAME, lambda p: save_sample_grid(images, labels, p))
+        caption = sample_caption(artifacts.release)
+        writers["samples"] = (
+            SAMPLES_FILENAME,
+            lambda p: save_sample_grid(images, labels, p, caption=caption),
+        )
         writers["synthetic"] = (
             SYNTHETIC_FILENAME,
             lambda p: _save_npz(p, images=np.asarray(images), labels=np.asarray(labels)),
@@ -552,8 +589,52 @@ def _text_writer(text: str) -> Any:
 
 
 def _json_writer(data: Mapping[str, Any]) -> Any:
-    text = json.dumps(dict(data), indent=2, sort_keys=True, allow_nan=False)
+    text = json.dumps(dict(data), indent=2, sort_keys=True, allow_nan=False) + "\n"
     return lambda path: Path(path).write_text(text)
+
+
+def _config_of(release: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    public = release.get("public")
+    config = public.get("config") if isinstance(public, Mapping) else None
+    return config if isinstance(config, Mapping) else None
+
+
+def ledger_file_text(
+    ledger: Any,
+    *,
+    explanation: Mapping[str, Any] | None = None,
+    provenance: Mapping[str, Any] | None = None,
+) -> str:
+    """The text of ``ledger.json``: the ledger, indented, with its annotations.
+
+    The ledger itself is :meth:`~privfed.dp.PrivacyLedger.to_json` (whose
+    SHA-256 is ``release.json``'s ``dp.ledger_sha256``); ``explanation`` (what
+    its numbers mean) and ``provenance`` are added beside it, under keys
+    :meth:`~privfed.dp.PrivacyLedger.from_json` reads past, so the file loads
+    as the same ledger.
+    """
+    document = json.loads(ledger.to_json())
+    if explanation is not None:
+        document["explanation"] = dict(explanation)
+    if provenance is not None:
+        document["provenance"] = dict(provenance)
+    return json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
+def sample_caption(release: Mapping[str, Any]) -> str:
+    """The caption of ``samples.png``: engine, codec, ε and δ (or "no DP")."""
+    engine = str(release.get("engine", "?"))
+    public = release.get("public")
+    config = public.get("config", {}) if isinstance(public, Mapping) else {}
+    codec = config.get("codec") or config.get("codec_kind") or config.get("factory") or "?"
+    dp = release.get("dp")
+    dp = dp if isinstance(dp, Mapping) else {}
+    epsilon, delta = dp.get("epsilon"), dp.get("delta")
+    if isinstance(epsilon, int | float) and isinstance(delta, int | float):
+        privacy = f"eps={epsilon:.4g} delta={delta:.3g}"
+    else:
+        privacy = "no DP"
+    return f"{privacy} engine={engine} codec={codec}"
 
 
 def _save_npz(path: str | Path, **arrays: np.ndarray) -> None:
@@ -562,20 +643,39 @@ def _save_npz(path: str | Path, **arrays: np.ndarray) -> None:
 
 
 def save_sample_grid(
-    images: np.ndarray, labels: np.ndarray, path: str | Path, per_class: int = 8
+    images: np.ndarray,
+    labels: np.ndarray,
+    path: str | Path,
+    per_class: int = 8,
+    *,
+    caption: str | None = None,
+    max_classes: int = 20,
 ) -> None:
-    """Save up to ``per_class`` images of every class as one PNG grid.
+    """Save up to ``per_class`` images of up to ``max_classes`` classes as one PNG grid.
 
-    One row per class (its label on the left), written by privfed's own PNG
-    encoder (:mod:`privfed.engines._png`): no matplotlib, which cost the main
-    job over a second per run for this one picture.
+    One row per class (its label on the left) under a caption line (``caption``,
+    e.g. ε, δ, engine and codec: :func:`sample_caption`), written by privfed's
+    own PNG encoder (:mod:`privfed.engines._png`): no matplotlib, which cost
+    the main job over a second per run for this one picture.  With more
+    classes than ``max_classes`` the first ``max_classes`` are shown and a
+    second caption line says how many are omitted (``synthetic.npz`` holds
+    them all), so the picture stays readable at any class count.
 
     Args:
         images: ``(s, C, H, W)`` floats in ``[0, 1]`` (``C`` = 1 or 3).
         labels: ``(s,)`` integer labels.
         path: Destination ``.png``.
         per_class: Images shown per class (columns).
+        caption: The caption line, or ``None`` (none).
+        max_classes: Rows shown at most.
     """
     from privfed.engines._png import write_sample_grid
 
-    write_sample_grid(np.asarray(images), np.asarray(labels), path, per_class=per_class)
+    write_sample_grid(
+        np.asarray(images),
+        np.asarray(labels),
+        path,
+        per_class=per_class,
+        caption=caption,
+        max_classes=max_classes,
+    )

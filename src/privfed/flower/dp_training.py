@@ -252,7 +252,9 @@ class DistributedDP:
         if self.output_dir is None or self.plan is None:
             return
         self.output_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.output_dir / "ledger.json", self.ledger.to_json())
+        # Indented for a reader; PrivacyLedger.from_json reads it back unchanged.
+        ledger_text = json.dumps(json.loads(self.ledger.to_json()), indent=2, sort_keys=True)
+        atomic_write_text(self.output_dir / "ledger.json", ledger_text + "\n")
         guarantee = self.ledger.epsilon(self.delta) if self.ledger.releases else 0.0
         document = {
             "plan": self.plan.describe(),

@@ -35,6 +35,20 @@ FACTORY_RELEASE_LIMITATIONS = (
 )
 
 
+#: Header of a factory ``release.json`` with DP: it states the limitations, never contradicts them.
+FACTORY_RELEASE_NOTICE = (
+    "RELEASE: the factories' weights and the synthetic data drawn from them are differentially "
+    "private (each factory traceable to an entry of ledger.json), beside public facts declared "
+    "by the operator. Not covered (dp.limitations): which (class, client) cells trained a "
+    "factory and the synthesis quotas follow the exact per-cell record counts."
+)
+#: Header of a factory ``release.json`` without DP.
+FACTORY_NO_DP_NOTICE = (
+    "RELEASE WITHOUT DIFFERENTIAL PRIVACY: the factories were trained without DP-SGD, so "
+    "nothing in this release is covered by a privacy guarantee (dp.limitations lists what "
+    "follows the exact per-cell record counts)."
+)
+
 
 @dataclass(frozen=True)
 class FactoryPipelineReport(WritesArtifacts):
@@ -155,6 +169,7 @@ class FactoryPipelineReport(WritesArtifacts):
             public={"config": self.config.to_dict()},
             dp=dp,
             samples_per_class=self.config.synthetic_per_class,
+            notice=FACTORY_RELEASE_NOTICE if self.ledger is not None else FACTORY_NO_DP_NOTICE,
         )
 
     def evaluation_dict(self) -> dict[str, Any]:
@@ -176,6 +191,7 @@ class FactoryPipelineReport(WritesArtifacts):
             sample_images=images,
             sample_labels=labels,
             audit_inputs=None if release_only else self.audit_inputs,
+            ledger_explanation=None if self.ledger is None else _FACTORY_LEDGER_FORM,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -194,11 +210,23 @@ class FactoryPipelineReport(WritesArtifacts):
             "synthesis_seconds": self.synthesis_seconds,
             "class_counts": [list(row) for row in self.class_counts],
             "dp_epsilon": self.dp_epsilon,
-            "gaussian_basis": self.config.gaussian_basis
-            if self.config.factory != "edm"
-            else None,
+            "gaussian_basis": self.config.gaussian_basis if self.config.factory != "edm" else None,
             "codec_seconds": self.codec_seconds,
             "audit": None if self.audit is None else self.audit.to_dict(),
             "seconds": dict(self.seconds),
             "seconds_total": round(sum(self.seconds.values()), 4),
         }
+
+
+#: What the factory ledger's numbers mean (``ledger.json``'s ``explanation``).
+_FACTORY_LEDGER_FORM: dict[str, Any] = {
+    "form": "normalised",
+    "summary": (
+        "One entry per (class, client) factory. Each entry states its mechanism with unit "
+        "sensitivity: l2_sensitivity is 1.0 and noise_std is the noise multiplier (the "
+        "noise std divided by the mechanism's L2 sensitivity: the clipping bound for "
+        "DP-SGD, the whitened joint sensitivity for the Gaussian statistics factories). "
+        "Privacy depends only on that ratio (and, for subsampled entries, the sampling "
+        "rate and steps), so the ledger's guarantee is release.json's dp.epsilon at dp.delta."
+    ),
+}

@@ -117,6 +117,11 @@ class PipelineConfig:
             any thread count; the CNN does not.
         seed: Seed of the experimental design (split, partition, codec fit,
             dropouts, sampling, classifier).  Never used for the DP noise.
+        repeats: How many times the evaluation trains and tests the classifier
+            on the synthetic data, with seeds ``seed, seed + 1, ...`` (int
+            ``>= 1``; default 1: one run, no spread).  The release is made once
+            whatever the value; ``evaluation.json`` records the per-seed
+            accuracies with their mean, std, min and max.
         noise_seed: ``None`` (default): DP noise from the OS CSPRNG.  An int
             makes the noise reproducible (recorded as seeded in the ledger).
         noise: Who adds the DP noise (:class:`~privfed.engines.latent.distributed.NoiseModel`):
@@ -165,6 +170,7 @@ class PipelineConfig:
     device: str = "cpu"
     num_threads: int | None = None
     seed: int = 0
+    repeats: int = 1
     noise_seed: int | None = None
     noise: NoiseModel | str = NoiseModel.CENTRAL
     assumed_corrupted: int = 0
@@ -225,6 +231,7 @@ class PipelineConfig:
             check_bool(name, getattr(self, name))
         check_choice("classifier", self.classifier, ARCHITECTURES)
         check_optional_int("num_threads", self.num_threads, minimum=1, type_error=False)
+        check_int("repeats", self.repeats, minimum=1, type_error=False)
         check_optional_int(
             "classifier_patience", self.classifier_patience, minimum=1, type_error=False
         )

@@ -79,6 +79,9 @@ class PipelineReport:
     secagg_threshold: int = 0
     noisy_class_counts: tuple[float, ...] | None = None
     distributed: dict[str, Any] | None = None
+    provenance: dict[str, Any] | None = None
+    accuracy_repeats: dict[str, Any] | None = None
+    num_threads_used: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Everything the run measured, as one plain dict (release and evaluation together).
@@ -150,10 +153,92 @@ class PipelineReport:
                 "secagg_threshold": self.secagg_threshold,
                 "secagg_mode": self.config.get("secagg_mode", "semi-honest"),
                 "dropped_clients": self.dropped_clients,
+                "num_threads_used": self.num_threads_used,
             },
             dp=dp,
             samples_per_class=self.config["samples_per_class"],
         )
+
+    def ledger_explanation(self) -> dict[str, Any]:
+        """What ``ledger.json``'s numbers mean and how they map to ``release.json``.
+
+        Central noise: every entry is one class's joint release in whitened
+        form.  Dividing each block of the class's statistics by its noise std
+        (the sum's ``d`` values by ``dp.noise_std_sum``, the ``d²`` entries of
+        the second moment by ``dp.noise_std_second_moment`` and, when counts
+        are noised, the count by ``dp.noise_std_count``) gives one vector of
+        ``d + d²`` (+1) values with noise std 1, whose exact L2 sensitivity is
+        the joint μ (:func:`privfed.dp.joint_mu_squared`): ``l2_sensitivity``
+        is ``dp.mu`` and the ratio ``l2_sensitivity / noise_std`` is the
+        entry's μ-GDP.
+        """
+        d = self.latent_dim
+        counted = self.noise_std_count > 0
+        dimension = d + d * d + (1 if counted else 0)
+        adjacency = str(self.config.get("adjacency"))
+        if self.distributed is not None:
+            return {
+                "form": "distributed integer noise blocks",
+                "summary": (
+                    "One entry per class: the clients' integer noise on the class's "
+                    f"{dimension} fixed-point values (sum, second moment"
+                    + (", count" if counted else "")
+                    + "), accounted in Renyi DP from the noise each honest client adds "
+                    "('unit_mu_squared' is the whitened sensitivity of that noise). "
+                    "release.json's dp.gaussian_equivalent_mu is the Gaussian mu of the same "
+                    "stds, not this mechanism's claim."
+                ),
+            }
+        from privfed.dp.sensitivity import Adjacency, sum_sensitivity
+
+        sum_delta = sum_sensitivity(self.clip_norm, Adjacency(adjacency))
+        blocks: dict[str, Any] = {
+            "sum": {
+                "values": d,
+                "noise_std": self.noise_std_sum,
+                "release_field": "dp.noise_std_sum",
+            },
+            "second_moment": {
+                "values": d * d,
+                "noise_std": self.noise_std_second_moment,
+                "release_field": "dp.noise_std_second_moment",
+            },
+        }
+        if counted:
+            blocks["count"] = {
+                "values": 1,
+                "noise_std": self.noise_std_count,
+                "release_field": "dp.noise_std_count",
+            }
+        labels_private = bool(self.config.get("adjacency") == "replace-one" and counted)
+        return {
+            "form": "whitened",
+            "summary": (
+                "Each entry is one class's joint release (latent sum, second moment"
+                + (", count" if counted else "")
+                + ") in whitened form: every block divided by its own noise std from "
+                "release.json, giving one vector of dimension d + d*d"
+                + (" + 1" if counted else "")
+                + f" = {dimension} (d = {d}) with noise_std 1.0. Its l2_sensitivity is "
+                "the exact joint sensitivity of that whitened vector under "
+                f"{adjacency} (privfed.dp.joint_mu_squared of public.clip_norm and the "
+                "stds), which equals release.json's dp.mu; l2_sensitivity / noise_std is "
+                "the entry's mu-GDP. In latent units the sum's sensitivity is "
+                f"{sum_delta:.6g} (clip norm {self.clip_norm:.6g}) against noise std "
+                f"{self.noise_std_sum:.6g}."
+            ),
+            "partition": (
+                "one entry on all records (labels are private: a replaced record may change class)"
+                if labels_private
+                else "one entry per class (scheme 'class'); classes are disjoint, so they "
+                "compose in parallel"
+            ),
+            "dimension": dimension,
+            "noise_std": 1.0,
+            "l2_sensitivity": self.mu,
+            "release_mu_field": "dp.mu",
+            "blocks": blocks,
+        }
 
     def evaluation_dict(self) -> dict[str, Any]:
         """``evaluation.json``: what the run computed from private data without noise."""
@@ -173,6 +258,7 @@ class PipelineReport:
             "latent",
             {
                 **counted,
+                "accuracy_synthetic_repeats": self.accuracy_repeats,
                 "seconds": dict(self.seconds),
                 "audit": None if self.audit is None else self.audit.to_dict(),
             },
@@ -217,5 +303,6 @@ class PipelineResult(WritesArtifacts):
             sample_images=self.synthetic_images,
             sample_labels=self.synthetic_labels,
             audit_inputs=None if release_only else self.audit_inputs,
+            provenance=self.report.provenance,
+            ledger_explanation=self.report.ledger_explanation(),
         )
-

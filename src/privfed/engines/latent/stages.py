@@ -172,7 +172,6 @@ def client_statistics(
     return accumulator.result()
 
 
-
 @dataclass(frozen=True, eq=False)
 class LatentRelease:
     """The DP release stage's output: the plan, the ledger and the noisy statistics."""
@@ -232,11 +231,13 @@ def train_evaluate(
     config: PipelineConfig,
     device: torch.device,
     progress: Any = None,
+    seed: int | None = None,
 ) -> float:
     """Train the downstream classifier on ``(images, labels)``; accuracy on ``test``.
 
     ``progress``: an optional ``(epoch, epochs, loss)`` callback, as for
-    :func:`~privfed.engines.classifier.train_classifier`.
+    :func:`~privfed.engines.classifier.train_classifier`; ``seed`` overrides
+    ``config.seed`` for the classifier (a repeat's seed).
     """
     test_x = torch.from_numpy(np.array(test.images))
     test_y = torch.from_numpy(np.array(test.labels))
@@ -247,7 +248,7 @@ def train_evaluate(
         architecture=config.classifier,
         epochs=config.classifier_epochs,
         patience=config.classifier_patience,
-        seed=config.seed,
+        seed=config.seed if seed is None else seed,
         device=device,
         progress=progress,
     )
@@ -314,5 +315,3 @@ def audit(
         adjacency=config.adjacency,
     )
     return full, summary
-
-

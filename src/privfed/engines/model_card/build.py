@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
@@ -37,7 +38,6 @@ _NOT_REQUESTED: Final = (
     "evaluation fields left out on request (include_evaluation=False): this card describes "
     "the release alone"
 )
-
 
 
 # -- reading the artefacts ---------------------------------------------------------------
@@ -117,7 +117,10 @@ def _ledger_fields(artifacts: RunArtifacts, reader: _Reader) -> list[CardField]:
             LEDGER_FILENAME, "its SHA-256 differs from release.json:dp.ledger_sha256"
         )
     document = json.loads(text)
-    source = f"{LEDGER_FILENAME} (SHA-256 of the file; equals {RELEASE_FILENAME}:dp.ledger_sha256)"
+    source = (
+        f"{LEDGER_FILENAME} (SHA-256 of the ledger's canonical JSON, PrivacyLedger.to_json; "
+        f"equals {RELEASE_FILENAME}:dp.ledger_sha256)"
+    )
     budget = {
         "epsilon": document.get("budget_epsilon"),
         "delta": document.get("budget_delta"),
@@ -448,7 +451,52 @@ def _latent_audit_fields(audit: Mapping[str, Any], source: str) -> list[CardFiel
                 f"{source}.attacks.{best}.auc",
             )
         )
+        power = _audit_power(best_auc, claimed.get("game_mu"))
+        if power is not None:
+            rows.append(
+                CardField(
+                    "audit_power",
+                    "Audit: what the test could detect at its sample size",
+                    power,
+                    "evaluation",
+                    f"{source}.attacks.{best}.auc (interval width)",
+                )
+            )
     return rows
+
+
+def _audit_power(auc: Mapping[str, Any], claimed_mu: Any) -> dict[str, Any] | None:
+    """The smallest leakage the audit could have shown, from its AUC interval's width.
+
+    The test shows leakage only when the AUC's lower bound exceeds 0.5, i.e. (the
+    interval keeping its width) when the AUC exceeds about ``0.5 + (estimate - lower)``.
+    The AUC of the optimal attack on a μ-GDP mechanism is ``Φ(μ/√2)``, so the smallest
+    μ it could detect is about ``√2 Φ⁻¹(0.5 + (estimate - lower))`` (an approximation,
+    stated as such).  When that exceeds the claim's μ, a clean audit says nothing.
+    """
+    from statistics import NormalDist
+
+    values = [auc.get(k) for k in ("estimate", "lower", "upper")]
+    numbers = [float(v) for v in values if isinstance(v, int | float)]
+    if len(numbers) != 3:
+        return None
+    estimate, lower, upper = numbers
+    reach = min(0.5 + max(estimate - lower, 0.0), 1.0 - 1e-12)
+    smallest = math.sqrt(2.0) * NormalDist().inv_cdf(reach)
+    if isinstance(claimed_mu, int | float) and smallest > float(claimed_mu):
+        verdict = (
+            "too little power to mean anything: it could not detect leakage even at the "
+            "claimed mu, so a clean result is no evidence"
+        )
+    elif isinstance(claimed_mu, int | float):
+        verdict = "could detect leakage at the claimed mu"
+    else:
+        verdict = "no claim to compare with"
+    return {
+        "auc_interval_width": round(upper - lower, 4),
+        "smallest_detectable_mu_approx": round(smallest, 4),
+        "verdict": verdict,
+    }
 
 
 def _factory_audit_fields(
@@ -638,7 +686,7 @@ def _compute_section(reader: _Reader, omitted: list[Omission], reason: str) -> C
     config = "public.config"
     rows = [
         reader.release_field("device", "Device", f"{config}.device"),
-        reader.release_field("num_threads", "CPU threads", f"{config}.num_threads"),
+        _threads_field(reader),
     ]
     if reader.engine == "latent":
         rows.append(
@@ -689,6 +737,25 @@ def _compute_section(reader: _Reader, omitted: list[Omission], reason: str) -> C
             )
         )
     return CardSection("compute", "Compute", tuple(rows))
+
+
+def _threads_field(reader: _Reader) -> CardField:
+    """The CPU threads the run used: the configured number, else the number resolved."""
+    configured = reader.release_value("public.config.num_threads")
+    if configured is not None:
+        return reader.release_field("num_threads", "CPU threads", "public.config.num_threads")
+    used = reader.release_value("public.num_threads_used")
+    if used is not None:
+        return CardField(
+            "num_threads",
+            "CPU threads (chosen by the run: the idle cores)",
+            used,
+            "verified",
+            f"{RELEASE_FILENAME}:public.num_threads_used",
+        )
+    return reader.release_field(
+        "num_threads", "CPU threads", "public.config.num_threads", "not recorded"
+    )
 
 
 def _use_section(reader: _Reader, declarations: ModelCardDeclarations) -> CardSection:
@@ -825,4 +892,5 @@ def build_model_card(
         contains_evaluation=contains,
         sections=tuple(sections),
         omitted=tuple(omitted),
+        provenance=None if artifacts.provenance is None else dict(artifacts.provenance),
     )
