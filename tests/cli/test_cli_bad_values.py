@@ -49,6 +49,7 @@ _RUN: list[tuple[list[str], str]] = [
     (["--engine", "factory", "--classifier", "resnet"], "--classifier"),
     (["--engine", "factory", "--mixture-components", "0"], "--mixture-components"),
     (["--threads", "0"], "--threads"),
+    (["--repeats", "0"], "--repeats"),
     (["--assumed-corrupted", "-1"], "--assumed-corrupted"),
     (["--noise", "local"], "--noise"),
     (["--adjacency", "swap"], "--adjacency"),

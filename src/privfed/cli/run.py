@@ -347,8 +347,11 @@ def _add_compute_options(add: Any) -> None:
         help="experimental-design seed (split, partition, codec, sampling, classifier; "
         "never the DP noise)",
     )
-    add(
-        "--repeats", type=int_type("--repeats", 1), default=1,
+    add_int(
+        add,
+        "--repeats",
+        1,
+        default=1,
         help="latent engine: train and test the classifier K times (seeds --seed, --seed+1, "
         "...) and record the accuracy's mean, std, min and max; the release is made once",
     )
