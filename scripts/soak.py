@@ -33,9 +33,21 @@ SuperNode (sampled after every round) is fitted with a line.  Every process is
 stopped, also on SIGINT/SIGTERM of this script, and leftover PIDs are counted.
 Progress goes to stderr; the results to ``--out`` (JSON) and a PNG beside it.
 
+Speed: with Flower's stock processes a round here took about 62-73 s, most of
+it starting one fresh ``flwr-clientapp`` interpreter per node and stage (3-5 s
+of CPU importing flwr, numpy and privfed; five at once on two cores), the rest
+Flower's fixed waits (the SuperNode's 3 s idle pull, the SuperExec's 1 s task
+poll, the grid's 3 s reply poll).  By default the SuperNodes run
+``scripts/soak_supernode.py`` (Flower's SuperNode, idle waits cut to 0.2 s)
+and ``scripts/soak_superexec.py`` (Flower's SuperExec, polling every 0.1 s,
+ClientApp processes forked from it after it has imported those modules), and
+the ServerApp polls for replies every 0.1 s; ``--stock-flower`` runs Flower's
+own SuperNode and SuperExec.
+
 Example (the long run; see the README's reliability section)::
 
-    python scripts/soak.py --nodes 5 --rounds 200 --seed 1 --out benchmarks/results/soak.json
+    python scripts/soak.py --nodes 5 --rounds 200 --rounds-per-run 10 --fault-rate 0.5 \
+        --seed 1 --out benchmarks/results/soak.json
 """
 
 from __future__ import annotations

@@ -87,7 +87,22 @@ def _launch(self: subprocess_executor.SubprocessExecutor, spec: ExecutionSpec) -
     return LaunchResult.accepted()
 
 
+def _quiet_exit(signum: int, frame: object) -> None:
+    """SIGINT/SIGTERM before Flower's own handlers are in place: exit, no traceback.
+
+    Flower's SuperExec watches its SuperNode from a thread that raises SIGINT
+    once the SuperNode is gone, and starts that watch before it registers its
+    signal handlers; a SuperNode that exits at once (Flower refuses to
+    re-activate a node whose old session the SuperLink still holds: exit code
+    305) then leaves a ``KeyboardInterrupt`` traceback from the middle of an
+    import.  Flower's handlers replace this one when they are registered.
+    """
+    os._exit(1)  # Flower's code for a graceful exit on SIGINT
+
+
 def main() -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _quiet_exit)
     _warm()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # finished ClientApps are reaped at once
     subprocess_executor.SubprocessExecutor.launch = _launch  # type: ignore[method-assign]
