@@ -31,7 +31,7 @@ class _Clock:
 
 
 def main() -> None:
-    _internal.time = _Clock()  # type: ignore[attr-defined]
+    _internal.time = _Clock()  # type: ignore[attr-defined,assignment]
     from flwr.supernode.cli import flower_supernode
 
     sys.argv[0] = "flower-supernode"
