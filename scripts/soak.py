@@ -33,9 +33,21 @@ SuperNode (sampled after every round) is fitted with a line.  Every process is
 stopped, also on SIGINT/SIGTERM of this script, and leftover PIDs are counted.
 Progress goes to stderr; the results to ``--out`` (JSON) and a PNG beside it.
 
+Speed: with Flower's stock processes a round here took about 62-73 s, most of
+it starting one fresh ``flwr-clientapp`` interpreter per node and stage (3-5 s
+of CPU importing flwr, numpy and privfed; five at once on two cores), the rest
+Flower's fixed waits (the SuperNode's 3 s idle pull, the SuperExec's 1 s task
+poll, the grid's 3 s reply poll).  By default the SuperNodes run
+``scripts/soak_supernode.py`` (Flower's SuperNode, idle waits cut to 0.2 s)
+and ``scripts/soak_superexec.py`` (Flower's SuperExec, polling every 0.1 s,
+ClientApp processes forked from it after it has imported those modules), and
+the ServerApp polls for replies every 0.1 s; ``--stock-flower`` runs Flower's
+own SuperNode and SuperExec.
+
 Example (the long run; see the README's reliability section)::
 
-    python scripts/soak.py --nodes 5 --rounds 200 --seed 1 --out benchmarks/results/soak.json
+    python scripts/soak.py --nodes 5 --rounds 200 --rounds-per-run 10 --fault-rate 0.5 \
+        --seed 1 --out benchmarks/results/soak.json
 """
 
 from __future__ import annotations
@@ -73,7 +85,8 @@ def draw_plan(
     seed: int, nodes: int, rounds: int, per_run: int, fault_rate: float
 ) -> tuple[dict[int, dict[str, Any]], list[int]]:
     """The fault schedule: ``{round: fault}`` (one node fault at most per round) and the
-    run boundaries (indices of first rounds) before which the SuperLink restarts.
+    run boundaries (indices of first rounds) before which the SuperLink restarts (every
+    second one).
 
     Node faults cycle through :data:`NODE_FAULTS` (shuffled), so a short run
     meets each kind; kills cycle through :data:`STAGES`.
@@ -97,7 +110,7 @@ def draw_plan(
             fault["hold-s"] = KILL_HOLD_S
         plan[r] = fault
     starts = list(range(per_run, rounds, per_run))
-    restarts = [s for s in starts if rng.random() < 0.5] or starts[:1]
+    restarts = starts[1::2] or starts[:1]  # before every second run: several in any long soak
     return plan, restarts
 
 
@@ -108,6 +121,25 @@ def node_plan(plan: dict[int, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         for r, f in plan.items()
         if f["kind"] not in ("journal-readonly",)
     }
+
+
+def _node_environment(env: dict[str, str], workdir: Path, *, warm: bool) -> dict[str, str]:
+    """The SuperNodes' environment: their SuperExec looks for tasks every 0.1 s (Flower's
+    default: 1 s) and, with ``warm``, is ``scripts/soak_superexec.py`` (ClientApps forked
+    from a process that has imported flwr and privfed, instead of a fresh interpreter each)."""
+    out = {**env, "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.1"}
+    if warm:
+        bin_dir = workdir / "bin"
+        bin_dir.mkdir(parents=True, exist_ok=True)
+        shim = bin_dir / "flower-superexec"
+        here = Path(__file__).resolve().parent
+        shim.write_text(
+            f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(here)!r})\n"
+            "import soak_superexec\nsoak_superexec.main()\n"
+        )
+        shim.chmod(0o755)
+        out["PATH"] = f"{bin_dir}:{env.get('PATH', '')}"
+    return out
 
 
 class Soak:
@@ -122,6 +154,7 @@ class Soak:
         self.port = deploy.free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.env = deploy.cli_environment(workdir, self.address, self.credentials)
+        self.node_env = _node_environment(self.env, workdir, warm=not args.stock_flower)
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.started: list[int] = []  # every PID this harness started
         self.events: list[dict[str, Any]] = []
@@ -130,8 +163,11 @@ class Soak:
 
     # -- processes ------------------------------------------------------------------
 
-    def _start(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
-        proc = deploy.spawn(argv, self.workdir / f"{name}.log", self.env, self.workdir, append=True)
+    def _start(
+        self, name: str, argv: list[str], env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        log = self.workdir / f"{name}.log"
+        proc = deploy.spawn(argv, log, env or self.env, self.workdir, append=True)
         self.procs[name] = proc
         self.started.append(proc.pid)
         return proc
@@ -143,9 +179,10 @@ class Soak:
     def start_node(self, i: int) -> None:
         journal = self.workdir / "journals" / f"node-{i}.jsonl"
         config = f'partition-id={i} num-partitions={self.nodes} privfed-journal="{journal}"'
-        self._start(
-            f"supernode-{i}", deploy.supernode_argv(i, self.address, config, self.credentials)
-        )
+        argv = deploy.supernode_argv(i, self.address, config, self.credentials)
+        if not self.args.stock_flower:  # Flower's SuperNode, its idle waits cut (see there)
+            argv[:1] = [sys.executable, str(Path(__file__).resolve().parent / "soak_supernode.py")]
+        self._start(f"supernode-{i}", argv, self.node_env)
 
     def kill_node(self, i: int) -> None:
         """SIGKILL the node: its SuperNode's group and every descendant (its SuperExec runs in
@@ -355,6 +392,11 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--stage-timeout", type=float, default=20.0)
     parser.add_argument("--restart-delay", type=float, default=2.0)
     parser.add_argument("--budget-s", type=float, default=3600.0, help="stop starting runs after")
+    parser.add_argument(
+        "--stock-flower", action="store_true",
+        help="Flower's stock SuperNode and SuperExec (3 s idle pulls, a fresh flwr-clientapp "
+        "interpreter per message) instead of scripts/soak_supernode.py and soak_superexec.py",
+    )  # fmt: skip
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/soak.json")
     args = parser.parse_args(argv)
