@@ -352,7 +352,7 @@ def _add_compute_options(add: Any) -> None:
         "--repeats",
         1,
         default=1,
-        help="latent engine: train and test the classifier K times (seeds --seed, --seed+1, "
+        help="train and test the downstream classifier K times (seeds --seed, --seed+1, "
         "...) and record the accuracy's mean, std, min and max; the release is made once",
     )
 
@@ -825,6 +825,7 @@ def _run_factory(args: argparse.Namespace) -> int:
         "mixture_components": args.mixture_components,
         "centralized": args.baselines and not args.release_only,
         "seed": args.seed,
+        "repeats": args.repeats,
         "device": args.device,
         "audit": not (args.no_audit or args.release_only),
         "num_threads": args.threads,

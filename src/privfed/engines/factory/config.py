@@ -102,6 +102,10 @@ class FactoryPipelineConfig:
             synthesis quotas and manifests already do); a fixed rate keeps
             it out of the ledger.
         seed: Seed of split, partition, training and synthesis (>= 0).
+        repeats: How many times the evaluation trains and tests the downstream
+            classifier on the same synthetic data, with seeds ``seed, seed + 1,
+            ...`` (int >= 1, default 1); the report gives the accuracy's mean
+            and spread.  The factories and their release are made once.
         device: Torch device for factories and classifiers.
         public_fraction: Fraction of every class put in the public split, in
             (0, 0.5); ``public_fraction + test_fraction < 1``.
@@ -140,6 +144,7 @@ class FactoryPipelineConfig:
     test_fraction: float = 0.3
     delta: float = 1e-5
     seed: int = 0
+    repeats: int = 1
     device: str = "cpu"
     gaussian_basis: GaussianBasis = "public-pca"
     public_fraction: float = 0.05
@@ -159,6 +164,7 @@ class FactoryPipelineConfig:
         check_choice("scenario", self.scenario, ("single-class", "dirichlet"))
         check_choice("factory", self.factory, ("gaussian", "edm", "mixture"))
         check_int("mixture_components", self.mixture_components, minimum=1, expected=None)
+        check_int("repeats", self.repeats, minimum=1, expected=None)
         check_choice("classifier", self.classifier, ("cnn", "mlp"))
         if self.factory == "mixture" and self.gaussian_basis == "private-pca":
             raise ParameterError(

@@ -616,6 +616,7 @@ class FactoryJob:
         self.central_acc: float | None = None
         self.fedavg_acc: float | None = None
         self.fedavg_bytes: float | None = None
+        self.factory_repeats: dict[str, Any] | None = None
 
     @property
     def has_public_codec(self) -> bool:
@@ -687,16 +688,42 @@ class FactoryJob:
 
     def classifier(self) -> str:
         """``classifier``: the downstream classifier on the synthetic data."""
-        self.factory_acc = classify_synthetic(
-            self.config,
-            self.matrix,
-            self.synthetic,
-            self.num_classes,
-            self.test_x,
-            self.test_y,
-            progress=lambda e, t, _loss: self.clock.step("classifier", e, t),
+        import dataclasses
+
+        from privfed.engines._spread import accuracy_spread
+        from privfed.engines.classifier import evaluate_classifier
+
+        config = self.config
+        step = lambda e, t, _loss: self.clock.step("classifier", e, t)  # noqa: E731
+        values = [
+            classify_synthetic(
+                config,
+                self.matrix,
+                self.synthetic,
+                self.num_classes,
+                self.test_x,
+                self.test_y,
+                progress=step,
+            )
+        ]
+        for k in range(1, config.repeats):
+            # Evaluation only: the same synthetic data, another classifier seed.
+            again = dataclasses.replace(config, seed=config.seed + k)
+            clf = train_downstream(
+                again, self.synthetic.images, self.synthetic.labels, self.num_classes,
+                progress=step,
+            )
+            values.append(evaluate_classifier(clf, self.test_x, self.test_y, device=config.device))
+        seeds = [config.seed + k for k in range(config.repeats)]
+        self.factory_repeats = accuracy_spread(seeds, values)
+        self.factory_acc = self.factory_repeats["mean"]
+        if config.repeats == 1:
+            return f"accuracy {self.factory_acc:.4f} on real test data"
+        spread = self.factory_repeats
+        return (
+            f"accuracy {self.factory_acc:.4f} +- {spread['std']:.4f} on real test data "
+            f"({config.repeats} seeds, {spread['min']:.4f}-{spread['max']:.4f})"
         )
-        return f"accuracy {self.factory_acc:.4f} on real test data"
 
     def fedavg(self) -> str:
         """``fedavg``: the FedAvg baseline on the same split."""
@@ -744,6 +771,7 @@ class FactoryJob:
         return FactoryPipelineReport(
             config=config,
             factory_accuracy=self.factory_acc,
+            factory_accuracy_repeats=self.factory_repeats,
             fedavg_accuracy=self.fedavg_acc,
             centralized_accuracy=self.central_acc,
             num_factories=len(self.matrix),

@@ -86,6 +86,10 @@ class FactoryPipelineReport(WritesArtifacts):
             serialised).
         ledger: The run's privacy ledger when the factories were trained with
             DP-SGD, else ``None``.
+        factory_accuracy_repeats: The accuracy's spread over ``config.repeats``
+            classifier seeds (``seeds``, ``values``, ``mean``, ``std``, ``min``,
+            ``max``, ``note``; ``factory_accuracy`` is its mean), or ``None``
+            where the classifier was not trained by the in-process job.
         audit_inputs: Pixel vectors of members (the factories' training
             records), non-members (the test split), the synthetic data and the
             public reference, for ``privfed audit --run-dir`` (``None`` when the
@@ -112,6 +116,7 @@ class FactoryPipelineReport(WritesArtifacts):
     synthetic: SyntheticDataset | None = field(default=None, repr=False, compare=False)
     ledger: Any = field(default=None, repr=False, compare=False)
     audit_inputs: AuditInputs | None = field(default=None, repr=False, compare=False)
+    factory_accuracy_repeats: dict[str, Any] | None = field(default=None, compare=False)
 
     def release_dict(self) -> dict[str, Any]:
         """``release.json``: the public configuration and the DP guarantee, if any.
@@ -200,6 +205,7 @@ class FactoryPipelineReport(WritesArtifacts):
         return {
             "config": self.config.to_dict(),
             "factory_accuracy": self.factory_accuracy,
+            "factory_accuracy_repeats": self.factory_accuracy_repeats,
             "fedavg_accuracy": self.fedavg_accuracy,
             "centralized_accuracy": self.centralized_accuracy,
             "num_factories": self.num_factories,
