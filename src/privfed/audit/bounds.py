@@ -201,6 +201,22 @@ class PrivacyLowerBound:
         """What the bound assumes, in one sentence (see :class:`TrialModel`)."""
         return self.trials.statement
 
+    @property
+    def largest_possible_epsilon(self) -> float:
+        """The ε lower bound a perfect attack would reach at these counts: the test's power.
+
+        With no false positive and no false negative, each rate's one-sided
+        Clopper–Pearson upper bound (at level ``significance / (2 ·
+        num_thresholds)``, as the bound spends it) is ``1 − a^(1/n)``; no
+        attack on this many members and non-members can show a larger ε.  A
+        claimed ε above it cannot be refuted by this test, so a clean result
+        then says nothing about the claim.
+        """
+        a = self.significance / (2.0 * self.num_thresholds)
+        fpr = 1.0 - a ** (1.0 / self.num_nonmembers)
+        fnr = 1.0 - a ** (1.0 / self.num_members)
+        return epsilon_lower_bound_from_rates(fpr, fnr, delta=self.delta)
+
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-serialisable dict."""
         return {

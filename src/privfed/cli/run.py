@@ -886,5 +886,10 @@ def _factory_audit_rows(audit: Any) -> list[tuple[str, str]]:
             parts.append(f"eps >= {entry['max_epsilon_lower_bound']:.3f}")
         if "max_mu_lower_bound" in entry:
             parts.append(f"mu >= {entry['max_mu_lower_bound']:.3f}")
+        if "largest_possible_epsilon_lower_bound" in entry:
+            parts.append(
+                f"a perfect attack could show at most eps >= "
+                f"{entry['largest_possible_epsilon_lower_bound']:.3f}"
+            )
         rows.append((f"audit: {name}", ", ".join(parts) or "-"))
     return rows

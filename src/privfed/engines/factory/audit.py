@@ -260,7 +260,10 @@ class FactoryAuditReport:
 
         Returns:
             ``{attack: {"factories", "max_auc", "max_auc_cell", "mean_auc",
-            "max_epsilon_lower_bound", "max_mu_lower_bound"}}``.  The maxima
+            "max_epsilon_lower_bound", "max_mu_lower_bound",
+            "largest_possible_epsilon_lower_bound"}}`` (the last: the largest
+            ε lower bound a perfect attack could have shown on any audited
+            factory, the test's power).  The maxima
             of the bounds hold at the family-wise confidence
             ``1 − config.significance``; ``max_auc`` is a point estimate.
         """
@@ -278,6 +281,10 @@ class FactoryAuditReport:
                 "mean_auc": float(np.mean(aucs)),
                 "max_epsilon_lower_bound": max(a.bound.epsilon_lower_bound for _, a in rows),
                 "max_mu_lower_bound": max(a.bound.mu_lower_bound for _, a in rows),
+                # The power: the most a perfect attack could show on the largest audited cell.
+                "largest_possible_epsilon_lower_bound": max(
+                    a.bound.largest_possible_epsilon for _, a in rows
+                ),
             }
         return out
 

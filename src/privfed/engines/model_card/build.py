@@ -499,6 +499,27 @@ def _audit_power(auc: Mapping[str, Any], claimed_mu: Any) -> dict[str, Any] | No
     }
 
 
+def _factory_audit_power(summary: Mapping[str, Any], claim_epsilon: Any) -> Any:
+    """The most ε a perfect attack could have shown on the audited factories, and a verdict.
+
+    When that is below the claimed ε, no outcome of the test could contradict
+    the claim: a clean audit is then no evidence (too little power).
+    """
+    reach = _max_of(s.get("largest_possible_epsilon_lower_bound") for s in summary.values())
+    if not isinstance(reach, int | float):
+        return None
+    if not isinstance(claim_epsilon, int | float):
+        verdict = "no claim to compare with (no differential privacy)"
+    elif reach < float(claim_epsilon):
+        verdict = (
+            "too little power to mean anything: even a perfect attack could not show the "
+            "claimed epsilon with this few records, so a clean result is no evidence"
+        )
+    else:
+        verdict = "could show leakage at the claimed epsilon"
+    return {"largest_possible_epsilon_lower_bound": round(float(reach), 4), "verdict": verdict}
+
+
 def _factory_audit_fields(
     audit: Mapping[str, Any], source: str, reader: _Reader
 ) -> list[CardField]:
@@ -536,6 +557,13 @@ def _factory_audit_fields(
             f"{RELEASE_FILENAME}:dp.epsilon"
             if claim_epsilon is not None
             else f"{RELEASE_FILENAME}:dp.guarantee (null)",
+        ),
+        CardField(
+            "audit_power",
+            "Audit: what the test could detect at its sample size",
+            _factory_audit_power(summary, claim_epsilon),
+            "evaluation",
+            f"{source}.summary.*.largest_possible_epsilon_lower_bound",
         ),
         CardField(
             "audit_max_auc",
