@@ -34,7 +34,8 @@ def test_declarations_reach_the_card(tmp_path: Path) -> None:
         "status": "declared",
         "source": "model-card config: model_name",
     }
-    assert model["owner"]["value"] is None  # not declared
+    assert model["owner"]["value"] is None
+    assert model["owner"]["status"] == "not declared"
     assert card["contains_evaluation"] is False
     markdown = (out / "model_card.md").read_text(encoding="utf-8")
     assert markdown.startswith("# Federated model card: digits-demo")

@@ -218,8 +218,12 @@ def _check_traced_fields(run_dir: Path, declarations: dict[str, str] | None = No
     checked = 0
     for (section, name), f in _fields(card).items():
         assert set(f) == {"value", "status", "source"}, (section, name)
-        assert f["status"] in ("verified", "declared", "evaluation")
-        if f["status"] == "declared":
+        assert f["status"] in ("verified", "declared", "not declared", "evaluation")
+        # A declaration left empty says so in the JSON too (value null).
+        assert (f["status"] == "not declared") == (
+            f["source"].startswith("model-card config:") and f["value"] is None
+        )
+        if f["status"] in ("declared", "not declared"):
             assert f["source"].startswith(f"model-card config: {name}")
             assert f["value"] == (declarations or {}).get(name)
             checked += 1
@@ -346,7 +350,7 @@ def test_release_only_card_holds_release_facts_only(latent_run: Any) -> None:
     assert card["contains_evaluation"] is False
     assert "MODEL CARD OF THE RELEASE" in card["notice"]
     assert "utility" not in card["sections"]
-    assert {f["status"] for f in _fields(card).values()} <= {"verified", "declared"}
+    assert {f["status"] for f in _fields(card).values()} <= {"verified", "declared", "not declared"}
     omitted = {o["what"]: o["reason"] for o in card["omitted"]}
     assert {"utility (held-out real data)", "privacy: empirical audit"} <= set(omitted)
     assert any(what.startswith("compute:") for what in omitted)

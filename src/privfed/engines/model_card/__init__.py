@@ -14,7 +14,8 @@ Every field carries its provenance::
 * ``"verified"`` -- computed by this run or its privacy ledger (read from the
   release, the ledger or the synthetic data), or a fact fixed by the engine
   that ran (its source then names the engine);
-* ``"declared"`` -- supplied by the operator and not checked by privfed;
+* ``"declared"`` -- supplied by the operator and not checked by privfed
+  (``"not declared"``, value ``null``, where the operator left it empty);
 * ``"evaluation"`` -- computed from private data without noise (accuracies on
   real records, the membership-inference audit, timings).  Not part of the
   release and not covered by its privacy guarantee.

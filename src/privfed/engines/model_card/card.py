@@ -59,8 +59,9 @@ class CardField:
         object.__setattr__(self, "value", _plain(self.value))
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"value", "status", "source"}``."""
-        return {"value": self.value, "status": self.status, "source": self.source}
+        """``{"value", "status", "source"}``; a declaration left empty has status "not declared"."""
+        status = _NOT_DECLARED if self.status == "declared" and self.value is None else self.status
+        return {"value": self.value, "status": status, "source": self.source}
 
 
 @dataclass(frozen=True)
