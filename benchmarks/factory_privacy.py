@@ -191,17 +191,21 @@ def main() -> None:
     parser.add_argument("--mixture-components", type=int, default=3)
     parser.add_argument("--fedavg-rounds", type=int, default=10)
     parser.add_argument(
-        "--synthetic-per-class", type=int, default=None,
+        "--synthetic-per-class",
+        type=int,
+        default=None,
         help="default: the pooled private records per class (the centralized data size)",
     )
     parser.add_argument("--make-npz", action="store_true", help="--npz from the bundled digits")
     parser.add_argument(
-        "--unlearning-epsilons", default="inf",
+        "--unlearning-epsilons",
+        default="inf",
         help="ε of the MIA unlearning check, run once per kind on the last partition, seed 0 "
         "('' skips it)",
     )
     parser.add_argument(
-        "--seeds-last-partition", default=None,
+        "--seeds-last-partition",
+        default=None,
         help="seeds of the last partition only (default: --seeds); cuts a run to fit a budget",
     )
     args = parser.parse_args()
@@ -355,10 +359,17 @@ def _kinds_run(args: argparse.Namespace) -> None:
                 f"  AUC original {check['auc_original']['estimate']:.3f}, unlearned "
                 f"{check['auc_unlearned']['estimate']:.3f}, retrained "
                 f"{check['auc_retrained']['estimate']:.3f}, accepted {check['accepted']}",
-                file=sys.stderr, flush=True,
+                file=sys.stderr,
+                flush=True,
             )
             _write_kinds(
-                args, rows, baselines, partitions, per_class, started, complete=False,
+                args,
+                rows,
+                baselines,
+                partitions,
+                per_class,
+                started,
+                complete=False,
                 unlearning=checks,
             )
     summary = _write_kinds(
