@@ -170,6 +170,7 @@ def factory_privacy(results: Results) -> Row:
             f"{fixed(c.num('auc_unlearned', 'estimate'), 3)} (retrained "
             f"{fixed(c.num('auc_retrained', 'estimate'), 3)}), "
             + ("accepted" if c.flag("accepted") else "REJECTED")
+            + (", the attacker sees the client" if c.flag("detects_original") else ", no power")
             for c in checks
         ]
         parts.append(
