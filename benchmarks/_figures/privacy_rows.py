@@ -170,7 +170,11 @@ def factory_privacy(results: Results) -> Row:
             f"{fixed(c.num('auc_unlearned', 'estimate'), 3)} (retrained "
             f"{fixed(c.num('auc_retrained', 'estimate'), 3)}), "
             + ("accepted" if c.flag("accepted") else "REJECTED")
-            + (", the attacker sees the client" if c.flag("detects_original") else ", no power")
+            + (
+                ", the attacker sees the client in the original"
+                if c.flag("detects_original")
+                else ", the attacker does not see the client (no power)"
+            )
             for c in checks
         ]
         parts.append(
