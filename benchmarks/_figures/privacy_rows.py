@@ -99,11 +99,17 @@ def dp_training(results: Results) -> Row:
         f"{span(min(ratios), max(ratios), lambda v: fixed(v, 2))}× central "
         f"(goal ≤ 1.1×: {sum(g.flag('met') for g in versus)} of {len(versus)} settings met; "
         f"the RDP accountant alone {span(min(gap_rdp), max(gap_rdp), lambda v: fixed(v, 2))}×)",
-        "b = 16 vs 32: " + join([points(g.num("difference_points") / 100) for g in ring])
+        "b = 16 vs 32: "
+        + join([points(g.num("difference_points") / 100) for g in ring])
         + " points",
-        "bytes per client at N = " + str(top) + ": " + join(
-            [f"{arm} {sig(cost[arm] / 1000, 2)} kB" for arm in ("skellam", "discrete-gaussian",
-                                                                "central")]
+        "bytes per client at N = "
+        + str(top)
+        + ": "
+        + join(
+            [
+                f"{arm} {sig(cost[arm] / 1000, 2)} kB"
+                for arm in ("skellam", "discrete-gaussian", "central")
+            ]
         ),
         f"one-run audit ε lower bound {fixed(audit.num('skellam_lower_bound'), 2)} with Skellam "
         f"(claim {fixed(audit.num('skellam_claim'), 1)}), "
@@ -117,15 +123,16 @@ def dp_training(results: Results) -> Row:
 def factory_privacy(results: Results) -> Row:
     command = (
         "python benchmarks/factory_privacy.py --make-npz --kinds gaussian,mixture "
-        "--epsilons 3,10,inf --seeds 0,1,2 --partitions single-class,dirichlet:0.1 "
-        "--latent-dim 32 --mixture-components 3 --classifier mlp --fedavg-rounds 3"
+        "--epsilons 1,3,10,inf --seeds 0,1,2 --partitions single-class,dirichlet:0.1 "
+        "--latent-dim 48 --mixture-components 3 --classifier mlp --fedavg-rounds 3 "
+        "--synthetic-per-class 2600 --unlearning-epsilons inf,1"
     )
     data = results.load("factory_privacy.json", command)
     setting = data["setting"]
     summary = data["summary"]
     epsilons = [n.opt_num() for n in setting.items("epsilons")]
-    seeds = setting.items("seeds")
     classifier = setting["classifier"]
+    rows = data.items("rows")
 
     def cell(key: str) -> str:
         node = summary[key]
@@ -134,26 +141,78 @@ def factory_privacy(results: Results) -> Row:
     def eps_key(e: float | None) -> str:
         return "inf" if e is None else f"{e:g}"
 
+    def cost(part: str, kind: str) -> str:
+        mine = [r for r in rows if r.text("partition") == part and r.text("factory") == kind]
+        kb = sum(r.num("bytes_per_client") for r in mine) / len(mine) / 1000
+        cpu = sum(r.num("client_cpu_seconds") for r in mine) / len(mine)
+        return f"{kind} {sig(kb, 2)} kB, {sig(cpu, 2)} s"
+
     parts = []
     for part in (n.text() for n in setting.items("partitions")):
+        n_seeds = summary[f"{part} mixture eps=inf"].integer("n")
         kinds = [
             f"{kind} " + join([cell(f"{part} {kind} eps={eps_key(e)}") for e in epsilons])
             for kind in ("mixture", "gaussian")
         ]
         parts.append(
-            f"{part}: " + "; ".join(kinds) + f"; centralized {cell(f'{part} centralized')}, "
-            f"FedAvg {cell(f'{part} fedavg')} ({setting.integer('fedavg', 'rounds')} rounds)"
+            f"{part} ({plural(n_seeds, 'seed')}): "
+            + "; ".join(kinds)
+            + f"; centralized {cell(f'{part} centralized')}, "
+            f"FedAvg {cell(f'{part} fedavg')} ({setting.integer('fedavg', 'rounds')} rounds); "
+            "bytes and client CPU seconds per client (all factories, mean over runs): "
+            + ", ".join(cost(part, kind) for kind in ("mixture", "gaussian"))
+        )
+    checks = data.items("unlearning_check")
+    if checks:
+        verdicts = [
+            f"{c.text('factory')} ε = {epsilon(c.opt_num('target_epsilon'))}: AUC "
+            f"{fixed(c.num('auc_original', 'estimate'), 3)} → "
+            f"{fixed(c.num('auc_unlearned', 'estimate'), 3)} (retrained "
+            f"{fixed(c.num('auc_retrained', 'estimate'), 3)}), "
+            + ("accepted" if c.flag("accepted") else "REJECTED")
+            + (
+                ", the attacker sees the client in the original"
+                if c.flag("detects_original")
+                else ", the attacker does not see the client (no power)"
+            )
+            for c in checks
+        ]
+        parts.append(
+            f"MIA unlearning check (client 0, {checks[0].text('partition')}, seed 0): "
+            + "; ".join(verdicts)
         )
     what = (
-        f"factory-synthetic accuracy (mean ± half spread, {plural(len(seeds), 'seed')}) vs "
+        f"factory-synthetic accuracy (mean ± half spread over seeds) vs "
         f"ε ∈ {{{', '.join(epsilon(e) for e in epsilons)}}} on a 10,000-image 28×28 MNIST-like "
         f"`.npz`: public PCA-{setting.integer('latent_dim')}, mixtures of ≤ "
         f"{setting.integer('mixture_components')} components, "
-        f"{classifier.text('architecture').upper()} on "
-        f"{classifier.integer('synthetic_per_class')} synthetic images per class (the pooled "
-        "private count; centralized: same classifier and epochs)"
+        f"{classifier.text('architecture').upper()} trained {classifier.integer('epochs')} "
+        f"epochs on {count(classifier.integer('synthetic_per_class'))} synthetic images per "
+        "class (centralized: the same classifier and epochs on the ~650 pooled private "
+        "images per class)"
     )
     return Row("factory_privacy.py", what, " — ".join(parts))
+
+
+@row
+def factory_run_time(results: Results) -> Row:
+    data = results.load("factory_run_time.json", "python benchmarks/factory_run_time.py")
+    stages = data["stage_seconds"]
+    load = data.items("load_average_before_after")
+    what = (
+        "wall time of one whole `privfed run --engine factory` (mixture, PCA-48, ε = 3, MLP on "
+        "2,600 synthetic images per class, audit on) on the 10,000-image 28×28 MNIST-like "
+        "`.npz`, single-class silos, baselines off"
+    )
+    figure = (
+        f"{fixed(data.num('wall_seconds'), 1)} s (goal ≤ {fixed(data.num('goal_seconds'), 0)} s "
+        f"on two cores; shared machine, load average {fixed(load[0].num(), 1)} → "
+        f"{fixed(load[1].num(), 1)}): classifier {fixed(stages.num('classifier'), 1)} s, "
+        f"factories {fixed(stages.num('factories'), 1)} s, synthesis "
+        f"{fixed(stages.num('synthesis'), 1)} s, audit {fixed(stages.num('audit'), 1)} s; "
+        f"accuracy {fixed(data.num('factory_accuracy'), 3)}"
+    )
+    return Row("factory_run_time.py", what, figure)
 
 
 @row

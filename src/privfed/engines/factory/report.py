@@ -140,12 +140,7 @@ class FactoryPipelineReport(WritesArtifacts):
                 "epsilon": guarantee.epsilon,
                 "delta": guarantee.delta,
                 "adjacency": None if guarantee.adjacency is None else guarantee.adjacency.value,
-                "mechanism": (
-                    "DP-SGD (Poisson-subsampled Gaussian) per (class, client) factory"
-                    if self.config.factory == "edm" or self.config.epsilon is None
-                    else "Gaussian mechanism on the clipped latent sum and second moment "
-                    "per (class, client) factory (public codec)"
-                ),
+                "mechanism": _dp_mechanism(self.config),
                 "accountant": f"privfed.dp.PrivacyLedger ({guarantee.method})",
                 "ledger_sha256": hashlib.sha256(ledger_text.encode()).hexdigest(),
             }
@@ -222,6 +217,22 @@ class FactoryPipelineReport(WritesArtifacts):
             "seconds": dict(self.seconds),
             "seconds_total": round(sum(self.seconds.values()), 4),
         }
+
+
+def _dp_mechanism(config: FactoryPipelineConfig) -> str:
+    """``release.json``'s ``dp.mechanism``: the factory kind's DP mechanism, in words."""
+    if config.factory == "edm" or config.epsilon is None:
+        return "DP-SGD (Poisson-subsampled Gaussian) per (class, client) factory"
+    if config.factory == "mixture":
+        return (
+            "Gaussian mechanism on the per-component count, clipped latent sum and second "
+            "moment (each record in the component of its nearest public anchor) per "
+            "(class, client) mixture factory (public codec)"
+        )
+    return (
+        "Gaussian mechanism on the clipped latent sum and second moment "
+        "per (class, client) factory (public codec)"
+    )
 
 
 #: What the factory ledger's numbers mean (``ledger.json``'s ``explanation``).
