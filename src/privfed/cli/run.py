@@ -646,6 +646,27 @@ def _declarations(path: str | None) -> Any:
     return ModelCardDeclarations.from_file(path)
 
 
+def _engine_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The config fields both engines take, by the same name, from the same options."""
+    return {
+        "dataset": args.dataset,
+        "num_classes": args.num_classes,
+        "public_fraction": args.public_fraction,
+        "test_fraction": args.test_fraction,
+        "num_clients": args.clients,
+        "latent_dim": args.latent_dim,
+        "epsilon": args.epsilon,
+        "delta": args.delta,
+        "classifier_epochs": args.epochs,
+        "audit": not (args.no_audit or args.release_only),
+        "device": args.device,
+        "num_threads": args.threads,
+        "seed": args.seed,
+        "repeats": args.repeats,
+        "noise_seed": args.noise_seed,
+    }
+
+
 def _run_latent(args: argparse.Namespace) -> int:
     from privfed.dp import Adjacency
     from privfed.engines.latent.config import PipelineConfig
@@ -653,31 +674,17 @@ def _run_latent(args: argparse.Namespace) -> int:
 
     scheme, option = args.partition
     config = PipelineConfig(
-        dataset=args.dataset,
-        num_classes=args.num_classes,
-        public_fraction=args.public_fraction,
-        test_fraction=args.test_fraction,
+        **_engine_fields(args),
         codec_kind=args.codec_kind,
         partition=scheme,
         alpha=option if scheme == "dirichlet" else None,
         classes_per_client=option if scheme == "pathological" else None,
-        num_clients=args.clients,
         codec=args.codec,
-        latent_dim=args.latent_dim,
         clip_norm=args.clip_norm,
-        epsilon=args.epsilon,
-        delta=args.delta,
         adjacency=Adjacency(args.adjacency),
         dropout_rate=args.dropout_rate,
         samples_per_class=args.samples_per_class,
-        classifier_epochs=args.epochs,
         baselines=args.baselines and not args.release_only,
-        audit=not (args.no_audit or args.release_only),
-        device=args.device,
-        num_threads=args.threads,
-        seed=args.seed,
-        repeats=args.repeats,
-        noise_seed=args.noise_seed,
         noise=args.noise,
         assumed_corrupted=args.assumed_corrupted,
         secagg_mode=args.secagg_mode,
@@ -810,28 +817,14 @@ def _run_factory(args: argparse.Namespace) -> int:
 
     scheme, alpha = args.partition
     kwargs: dict[str, Any] = {
-        "dataset": args.dataset,
-        "num_classes": args.num_classes,
-        "public_fraction": args.public_fraction,
-        "test_fraction": args.test_fraction,
+        **_engine_fields(args),
         "scenario": scheme,
         "factory": args.factory,
-        "num_clients": args.clients,
-        "latent_dim": args.latent_dim,
         "synthetic_per_class": args.samples_per_class,
-        "classifier_epochs": args.epochs,
         "fedavg_rounds": args.fedavg_rounds,
         "classifier": args.classifier,
         "mixture_components": args.mixture_components,
         "centralized": args.baselines and not args.release_only,
-        "seed": args.seed,
-        "repeats": args.repeats,
-        "device": args.device,
-        "audit": not (args.no_audit or args.release_only),
-        "num_threads": args.threads,
-        "epsilon": args.epsilon,
-        "delta": args.delta,
-        "noise_seed": args.noise_seed,
     }
     if scheme == "dirichlet":
         kwargs["dirichlet_alpha"] = alpha

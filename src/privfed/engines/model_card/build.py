@@ -657,43 +657,74 @@ def _data_section(
     return CardSection("data", "Data", tuple(rows), note)
 
 
+#: The evaluation rows of the utility section, per engine: ``(key, label, evaluation path)``.
+_UTILITY_ROWS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "latent": (
+        (
+            "accuracy_synthetic",
+            "Accuracy: classifier trained on the DP synthetic data",
+            "accuracy_synthetic",
+        ),
+        (
+            "accuracy_real",
+            "Accuracy: classifier trained on the real private data (baseline)",
+            "accuracy_real",
+        ),
+        (
+            "accuracy_nondp_synthetic",
+            "Accuracy: synthetic data from the noiseless statistics (baseline, no DP)",
+            "accuracy_nondp_synthetic",
+        ),
+    ),
+    "factory": (
+        (
+            "accuracy_synthetic",
+            "Accuracy: classifier trained on the factories' synthetic data",
+            "factory_accuracy",
+        ),
+        ("accuracy_fedavg", "Accuracy: FedAvg on the same split (baseline)", "fedavg_accuracy"),
+        (
+            "accuracy_centralized",
+            "Accuracy: classifier on the pooled private data (baseline)",
+            "centralized_accuracy",
+        ),
+    ),
+}
+
+#: The evaluation rows of bytes sent in the compute section, per engine.
+_BYTES_ROWS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "latent": (
+        (
+            "secagg_bytes_per_client",
+            "Secure-aggregation bytes sent per finishing client (mean)",
+            "secagg_bytes_per_client",
+        ),
+    ),
+    "factory": (
+        (
+            "factory_bytes_per_client",
+            "Factory weights shipped per client (bytes, mean)",
+            "factory_bytes_per_client",
+        ),
+        (
+            "fedavg_bytes_per_client",
+            "FedAvg bytes per client (baseline, mean)",
+            "fedavg_bytes_per_client",
+        ),
+    ),
+}
+
+
+def _evaluation_rows(
+    reader: _Reader, table: dict[str, tuple[tuple[str, str, str], ...]]
+) -> list[CardField]:
+    """The evaluation fields ``table`` lists for the reader's engine (not latent: factory)."""
+    rows = table["latent" if reader.engine == "latent" else "factory"]
+    return [reader.evaluation_field(key, label, path) for key, label, path in rows]
+
+
 def _utility_section(reader: _Reader) -> CardSection:
-    if reader.engine == "latent":
-        rows = [
-            reader.evaluation_field(
-                "accuracy_synthetic",
-                "Accuracy: classifier trained on the DP synthetic data",
-                "accuracy_synthetic",
-            ),
-            reader.evaluation_field(
-                "accuracy_real",
-                "Accuracy: classifier trained on the real private data (baseline)",
-                "accuracy_real",
-            ),
-            reader.evaluation_field(
-                "accuracy_nondp_synthetic",
-                "Accuracy: synthetic data from the noiseless statistics (baseline, no DP)",
-                "accuracy_nondp_synthetic",
-            ),
-        ]
-    else:
-        rows = [
-            reader.evaluation_field(
-                "accuracy_synthetic",
-                "Accuracy: classifier trained on the factories' synthetic data",
-                "factory_accuracy",
-            ),
-            reader.evaluation_field(
-                "accuracy_fedavg",
-                "Accuracy: FedAvg on the same split (baseline)",
-                "fedavg_accuracy",
-            ),
-            reader.evaluation_field(
-                "accuracy_centralized",
-                "Accuracy: classifier on the pooled private data (baseline)",
-                "centralized_accuracy",
-            ),
-        ]
+    rows = _evaluation_rows(reader, _UTILITY_ROWS)
     rows.append(
         CardField(
             "per_class",
@@ -730,29 +761,7 @@ def _compute_section(reader: _Reader, omitted: list[Omission], reason: str) -> C
             what = "seconds per stage and secure-aggregation bytes sent per client"
         omitted.append(Omission(f"compute: {what}", reason))
     else:
-        if reader.engine == "latent":
-            rows.append(
-                reader.evaluation_field(
-                    "secagg_bytes_per_client",
-                    "Secure-aggregation bytes sent per finishing client (mean)",
-                    "secagg_bytes_per_client",
-                )
-            )
-        else:
-            rows.append(
-                reader.evaluation_field(
-                    "factory_bytes_per_client",
-                    "Factory weights shipped per client (bytes, mean)",
-                    "factory_bytes_per_client",
-                )
-            )
-            rows.append(
-                reader.evaluation_field(
-                    "fedavg_bytes_per_client",
-                    "FedAvg bytes per client (baseline, mean)",
-                    "fedavg_bytes_per_client",
-                )
-            )
+        rows.extend(_evaluation_rows(reader, _BYTES_ROWS))
         seconds = reader.evaluation_value("seconds") or {}
         rows.append(reader.evaluation_field("seconds", "Seconds per stage (wall clock)", "seconds"))
         rows.append(
