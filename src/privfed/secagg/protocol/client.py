@@ -49,6 +49,7 @@ from privfed.errors import (
 from privfed.secagg.primitives import aead, keys, prg, shamir
 from privfed.secagg.protocol._party import Party
 from privfed.secagg.protocol._plaintext import pack_shares, unpack_shares
+from privfed.secagg.protocol._roster_check import RosterRefusedError, roster_graph
 from privfed.secagg.protocol.commitment import (
     SEED_SIZE,
     noise_seed_commitment,
@@ -57,9 +58,6 @@ from privfed.secagg.protocol.commitment import (
 from privfed.secagg.protocol.config import SecAggConfig, SecurityMode
 from privfed.secagg.protocol.graph import (
     GraphMode,
-    advertisement_hash,
-    graph_seed,
-    graph_seed_of_section,
     graph_session,
 )
 from privfed.secagg.protocol.identity import (
@@ -540,39 +538,19 @@ class SecAggClient(Party):
     def _fix_graph(
         self, roster: Roster, entries: dict[int, tuple[bytes, bytes]], stage: Stage
     ) -> frozenset[int]:
-        """The roster's members; SecAgg+: the graph seed and neighbourhood they fix.
+        """The roster members this client knows of; SecAgg+: the graph they fix.
 
-        The seed is the hash over every member's advertisement, checked
-        against the entries the roster part carries.
+        See :func:`~privfed.secagg.protocol._roster_check.roster_graph`.
         """
         cfg = self._config
         if cfg.graph is not GraphMode.HARARY:
             return frozenset(entries)
-        session = cfg.bound_session_id
-        hashes = {
-            cid: advertisement_hash(session, cid, enc, mask) for cid, (enc, mask) in entries.items()
-        }
-        listed = dict(roster.members) if roster.members else hashes
-        if len(listed) != len(roster.members or hashes) or not cfg.client_id_set.issuperset(
-            listed
-        ):
-            raise self._abort("the roster's member list is malformed", stage)
-        for cid, digest in hashes.items():
-            if not hmac.compare_digest(listed.get(cid, b""), digest):
-                raise self._abort(
-                    f"the roster's entry of client {cid} differs from its member list", stage
-                )
-        seed = (
-            graph_seed_of_section(session, roster.members_section())
-            if roster.members
-            else graph_seed(session, sorted(listed.items()))
-        )
-        neighbours = cfg.neighbours(self._id, seed)
-        members = frozenset(listed)
-        if (neighbours | {self._id}) & members != set(entries) & (neighbours | {self._id}):
-            raise self._abort("the roster leaves out part of this client's neighbourhood", stage)
+        try:
+            seed, neighbours, members = roster_graph(cfg, self._id, roster, entries)
+        except RosterRefusedError as exc:
+            raise self._abort(str(exc), stage) from None
         self._graph_seed = seed
-        self._round_session = graph_session(session, seed)
+        self._round_session = graph_session(cfg.bound_session_id, seed)
         self._neighbours = neighbours
         return members
 
@@ -805,7 +783,9 @@ class SecAggClient(Party):
         survivors = frozenset(request.survivors)
         if self._id not in survivors:
             raise self._abort("the survivor set does not list this client", stage)
-        if not survivors <= self._roster_members:
+        # SecAgg+: a client knows the roster within its neighbourhood only.
+        hood = self._neighbours | {self._id}
+        if not survivors <= cfg.client_id_set or not survivors & hood <= self._roster_members:
             raise self._abort("the survivor set lists a client outside the roster", stage)
         view = self._masked_with | {self._id}
         self._require_quorum(len(survivors & view), "survivors this client masked with", stage)

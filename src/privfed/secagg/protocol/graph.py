@@ -12,9 +12,10 @@ Two modes:
 
 The permutation is derived deterministically with SHAKE-256 from a *graph
 seed*, so every party computes the same graph without another message.  The
-seed is :func:`graph_seed`: a hash over every roster member's fresh
-advertisement (its id and round public keys), bound to the session and the
-configuration digest -- not a value the server picks.  Before the roster
+seed is :func:`graph_seed`: a hash of the roster's Merkle root
+(:mod:`~privfed.secagg.protocol.roster_tree`), which commits to every roster
+member's fresh advertisement (its id and round public keys), bound to the
+session and the configuration digest -- not a value the server picks.  Before the roster
 exists nobody can predict the graph, so a server cannot grind session ids
 offline until a target's neighbourhood is all colluders; what remains to it is
 choosing *which* advertisers make the roster (and, with colluding clients,
@@ -27,19 +28,21 @@ import enum
 import hashlib
 from collections.abc import Mapping, Sequence
 
+from privfed.secagg.protocol.roster_tree import RosterTree
+
 __all__ = [
     "GraphMode",
     "advertisement_hash",
     "build_neighbourhoods",
     "graph_seed",
-    "graph_seed_of_section",
+    "graph_seed_of_root",
     "graph_session",
     "harary_neighbourhoods",
 ]
 
 _PERMUTATION_DOMAIN = b"privfed/secagg/harary-permutation/v1"
 _ADVERTISEMENT_DOMAIN = b"privfed/secagg/advertisement-hash/v1"
-_SEED_DOMAIN = b"privfed/secagg/graph-seed/v1"
+_SEED_DOMAIN = b"privfed/secagg/graph-seed/v2"
 _GRAPH_SESSION_DOMAIN = b"privfed/secagg/graph-session/v1"
 
 
@@ -79,17 +82,15 @@ def graph_seed(session: bytes, members: Sequence[tuple[int, bytes]]) -> bytes:
             ids strictly increasing.
 
     Returns:
-        ``SHA-256(domain || session || count || (id || hash)...)``.
+        :func:`graph_seed_of_root` of the roster's Merkle root
+        (:class:`~privfed.secagg.protocol.roster_tree.RosterTree`).
     """
-    section = len(members).to_bytes(4, "big") + b"".join(
-        cid.to_bytes(4, "big") + digest for cid, digest in members
-    )
-    return graph_seed_of_section(session, section)
+    return graph_seed_of_root(session, RosterTree(session, members).root)
 
 
-def graph_seed_of_section(session: bytes, section: bytes) -> bytes:
-    """:func:`graph_seed` of a member list already encoded (``count u32 | (id u32 | hash)...``)."""
-    return hashlib.sha256(_SEED_DOMAIN + bytes((len(session),)) + session + section).digest()
+def graph_seed_of_root(session: bytes, root: bytes) -> bytes:
+    """``SHA-256(domain || len(session) || session || roster root)``: the seed a root fixes."""
+    return hashlib.sha256(_SEED_DOMAIN + bytes((len(session),)) + session + root).digest()
 
 
 class GraphMode(enum.Enum):

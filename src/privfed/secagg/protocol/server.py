@@ -70,14 +70,19 @@ from privfed.secagg.protocol.config import MAX_CLIENT_ID, SecAggConfig
 from privfed.secagg.protocol.graph import (
     GraphMode,
     advertisement_hash,
-    graph_seed_of_section,
+    graph_seed_of_root,
     graph_session,
 )
 from privfed.secagg.protocol.identity import advertisement_payload, survivor_set_payload
 from privfed.secagg.protocol.messages._codec import _unchecked
 from privfed.secagg.protocol.messages.base import Message
 from privfed.secagg.protocol.messages.masked import MaskedInput
-from privfed.secagg.protocol.messages.roster import AdvertiseKeys, Roster, RosterEntry
+from privfed.secagg.protocol.messages.roster import (
+    AdvertiseKeys,
+    Roster,
+    RosterEntry,
+    RosterProof,
+)
 from privfed.secagg.protocol.messages.shares import (
     EncryptedShares,
     EncryptedSharesBundle,
@@ -90,6 +95,7 @@ from privfed.secagg.protocol.messages.unmasking import (
     UnmaskRequest,
     UnmaskResponse,
 )
+from privfed.secagg.protocol.roster_tree import RosterTree
 from privfed.secagg.protocol.stages import Stage
 
 __all__ = ["SecAggServer"]
@@ -157,9 +163,8 @@ class SecAggServer(Party):
         # UNMASKING: the revealed shares, checked and kept packed.
         self._reveals = RevealedShares(config.threshold, check_all_shares, self._require_quorum)
         self._roster: Roster | None = None
-        self._roster_index: dict[int, RosterEntry] = {}
-        self._members: tuple[tuple[int, bytes], ...] = ()
-        self._members_wire = b""
+        self._tree: RosterTree | None = None
+        self._leaf_of: dict[int, int] = {}
         self._graph_seed: bytes | None = None
         self._round_session = config.bound_session_id
         self._bound_session = config.bound_session_id
@@ -567,39 +572,52 @@ class SecAggServer(Party):
             session = cfg.bound_session_id
             self._roster = Roster(session_id=session, round_index=cfg.round_index, entries=entries)
             if cfg.graph is GraphMode.HARARY:
-                self._members = tuple(
-                    (e.client_id, advertisement_hash(session, e.client_id, *e_keys))
-                    for e in entries
-                    for e_keys in ((e.encryption_public_key, e.mask_public_key),)
+                tree = RosterTree(
+                    session,
+                    [
+                        (e.client_id, advertisement_hash(session, e.client_id, *e_keys))
+                        for e in entries
+                        for e_keys in ((e.encryption_public_key, e.mask_public_key),)
+                    ],
                 )
-                self._members_wire = Roster._trusted(
-                    session_id=session,
-                    round_index=cfg.round_index,
-                    entries=(),
-                    members=self._members,
-                ).members_section()
-                self._graph_seed = graph_seed_of_section(session, self._members_wire)
+                self._tree = tree
+                self._leaf_of = {e.client_id: i for i, e in enumerate(entries)}
+                self._graph_seed = graph_seed_of_root(session, tree.root)
                 self._round_session = graph_session(session, self._graph_seed)
             self._phase = _Phase.SHARE
         elif self._phase is _Phase.ABORTED:
             raise ProtocolAbort("the round has been aborted", stage=Stage.ADVERTISE_KEYS.name)
         if client_id is None or cfg.graph is GraphMode.COMPLETE:
             return self._roster
-        hood = cfg.neighbourhood(client_id, self._graph_seed)
-        by_id = self._roster_index
-        if not by_id:
-            by_id.update((e.client_id, e) for e in self._roster.entries)
-        # A sorted subset of the validated full roster, with the member list
-        # the recipient needs to recompute the graph seed: valid by construction.
-        part = Roster._trusted(
-            session_id=self._roster.session_id,
-            round_index=self._roster.round_index,
-            entries=tuple(by_id[c] for c in sorted(hood) if c in by_id),
-            members=self._members,
+        return self._roster_part(client_id)
+
+    def _roster_part(self, client_id: int) -> Roster:
+        """SecAgg+: the neighbourhood's entries of the roster, with their Merkle multiproof."""
+        roster, tree = self._roster, self._tree
+        if roster is None or tree is None:  # pragma: no cover -- roster() built both
+            raise TypeError("no roster yet")
+        hood = self._config.neighbourhood(client_id, self._graph_seed)
+        leaf_of = self._leaf_of
+        windows = tree.windows(hood)
+        positions = tuple(leaf_of[c] for c in sorted(hood) if c in leaf_of)
+        brackets = tuple((i, *tree.member(i)) for i in sorted(windows.difference(positions)))
+        proof = _unchecked(
+            RosterProof,
+            {
+                "count": tree.count,
+                "positions": positions,
+                "brackets": brackets,
+                "hashes": tree.prove(windows),
+            },
         )
-        # Every part carries the same member list: encode it once per round.
-        part.__dict__["_members_wire"] = self._members_wire
-        return part
+        # A sorted subset of the validated full roster with the proof the
+        # recipient needs to rebuild the root: valid by construction.
+        return Roster._trusted(
+            session_id=roster.session_id,
+            round_index=roster.round_index,
+            entries=tuple(roster.entries[i] for i in positions),
+            proof=proof,
+        )
 
     def routed_shares(self) -> dict[int, RoutedShares]:
         """Close SHARE_KEYS and route every ciphertext to its recipient.
