@@ -270,6 +270,7 @@ INTERNAL: dict[str, frozenset[str]] = {
             "graph_seed",
             "graph_seed_of_root",
             "graph_session",
+            "harary_neighbours",
         )
     ),
     "privfed.secagg.protocol.roster_tree": frozenset(

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from privfed.errors import ParameterError, ParameterTypeError
 from privfed.secagg import GraphMode, SecAggConfig, Stage, harary_neighbourhoods
+from privfed.secagg.protocol.graph import harary_neighbours
 
 
 def test_defaults_and_normalisation() -> None:
@@ -133,3 +134,36 @@ def test_harary_graph_depends_on_the_session() -> None:
         for i in range(5)
     }
     assert len(graphs) == 5
+
+
+@given(
+    n=st.integers(3, 60),
+    data=st.data(),
+    session=st.binary(min_size=16, max_size=16),
+)
+def test_one_clients_neighbours_match_the_whole_graph(
+    n: int, data: st.DataObject, session: bytes
+) -> None:
+    """The O(k) single-client path gives exactly the whole graph's neighbourhood."""
+    degree = data.draw(st.integers(2, n - 1).filter(lambda k: k % 2 == 0 or n % 2 == 0))
+    ids = sorted(data.draw(st.sets(st.integers(1, 10_000), min_size=n, max_size=n)))
+    hood = harary_neighbourhoods(ids, degree=degree, session_id=session, round_index=3)
+    for client in ids:
+        assert hood[client] == harary_neighbours(
+            ids, client, degree=degree, session_id=session, round_index=3
+        )
+
+
+def test_the_config_gives_one_neighbourhood_without_building_the_graph() -> None:
+    cfg = SecAggConfig(
+        client_ids=tuple(range(1, 301)), threshold=5, vector_length=1, graph="harary", degree=8
+    )
+    seed = bytes(range(32))
+    single = {c: cfg.neighbours(c, seed) for c in (1, 150, 300)}
+    assert not cfg._graph_cache  # nothing built for the whole graph
+    full = cfg.neighbourhoods(seed)
+    assert all(full[c] == single[c] for c in single)
+    with pytest.raises(ParameterError):
+        SecAggConfig(
+            client_ids=(1, 2, 3, 4), threshold=2, vector_length=1, graph="harary", degree=2
+        ).neighbours(9, seed)

@@ -452,11 +452,14 @@ class SecAggClient(Party):
         own shares.  Neighbours missing from the roster (dropped before this
         stage) are simply left out.
 
-        In SecAgg+ the graph is fixed here: its seed is the hash over every
-        roster member's advertisement (the roster part lists every member's
-        advertisement hash), which no party chooses alone.  In active mode
-        every listed entry's signature is verified against the identity
-        registry first.
+        In SecAgg+ the graph is fixed here: its seed is the hash of the
+        roster's Merkle root over every member's advertisement, which no party
+        chooses alone.  The part carries only this client's neighbourhood and
+        a multiproof of the root (``O(k log n)`` bytes); the client rebuilds
+        the root and checks that the part shows every member of its
+        neighbourhood (:mod:`~privfed.secagg.protocol.roster_tree`).  In
+        active mode every listed entry's signature is verified against the
+        identity registry first.
 
         Threat model: the server sees only ciphertexts.  Fewer than ``t``
         holders learn nothing about either secret (nor about a noise-layer
@@ -475,8 +478,9 @@ class SecAggClient(Party):
                 client's own keys, repeats a public key, leaves fewer than
                 ``threshold`` clients in this client's neighbourhood, holds an
                 invalid (low-order) public key, carries a missing or invalid
-                signature (active mode), or a member list that does not match
-                its entries or leaves out part of the neighbourhood (SecAgg+).
+                signature (active mode), or (SecAgg+) a proof that rebuilds
+                no root, lists a client twice or leaves out part of the
+                neighbourhood.
         """
         if not isinstance(roster, Roster):
             raise ParameterTypeError("roster", "a Roster", roster)

@@ -252,7 +252,10 @@ class SecAggServer(Party):
         return self._config.neighbours(client_id, self._graph_seed)
 
     def _hood(self, client_id: int) -> frozenset[int]:
-        return self._config.neighbours(client_id, self._graph_seed)
+        # The server needs every neighbourhood: the whole graph, built once per seed.
+        if self._graph_seed is None:
+            return self._config.neighbours(client_id)
+        return self._config.neighbourhoods(self._graph_seed)[client_id]
 
     # -- helpers -----------------------------------------------------------------
 
@@ -540,9 +543,11 @@ class SecAggServer(Party):
 
         Args:
             client_id: ``None`` for the full roster (to broadcast), or a client
-                id for that client's part: the entries of its neighbourhood.
-                In SecAgg+ mode this keeps each client's download at ``O(k)``
-                instead of ``O(n)``; in complete mode both are the same.
+                id for that client's part.  In SecAgg+ mode a part holds the
+                entries of the client's neighbourhood and a multiproof of the
+                roster's Merkle root (:mod:`~privfed.secagg.protocol.roster_tree`),
+                which fixes the graph: ``O(k log n)`` bytes instead of
+                ``O(n)``.  In complete mode both are the whole roster.
 
         Returns:
             The :class:`Roster` to send.
@@ -596,7 +601,7 @@ class SecAggServer(Party):
         roster, tree = self._roster, self._tree
         if roster is None or tree is None:  # pragma: no cover -- roster() built both
             raise TypeError("no roster yet")
-        hood = self._config.neighbourhood(client_id, self._graph_seed)
+        hood = self._hood(client_id) | {client_id}
         leaf_of = self._leaf_of
         windows = tree.windows(hood)
         positions = tuple(leaf_of[c] for c in sorted(hood) if c in leaf_of)
