@@ -201,12 +201,12 @@ def mask_counts(config: SecAggConfig, report: RunReport) -> tuple[dict[int, int]
     shared = set(report.shared)
     survivors = set(report.survivors)
     # A survivor expands its self mask plus one pairwise mask per neighbour in U2.
-    seed = report.graph_seed
-    per_client = {u: len(config.neighbours(u, seed) & shared) + 1 for u in survivors}
+    hood = config.neighbourhoods(report.graph_seed)  # the whole graph, built once
+    per_client = {u: len(hood[u] & shared) + 1 for u in survivors}
     # The server expands every survivor's self mask, plus one pairwise mask per
     # (dropped client, surviving neighbour) pair.
     dropped = shared - survivors
-    server = len(survivors) + sum(len(config.neighbours(v, seed) & survivors) for v in dropped)
+    server = len(survivors) + sum(len(hood[v] & survivors) for v in dropped)
     return per_client, server
 
 
