@@ -20,9 +20,15 @@ signatures.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
+from typing import Final
+
 from privfed.secagg.protocol.config import SecAggConfig
 from privfed.secagg.protocol.graph import advertisement_hash, graph_seed_of_root
-from privfed.secagg.protocol.messages.roster import Roster
+from privfed.secagg.protocol.messages._codec import _unchecked
+from privfed.secagg.protocol.messages.roster import Roster, RosterProof
+from privfed.secagg.protocol.messages.unmasking import ConsistencyRequest
 from privfed.secagg.protocol.roster_tree import (
     ProofError,
     RosterTree,
@@ -30,7 +36,15 @@ from privfed.secagg.protocol.roster_tree import (
     root_of_proof,
 )
 
-__all__ = ["RosterRefusedError", "roster_graph"]
+__all__ = [
+    "SURVIVOR_LEAF",
+    "RosterRefusedError",
+    "neighbourhood_proof",
+    "roster_graph",
+    "survivor_root",
+    "survivor_root_payload",
+    "survivor_tree",
+]
 
 
 class RosterRefusedError(Exception):
@@ -107,3 +121,82 @@ def _checked_proof(
     if not set(entries) <= neighbours | {client_id}:
         raise RosterRefusedError("the roster part lists a client outside the neighbourhood")
     return seed, neighbours, members
+
+
+# -- the survivor set by commitment (SecAgg+ ConsistencyCheck) ---------------------------
+
+#: The digest every leaf of a survivor tree carries (the tree commits to ids only).
+SURVIVOR_LEAF: Final = hashlib.sha256(b"privfed/secagg/survivor-leaf/v1").digest()
+_SURVIVOR_ROOT_DOMAIN: Final = b"privfed/secagg/survivor-root/v1"
+
+
+def survivor_tree(session: bytes, survivors: Sequence[int]) -> RosterTree:
+    """The Merkle tree over the survivor set (ids increasing), bound to ``session``."""
+    return RosterTree(session, [(c, SURVIVOR_LEAF) for c in survivors])
+
+
+def survivor_root_payload(*, session: bytes, config_digest: bytes, root: bytes) -> bytes:
+    """What a SecAgg+ client signs in the ConsistencyCheck round: the survivor tree's root.
+
+    ``domain || len(session) || session || config digest || root``, with the
+    graph session, so a signature counts only in the graph it was made in.
+    Signing the root of the whole set binds the signer to the whole set, as
+    signing the set itself would (collision resistance of SHA-256).
+    """
+    return b"".join([_SURVIVOR_ROOT_DOMAIN, bytes((len(session),)), session, config_digest, root])
+
+
+def survivor_root(
+    session: bytes, request: ConsistencyRequest, hood: frozenset[int]
+) -> tuple[bytes, frozenset[int]]:
+    """``(root, survivors of the neighbourhood)`` a ConsistencyRequest commits to.
+
+    Without a proof, ``request.survivors`` is the whole set and the client
+    builds the tree itself (``O(n)``); with one, the listed survivors, the
+    bracket leaves and the multiproof rebuild the root, and the windows must
+    show every survivor of ``hood`` (the listed ones, and no other).
+
+    Raises:
+        RosterRefusedError: The proof does not rebuild a root, or does not show
+            the neighbourhood's survivors exactly.
+    """
+    proof = request.proof
+    if proof is None:
+        if not request.survivors:
+            raise RosterRefusedError("an empty survivor set")
+        return survivor_tree(session, request.survivors).root, frozenset(request.survivors) & hood
+    leaves = {
+        i: (c, SURVIVOR_LEAF) for i, c in zip(proof.positions, request.survivors, strict=True)
+    }
+    for index, client, digest in proof.brackets:
+        if index in leaves or digest != SURVIVOR_LEAF:
+            raise RosterRefusedError("the survivor set's proof is malformed")
+        leaves[index] = (client, digest)
+    try:
+        root = root_of_proof(session, proof.count, leaves, proof.hashes)
+        members = check_coverage(proof.count, {i: c for i, (c, _) in leaves.items()}, hood)
+    except ProofError as exc:
+        raise RosterRefusedError(f"the survivor set's proof is refused: {exc}") from None
+    if members != set(request.survivors):
+        raise RosterRefusedError(
+            "the survivor set's proof lists clients outside the neighbourhood or leaves one out"
+        )
+    return root, frozenset(members)
+
+
+def neighbourhood_proof(
+    tree: RosterTree, index_of: dict[int, int], hood: frozenset[int]
+) -> tuple[tuple[int, ...], RosterProof]:
+    """The server's side: the leaf positions of ``hood``'s members and their multiproof."""
+    windows = tree.windows(hood)
+    positions = tuple(index_of[c] for c in sorted(hood) if c in index_of)
+    proof = _unchecked(
+        RosterProof,
+        {
+            "count": tree.count,
+            "positions": positions,
+            "brackets": tuple((i, *tree.member(i)) for i in sorted(windows.difference(positions))),
+            "hashes": tree.prove(windows),
+        },
+    )
+    return positions, proof

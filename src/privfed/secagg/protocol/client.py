@@ -49,7 +49,12 @@ from privfed.errors import (
 from privfed.secagg.primitives import aead, keys, prg, shamir
 from privfed.secagg.protocol._party import Party
 from privfed.secagg.protocol._plaintext import pack_shares, unpack_shares
-from privfed.secagg.protocol._roster_check import RosterRefusedError, roster_graph
+from privfed.secagg.protocol._roster_check import (
+    RosterRefusedError,
+    roster_graph,
+    survivor_root,
+    survivor_root_payload,
+)
 from privfed.secagg.protocol.commitment import (
     SEED_SIZE,
     noise_seed_commitment,
@@ -276,6 +281,7 @@ class SecAggClient(Party):
         self._masked_with: frozenset[int] = frozenset()
         # Active mode: the survivor set this client signed, and its signature.
         self._signed_survivors: tuple[int, ...] | None = None
+        self._signed_root: bytes | None = None
         self._consistency: ConsistencySignature | None = None
         self._request: UnmaskRequest | None = None
         self._response: UnmaskResponse | None = None
@@ -777,13 +783,18 @@ class SecAggClient(Party):
         if self._signed_survivors is not None and self._consistency is not None:
             if self._phase is _Phase.ABORTED:
                 raise ProtocolAbort("this client has aborted the round", stage=stage.name)
-            if request.survivors == self._signed_survivors and request.recipient == self._id:
+            if (
+                request.survivors == self._signed_survivors
+                and request.recipient == self._id
+                and self._survivor_root(request, stage) == self._signed_root
+            ):
                 return self._consistency
             raise self._abort("asked to sign two different survivor sets", stage)
         self._require(_Phase.CONSIST, stage)
         self._check_context(request, stage)
         if request.recipient != self._id:
             raise self._abort("request addressed to another client", stage)
+        root = self._survivor_root(request, stage)
         survivors = frozenset(request.survivors)
         if self._id not in survivors:
             raise self._abort("the survivor set does not list this client", stage)
@@ -793,13 +804,7 @@ class SecAggClient(Party):
             raise self._abort("the survivor set lists a client outside the roster", stage)
         view = self._masked_with | {self._id}
         self._require_quorum(len(survivors & view), "survivors this client masked with", stage)
-        signature = self._sign(
-            survivor_set_payload(
-                session=self._round_session,
-                config_digest=cfg.digest,
-                survivors=request.survivors,
-            )
-        )
+        signature = self._sign(self._survivor_payload(request.survivors, root))
         message = ConsistencySignature(
             session_id=cfg.bound_session_id,
             round_index=cfg.round_index,
@@ -807,13 +812,40 @@ class SecAggClient(Party):
             signature=signature,
         )
         self._signed_survivors = request.survivors
+        self._signed_root = root
         self._consistency = message
         self._phase = _Phase.UNMASK
         return message
 
+    def _survivor_root(self, request: ConsistencyRequest, stage: Stage) -> bytes | None:
+        """SecAgg+: the survivor tree's root the request proves (``None``: complete graph).
+
+        The request lists this client's neighbourhood's survivors only, with
+        a multiproof; see :func:`~privfed.secagg.protocol._roster_check.survivor_root`.
+        """
+        if self._config.graph is GraphMode.COMPLETE:
+            if request.proof is not None:
+                raise self._abort("a survivor-set proof in a complete-graph round", stage)
+            return None
+        try:
+            root, _ = survivor_root(self._round_session, request, self._neighbours | {self._id})
+        except RosterRefusedError as exc:
+            raise self._abort(str(exc), stage) from None
+        return root
+
+    def _survivor_payload(self, survivors: tuple[int, ...], root: bytes | None) -> bytes:
+        """The signed bytes: the survivor set (complete graph) or its tree's root (SecAgg+)."""
+        cfg = self._config
+        if root is None:
+            return survivor_set_payload(
+                session=self._round_session, config_digest=cfg.digest, survivors=survivors
+            )
+        return survivor_root_payload(
+            session=self._round_session, config_digest=cfg.digest, root=root
+        )
+
     def _check_signed_view(self, request: UnmaskRequest, stage: Stage) -> None:
         """Active mode: the request must carry ``t`` valid signatures on the signed set."""
-        cfg = self._config
         signed = self._signed_survivors
         if signed is None:  # pragma: no cover -- the phase guarantees a signed set
             raise self._abort("no survivor set was signed", stage)
@@ -822,9 +854,7 @@ class SecAggClient(Party):
         if set(request.survivors) != members & view or set(request.dropped) != view - members:
             raise self._abort("the request's view differs from the signed survivor set", stage)
         eligible = members & (self._neighbours | {self._id})
-        payload = survivor_set_payload(
-            session=self._round_session, config_digest=cfg.digest, survivors=signed
-        )
+        payload = self._survivor_payload(signed, self._signed_root)
         signers = [item.signer for item in request.signatures]
         if len(set(signers)) != len(signers):
             raise self._abort("a signer is listed twice", stage)

@@ -62,6 +62,11 @@ from privfed.errors import (
 )
 from privfed.secagg.primitives import keys, prg
 from privfed.secagg.protocol._party import Party, refusal
+from privfed.secagg.protocol._roster_check import (
+    neighbourhood_proof,
+    survivor_root_payload,
+    survivor_tree,
+)
 from privfed.secagg.protocol._routing import route_items, route_packed
 from privfed.secagg.protocol._unmasking import RevealedShares
 from privfed.secagg.protocol.client import noise_layers_to_reveal
@@ -81,7 +86,6 @@ from privfed.secagg.protocol.messages.roster import (
     AdvertiseKeys,
     Roster,
     RosterEntry,
-    RosterProof,
 )
 from privfed.secagg.protocol.messages.shares import (
     EncryptedShares,
@@ -171,6 +175,7 @@ class SecAggServer(Party):
         self._result: npt.NDArray[np.uint64] | None = None
         # Active mode: the survivor set sent for signing and the valid signatures.
         self._survivor_set: tuple[int, ...] = ()
+        self._survivor_root = b""
         self._signatures: dict[int, bytes] = {}
         # Noise layers: the seeds rebuilt under the reveal rule.
         self._noise_seeds: dict[int, dict[int, bytes]] = {}
@@ -500,8 +505,14 @@ class SecAggServer(Party):
         sender = message.sender
         cfg = self._config
         registry = cfg.identities
-        payload = survivor_set_payload(
-            session=self._round_session, config_digest=cfg.digest, survivors=self._survivor_set
+        payload = (
+            survivor_set_payload(
+                session=self._round_session, config_digest=cfg.digest, survivors=self._survivor_set
+            )
+            if cfg.graph is GraphMode.COMPLETE
+            else survivor_root_payload(
+                session=self._round_session, config_digest=cfg.digest, root=self._survivor_root
+            )
         )
         if registry is None or not registry.verify(sender, payload, message.signature):
             raise self._refuse(f"client {sender}'s signature on the survivor set is invalid", stage)
@@ -602,19 +613,7 @@ class SecAggServer(Party):
         if roster is None or tree is None:  # pragma: no cover -- roster() built both
             raise TypeError("no roster yet")
         hood = self._hood(client_id) | {client_id}
-        leaf_of = self._leaf_of
-        windows = tree.windows(hood)
-        positions = tuple(leaf_of[c] for c in sorted(hood) if c in leaf_of)
-        brackets = tuple((i, *tree.member(i)) for i in sorted(windows.difference(positions)))
-        proof = _unchecked(
-            RosterProof,
-            {
-                "count": tree.count,
-                "positions": positions,
-                "brackets": brackets,
-                "hashes": tree.prove(windows),
-            },
-        )
+        positions, proof = neighbourhood_proof(tree, self._leaf_of, hood)
         # A sorted subset of the validated full roster with the proof the
         # recipient needs to rebuild the root: valid by construction.
         return Roster._trusted(
@@ -678,15 +677,31 @@ class SecAggServer(Party):
         self._require_quorum(len(survivors), "masked inputs arrived", stage)
         self._survivor_set = survivors
         self._phase = _Phase.CONSIST
-        return {
-            client: ConsistencyRequest._trusted(
+        if cfg.graph is GraphMode.COMPLETE:
+            return {
+                client: ConsistencyRequest._trusted(
+                    session_id=cfg.bound_session_id,
+                    round_index=cfg.round_index,
+                    recipient=client,
+                    survivors=survivors,
+                )
+                for client in survivors
+            }
+        # SecAgg+: commit to the set; each survivor gets its neighbourhood's part.
+        tree = survivor_tree(self._round_session, survivors)
+        self._survivor_root = tree.root
+        index_of = {c: i for i, c in enumerate(survivors)}
+        requests = {}
+        for client in survivors:
+            positions, proof = neighbourhood_proof(tree, index_of, self._hood(client) | {client})
+            requests[client] = ConsistencyRequest._trusted(
                 session_id=cfg.bound_session_id,
                 round_index=cfg.round_index,
                 recipient=client,
-                survivors=survivors,
+                survivors=tuple(survivors[i] for i in positions),
+                proof=proof,
             )
-            for client in survivors
-        }
+        return requests
 
     def unmask_requests(self) -> dict[int, UnmaskRequest]:
         """Close MASKED_INPUT (semi-honest) or CONSISTENCY_CHECK (active) and ask for shares.
