@@ -141,16 +141,27 @@ class RosterTree:
         return window_indices(self._ids, clients)
 
     def prove(self, indices: Iterable[int]) -> tuple[bytes, ...]:
-        """The multiproof (sibling hashes in walk order) for the leaves ``indices``."""
-        known = {i: self._levels[0][i] for i in indices}
+        """The multiproof (sibling hashes in walk order) for the leaves ``indices``.
+
+        Walks the indices level by level exactly as :func:`root_of_proof`
+        does, reading the stored levels instead of hashing.
+        """
+        level = sorted(set(indices))
         out: list[bytes] = []
-
-        def supply(depth: int, index: int) -> bytes:
-            value = self._levels[depth][index]
-            out.append(value)
-            return value
-
-        _walk(self.count, known, supply)
+        size = self.count
+        for stored in self._levels[:-1]:
+            present = set(level)
+            upper: list[int] = []
+            for index in level:
+                parent = index >> 1
+                if upper and upper[-1] == parent:
+                    continue
+                other = index ^ 1
+                if other < size and other not in present:
+                    out.append(stored[other])
+                upper.append(parent)
+            level = upper
+            size = (size + 1) // 2
         return tuple(out)
 
 
