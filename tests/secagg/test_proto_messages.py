@@ -121,6 +121,12 @@ def _samples() -> list[Message]:
             noise_shares=(RevealedNoiseShare(1, 2, b"n" * 5), RevealedNoiseShare(1, 3, b"m" * 3)),
         ),
         ConsistencyRequest(**HEADER, recipient=4, survivors=(1, 4, 9)),
+        ConsistencyRequest(
+            **HEADER,
+            recipient=4,
+            survivors=(1, 4),
+            proof=RosterProof(count=5, positions=(0, 1), brackets=((2, 9, _key(6)),)),
+        ),
         ConsistencySignature(**HEADER, sender=4, signature=b"e" * 64),
     ]
 
