@@ -751,11 +751,12 @@ class SecAggClient(Party):
     def consistency_check(self, request: ConsistencyRequest) -> ConsistencySignature:
         """Stage CONSISTENCY_CHECK (active mode): sign the survivor set, once.
 
-        The client signs (bound session, config digest, survivor set) with its
-        identity key after checking the set: ids of the roster, this client
-        among them, and at least ``threshold`` of them in the clients it
-        masked with (itself included).  It signs at most one set: the very
-        same request again returns the very same signature; any other aborts.
+        The client signs (session, config digest, survivor set) -- in SecAgg+
+        the root of the survivor tree, whose neighbourhood part and multiproof
+        it checks -- after checking the set: ids of the roster, this client
+        among them, ``threshold`` of them in the clients it masked with (itself
+        included).  It signs one set: the same request again returns the same
+        signature; any other aborts.
 
         Threat model: the signature commits this client to one view of who
         survived.  The server needs ``threshold`` such signatures on one set
