@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from privfed.errors import ParameterError, ParameterTypeError
@@ -136,6 +136,7 @@ def test_harary_graph_depends_on_the_session() -> None:
     assert len(graphs) == 5
 
 
+@settings(max_examples=40, deadline=None)
 @given(
     n=st.integers(3, 60),
     data=st.data(),
@@ -167,3 +168,13 @@ def test_the_config_gives_one_neighbourhood_without_building_the_graph() -> None
         SecAggConfig(
             client_ids=(1, 2, 3, 4), threshold=2, vector_length=1, graph="harary", degree=2
         ).neighbours(9, seed)
+
+
+def test_the_ring_permutation_is_a_bijection_with_its_inverse() -> None:
+    from privfed.secagg.protocol.graph import _Permutation
+
+    for n in (*range(1, 70), 255, 256, 257, 1000):
+        perm = _Permutation(bytes([n % 256]) * 32, n)
+        images = [perm.forward(i) for i in range(n)]
+        assert sorted(images) == list(range(n))
+        assert [perm.inverse(y) for y in images] == list(range(n))
