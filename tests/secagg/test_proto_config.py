@@ -136,7 +136,7 @@ def test_harary_graph_depends_on_the_session() -> None:
     assert len(graphs) == 5
 
 
-@settings(max_examples=40, deadline=None)
+@settings(deadline=None)
 @given(
     n=st.integers(3, 60),
     data=st.data(),
@@ -149,7 +149,7 @@ def test_one_clients_neighbours_match_the_whole_graph(
     degree = data.draw(st.integers(2, n - 1).filter(lambda k: k % 2 == 0 or n % 2 == 0))
     ids = sorted(data.draw(st.sets(st.integers(1, 10_000), min_size=n, max_size=n)))
     hood = harary_neighbourhoods(ids, degree=degree, session_id=session, round_index=3)
-    for client in ids:
+    for client in data.draw(st.lists(st.sampled_from(ids), min_size=1, max_size=6)):
         assert hood[client] == harary_neighbours(
             ids, client, degree=degree, session_id=session, round_index=3
         )
