@@ -730,6 +730,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="same as --suite quick")
     parser.add_argument("--skip-large", action="store_true", help="skip N >= 1000 scenarios")
+    parser.add_argument(
+        "--only",
+        type=int,
+        nargs="+",
+        default=None,
+        help="run only the scenarios with these numbers of clients",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of inputs and dropouts")
     parser.add_argument("--floor-sample", type=int, default=10, help="clients timed for the floor")
     parser.add_argument(
@@ -781,6 +788,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--repeats must be at least 1")
     if args.skip_large:
         scenarios = [s for s in scenarios if s.clients < 1000]
+    if args.only:
+        scenarios = [s for s in scenarios if s.clients in args.only]
     runs: dict[str, list[dict[str, Any]]] = {s.name: [] for s in scenarios}
     # Repeats are interleaved across scenarios (semi-honest, active, semi-honest,
     # ...), so a slow spell of a shared machine hits both modes alike.
