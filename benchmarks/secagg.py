@@ -37,6 +37,10 @@ Suites (``--suite``):
   for N = 100, 300 and 1000 (5 % dropping before masked input, the full
   payload); prints and stores the least-squares slope of log(server seconds)
   on log(N), beside the slope of its mask floor and per server stage.
+* ``scale``: issue 25 -- active SecAgg+ at the finder's parameters for
+  N = 1,000 and 3,000 (83,850 values) and 10,000 (8,385 values, as
+  ``growth``), 5 % dropping before masked input; growth exponents as
+  ``scaling``.
 * ``grinding``: the graph-grinding experiment (see SECURITY.md): how many
   tries a server needs to surround a client with colluders when the graph
   follows the session id (the old construction), and what roster selection
@@ -148,6 +152,27 @@ SCALING = [
     Scenario(f"secagg+ N={n} k=30", n, 17, PAYLOAD, n // 20, "harary", 30) for n in (100, 300, 1000)
 ]
 GROWTH = _pair("secagg+ N=10000 k=62", 10_000, 62, 44, PAYLOAD // 10, 500, 24)
+# Issue 25's scale run: active SecAgg+ at the finder's k, t (5 % corrupted, 5 % dropouts,
+# semi-malicious), `corrupted` the most that 2t > k + 1 + n_C allows; N = 10,000 with a
+# tenth of the payload (as GROWTH) so the in-process round fits memory and minutes.
+SCALE = [
+    Scenario(
+        f"secagg+ N={n} k={k} active",
+        n,
+        t,
+        length,
+        n // 20,
+        "harary",
+        k,
+        mode="active",
+        corrupted=nc,
+    )
+    for n, k, t, nc, length in (
+        (1000, 52, 37, 20, PAYLOAD),
+        (3000, 58, 41, 22, PAYLOAD),
+        (10_000, 62, 44, 24, PAYLOAD // 10),
+    )
+]
 QUICK = [
     Scenario("complete N=20 (quick)", 20, 11, PAYLOAD // 10, 2),
     Scenario("secagg+ N=60 (quick)", 60, 6, PAYLOAD // 10, 3, "harary", 12),
@@ -201,12 +226,12 @@ def mask_counts(config: SecAggConfig, report: RunReport) -> tuple[dict[int, int]
     shared = set(report.shared)
     survivors = set(report.survivors)
     # A survivor expands its self mask plus one pairwise mask per neighbour in U2.
-    seed = report.graph_seed
-    per_client = {u: len(config.neighbours(u, seed) & shared) + 1 for u in survivors}
+    hood = config.neighbourhoods(report.graph_seed)  # the whole graph, built once
+    per_client = {u: len(hood[u] & shared) + 1 for u in survivors}
     # The server expands every survivor's self mask, plus one pairwise mask per
     # (dropped client, surviving neighbour) pair.
     dropped = shared - survivors
-    server = len(survivors) + sum(len(config.neighbours(v, seed) & survivors) for v in dropped)
+    server = len(survivors) + sum(len(hood[v] & survivors) for v in dropped)
     return per_client, server
 
 
@@ -699,12 +724,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--suite",
-        choices=("classic", "active", "growth", "scaling", "grinding", "quick"),
+        choices=("classic", "active", "growth", "scaling", "scale", "grinding", "quick"),
         default="classic",
         help="which scenarios to run (see the module docstring)",
     )
     parser.add_argument("--quick", action="store_true", help="same as --suite quick")
     parser.add_argument("--skip-large", action="store_true", help="skip N >= 1000 scenarios")
+    parser.add_argument(
+        "--only",
+        type=int,
+        nargs="+",
+        default=None,
+        help="run only the scenarios with these numbers of clients",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of inputs and dropouts")
     parser.add_argument("--floor-sample", type=int, default=10, help="clients timed for the floor")
     parser.add_argument(
@@ -747,6 +779,7 @@ def main(argv: list[str] | None = None) -> int:
         "active": ACTIVE,
         "growth": GROWTH,
         "scaling": SCALING,
+        "scale": SCALE,
         "quick": QUICK,
     }[suite]
     default_repeats = {"classic": 5, "active": 3, "scaling": 3}.get(suite, 1)
@@ -755,6 +788,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--repeats must be at least 1")
     if args.skip_large:
         scenarios = [s for s in scenarios if s.clients < 1000]
+    if args.only:
+        scenarios = [s for s in scenarios if s.clients in args.only]
     runs: dict[str, list[dict[str, Any]]] = {s.name: [] for s in scenarios}
     # Repeats are interleaved across scenarios (semi-honest, active, semi-honest,
     # ...), so a slow spell of a shared machine hits both modes alike.
@@ -765,7 +800,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [summarize(s, runs[s.name]) for s in scenarios]
     print_table(rows)
     comparison = print_comparison(rows)
-    scaling = print_scaling(rows) if suite == "scaling" and len(rows) > 1 else None
+    scaling = print_scaling(rows) if suite in ("scaling", "scale") and len(rows) > 1 else None
 
     meta.update(
         {
@@ -775,7 +810,7 @@ def main(argv: list[str] | None = None) -> int:
                 + (
                     "; N=10,000 with 8,385-value vectors (a tenth of the payload) to fit "
                     "memory and time"
-                    if suite == "growth"
+                    if suite in ("growth", "scale")
                     else ""
                 )
             ),

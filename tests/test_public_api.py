@@ -268,10 +268,22 @@ INTERNAL: dict[str, frozenset[str]] = {
             "advertisement_hash",
             "build_neighbourhoods",
             "graph_seed",
-            "graph_seed_of_section",
+            "graph_seed_of_root",
             "graph_session",
+            "harary_neighbours",
         )
     ),
+    "privfed.secagg.protocol.roster_tree": frozenset(
+        (
+            "ProofError",
+            "RosterTree",
+            "check_coverage",
+            "leaf_hash",
+            "root_of_proof",
+            "window_indices",
+        )
+    ),
+    "privfed.secagg.protocol.messages.roster": frozenset(("RosterProof",)),
     "privfed.secagg.protocol.identity": frozenset(
         (
             "IDENTITY_PUBLIC_KEY_SIZE",

@@ -190,3 +190,14 @@ def test_a_one_shot_job_threshold_comes_from_the_policy() -> None:
     # The majority 3 of 5 breaks 2t > 5 + 1: refused, never silently raised.
     with pytest.raises(ParameterError, match="threshold"):
         round_threshold({}, 5, active)
+
+
+def test_a_secagg_plus_round_sums_exactly_with_roster_proofs(make_grid: Any) -> None:
+    """SecAgg+ through the grid: each node gets its neighbourhood and a proof of the root."""
+    grid = make_grid(8)
+    flow = SecAggRound(threshold=3, vector_length=LENGTH, timeout=1.0, graph="harary", degree=4)
+    result = flow.run(
+        grid, {node: pid + 1 for node, pid in hello(grid, grid.get_node_ids()).items()}
+    )
+    np.testing.assert_array_equal(result.total, expected_sum(range(8), 0, LENGTH))
+    assert result.survivors == tuple(range(1, 9))

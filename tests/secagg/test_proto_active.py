@@ -34,8 +34,9 @@ from privfed.secagg import (
     UnmaskRequest,
     run_protocol,
 )
-from privfed.secagg.protocol.graph import advertisement_hash, graph_seed
+from privfed.secagg.protocol.graph import advertisement_hash, graph_seed, graph_seed_of_root
 from privfed.secagg.protocol.identity import survivor_set_payload
+from privfed.secagg.protocol.roster_tree import RosterTree
 
 L = 3
 
@@ -605,7 +606,10 @@ def test_the_graph_seed_hashes_every_roster_members_advertisement() -> None:
     assert server.graph_seed == graph_seed(session, members)
     assert server.graph_seed != graph_seed(session, members[1:])  # roster selection changes it
     part = server.roster(1)
-    assert part.members == tuple(members)
+    # The part carries the neighbourhood and a proof of the root, not the member list.
+    assert part.proof is not None and part.proof.count == len(members)
+    assert set(part.client_ids) == server.neighbours(1) | {1}
+    assert server.graph_seed == graph_seed_of_root(session, RosterTree(session, members).root)
     assert set(clients[1].share_keys(part)) == server.neighbours(1)
 
 
@@ -616,19 +620,42 @@ def test_a_roster_part_that_misstates_the_members_is_refused() -> None:
     server.roster()
     part = server.roster(1)
     other = next(c for c in part.client_ids if c != 1)
-    # A member list that does not match an entry (e.g. a substituted key).
-    bad_members = tuple((cid, bytes(32) if cid == other else h) for cid, h in part.members)
-    with pytest.raises(ProtocolAbort, match="member list"):
-        clients[1].share_keys(
-            Roster._trusted(**_header(part), entries=part.entries, members=bad_members)
-        )
-    # A part that leaves out a neighbour the member list includes.
+    # An entry that does not match its leaf (e.g. a substituted key) rebuilds
+    # another root: the client either refuses the part or ends up in another
+    # graph session than the round's (caught at the next stage, see
+    # test_roster_commitment.py).
+    entries = tuple(
+        dataclasses.replace(e, mask_public_key=bytes([7]) * 32) if e.client_id == other else e
+        for e in part.entries
+    )
+    try:
+        clients[1].share_keys(Roster._trusted(**_header(part), entries=entries, proof=part.proof))
+    except ProtocolAbort:
+        assert clients[1].aborted
+    else:
+        assert clients[1]._graph_seed != server.graph_seed
+    # A part that leaves out a neighbour the root includes: its leaf moved to
+    # the brackets keeps the proof valid, and the client sees the omission.
     part2 = server.roster(2)
-    missing = tuple(e for e in part2.entries if e.client_id != min(server.neighbours(2)))
+    assert part2.proof is not None
+    dropped = min(server.neighbours(2))
+    at = part2.client_ids.index(dropped)
+    kept = tuple(e for e in part2.entries if e.client_id != dropped)
+    leaf = part2.proof.positions[at]
+    hood_entry = part2.entries[at]
+    digest = advertisement_hash(
+        server.config.bound_session_id,
+        dropped,
+        hood_entry.encryption_public_key,
+        hood_entry.mask_public_key,
+    )
+    proof = dataclasses.replace(
+        part2.proof,
+        positions=part2.proof.positions[:at] + part2.proof.positions[at + 1 :],
+        brackets=(*part2.proof.brackets, (leaf, dropped, digest)),
+    )
     with pytest.raises(ProtocolAbort, match="leaves out"):
-        clients[2].share_keys(
-            Roster._trusted(**_header(part2), entries=missing, members=part2.members)
-        )
+        clients[2].share_keys(Roster._trusted(**_header(part2), entries=kept, proof=proof))
 
 
 def _header(message: Roster) -> dict[str, object]:

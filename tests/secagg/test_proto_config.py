@@ -5,11 +5,12 @@ from __future__ import annotations
 import collections
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from privfed.errors import ParameterError, ParameterTypeError
 from privfed.secagg import GraphMode, SecAggConfig, Stage, harary_neighbourhoods
+from privfed.secagg.protocol.graph import harary_neighbours
 
 
 def test_defaults_and_normalisation() -> None:
@@ -133,3 +134,48 @@ def test_harary_graph_depends_on_the_session() -> None:
         for i in range(5)
     }
     assert len(graphs) == 5
+
+
+@settings(deadline=None)
+@given(
+    n=st.integers(3, 60),
+    data=st.data(),
+    session=st.binary(min_size=16, max_size=16),
+)
+def test_one_clients_neighbours_match_the_whole_graph(
+    n: int, data: st.DataObject, session: bytes
+) -> None:
+    """The O(k) single-client path gives exactly the whole graph's neighbourhood."""
+    degree = data.draw(st.integers(2, n - 1).filter(lambda k: k % 2 == 0 or n % 2 == 0))
+    start, step = data.draw(st.integers(1, 1000)), data.draw(st.integers(1, 9))
+    ids = [start + step * i for i in range(n)]
+    hood = harary_neighbourhoods(ids, degree=degree, session_id=session, round_index=3)
+    for client in data.draw(st.lists(st.sampled_from(ids), min_size=1, max_size=6)):
+        assert hood[client] == harary_neighbours(
+            ids, client, degree=degree, session_id=session, round_index=3
+        )
+
+
+def test_the_config_gives_one_neighbourhood_without_building_the_graph() -> None:
+    cfg = SecAggConfig(
+        client_ids=tuple(range(1, 301)), threshold=5, vector_length=1, graph="harary", degree=8
+    )
+    seed = bytes(range(32))
+    single = {c: cfg.neighbours(c, seed) for c in (1, 150, 300)}
+    assert not cfg._graph_cache  # nothing built for the whole graph
+    full = cfg.neighbourhoods(seed)
+    assert all(full[c] == single[c] for c in single)
+    with pytest.raises(ParameterError):
+        SecAggConfig(
+            client_ids=(1, 2, 3, 4), threshold=2, vector_length=1, graph="harary", degree=2
+        ).neighbours(9, seed)
+
+
+def test_the_ring_permutation_is_a_bijection_with_its_inverse() -> None:
+    from privfed.secagg.protocol.graph import _Permutation
+
+    for n in (*range(1, 70), 255, 256, 257, 1000):
+        perm = _Permutation(bytes([n % 256]) * 32, n)
+        images = [perm.forward(i) for i in range(n)]
+        assert sorted(images) == list(range(n))
+        assert [perm.inverse(y) for y in images] == list(range(n))

@@ -33,6 +33,8 @@ from privfed.secagg import (
     UnmaskResponse,
     decode_message,
 )
+from privfed.secagg.protocol.messages import WIRE_VERSION
+from privfed.secagg.protocol.messages.roster import RosterProof
 
 SID = bytes(range(32))
 HEADER = {"session_id": SID, "round_index": 7}
@@ -99,7 +101,9 @@ def _samples() -> list[Message]:
                 RosterEntry(1, _key(1), _key(2), b"a" * 64),
                 RosterEntry(5, _key(3), _key(4), b"b" * 64),
             ),
-            members=((1, _key(7)), (2, _key(8)), (5, _key(9))),
+            proof=RosterProof(
+                count=3, positions=(0, 2), brackets=((1, 2, _key(8)),), hashes=(_key(9),)
+            ),
         ),
         UnmaskRequest(
             **HEADER,
@@ -117,6 +121,12 @@ def _samples() -> list[Message]:
             noise_shares=(RevealedNoiseShare(1, 2, b"n" * 5), RevealedNoiseShare(1, 3, b"m" * 3)),
         ),
         ConsistencyRequest(**HEADER, recipient=4, survivors=(1, 4, 9)),
+        ConsistencyRequest(
+            **HEADER,
+            recipient=4,
+            survivors=(1, 4),
+            proof=RosterProof(count=5, positions=(0, 1), brackets=((2, 9, _key(6)),)),
+        ),
         ConsistencySignature(**HEADER, sender=4, signature=b"e" * 64),
     ]
 
@@ -150,7 +160,15 @@ def test_trailing_bytes_are_refused(message: Message) -> None:
 @pytest.mark.parametrize("message", SAMPLES, ids=IDS)
 def test_header_tampering_is_refused(message: Message) -> None:
     data = bytearray(message.to_bytes())
-    for position, value in ((0, ord("X")), (4, 1), (4, 3), (5, 0), (5, 99), (6, 3), (6, 200)):
+    versions = (WIRE_VERSION - 1, WIRE_VERSION + 1)
+    for position, value in (
+        (0, ord("X")),
+        *((4, v) for v in versions),
+        (5, 0),
+        (5, 99),
+        (6, 3),
+        (6, 200),
+    ):
         bad = bytearray(data)
         bad[position] = value
         with pytest.raises(MessageFormatError):

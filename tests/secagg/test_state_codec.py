@@ -309,12 +309,13 @@ def test_an_active_mode_client_round_trips_with_its_identity_key_supplied_at_res
 
 
 def test_a_version_1_state_is_refused_by_version() -> None:
-    """Version 1 held the identity key; this build reads version 2 only."""
+    """Version 1 held the identity key, version 2 no signed survivor root; this build reads 3."""
     blob = _state()
-    assert STATE_VERSION == 2
-    old = blob[:4] + bytes([1]) + blob[5:]
-    with pytest.raises(MessageFormatError, match="version 1"):
-        restore_client_state(old, journal=MemoryRevealJournal())
+    assert STATE_VERSION == 3
+    for version in (1, 2):
+        old = blob[:4] + bytes([version]) + blob[5:]
+        with pytest.raises(MessageFormatError, match=f"version {version}"):
+            restore_client_state(old, journal=MemoryRevealJournal())
 
 
 def test_a_state_naming_the_identity_attribute_is_refused() -> None:

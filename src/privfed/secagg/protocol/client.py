@@ -49,6 +49,12 @@ from privfed.errors import (
 from privfed.secagg.primitives import aead, keys, prg, shamir
 from privfed.secagg.protocol._party import Party
 from privfed.secagg.protocol._plaintext import pack_shares, unpack_shares
+from privfed.secagg.protocol._roster_check import (
+    RosterRefusedError,
+    roster_graph,
+    survivor_root,
+    survivor_root_payload,
+)
 from privfed.secagg.protocol.commitment import (
     SEED_SIZE,
     noise_seed_commitment,
@@ -57,9 +63,6 @@ from privfed.secagg.protocol.commitment import (
 from privfed.secagg.protocol.config import SecAggConfig, SecurityMode
 from privfed.secagg.protocol.graph import (
     GraphMode,
-    advertisement_hash,
-    graph_seed,
-    graph_seed_of_section,
     graph_session,
 )
 from privfed.secagg.protocol.identity import (
@@ -278,6 +281,7 @@ class SecAggClient(Party):
         self._masked_with: frozenset[int] = frozenset()
         # Active mode: the survivor set this client signed, and its signature.
         self._signed_survivors: tuple[int, ...] | None = None
+        self._signed_root: bytes | None = None
         self._consistency: ConsistencySignature | None = None
         self._request: UnmaskRequest | None = None
         self._response: UnmaskResponse | None = None
@@ -454,11 +458,14 @@ class SecAggClient(Party):
         own shares.  Neighbours missing from the roster (dropped before this
         stage) are simply left out.
 
-        In SecAgg+ the graph is fixed here: its seed is the hash over every
-        roster member's advertisement (the roster part lists every member's
-        advertisement hash), which no party chooses alone.  In active mode
-        every listed entry's signature is verified against the identity
-        registry first.
+        In SecAgg+ the graph is fixed here: its seed is the hash of the
+        roster's Merkle root over every member's advertisement, which no party
+        chooses alone.  The part carries only this client's neighbourhood and
+        a multiproof of the root (``O(k log n)`` bytes); the client rebuilds
+        the root and checks that the part shows every member of its
+        neighbourhood (:mod:`~privfed.secagg.protocol.roster_tree`).  In
+        active mode every listed entry's signature is verified against the
+        identity registry first.
 
         Threat model: the server sees only ciphertexts.  Fewer than ``t``
         holders learn nothing about either secret (nor about a noise-layer
@@ -477,8 +484,9 @@ class SecAggClient(Party):
                 client's own keys, repeats a public key, leaves fewer than
                 ``threshold`` clients in this client's neighbourhood, holds an
                 invalid (low-order) public key, carries a missing or invalid
-                signature (active mode), or a member list that does not match
-                its entries or leaves out part of the neighbourhood (SecAgg+).
+                signature (active mode), or (SecAgg+) a proof that rebuilds
+                no root, lists a client twice or leaves out part of the
+                neighbourhood.
         """
         if not isinstance(roster, Roster):
             raise ParameterTypeError("roster", "a Roster", roster)
@@ -540,39 +548,19 @@ class SecAggClient(Party):
     def _fix_graph(
         self, roster: Roster, entries: dict[int, tuple[bytes, bytes]], stage: Stage
     ) -> frozenset[int]:
-        """The roster's members; SecAgg+: the graph seed and neighbourhood they fix.
+        """The roster members this client knows of; SecAgg+: the graph they fix.
 
-        The seed is the hash over every member's advertisement, checked
-        against the entries the roster part carries.
+        See :func:`~privfed.secagg.protocol._roster_check.roster_graph`.
         """
         cfg = self._config
         if cfg.graph is not GraphMode.HARARY:
             return frozenset(entries)
-        session = cfg.bound_session_id
-        hashes = {
-            cid: advertisement_hash(session, cid, enc, mask) for cid, (enc, mask) in entries.items()
-        }
-        listed = dict(roster.members) if roster.members else hashes
-        if len(listed) != len(roster.members or hashes) or not cfg.client_id_set.issuperset(
-            listed
-        ):
-            raise self._abort("the roster's member list is malformed", stage)
-        for cid, digest in hashes.items():
-            if not hmac.compare_digest(listed.get(cid, b""), digest):
-                raise self._abort(
-                    f"the roster's entry of client {cid} differs from its member list", stage
-                )
-        seed = (
-            graph_seed_of_section(session, roster.members_section())
-            if roster.members
-            else graph_seed(session, sorted(listed.items()))
-        )
-        neighbours = cfg.neighbours(self._id, seed)
-        members = frozenset(listed)
-        if (neighbours | {self._id}) & members != set(entries) & (neighbours | {self._id}):
-            raise self._abort("the roster leaves out part of this client's neighbourhood", stage)
+        try:
+            seed, neighbours, members = roster_graph(cfg, self._id, roster, entries)
+        except RosterRefusedError as exc:
+            raise self._abort(str(exc), stage) from None
         self._graph_seed = seed
-        self._round_session = graph_session(session, seed)
+        self._round_session = graph_session(cfg.bound_session_id, seed)
         self._neighbours = neighbours
         return members
 
@@ -763,11 +751,12 @@ class SecAggClient(Party):
     def consistency_check(self, request: ConsistencyRequest) -> ConsistencySignature:
         """Stage CONSISTENCY_CHECK (active mode): sign the survivor set, once.
 
-        The client signs (bound session, config digest, survivor set) with its
-        identity key after checking the set: ids of the roster, this client
-        among them, and at least ``threshold`` of them in the clients it
-        masked with (itself included).  It signs at most one set: the very
-        same request again returns the very same signature; any other aborts.
+        The client signs (session, config digest, survivor set) -- in SecAgg+
+        the root of the survivor tree, whose neighbourhood part and multiproof
+        it checks -- after checking the set: ids of the roster, this client
+        among them, ``threshold`` of them in the clients it masked with (itself
+        included).  It signs one set: the same request again returns the same
+        signature; any other aborts.
 
         Threat model: the signature commits this client to one view of who
         survived.  The server needs ``threshold`` such signatures on one set
@@ -795,27 +784,28 @@ class SecAggClient(Party):
         if self._signed_survivors is not None and self._consistency is not None:
             if self._phase is _Phase.ABORTED:
                 raise ProtocolAbort("this client has aborted the round", stage=stage.name)
-            if request.survivors == self._signed_survivors and request.recipient == self._id:
+            if (
+                request.survivors == self._signed_survivors
+                and request.recipient == self._id
+                and self._survivor_root(request, stage) == self._signed_root
+            ):
                 return self._consistency
             raise self._abort("asked to sign two different survivor sets", stage)
         self._require(_Phase.CONSIST, stage)
         self._check_context(request, stage)
         if request.recipient != self._id:
             raise self._abort("request addressed to another client", stage)
+        root = self._survivor_root(request, stage)
         survivors = frozenset(request.survivors)
         if self._id not in survivors:
             raise self._abort("the survivor set does not list this client", stage)
-        if not survivors <= self._roster_members:
+        # SecAgg+: a client knows the roster within its neighbourhood only.
+        hood = self._neighbours | {self._id}
+        if not survivors <= cfg.client_id_set or not survivors & hood <= self._roster_members:
             raise self._abort("the survivor set lists a client outside the roster", stage)
         view = self._masked_with | {self._id}
         self._require_quorum(len(survivors & view), "survivors this client masked with", stage)
-        signature = self._sign(
-            survivor_set_payload(
-                session=self._round_session,
-                config_digest=cfg.digest,
-                survivors=request.survivors,
-            )
-        )
+        signature = self._sign(self._survivor_payload(request.survivors, root))
         message = ConsistencySignature(
             session_id=cfg.bound_session_id,
             round_index=cfg.round_index,
@@ -823,13 +813,40 @@ class SecAggClient(Party):
             signature=signature,
         )
         self._signed_survivors = request.survivors
+        self._signed_root = root
         self._consistency = message
         self._phase = _Phase.UNMASK
         return message
 
+    def _survivor_root(self, request: ConsistencyRequest, stage: Stage) -> bytes | None:
+        """SecAgg+: the survivor tree's root the request proves (``None``: complete graph).
+
+        The request lists this client's neighbourhood's survivors only, with
+        a multiproof; see :func:`~privfed.secagg.protocol._roster_check.survivor_root`.
+        """
+        if self._config.graph is GraphMode.COMPLETE:
+            if request.proof is not None:
+                raise self._abort("a survivor-set proof in a complete-graph round", stage)
+            return None
+        try:
+            root, _ = survivor_root(self._round_session, request, self._neighbours | {self._id})
+        except RosterRefusedError as exc:
+            raise self._abort(str(exc), stage) from None
+        return root
+
+    def _survivor_payload(self, survivors: tuple[int, ...], root: bytes | None) -> bytes:
+        """The signed bytes: the survivor set (complete graph) or its tree's root (SecAgg+)."""
+        cfg = self._config
+        if root is None:
+            return survivor_set_payload(
+                session=self._round_session, config_digest=cfg.digest, survivors=survivors
+            )
+        return survivor_root_payload(
+            session=self._round_session, config_digest=cfg.digest, root=root
+        )
+
     def _check_signed_view(self, request: UnmaskRequest, stage: Stage) -> None:
         """Active mode: the request must carry ``t`` valid signatures on the signed set."""
-        cfg = self._config
         signed = self._signed_survivors
         if signed is None:  # pragma: no cover -- the phase guarantees a signed set
             raise self._abort("no survivor set was signed", stage)
@@ -838,9 +855,7 @@ class SecAggClient(Party):
         if set(request.survivors) != members & view or set(request.dropped) != view - members:
             raise self._abort("the request's view differs from the signed survivor set", stage)
         eligible = members & (self._neighbours | {self._id})
-        payload = survivor_set_payload(
-            session=self._round_session, config_digest=cfg.digest, survivors=signed
-        )
+        payload = self._survivor_payload(signed, self._signed_root)
         signers = [item.signer for item in request.signatures]
         if len(set(signers)) != len(signers):
             raise self._abort("a signer is listed twice", stage)

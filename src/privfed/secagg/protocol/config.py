@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 
 from privfed._checks import check_enum, check_int
 from privfed.errors import ParameterError, ParameterTypeError
-from privfed.secagg.protocol.graph import GraphMode, build_neighbourhoods
+from privfed.secagg.protocol.graph import GraphMode, build_neighbourhoods, harary_neighbours
 from privfed.secagg.threshold import (
     check_active_threshold,
     check_corrupted,
@@ -343,6 +343,25 @@ class SecAggConfig:
             ParameterError: ``client_id`` is not in :attr:`client_ids`, or a
                 Harary config without a seed.
         """
+        if (
+            self.graph is GraphMode.HARARY
+            and isinstance(graph_seed, bytes)
+            and graph_seed not in self._graph_cache
+            and len(graph_seed) == 32
+        ):
+            # One client's neighbourhood: O(degree) hashes, no pass over all ids.
+            try:
+                return harary_neighbours(
+                    self.client_ids,
+                    client_id,
+                    degree=self.degree or 0,
+                    session_id=graph_seed,
+                    round_index=self.round_index,
+                )
+            except (KeyError, TypeError):
+                raise ParameterError(
+                    "client_id", "one of the config's client ids", client_id
+                ) from None
         hood = self.neighbourhoods(graph_seed)
         try:
             return hood[client_id]

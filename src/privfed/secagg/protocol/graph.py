@@ -12,9 +12,10 @@ Two modes:
 
 The permutation is derived deterministically with SHAKE-256 from a *graph
 seed*, so every party computes the same graph without another message.  The
-seed is :func:`graph_seed`: a hash over every roster member's fresh
-advertisement (its id and round public keys), bound to the session and the
-configuration digest -- not a value the server picks.  Before the roster
+seed is :func:`graph_seed`: a hash of the roster's Merkle root
+(:mod:`~privfed.secagg.protocol.roster_tree`), which commits to every roster
+member's fresh advertisement (its id and round public keys), bound to the
+session and the configuration digest -- not a value the server picks.  Before the roster
 exists nobody can predict the graph, so a server cannot grind session ids
 offline until a target's neighbourhood is all colluders; what remains to it is
 choosing *which* advertisers make the roster (and, with colluding clients,
@@ -23,23 +24,27 @@ their re-drawn keys) -- measured and stated in SECURITY.md.
 
 from __future__ import annotations
 
+import bisect
 import enum
 import hashlib
 from collections.abc import Mapping, Sequence
+
+from privfed.secagg.protocol.roster_tree import RosterTree
 
 __all__ = [
     "GraphMode",
     "advertisement_hash",
     "build_neighbourhoods",
     "graph_seed",
-    "graph_seed_of_section",
+    "graph_seed_of_root",
     "graph_session",
     "harary_neighbourhoods",
+    "harary_neighbours",
 ]
 
-_PERMUTATION_DOMAIN = b"privfed/secagg/harary-permutation/v1"
+_PERMUTATION_DOMAIN = b"privfed/secagg/harary-permutation/v2"
 _ADVERTISEMENT_DOMAIN = b"privfed/secagg/advertisement-hash/v1"
-_SEED_DOMAIN = b"privfed/secagg/graph-seed/v1"
+_SEED_DOMAIN = b"privfed/secagg/graph-seed/v2"
 _GRAPH_SESSION_DOMAIN = b"privfed/secagg/graph-session/v1"
 
 
@@ -79,17 +84,15 @@ def graph_seed(session: bytes, members: Sequence[tuple[int, bytes]]) -> bytes:
             ids strictly increasing.
 
     Returns:
-        ``SHA-256(domain || session || count || (id || hash)...)``.
+        :func:`graph_seed_of_root` of the roster's Merkle root
+        (:class:`~privfed.secagg.protocol.roster_tree.RosterTree`).
     """
-    section = len(members).to_bytes(4, "big") + b"".join(
-        cid.to_bytes(4, "big") + digest for cid, digest in members
-    )
-    return graph_seed_of_section(session, section)
+    return graph_seed_of_root(session, RosterTree(session, members).root)
 
 
-def graph_seed_of_section(session: bytes, section: bytes) -> bytes:
-    """:func:`graph_seed` of a member list already encoded (``count u32 | (id u32 | hash)...``)."""
-    return hashlib.sha256(_SEED_DOMAIN + bytes((len(session),)) + session + section).digest()
+def graph_seed_of_root(session: bytes, root: bytes) -> bytes:
+    """``SHA-256(domain || len(session) || session || roster root)``: the seed a root fixes."""
+    return hashlib.sha256(_SEED_DOMAIN + bytes((len(session),)) + session + root).digest()
 
 
 class GraphMode(enum.Enum):
@@ -104,47 +107,76 @@ class GraphMode(enum.Enum):
     HARARY = "harary"
 
 
-class _ShakeStream:
-    """Deterministic bytes from SHAKE-256, read in blocks."""
+class _Permutation:
+    """A keyed pseudo-random permutation of ``[0, n)``: a Feistel network with cycle walking.
 
-    def __init__(self, seed: bytes) -> None:
-        self._seed = seed
-        self._counter = 0
-        self._buffer = b""
+    Eight rounds of a balanced Feistel network on ``2 * half`` bits (the
+    smallest even width that holds ``n - 1``), each round function the first 8
+    bytes of SHA-256 of (key, round, right half); values ``>= n`` are walked
+    (permuted again) until they fall in ``[0, n)``, which keeps the map a
+    bijection of ``[0, n)``.  Forward and inverse cost ``O(1)`` hashes each
+    (about 8 times the expected walk of at most 4 steps), so one client's
+    neighbourhood costs ``O(k)``, not ``O(n)``.
+    """
 
-    def read(self, n: int) -> bytes:
-        while len(self._buffer) < n:
-            block = hashlib.shake_256(self._seed + self._counter.to_bytes(8, "big")).digest(4096)
-            self._counter += 1
-            self._buffer += block
-        out, self._buffer = self._buffer[:n], self._buffer[n:]
-        return out
+    _ROUNDS = 8
 
-    def below(self, bound: int) -> int:
-        """A uniform integer in ``[0, bound)`` by rejection sampling (no modulo bias)."""
-        nbytes = max(1, (bound.bit_length() + 7) // 8)
-        limit = (256**nbytes // bound) * bound
-        while True:
-            value = int.from_bytes(self.read(nbytes), "big")
-            if value < limit:
-                return value % bound
+    def __init__(self, key: bytes, n: int) -> None:
+        self._key = key
+        self._n = n
+        bits = max(2, (n - 1).bit_length())
+        self._half = (bits + 1) // 2
+        self._mask = (1 << self._half) - 1
+
+    def _round(self, r: int, value: int) -> int:
+        digest = hashlib.sha256(self._key + bytes((r,)) + value.to_bytes(8, "big")).digest()
+        return int.from_bytes(digest[:8], "big") & self._mask
+
+    def _forward_once(self, x: int) -> int:
+        left, right = x >> self._half, x & self._mask
+        for r in range(self._ROUNDS):
+            left, right = right, left ^ self._round(r, right)
+        return (left << self._half) | right
+
+    def _inverse_once(self, y: int) -> int:
+        left, right = y >> self._half, y & self._mask
+        for r in reversed(range(self._ROUNDS)):
+            left, right = right ^ self._round(r, left), left
+        return (left << self._half) | right
+
+    def forward(self, x: int) -> int:
+        """The image of ``x`` in ``[0, n)``."""
+        y = self._forward_once(x)
+        while y >= self._n:
+            y = self._forward_once(y)
+        return y
+
+    def inverse(self, y: int) -> int:
+        """The preimage of ``y`` in ``[0, n)``."""
+        x = self._inverse_once(y)
+        while x >= self._n:
+            x = self._inverse_once(x)
+        return x
 
 
-def _permutation(client_ids: Sequence[int], *, session_id: bytes, round_index: int) -> list[int]:
-    """Fisher-Yates shuffle of the sorted ids, driven by SHAKE-256 of public values."""
-    seed = (
+def _ring(n: int, *, session_id: bytes, round_index: int) -> _Permutation:
+    """The permutation placing the ``i``-th smallest id at ring position ``forward(i)``."""
+    key = hashlib.sha256(
         _PERMUTATION_DOMAIN
         + len(session_id).to_bytes(2, "big")
         + session_id
         + round_index.to_bytes(8, "big")
-        + len(client_ids).to_bytes(8, "big")
-    )
-    stream = _ShakeStream(seed)
-    order = sorted(client_ids)
-    for i in range(len(order) - 1, 0, -1):
-        j = stream.below(i + 1)
-        order[i], order[j] = order[j], order[i]
-    return order
+        + n.to_bytes(8, "big")
+    ).digest()
+    return _Permutation(key, n)
+
+
+def _offsets(n: int, degree: int) -> list[int]:
+    half = degree // 2
+    offsets = [o for d in range(1, half + 1) for o in (d, -d)]
+    if degree % 2 == 1:
+        offsets.append(n // 2)
+    return offsets
 
 
 def harary_neighbourhoods(
@@ -152,11 +184,13 @@ def harary_neighbourhoods(
 ) -> dict[int, frozenset[int]]:
     """Neighbours of every client in a random Harary graph ``H(degree, n)``.
 
-    The clients are placed on a ring in a pseudo-random order derived from the
-    public ``session_id`` and ``round_index``; each is connected to its
-    ``degree // 2`` nearest positions on either side and, when ``degree`` is odd,
-    to the diametrically opposite position (``n`` must then be even).  The graph
-    is ``degree``-regular and ``degree``-connected.
+    The clients are placed on a ring by a keyed pseudo-random permutation
+    derived from the public ``session_id`` and ``round_index`` (the ``i``-th
+    smallest id goes to position ``pi(i)``); each is connected to its
+    ``degree // 2`` nearest positions on either side and, when ``degree`` is
+    odd, to the diametrically opposite position (``n`` must then be even).  The
+    graph is ``degree``-regular and ``degree``-connected.
+    :func:`harary_neighbours` gives one client's neighbours in ``O(degree)``.
 
     Args:
         client_ids: Distinct client ids (any order; the result does not depend
@@ -170,19 +204,41 @@ def harary_neighbourhoods(
         A mapping from each client id to the frozenset of its neighbours (never
         containing the client itself).
     """
-    order = _permutation(client_ids, session_id=session_id, round_index=round_index)
-    n = len(order)
-    half = degree // 2
-    result: dict[int, frozenset[int]] = {}
-    for position, client in enumerate(order):
-        peers = set()
-        for offset in range(1, half + 1):
-            peers.add(order[(position + offset) % n])
-            peers.add(order[(position - offset) % n])
-        if degree % 2 == 1:
-            peers.add(order[(position + n // 2) % n])
-        result[client] = frozenset(peers)
-    return result
+    ids = sorted(client_ids)
+    n = len(ids)
+    ring = _ring(n, session_id=session_id, round_index=round_index)
+    order = [0] * n
+    for index, client in enumerate(ids):
+        order[ring.forward(index)] = client
+    offsets = _offsets(n, degree)
+    return {
+        client: frozenset(order[(position + o) % n] for o in offsets)
+        for position, client in enumerate(order)
+    }
+
+
+def harary_neighbours(
+    sorted_ids: Sequence[int], client: int, *, degree: int, session_id: bytes, round_index: int
+) -> frozenset[int]:
+    """One client's neighbours in :func:`harary_neighbourhoods`'s graph, in ``O(degree)`` hashes.
+
+    Args:
+        sorted_ids: The client ids, strictly increasing.
+        client: One of them.
+        degree: As for :func:`harary_neighbourhoods`.
+        session_id: As for :func:`harary_neighbourhoods`.
+        round_index: As for :func:`harary_neighbourhoods`.
+
+    Raises:
+        KeyError: ``client`` is not in ``sorted_ids``.
+    """
+    n = len(sorted_ids)
+    index = bisect.bisect_left(sorted_ids, client)
+    if index == n or sorted_ids[index] != client:
+        raise KeyError(client)
+    ring = _ring(n, session_id=session_id, round_index=round_index)
+    position = ring.forward(index)
+    return frozenset(sorted_ids[ring.inverse((position + o) % n)] for o in _offsets(n, degree))
 
 
 def build_neighbourhoods(

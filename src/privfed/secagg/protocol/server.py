@@ -62,6 +62,11 @@ from privfed.errors import (
 )
 from privfed.secagg.primitives import keys, prg
 from privfed.secagg.protocol._party import Party, refusal
+from privfed.secagg.protocol._roster_check import (
+    neighbourhood_proof,
+    survivor_root_payload,
+    survivor_tree,
+)
 from privfed.secagg.protocol._routing import route_items, route_packed
 from privfed.secagg.protocol._unmasking import RevealedShares
 from privfed.secagg.protocol.client import noise_layers_to_reveal
@@ -70,14 +75,18 @@ from privfed.secagg.protocol.config import MAX_CLIENT_ID, SecAggConfig
 from privfed.secagg.protocol.graph import (
     GraphMode,
     advertisement_hash,
-    graph_seed_of_section,
+    graph_seed_of_root,
     graph_session,
 )
 from privfed.secagg.protocol.identity import advertisement_payload, survivor_set_payload
 from privfed.secagg.protocol.messages._codec import _unchecked
 from privfed.secagg.protocol.messages.base import Message
 from privfed.secagg.protocol.messages.masked import MaskedInput
-from privfed.secagg.protocol.messages.roster import AdvertiseKeys, Roster, RosterEntry
+from privfed.secagg.protocol.messages.roster import (
+    AdvertiseKeys,
+    Roster,
+    RosterEntry,
+)
 from privfed.secagg.protocol.messages.shares import (
     EncryptedShares,
     EncryptedSharesBundle,
@@ -90,6 +99,7 @@ from privfed.secagg.protocol.messages.unmasking import (
     UnmaskRequest,
     UnmaskResponse,
 )
+from privfed.secagg.protocol.roster_tree import RosterTree
 from privfed.secagg.protocol.stages import Stage
 
 __all__ = ["SecAggServer"]
@@ -157,15 +167,15 @@ class SecAggServer(Party):
         # UNMASKING: the revealed shares, checked and kept packed.
         self._reveals = RevealedShares(config.threshold, check_all_shares, self._require_quorum)
         self._roster: Roster | None = None
-        self._roster_index: dict[int, RosterEntry] = {}
-        self._members: tuple[tuple[int, bytes], ...] = ()
-        self._members_wire = b""
+        self._tree: RosterTree | None = None
+        self._leaf_of: dict[int, int] = {}
         self._graph_seed: bytes | None = None
         self._round_session = config.bound_session_id
         self._bound_session = config.bound_session_id
         self._result: npt.NDArray[np.uint64] | None = None
         # Active mode: the survivor set sent for signing and the valid signatures.
         self._survivor_set: tuple[int, ...] = ()
+        self._survivor_root = b""
         self._signatures: dict[int, bytes] = {}
         # Noise layers: the seeds rebuilt under the reveal rule.
         self._noise_seeds: dict[int, dict[int, bytes]] = {}
@@ -247,7 +257,10 @@ class SecAggServer(Party):
         return self._config.neighbours(client_id, self._graph_seed)
 
     def _hood(self, client_id: int) -> frozenset[int]:
-        return self._config.neighbours(client_id, self._graph_seed)
+        # The server needs every neighbourhood: the whole graph, built once per seed.
+        if self._graph_seed is None:
+            return self._config.neighbours(client_id)
+        return self._config.neighbourhoods(self._graph_seed)[client_id]
 
     # -- helpers -----------------------------------------------------------------
 
@@ -492,8 +505,14 @@ class SecAggServer(Party):
         sender = message.sender
         cfg = self._config
         registry = cfg.identities
-        payload = survivor_set_payload(
-            session=self._round_session, config_digest=cfg.digest, survivors=self._survivor_set
+        payload = (
+            survivor_set_payload(
+                session=self._round_session, config_digest=cfg.digest, survivors=self._survivor_set
+            )
+            if cfg.graph is GraphMode.COMPLETE
+            else survivor_root_payload(
+                session=self._round_session, config_digest=cfg.digest, root=self._survivor_root
+            )
         )
         if registry is None or not registry.verify(sender, payload, message.signature):
             raise self._refuse(f"client {sender}'s signature on the survivor set is invalid", stage)
@@ -535,9 +554,11 @@ class SecAggServer(Party):
 
         Args:
             client_id: ``None`` for the full roster (to broadcast), or a client
-                id for that client's part: the entries of its neighbourhood.
-                In SecAgg+ mode this keeps each client's download at ``O(k)``
-                instead of ``O(n)``; in complete mode both are the same.
+                id for that client's part.  In SecAgg+ mode a part holds the
+                entries of the client's neighbourhood and a multiproof of the
+                roster's Merkle root (:mod:`~privfed.secagg.protocol.roster_tree`),
+                which fixes the graph: ``O(k log n)`` bytes instead of
+                ``O(n)``.  In complete mode both are the whole roster.
 
         Returns:
             The :class:`Roster` to send.
@@ -567,39 +588,40 @@ class SecAggServer(Party):
             session = cfg.bound_session_id
             self._roster = Roster(session_id=session, round_index=cfg.round_index, entries=entries)
             if cfg.graph is GraphMode.HARARY:
-                self._members = tuple(
-                    (e.client_id, advertisement_hash(session, e.client_id, *e_keys))
-                    for e in entries
-                    for e_keys in ((e.encryption_public_key, e.mask_public_key),)
+                tree = RosterTree(
+                    session,
+                    [
+                        (e.client_id, advertisement_hash(session, e.client_id, *e_keys))
+                        for e in entries
+                        for e_keys in ((e.encryption_public_key, e.mask_public_key),)
+                    ],
                 )
-                self._members_wire = Roster._trusted(
-                    session_id=session,
-                    round_index=cfg.round_index,
-                    entries=(),
-                    members=self._members,
-                ).members_section()
-                self._graph_seed = graph_seed_of_section(session, self._members_wire)
+                self._tree = tree
+                self._leaf_of = {e.client_id: i for i, e in enumerate(entries)}
+                self._graph_seed = graph_seed_of_root(session, tree.root)
                 self._round_session = graph_session(session, self._graph_seed)
             self._phase = _Phase.SHARE
         elif self._phase is _Phase.ABORTED:
             raise ProtocolAbort("the round has been aborted", stage=Stage.ADVERTISE_KEYS.name)
         if client_id is None or cfg.graph is GraphMode.COMPLETE:
             return self._roster
-        hood = cfg.neighbourhood(client_id, self._graph_seed)
-        by_id = self._roster_index
-        if not by_id:
-            by_id.update((e.client_id, e) for e in self._roster.entries)
-        # A sorted subset of the validated full roster, with the member list
-        # the recipient needs to recompute the graph seed: valid by construction.
-        part = Roster._trusted(
-            session_id=self._roster.session_id,
-            round_index=self._roster.round_index,
-            entries=tuple(by_id[c] for c in sorted(hood) if c in by_id),
-            members=self._members,
+        return self._roster_part(client_id)
+
+    def _roster_part(self, client_id: int) -> Roster:
+        """SecAgg+: the neighbourhood's entries of the roster, with their Merkle multiproof."""
+        roster, tree = self._roster, self._tree
+        if roster is None or tree is None:  # pragma: no cover -- roster() built both
+            raise TypeError("no roster yet")
+        hood = self._hood(client_id) | {client_id}
+        positions, proof = neighbourhood_proof(tree, self._leaf_of, hood)
+        # A sorted subset of the validated full roster with the proof the
+        # recipient needs to rebuild the root: valid by construction.
+        return Roster._trusted(
+            session_id=roster.session_id,
+            round_index=roster.round_index,
+            entries=tuple(roster.entries[i] for i in positions),
+            proof=proof,
         )
-        # Every part carries the same member list: encode it once per round.
-        part.__dict__["_members_wire"] = self._members_wire
-        return part
 
     def routed_shares(self) -> dict[int, RoutedShares]:
         """Close SHARE_KEYS and route every ciphertext to its recipient.
@@ -655,15 +677,31 @@ class SecAggServer(Party):
         self._require_quorum(len(survivors), "masked inputs arrived", stage)
         self._survivor_set = survivors
         self._phase = _Phase.CONSIST
-        return {
-            client: ConsistencyRequest._trusted(
+        if cfg.graph is GraphMode.COMPLETE:
+            return {
+                client: ConsistencyRequest._trusted(
+                    session_id=cfg.bound_session_id,
+                    round_index=cfg.round_index,
+                    recipient=client,
+                    survivors=survivors,
+                )
+                for client in survivors
+            }
+        # SecAgg+: commit to the set; each survivor gets its neighbourhood's part.
+        tree = survivor_tree(self._round_session, survivors)
+        self._survivor_root = tree.root
+        index_of = {c: i for i, c in enumerate(survivors)}
+        requests = {}
+        for client in survivors:
+            positions, proof = neighbourhood_proof(tree, index_of, self._hood(client) | {client})
+            requests[client] = ConsistencyRequest._trusted(
                 session_id=cfg.bound_session_id,
                 round_index=cfg.round_index,
                 recipient=client,
-                survivors=survivors,
+                survivors=tuple(survivors[i] for i in positions),
+                proof=proof,
             )
-            for client in survivors
-        }
+        return requests
 
     def unmask_requests(self) -> dict[int, UnmaskRequest]:
         """Close MASKED_INPUT (semi-honest) or CONSISTENCY_CHECK (active) and ask for shares.

@@ -6,8 +6,10 @@ Every message is a frozen, validated value with :meth:`Message.to_bytes` and
 Wire format (all integers big-endian unless stated otherwise)::
 
     magic     4 bytes   b"PFSA"
-    version   1 byte    WIRE_VERSION (2; version 2 added the optional sections
-                        of the active mode and the noise layers)
+    version   1 byte    WIRE_VERSION (3; version 2 added the optional sections
+                        of the active mode and the noise layers, version 3
+                        the SecAgg+ Merkle proofs of the roster and of the
+                        survivor set)
     type      1 byte    MessageType
     sid_len   1 byte    16..64
     session   sid_len bytes

@@ -34,8 +34,9 @@ __all__ = [
 
 #: First four bytes of every message.
 WIRE_MAGIC: Final = b"PFSA"
-#: Wire-format version written and accepted.
-WIRE_VERSION: Final = 2
+#: Wire-format version written and accepted (3: SecAgg+ roster parts carry a
+#: Merkle proof of the roster root instead of the whole member list).
+WIRE_VERSION: Final = 3
 #: Size of an X25519 public key.
 PUBLIC_KEY_SIZE: Final = 32
 #: Size of a self-mask commitment (SHA-256).

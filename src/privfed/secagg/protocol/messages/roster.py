@@ -5,11 +5,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-import numpy as np
-
+from privfed._checks import check_int
 from privfed.errors import MessageFormatError, ParameterError, ParameterTypeError
 from privfed.secagg.protocol.messages._codec import (
-    _MEMBER_DTYPE,
+    _MAX_U32,
     _U32,
     COMMITMENT_SIZE,
     MAX_NOISE_LAYERS,
@@ -25,7 +24,7 @@ from privfed.secagg.protocol.messages._codec import (
 )
 from privfed.secagg.protocol.messages.base import Message, MessageType
 
-__all__ = ["AdvertiseKeys", "Roster", "RosterEntry"]
+__all__ = ["AdvertiseKeys", "Roster", "RosterEntry", "RosterProof"]
 
 
 # -- AdvertiseKeys -----------------------------------------------------------------
@@ -165,29 +164,101 @@ class RosterEntry:
 
 
 @dataclasses.dataclass(frozen=True)
+class RosterProof:
+    """SecAgg+: what ties a roster part's entries to the roster's Merkle root.
+
+    See :mod:`~privfed.secagg.protocol.roster_tree`.  The recipient rebuilds
+    the root from the entries' leaves, the bracket leaves and the sibling
+    hashes; the root fixes the graph seed.
+
+    Attributes:
+        count: Leaves in the tree (roster members), ``>= 1``.
+        positions: The leaf index of each entry of the part, in entry order.
+        brackets: ``(index, client_id, advertisement hash)`` of each revealed
+            leaf that is not an entry (the windows around the neighbourhood).
+        hashes: The multiproof's sibling hashes, in walk order.
+    """
+
+    count: int
+    positions: tuple[int, ...]
+    brackets: tuple[tuple[int, int, bytes], ...] = ()
+    hashes: tuple[bytes, ...] = dataclasses.field(default=(), repr=False)
+
+    def __post_init__(self) -> None:
+        check_int("count", self.count, minimum=1, maximum=_MAX_U32)
+        for name, values in (("positions", self.positions), ("hashes", self.hashes)):
+            if not isinstance(values, tuple):
+                raise ParameterTypeError(name, "a tuple", values)
+        for index in self.positions:
+            check_int("positions", index, minimum=0, maximum=self.count - 1)
+        if not isinstance(self.brackets, tuple) or not all(
+            isinstance(b, tuple) and len(b) == 3 for b in self.brackets
+        ):
+            raise ParameterTypeError("brackets", "a tuple of (index, id, hash)", self.brackets)
+        for index, client_id, digest in self.brackets:
+            check_int("brackets", index, minimum=0, maximum=self.count - 1)
+            _check_id("brackets", client_id)
+            _check_bytes("brackets", digest, size=COMMITMENT_SIZE)
+        for digest in self.hashes:
+            _check_bytes("hashes", digest, size=COMMITMENT_SIZE)
+
+    def _wire(self) -> bytes:
+        pack = _U32.pack
+        return b"".join(
+            [
+                pack(self.count),
+                *(pack(i) for i in self.positions),
+                pack(len(self.brackets)),
+                *(pack(i) + pack(cid) + digest for i, cid, digest in self.brackets),
+                pack(len(self.hashes)),
+                *self.hashes,
+            ]
+        )
+
+    @classmethod
+    def _parse(cls, reader: _Reader, entries: int) -> RosterProof:
+        count = reader.u32()
+        if count == 0:
+            raise MessageFormatError("a roster tree without leaves")
+        positions = tuple(reader.u32() for _ in range(entries))
+        brackets = []
+        for _ in range(reader.count(8 + COMMITMENT_SIZE)):
+            index = reader.u32()
+            brackets.append((index, reader.client_id(), reader.take(COMMITMENT_SIZE)))
+        hashes = tuple(reader.take(COMMITMENT_SIZE) for _ in range(reader.count(COMMITMENT_SIZE)))
+        if any(i >= count for i in positions) or any(b[0] >= count for b in brackets):
+            raise MessageFormatError("a leaf index outside the roster tree")
+        return _unchecked(
+            cls,
+            {"count": count, "positions": positions, "brackets": tuple(brackets), "hashes": hashes},
+        )
+
+
+@dataclasses.dataclass(frozen=True)
 class Roster(Message):
     """End of stage ADVERTISE_KEYS, server to every client: who advertised keys.
 
     Body: ``count u32 | count x (client_id u32 | encryption_public_key 32 |
     mask_public_key 32)`` with strictly increasing ids, ``flags u8``, then the
-    sections the flags announce (bit 0: ``count x
-    signature 64``, one per entry in order; bit 1: ``m u32 | m x (client_id
-    u32 | advertisement hash 32)``, ids strictly increasing), in that order.
+    sections the flags announce (bit 0: ``count x signature 64``, one per
+    entry in order; bit 1, the :class:`RosterProof`: ``leaves u32 | count x
+    position u32 | b u32 | b x (index u32 | client_id u32 | hash 32) | h u32 |
+    h x hash 32``), in that order.
 
     Attributes:
         entries: One :class:`RosterEntry` per client that advertised keys,
             strictly increasing by id (in SecAgg+, a client's part holds its
             neighbourhood only).  Either every entry is signed or none is.
-        members: SecAgg+ parts only: ``(client_id, advertisement hash)`` of
-            *every* roster member, from which the recipient computes the graph
-            seed (:func:`~privfed.secagg.protocol.graph.graph_seed`); empty
-            when ``entries`` is the whole roster.
+        proof: SecAgg+ parts only: the :class:`RosterProof` that ties the
+            entries to the roster's Merkle root, from which the recipient
+            computes the graph seed; ``None`` when ``entries`` is the whole
+            roster.
     """
 
     MESSAGE_TYPE: ClassVar[MessageType] = MessageType.ROSTER
 
     entries: tuple[RosterEntry, ...]
-    members: tuple[tuple[int, bytes], ...] = dataclasses.field(default=(), repr=False)
+    proof: RosterProof | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -198,13 +269,11 @@ class Roster(Message):
         _check_increasing_ids("entries", tuple(e.client_id for e in self.entries))
         if len({e.signature is None for e in self.entries}) > 1:
             raise ParameterError("entries", "all signed or none signed", "a mix")
-        if not isinstance(self.members, tuple) or not all(
-            isinstance(m, tuple) and len(m) == 2 for m in self.members
-        ):
-            raise ParameterTypeError("members", "a tuple of (id, hash) pairs", self.members)
-        _check_increasing_ids("members", tuple(m[0] for m in self.members))
-        for _, digest in self.members:
-            _check_bytes("members", digest, size=COMMITMENT_SIZE)
+        if self.proof is not None:
+            if not isinstance(self.proof, RosterProof):
+                raise ParameterTypeError("proof", "a RosterProof or None", self.proof)
+            if len(self.proof.positions) != len(self.entries):
+                raise ParameterError("proof", "one position per entry", len(self.proof.positions))
 
     @property
     def client_ids(self) -> tuple[int, ...]:
@@ -215,31 +284,16 @@ class Roster(Message):
         parts: list[bytes | memoryview] = [_U32.pack(len(self.entries))]
         parts += [e._wire() for e in self.entries]
         signed = bool(self.entries) and self.entries[0].signature is not None
-        flags = signed | (bool(self.members) << 1)
+        flags = signed | ((self.proof is not None) << 1)
         parts.append(bytes((flags,)))
         if signed:
             parts += [e.signature or b"" for e in self.entries]
-        if self.members:
-            parts.append(self.members_section())
+        if self.proof is not None:
+            parts.append(self.proof._wire())
         return tuple(parts)
 
     def _body(self) -> bytes:
         return b"".join(self._body_parts())
-
-    def members_section(self) -> bytes:
-        """The member list as on the wire: ``m u32 | m x (client_id u32 | hash 32)``.
-
-        Computed once per object (a server sends one member list in every
-        client's part) and hashed as is into the graph seed.
-        """
-        cached = self.__dict__.get("_members_wire")
-        if cached is None:
-            pack = _U32.pack
-            cached = pack(len(self.members)) + b"".join(
-                pack(cid) + digest for cid, digest in self.members
-            )
-            self.__dict__["_members_wire"] = cached
-        return cached
 
     @classmethod
     def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> Roster:
@@ -274,26 +328,5 @@ class Roster(Message):
                 raise MessageFormatError("signatures of an empty roster")
             for entry in entries:
                 entry.__dict__["signature"] = reader.take(SIGNATURE_SIZE)
-        members: tuple[tuple[int, bytes], ...] = ()
-        section = b""
-        if flags & 2:
-            item = 4 + COMMITMENT_SIZE
-            count = reader.count(item)
-            if not count:
-                raise MessageFormatError("an empty member list must be left out")
-            raw = reader.take(count * item)
-            table = np.frombuffer(raw, dtype=_MEMBER_DTYPE)
-            ids = table["id"].astype(np.int64)
-            if ids[0] == 0:
-                raise MessageFormatError("client id 0 is not allowed")
-            if count > 1 and not bool(np.all(ids[1:] > ids[:-1])):
-                raise MessageFormatError("client ids are not strictly increasing")
-            # Fixed-size fields: ``tolist`` of the void column yields the 32-byte hashes.
-            members = tuple(zip(ids.tolist(), table["hash"].tolist(), strict=True))
-            section = _U32.pack(count) + raw
-        roster = cls._trusted(**header, entries=tuple(entries), members=members)
-        if section:
-            roster.__dict__["_members_wire"] = section
-        return roster
-
-
+        proof = RosterProof._parse(reader, len(entries)) if flags & 2 else None
+        return cls._trusted(**header, entries=tuple(entries), proof=proof)

@@ -27,6 +27,7 @@ from privfed.secagg.protocol.messages._codec import (
     _unchecked,
 )
 from privfed.secagg.protocol.messages.base import Message, MessageType
+from privfed.secagg.protocol.messages.roster import RosterProof
 
 __all__ = [
     "ConsistencyRequest",
@@ -361,32 +362,52 @@ class ConsistencyRequest(Message):
 
     Active mode only (Bonawitz et al., arXiv:1611.04482, ConsistencyCheck
     round).  The set is global: every client whose masked input the server
-    accepted.
+    accepted.  In SecAgg+ the server commits to it with a Merkle root and
+    sends each client only the survivors of its neighbourhood with a
+    multiproof (``proof``); the client signs the root, ``O(k log n)``.
 
-    Body: ``recipient u32 | n u32 | n x survivor u32`` (strictly increasing).
+    Body: ``recipient u32 | n u32 | n x survivor u32`` (strictly increasing),
+    ``flags u8``, then (bit 0) the :class:`RosterProof` of the survivor tree
+    (as in :class:`Roster`, one position per listed survivor).
 
     Attributes:
         recipient: The client asked.
-        survivors: The survivor set ``U3`` (strictly increasing).
+        survivors: The survivor set ``U3`` (strictly increasing); with a
+            ``proof``, its members in the recipient's neighbourhood.
+        proof: SecAgg+: the multiproof that ties ``survivors`` to the survivor
+            tree's root; ``None`` when ``survivors`` is the whole set.
     """
 
     MESSAGE_TYPE: ClassVar[MessageType] = MessageType.CONSISTENCY_REQUEST
 
     recipient: int
     survivors: tuple[int, ...]
+    proof: RosterProof | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _check_id("recipient", self.recipient)
         _check_increasing_ids("survivors", self.survivors)
+        if self.proof is not None:
+            if not isinstance(self.proof, RosterProof):
+                raise ParameterTypeError("proof", "a RosterProof or None", self.proof)
+            if len(self.proof.positions) != len(self.survivors):
+                raise ParameterError(
+                    "proof", "one position per listed survivor", len(self.proof.positions)
+                )
 
     def _body(self) -> bytes:
-        return _U32.pack(self.recipient) + _ids_shared(self.survivors)
+        body = _U32.pack(self.recipient) + _ids_shared(self.survivors)
+        if self.proof is None:
+            return body + b"\x00"
+        return body + b"\x01" + self.proof._wire()
 
     @classmethod
     def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> ConsistencyRequest:
         recipient = reader.client_id()
-        return cls(**header, recipient=recipient, survivors=reader.increasing_ids())
+        survivors = reader.increasing_ids()
+        proof = RosterProof._parse(reader, len(survivors)) if _flags(reader, 1) else None
+        return cls(**header, recipient=recipient, survivors=survivors, proof=proof)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -418,5 +439,3 @@ class ConsistencySignature(Message):
     def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> ConsistencySignature:
         sender = reader.client_id()
         return cls(**header, sender=sender, signature=reader.take(SIGNATURE_SIZE))
-
-

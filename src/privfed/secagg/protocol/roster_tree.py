@@ -1,0 +1,239 @@
+"""The roster by commitment: a Merkle tree over the advertisements (SecAgg+).
+
+In SecAgg+ a client needs the keys of its ``k`` neighbours only, not the whole
+roster.  The server commits to the roster with a Merkle root and sends each
+client its neighbours' entries plus one *multiproof* that ties them to the
+root, so a client downloads and checks ``O(k log n)`` bytes instead of ``O(n)``.
+
+Tree: one leaf per roster member, sorted by client id (strictly increasing:
+a repeated id is refused),
+``leaf = SHA-256(LEAF || client_id u32 || advertisement hash)``; an inner node
+is ``SHA-256(NODE || left || right)``; on a level of odd size the last node is
+carried up unchanged.  The root binds the session and the leaf count:
+``root = SHA-256(ROOT || len(session) || session || count u32 || top)``.  Leaf,
+node and root hashes carry distinct domains, so no leaf can pass for a node.
+
+Coverage: besides the entries it uses, a client must see that the root holds
+no other entry for a client of its neighbourhood.  A multiproof reveals, for
+every neighbour, a *window* of adjacent leaves: a member with the leaves on
+either side, a non-member between two adjacent leaves (or past an end).  The
+revealed leaves must have strictly increasing ids along their positions, so
+a root that lists a neighbour twice, or hides a neighbour between two of its
+leaves, is refused (:func:`check_coverage`).
+
+The root is what the graph seed is computed from
+(:func:`~privfed.secagg.protocol.graph.graph_seed_of_root`), and the graph seed
+is bound into every pairwise key, share ciphertext and survivor-set signature
+(:func:`~privfed.secagg.protocol.graph.graph_session`): two clients shown two
+roots cannot exchange a share or count each other's signature.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import itertools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+__all__ = [
+    "ProofError",
+    "RosterTree",
+    "check_coverage",
+    "leaf_hash",
+    "root_of_proof",
+    "window_indices",
+]
+
+_LEAF_DOMAIN = b"privfed/secagg/roster-leaf/v1"
+_NODE_DOMAIN = b"privfed/secagg/roster-node/v1"
+_ROOT_DOMAIN = b"privfed/secagg/roster-root/v1"
+
+
+class ProofError(ValueError):
+    """A roster proof that does not fit its tree (internal; callers turn it into an abort)."""
+
+
+def leaf_hash(client_id: int, digest: bytes) -> bytes:
+    """The leaf of one member: ``SHA-256(LEAF || client_id u32 || advertisement hash)``."""
+    return hashlib.sha256(_LEAF_DOMAIN + client_id.to_bytes(4, "big") + digest).digest()
+
+
+def _node(left: bytes, right: bytes) -> bytes:
+    return hashlib.sha256(_NODE_DOMAIN + left + right).digest()
+
+
+def _root(session: bytes, count: int, top: bytes) -> bytes:
+    return hashlib.sha256(
+        _ROOT_DOMAIN + bytes((len(session),)) + session + count.to_bytes(4, "big") + top
+    ).digest()
+
+
+def _walk(count: int, known: Mapping[int, bytes], sibling: Callable[[int, int], bytes]) -> bytes:
+    """The top hash from the ``known`` leaves; ``sibling(depth, index)`` supplies the rest.
+
+    Prover and verifier run this same walk, so the prover's supplied hashes
+    come out in exactly the order the verifier asks for them.
+    """
+    level = dict(known)
+    size = count
+    depth = 0
+    while size > 1:
+        upper: dict[int, bytes] = {}
+        for index in sorted(level):
+            parent = index >> 1
+            if parent in upper:
+                continue
+            other = index ^ 1
+            if other >= size:
+                upper[parent] = level[index]
+                continue
+            peer = level[other] if other in level else sibling(depth, other)
+            upper[parent] = (
+                _node(level[index], peer) if index < other else _node(peer, level[index])
+            )
+        level = upper
+        size = (size + 1) // 2
+        depth += 1
+    return level[0]
+
+
+class RosterTree:
+    """The server's Merkle tree over the roster members, sorted by id.
+
+    Args:
+        session: The bound session id.
+        members: ``(client_id, advertisement hash)`` per member, ids strictly
+            increasing.
+
+    Raises:
+        ValueError: No member, or ids not strictly increasing (a repeated id).
+    """
+
+    def __init__(self, session: bytes, members: Sequence[tuple[int, bytes]]) -> None:
+        ids = [cid for cid, _ in members]
+        if not ids:
+            raise ValueError("a roster tree needs at least one member")
+        if any(b <= a for a, b in itertools.pairwise(ids)):
+            raise ValueError("roster ids must be strictly increasing (no id twice)")
+        self._ids = ids
+        self._members = tuple(members)
+        levels = [[leaf_hash(cid, digest) for cid, digest in members]]
+        while len(levels[-1]) > 1:
+            below = levels[-1]
+            upper = [_node(below[i], below[i + 1]) for i in range(0, len(below) - 1, 2)]
+            if len(below) % 2:
+                upper.append(below[-1])
+            levels.append(upper)
+        self._levels = levels
+        self.root = _root(session, len(ids), levels[-1][0])
+
+    @property
+    def count(self) -> int:
+        """Number of leaves."""
+        return len(self._ids)
+
+    def member(self, index: int) -> tuple[int, bytes]:
+        """``(client_id, advertisement hash)`` of leaf ``index``."""
+        return self._members[index]
+
+    def windows(self, clients: Iterable[int]) -> set[int]:
+        """The leaf indices that prove, for each of ``clients``, whether it is a member."""
+        return window_indices(self._ids, clients)
+
+    def prove(self, indices: Iterable[int]) -> tuple[bytes, ...]:
+        """The multiproof (sibling hashes in walk order) for the leaves ``indices``.
+
+        Walks the indices level by level exactly as :func:`root_of_proof`
+        does, reading the stored levels instead of hashing.
+        """
+        level = sorted(set(indices))
+        out: list[bytes] = []
+        size = self.count
+        for stored in self._levels[:-1]:
+            present = set(level)
+            upper: list[int] = []
+            for index in level:
+                parent = index >> 1
+                if upper and upper[-1] == parent:
+                    continue
+                other = index ^ 1
+                if other < size and other not in present:
+                    out.append(stored[other])
+                upper.append(parent)
+            level = upper
+            size = (size + 1) // 2
+        return tuple(out)
+
+
+def window_indices(ids: Sequence[int], clients: Iterable[int]) -> set[int]:
+    """Indices of the leaves (of sorted ``ids``) around each of ``clients``.
+
+    A member: its own leaf and those on either side; a non-member: the two
+    adjacent leaves it falls between (one at an end).
+    """
+    count = len(ids)
+    out: set[int] = set()
+    for client in clients:
+        position = bisect.bisect_left(ids, client)
+        member = position < count and ids[position] == client
+        low, high = position - 1, position + (2 if member else 1)
+        out.update(i for i in range(low, high) if 0 <= i < count)
+    return out
+
+
+def root_of_proof(
+    session: bytes, count: int, leaves: Mapping[int, tuple[int, bytes]], proof: Sequence[bytes]
+) -> bytes:
+    """The root that ``leaves`` (``{index: (id, advertisement hash)}``) and ``proof`` give.
+
+    Raises:
+        ProofError: An index outside the tree, a proof too short or too long.
+    """
+    if count < 1 or not leaves or not all(0 <= i < count for i in leaves):
+        raise ProofError("a leaf index outside the tree")
+    supplied = iter(proof)
+
+    def take(depth: int, index: int) -> bytes:
+        try:
+            return next(supplied)
+        except StopIteration:
+            raise ProofError("the proof is too short") from None
+
+    top = _walk(count, {i: leaf_hash(cid, d) for i, (cid, d) in leaves.items()}, take)
+    if next(supplied, None) is not None:
+        raise ProofError("the proof is too long")
+    return _root(session, count, top)
+
+
+def check_coverage(count: int, leaves: Mapping[int, int], clients: Iterable[int]) -> set[int]:
+    """The members among ``clients``, once the revealed leaves prove who is one.
+
+    Args:
+        count: Leaves in the tree.
+        leaves: ``{index: client_id}`` of every revealed leaf.
+        clients: The clients whose membership must be decided (a neighbourhood).
+
+    Raises:
+        ProofError: The revealed ids do not strictly increase along their
+            positions (an id twice, or out of order), or a client's window is
+            not revealed in full.
+    """
+    order = sorted(leaves)
+    ids = [leaves[i] for i in order]
+    if any(b <= a for a, b in itertools.pairwise(ids)):
+        raise ProofError("the roster commits to a client twice or out of order")
+    members: set[int] = set()
+    for client in clients:
+        at = bisect.bisect_left(ids, client)
+        if at < len(ids) and ids[at] == client:
+            index = order[at]
+            needed = (index - 1, index + 1)
+            members.add(client)
+        else:
+            # The leaf just past the client and the one just before it must be adjacent.
+            below = order[at - 1] if at else -1
+            needed = (below, below + 1)
+        for i in needed:
+            if 0 <= i < count and i not in leaves:
+                raise ProofError(f"the proof does not show whether client {client} is a member")
+    return members
