@@ -88,10 +88,12 @@ def main() -> None:
         "setting": {
             "dataset": "classifier_speed.make_mnist_like: 10,000 28x28 images from the bundled "
             "8x8 digits (MNIST-like, not MNIST)",
-            "classifier": "mlp", "synthetic_per_class": SYNTHETIC_PER_CLASS,
-            "synthetic_epochs": EPOCHS, "partition": "single-class (the pooled data is the same "
-            "for every partition)", "seeds": seeds,
-        },  # fmt: skip
+            "classifier": "mlp",
+            "synthetic_per_class": SYNTHETIC_PER_CLASS,
+            "synthetic_epochs": EPOCHS,
+            "partition": "single-class (the pooled data is the same for every partition)",
+            "seeds": seeds,
+        },
         "rows": rows,
         "summary": summary,
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "torch_threads": 1},
