@@ -765,3 +765,59 @@ def test_by_default_a_node_takes_only_a_strict_majority_threshold() -> None:
     with pytest.raises(ProtocolAbort, match="privfed-min-threshold 8"):
         NodePolicy.from_node_config({"privfed-min-threshold": 8}).check(config(7), 1)
     NodePolicy.from_node_config({"privfed-min-threshold": 8}).check(config(8), 1)
+
+
+# -- active SecAgg+ (a Harary graph) over Flower: roster and survivor-set proofs ---------------
+
+
+def _harary_round(federation: Federation) -> SecAggRound:
+    flow = _round(federation)
+    flow.graph, flow.degree = "harary", 4  # type: ignore[assignment]
+    return flow
+
+
+def test_an_active_secagg_plus_round_over_flower_checks_proofs_and_sums_exactly(
+    federation: Federation,
+    loopback: Any,
+) -> None:
+    """Each node gets its ConsistencyCheck survivors with a proof of the survivor root."""
+    requests: dict[int, ConsistencyRequest] = {}
+
+    def record(node: int, message: Message) -> None:
+        raw = message.content.config_records[_wire.RECORD]["message"]
+        request = decode_message(raw)  # type: ignore[arg-type]
+        assert isinstance(request, ConsistencyRequest)
+        requests[node] = request
+
+    grid = _grid(federation, _tamper_grid(loopback))
+    grid.tamper = {Stage.CONSISTENCY_CHECK: record}
+    result = _harary_round(federation).run(grid, MAPPING)
+    assert result.config.active
+    np.testing.assert_array_equal(result.total, _expected(range(N)))
+    assert result.survivors == (1, 2, 3, 4, 5) and not result.refused
+    assert set(requests) == set(MAPPING)
+    assert all(r.proof is not None for r in requests.values())
+
+
+def test_a_survivor_set_narrowed_under_its_proof_is_refused_by_the_node(
+    federation: Federation,
+    loopback: Any,
+) -> None:
+    """A survivor left out of node 1's neighbourhood part (proof kept) makes node 1 refuse."""
+
+    def narrow(node: int, message: Message) -> None:
+        if node != FIRST:
+            return
+        record = message.content.config_records[_wire.RECORD]
+        request = decode_message(record["message"])  # type: ignore[arg-type]
+        assert isinstance(request, ConsistencyRequest) and request.proof is not None
+        proof = dataclasses.replace(request.proof, positions=request.proof.positions[:-1])
+        narrowed = dataclasses.replace(request, survivors=request.survivors[:-1], proof=proof)
+        record["message"] = narrowed.to_bytes()
+
+    grid = _grid(federation, _tamper_grid(loopback))
+    grid.tamper = {Stage.CONSISTENCY_CHECK: narrow}
+    result = _harary_round(federation).run(grid, MAPPING)
+    assert "survivor" in _errors(grid, Stage.CONSISTENCY_CHECK)[FIRST]  # refused, signed nothing
+    assert result.dropped[Stage.CONSISTENCY_CHECK] == (1,)
+    np.testing.assert_array_equal(result.total, _expected(range(N)))
