@@ -37,10 +37,10 @@ Suites (``--suite``):
   for N = 100, 300 and 1000 (5 % dropping before masked input, the full
   payload); prints and stores the least-squares slope of log(server seconds)
   on log(N), beside the slope of its mask floor and per server stage.
-* ``scale``: issue 25 -- active SecAgg+ at the finder's parameters for
-  N = 1,000 and 3,000 (83,850 values) and 10,000 (8,385 values, as
-  ``growth``), 5 % dropping before masked input; growth exponents as
-  ``scaling``.
+* ``scale``: issue 25 -- runs ``benchmarks/secagg_scale.py`` (active SecAgg+
+  at the finder's parameters, N = 1,000 .. 10,000 at 83,850 values, one child
+  process per N for its peak RSS, floors of the primitives the protocol must
+  run); ``--only`` picks the sizes.
 * ``grinding``: the graph-grinding experiment (see SECURITY.md): how many
   tries a server needs to surround a client with colluders when the graph
   follows the session id (the old construction), and what roster selection
@@ -152,27 +152,6 @@ SCALING = [
     Scenario(f"secagg+ N={n} k=30", n, 17, PAYLOAD, n // 20, "harary", 30) for n in (100, 300, 1000)
 ]
 GROWTH = _pair("secagg+ N=10000 k=62", 10_000, 62, 44, PAYLOAD // 10, 500, 24)
-# Issue 25's scale run: active SecAgg+ at the finder's k, t (5 % corrupted, 5 % dropouts,
-# semi-malicious), `corrupted` the most that 2t > k + 1 + n_C allows; N = 10,000 with a
-# tenth of the payload (as GROWTH) so the in-process round fits memory and minutes.
-SCALE = [
-    Scenario(
-        f"secagg+ N={n} k={k} active",
-        n,
-        t,
-        length,
-        n // 20,
-        "harary",
-        k,
-        mode="active",
-        corrupted=nc,
-    )
-    for n, k, t, nc, length in (
-        (1000, 52, 37, 20, PAYLOAD),
-        (3000, 58, 41, 22, PAYLOAD),
-        (10_000, 62, 44, 24, PAYLOAD // 10),
-    )
-]
 QUICK = [
     Scenario("complete N=20 (quick)", 20, 11, PAYLOAD // 10, 2),
     Scenario("secagg+ N=60 (quick)", 60, 6, PAYLOAD // 10, 3, "harary", 12),
@@ -753,6 +732,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     suite = "quick" if args.quick else args.suite
+    if suite == "scale":  # issue 25's scale run lives in its own script
+        import secagg_scale
+
+        sizes = [str(n) for n in args.only] if args.only else []
+        return secagg_scale.main(
+            ["--seed", str(args.seed)] + (["--sizes", *sizes] if sizes else [])
+        )
     if args.output is None:
         # Other suites never overwrite the committed classic results.
         name = "secagg.json" if suite == "classic" else f"secagg_{suite}.json"
@@ -779,7 +765,6 @@ def main(argv: list[str] | None = None) -> int:
         "active": ACTIVE,
         "growth": GROWTH,
         "scaling": SCALING,
-        "scale": SCALE,
         "quick": QUICK,
     }[suite]
     default_repeats = {"classic": 5, "active": 3, "scaling": 3}.get(suite, 1)
@@ -800,7 +785,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [summarize(s, runs[s.name]) for s in scenarios]
     print_table(rows)
     comparison = print_comparison(rows)
-    scaling = print_scaling(rows) if suite in ("scaling", "scale") and len(rows) > 1 else None
+    scaling = print_scaling(rows) if suite == "scaling" and len(rows) > 1 else None
 
     meta.update(
         {
@@ -810,7 +795,7 @@ def main(argv: list[str] | None = None) -> int:
                 + (
                     "; N=10,000 with 8,385-value vectors (a tenth of the payload) to fit "
                     "memory and time"
-                    if suite in ("growth", "scale")
+                    if suite == "growth"
                     else ""
                 )
             ),

@@ -152,6 +152,53 @@ def secagg_scaling(results: Results) -> Row:
 
 
 @row
+def secagg_scale(results: Results) -> Row:
+    data = results.load("secagg_scale.json", "python benchmarks/secagg_scale.py")
+    rows = data.items("rows")
+    if not rows:
+        raise data["rows"]._fail("no rows")
+
+    def one(r: Node) -> str:
+        extra = "" if r.flag("exact_sum") else ", sum NOT exact"
+        if r.integer("length") != 83_850:
+            extra += f", {count(r.num('length'))} values"
+        return (
+            f"N = {count(r.num('clients'))} (k = {r.integer('degree')}, t = "
+            f"{r.integer('threshold')}{extra}): "
+            f"client {seconds(r.num('client_seconds'))} = "
+            f"{times(r.num('client_over_floor'))} its floor, "
+            f"{count(round(r.num('client_bytes_up_total')))} B up / "
+            f"{count(round(r.num('client_bytes_down_total')))} B down; server "
+            f"{seconds(r.num('server_seconds'))} = {times(r.num('server_over_floor'))} its floor; "
+            f"peak RSS {count(round(r.num('peak_rss_mib')))} MiB"
+        )
+
+    fit = data["exponents"]
+    fits = (
+        f"fits over N = {join([str(n.integer()) for n in fit.items('clients')], ' / ')}: client "
+        f"{power(fit.num('client_seconds'))} (floor {power(fit.num('client_floor'))}), bytes up "
+        f"{power(fit.num('client_bytes_up'))}, down {power(fit.num('client_bytes_down'))}; server "
+        f"{power(fit.num('server_seconds'))} (floor {power(fit.num('server_floor'))}); peak RSS "
+        f"{power(fit.num('server_peak_rss_mib'))}"
+    )
+    big = data["bytes_at_largest_n"]
+    per = (
+        f"at the largest N a client sends {times(big.num('up_over_vector'), 4)} the vector's "
+        f"{count(big.num('vector_bytes'))} B and receives "
+        f"{times(big.num('down_over_vector'), 2)} of it"
+    )
+    what = (
+        "active SecAgg+, one round in process (one child process per N), finder's k, t for "
+        "5 % corrupted / 5 % dropouts, 5 % dropping before masked input, 83,850 values; floors = "
+        "the primitives the protocol must run (client: its masks, 2 X25519 per neighbour, share "
+        "AEAD, Shamir sharing; server: mask regeneration, dropped-pair X25519, input sums), "
+        "same run"
+    )
+    figure = "; ".join([one(r) for r in rows] + [fits, per])
+    return Row("secagg_scale.py", what, figure)
+
+
+@row
 def secagg_parameters(results: Results) -> Row:
     grid = results.load("secagg_parameters.json", "python benchmarks/secagg_parameters.py")
     table = results.load(

@@ -1,0 +1,508 @@
+"""Issue 25's scale run: active SecAgg+ at N = 1,000 .. 10,000 against honest floors.
+
+One round per N, played in process by :func:`privfed.secagg.run_protocol`
+(clients one after another, every message serialized), active mode, ``k`` and
+``t`` from :func:`~privfed.secagg.parameters.find_secagg_plus_parameters` for
+5 % corrupted clients and 5 % dropouts (semi-malicious server), ``corrupted``
+the most that ``2t > k + 1 + n_C`` allows, 5 % of the clients dropping before
+MASKED_INPUT.  Each N runs in its own child process, so its peak RSS
+(``ru_maxrss``) is its own.  The benchmark asserts the exact sum.
+
+Floors, measured in the same child right after the round, on the same
+machine and vector length (the primitives the protocol must run, nothing
+else):
+
+* client floor, per client (mean over ``--floor-sample`` survivors): its
+  masks (self mask + one pairwise mask per neighbour that shared keys, added
+  into one vector with ``prg.add_expanded_many``), two raw X25519 agreements
+  per neighbour (share-encryption and mask keys), one AEAD seal per
+  neighbour (a share plaintext of the real size), and the Shamir sharing of
+  its two secrets among itself and its neighbours (``shamir.split_many``);
+* server floor: regenerating the survivors' self masks and the pairwise
+  masks of every (dropped, surviving neighbour) pair into one vector, one raw
+  X25519 agreement per such pair, and adding the survivors' vectors (the
+  input sums, ``np.add`` mod 2**64).
+
+Beside the floors (context, not part of them): the Ed25519 signing and
+verifying that active mode adds, timed on this machine for the counts made.
+
+Per-client bytes: up = what a client sends (all stages); down = what the
+server sends it (mean per recipient, per stage).  At the largest N both are
+compared with the vector itself plus ``O(k log N)``.
+
+Usage::
+
+    python benchmarks/secagg_scale.py                       # N = 1,000, 3,000, 10,000
+    python benchmarks/secagg_scale.py --sizes 100 1000      # a subset (merged into the JSON)
+    python benchmarks/secagg_scale.py --sizes 30000 --length 8385
+
+Rows are merged into ``benchmarks/results/secagg_scale.json`` by (N, length),
+so sizes can be run one at a time; a PNG is written beside it.  Timings on a
+shared machine are provisional; the ratios to the floors are the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import secrets
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privfed.secagg import IdentityKey, IdentityRegistry, RunReport, Stage, run_protocol
+from privfed.secagg.parameters import find_secagg_plus_parameters
+from privfed.secagg.primitives import aead, keys, prg, shamir
+from privfed.secagg.protocol._plaintext import _SIZE as SHARE_PLAINTEXT_SIZE
+
+RESULTS = Path(__file__).resolve().parent / "results"
+OUTPUT = RESULTS / "secagg_scale.json"
+PAYLOAD = 10 * (128 + 128 * 129 // 2 + 1)  # 83,850 values: 10 classes at d = 128
+SIZES = (1000, 3000, 10_000)
+
+
+class LazyInputs(Sequence[np.ndarray]):
+    """Client vectors regenerated on demand (never all in memory)."""
+
+    def __init__(self, n: int, length: int, seed: int) -> None:
+        self._n, self._length, self._seed = n, length, seed
+
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def length(self) -> int:
+        return self._length
+
+    def __getitem__(self, index: int) -> np.ndarray:  # type: ignore[override]
+        if not 0 <= index < self._n:
+            raise IndexError(index)
+        rng = np.random.default_rng([self._seed, index])
+        return rng.integers(0, 2**64 - 1, size=self._length, dtype=np.uint64, endpoint=True)
+
+
+def parameters(n: int) -> tuple[int, int, int]:
+    """``(k, t, corrupted)``: the finder's choice for 5 % corrupted, 5 % dropouts."""
+    p = find_secagg_plus_parameters(
+        n, corrupted_fraction=0.05, dropout_fraction=0.05, threat_model="semi-malicious"
+    )
+    return p.degree, p.threshold, 2 * p.threshold - p.degree - 2
+
+
+def rss_mib() -> float:
+    """Peak resident set size of this process so far, MiB (Linux: ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class Log:
+    """Progress lines (stage, done/total, elapsed) to stderr, at most every few seconds."""
+
+    def __init__(self, label: str) -> None:
+        self.label, self.start, self.last = label, time.monotonic(), 0.0
+
+    def __call__(self, event: Any) -> None:
+        now = time.monotonic()
+        if event.finished or now - self.last > 10:
+            self.last = now
+            print(
+                f"[{self.label} +{now - self.start:7.1f}s] {event.stage} {event.done}/{event.total}"
+                f" rss {rss_mib():.0f} MiB",
+                file=sys.stderr,
+                flush=True,
+            )
+
+
+# -- floors ------------------------------------------------------------------------------
+
+
+def _seeds(count: int) -> list[tuple[bytes, bool]]:
+    return [(secrets.token_bytes(prg.SEED_SIZE), bool(i % 2)) for i in range(count)]
+
+
+def time_masks(count: int, length: int) -> float:
+    """Seconds to add ``count`` fresh masks into one ``length``-vector (the mask floor)."""
+    masks = _seeds(count)
+    out = np.zeros(length, dtype=np.uint64)
+    start = time.perf_counter()
+    prg.add_expanded_many(out, masks)
+    return time.perf_counter() - start
+
+
+def time_agreements(count: int) -> float:
+    """Seconds for ``count`` raw X25519 agreements (fresh key, fresh peers)."""
+    pair = keys.KeyPair.generate()
+    peers = [keys.KeyPair.generate().public_key for _ in range(count)]
+    start = time.perf_counter()
+    for peer in peers:
+        pair.agree(peer)
+    return time.perf_counter() - start
+
+
+def time_seals(count: int) -> float:
+    """Seconds for ``count`` AEAD seals of one share plaintext each (real size and AD)."""
+    key = secrets.token_bytes(32)
+    plaintext = secrets.token_bytes(SHARE_PLAINTEXT_SIZE)
+    ads = [
+        aead.share_associated_data(session_id=b"s" * 32, round_index=0, sender=1, recipient=r + 2)
+        for r in range(count)
+    ]
+    start = time.perf_counter()
+    for ad in ads:
+        aead.seal(key, plaintext, associated_data=ad)
+    return time.perf_counter() - start
+
+
+def time_sharing(peers: int, threshold: int) -> float:
+    """Seconds to Shamir-share two 32-byte secrets among a client and ``peers`` others."""
+    values = (secrets.token_bytes(32), secrets.token_bytes(32))
+    holders = list(range(1, peers + 2))
+    start = time.perf_counter()
+    shamir.split_many(values, threshold=threshold, holders=holders)
+    return time.perf_counter() - start
+
+
+def time_signatures(made: float, verified: float, repeats: int = 200) -> float:
+    """Seconds for ``made`` Ed25519 signatures and ``verified`` verifications."""
+    key = IdentityKey.generate()
+    registry = IdentityRegistry({1: key.public_key})
+    payload = secrets.token_bytes(200)
+    signature = key.sign(payload)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        key.sign(payload)
+    sign = (time.perf_counter() - start) / repeats
+    start = time.perf_counter()
+    for _ in range(repeats):
+        registry.verify(1, payload, signature)
+    verify = (time.perf_counter() - start) / repeats
+    return made * sign + verified * verify
+
+
+def client_floor(report: RunReport, length: int, threshold: int, sample: int) -> dict[str, float]:
+    """The client floor's parts, mean over ``sample`` survivors spread over the ids."""
+    shared, survivors = set(report.shared), sorted(report.survivors)
+    hood = report.config.neighbourhoods(report.graph_seed)
+    picked = survivors[:: max(1, len(survivors) // sample)][:sample]
+    parts: dict[str, list[float]] = {"masks": [], "agreements": [], "aead": [], "shamir": []}
+    for u in picked:
+        peers = len(hood[u])  # neighbours on the roster (all advertised here)
+        parts["masks"].append(time_masks(len(hood[u] & shared) + 1, length))
+        parts["agreements"].append(time_agreements(2 * peers))
+        parts["aead"].append(time_seals(peers))
+        parts["shamir"].append(time_sharing(peers, threshold))
+    out = {name: float(np.mean(values)) for name, values in parts.items()}
+    out["total"] = sum(out.values())
+    return out
+
+
+def server_floor(report: RunReport, inputs: LazyInputs) -> dict[str, float]:
+    """The server floor's parts: mask regeneration, dropped-pair agreements, input sums."""
+    shared, survivors = set(report.shared), set(report.survivors)
+    hood = report.config.neighbourhoods(report.graph_seed)
+    pairs = sum(len(hood[v] & survivors) for v in shared - survivors)
+    out = {
+        "masks": time_masks(len(survivors) + pairs, inputs.length),
+        "agreements": time_agreements(pairs),
+    }
+    total = np.zeros(inputs.length, dtype=np.uint64)
+    seconds = 0.0
+    for i in sorted(survivors):
+        row = inputs[i - 1]
+        start = time.perf_counter()
+        np.add(total, row, out=total)
+        seconds += time.perf_counter() - start
+    out["input_sums"] = seconds
+    out["total"] = sum(out.values())
+    out["regenerated_masks"] = float(len(survivors) + pairs)
+    out["dropped_pairs"] = float(pairs)
+    return out
+
+
+# -- one N (child process) -------------------------------------------------------------
+
+
+def _bytes_down(report: RunReport) -> dict[str, float]:
+    """Mean bytes the server sent each recipient, per stage that published."""
+    ran = {stage: sum(1 for c in report.clients if stage in c.seconds) for stage in Stage}
+    following = list(report.stages)
+    out = {}
+    for stage, sent in report.server_bytes_sent.items():
+        after = following.index(stage) + 1
+        # The last stage publishes nothing; a stage's messages go to the next one's players.
+        recipients = ran[following[after]] if after < len(following) else len(report.survivors)
+        out[stage.name] = sent / max(1, recipients)
+    return out
+
+
+def run_child(n: int, length: int, seed: int, sample: int) -> dict[str, Any]:
+    """One active round at ``n`` clients and its floors, in this process."""
+    k, t, nc = parameters(n)
+    inputs = LazyInputs(n, length, seed)
+    rng = np.random.default_rng(seed)
+    dropped = sorted(rng.choice(n, size=n // 20, replace=False).tolist())
+    rss_before = rss_mib()
+    start = time.perf_counter()
+    report = run_protocol(
+        inputs,
+        threshold=t,
+        dropouts={Stage.MASKED_INPUT: dropped},
+        graph="harary",
+        degree=k,
+        progress=Log(f"N={n}"),
+        mode="active",
+        corrupted=nc,
+    )
+    wall = time.perf_counter() - start
+    rss_round = rss_mib()
+    expected = np.zeros(length, dtype=np.uint64)
+    gone = set(dropped)
+    for i in range(n):
+        if i not in gone:
+            np.add(expected, inputs[i], out=expected)
+    exact = bool(np.array_equal(report.total, expected))
+    if not exact:
+        raise SystemExit(f"N={n}: the round's sum is not the exact sum of the survivors")
+    print(f"[N={n}] round done in {wall:.1f} s, exact sum; floors ...", file=sys.stderr)
+    cfloor = client_floor(report, length, t, sample)
+    sfloor = server_floor(report, inputs)
+    full = [c for c in report.clients if len(c.seconds) == len(report.stages)]
+    made = float(np.mean([c.signatures_made for c in full]))
+    verified = float(np.mean([c.signatures_verified for c in full]))
+    up = {s.name: float(np.mean([c.bytes_sent[s] for c in full])) for s in report.stages}
+    down = _bytes_down(report)
+    client_s = report.mean_client_seconds
+    server_s = report.total_server_seconds
+    return {
+        "clients": n,
+        "degree": k,
+        "threshold": t,
+        "corrupted": nc,
+        "dropped": len(dropped),
+        "length": length,
+        "exact_sum": exact,
+        "wall_seconds": wall,
+        "client_seconds": client_s,
+        "client_seconds_per_stage": {
+            s.name: float(np.mean([c.seconds[s] for c in full])) for s in report.stages
+        },
+        "client_floor": cfloor,
+        "client_over_floor": client_s / cfloor["total"],
+        "client_signature_seconds": time_signatures(made, verified),
+        "signatures_made_per_client": made,
+        "signatures_verified_per_client": verified,
+        "server_seconds": server_s,
+        "server_seconds_per_stage": {s.name: v for s, v in report.server_seconds.items()},
+        "server_floor": sfloor,
+        "server_over_floor": server_s / sfloor["total"],
+        "client_bytes_up": up,
+        "client_bytes_down": down,
+        "client_bytes_up_total": sum(up.values()),
+        "client_bytes_down_total": sum(down.values()),
+        "vector_bytes": 8 * length,
+        "peak_rss_mib": rss_round,
+        "rss_before_round_mib": rss_before,
+    }
+
+
+# -- the parent: one child per N, fits, JSON, plot -----------------------------------------
+
+
+def slope(xs: list[float], ys: list[float]) -> float | None:
+    """Least-squares slope of log(y) on log(x) (None with fewer than two points)."""
+    if len(xs) < 2:
+        return None
+    return float(np.polyfit(np.log(xs), np.log(ys), 1)[0])
+
+
+def exponents(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Growth exponents over the full-vector rows with N >= 1,000."""
+    use = sorted(
+        (r for r in rows if r["length"] == PAYLOAD and r["clients"] >= 1000),
+        key=lambda r: r["clients"],
+    )
+    ns = [float(r["clients"]) for r in use]
+    pick = {
+        "client_seconds": lambda r: r["client_seconds"],
+        "client_floor": lambda r: r["client_floor"]["total"],
+        "client_bytes_up": lambda r: r["client_bytes_up_total"],
+        "client_bytes_down": lambda r: r["client_bytes_down_total"],
+        "server_seconds": lambda r: r["server_seconds"],
+        "server_floor": lambda r: r["server_floor"]["total"],
+        "server_peak_rss_mib": lambda r: r["peak_rss_mib"],
+        "server_rss_growth_mib": lambda r: max(1e-3, r["peak_rss_mib"] - r["rss_before_round_mib"]),
+    }
+    out: dict[str, Any] = {"clients": [int(n) for n in ns]}
+    for name, get in pick.items():
+        out[name] = slope(ns, [get(r) for r in use])
+    stages = use[0]["server_seconds_per_stage"] if use else {}
+    out["server_per_stage"] = {
+        s: slope(ns, [r["server_seconds_per_stage"][s] for r in use]) for s in stages
+    }
+    return out
+
+
+def bytes_check(row: dict[str, Any]) -> dict[str, float]:
+    """Per-client bytes against the vector itself (the O(k log N) rest is the excess)."""
+    vector = row["vector_bytes"]
+    up, down = row["client_bytes_up_total"], row["client_bytes_down_total"]
+    k, n = row["degree"], row["clients"]
+    klogn = k * np.log2(n)
+    return {
+        "vector_bytes": vector,
+        "up_over_vector": up / vector,
+        "down_over_vector": down / vector,
+        "up_minus_vector_bytes": up - vector,
+        "up_minus_vector_over_k_log2_n": (up - vector) / klogn,
+        "down_over_k_log2_n": down / klogn,
+        "up_plus_down_over_vector": (up + down) / vector,
+    }
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    head = (
+        f"{'N':>6} {'k':>3} {'t':>3} {'len':>6} | {'client s':>8} {'floor':>7} {'x':>5} | "
+        f"{'up B':>9} {'down B':>7} | {'server s':>8} {'floor':>7} {'x':>5} | {'RSS MiB':>7}"
+    )
+    print(head)
+    print("-" * len(head))
+    for r in sorted(rows, key=lambda r: (r["length"], r["clients"])):
+        print(
+            f"{r['clients']:>6} {r['degree']:>3} {r['threshold']:>3} {r['length']:>6} | "
+            f"{r['client_seconds']:>8.4f} {r['client_floor']['total']:>7.4f} "
+            f"{r['client_over_floor']:>5.2f} | {r['client_bytes_up_total']:>9,.0f} "
+            f"{r['client_bytes_down_total']:>7,.0f} | {r['server_seconds']:>8.2f} "
+            f"{r['server_floor']['total']:>7.2f} {r['server_over_floor']:>5.2f} | "
+            f"{r['peak_rss_mib']:>7.0f}"
+        )
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> bool:
+    """Client and server seconds against their floors, and peak RSS, against N."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    use = sorted((r for r in rows if r["length"] == PAYLOAD), key=lambda r: r["clients"])
+    if not use:
+        return False
+    ns = [r["clients"] for r in use]
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
+    panels = (
+        ("client seconds", "client_seconds", lambda r: r["client_floor"]["total"]),
+        ("server seconds", "server_seconds", lambda r: r["server_floor"]["total"]),
+    )
+    for ax, (title, key, floor) in zip(axes[:2], panels, strict=True):
+        ax.plot(ns, [r[key] for r in use], "o-", label="privfed (active SecAgg+)")
+        ax.plot(ns, [floor(r) for r in use], "s--", label="floor (primitives only)")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("clients N")
+        ax.set_title(title)
+        ax.legend(fontsize=8)
+    axes[2].plot(ns, [r["peak_rss_mib"] for r in use], "o-", label="peak RSS (whole process)")
+    axes[2].plot(
+        ns,
+        [r["peak_rss_mib"] - r["rss_before_round_mib"] for r in use],
+        "s--",
+        label="growth during the round",
+    )
+    axes[2].set_xscale("log")
+    axes[2].set_yscale("log")
+    axes[2].set_xlabel("clients N")
+    axes[2].set_title("memory, MiB")
+    axes[2].legend(fontsize=8)
+    fig.suptitle(f"issue 25 scale run: {PAYLOAD:,} values, 5 % dropouts, finder's k, t")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def _load(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    try:
+        document = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return []
+    rows = document.get("rows")
+    return rows if isinstance(rows, list) else []
+
+
+def write(rows: list[dict[str, Any]], path: Path, command: str) -> None:
+    largest = max(
+        (r for r in rows if r["length"] == PAYLOAD), key=lambda r: r["clients"], default=None
+    )
+    document = {
+        "meta": {
+            "command": command,
+            "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+            "machine": platform.machine(),
+            "cpus": os.cpu_count(),
+            "note": (
+                "one active round per N, in its own child process (peak RSS is that "
+                "process's ru_maxrss: the server and all N in-process clients together, an "
+                "upper bound on the server's); floors measured in the same child right after "
+                "the round; shared 2-core machine, timings provisional"
+            ),
+        },
+        "rows": sorted(rows, key=lambda r: (r["length"], r["clients"])),
+        "exponents": exponents(rows),
+        "bytes_at_largest_n": bytes_check(largest) if largest else None,
+    }
+    path.write_text(json.dumps(document, indent=2) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
+    parser.add_argument("--length", type=int, default=PAYLOAD, help="values per vector")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--floor-sample", type=int, default=10)
+    parser.add_argument("--output", type=Path, default=OUTPUT)
+    parser.add_argument("--child", type=Path, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child is not None:  # one N, in this (child) process
+        row = run_child(args.sizes[0], args.length, args.seed, args.floor_sample)
+        args.child.write_text(json.dumps(row, indent=2) + "\n")
+        return 0
+    rows = [r for r in _load(args.output)]
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    for n in args.sizes:
+        part = args.output.with_name(f".{args.output.stem}_{n}_{args.length}.json")
+        command = [sys.executable, __file__, "--child", str(part), "--sizes", str(n)]
+        command += ["--length", str(args.length), "--seed", str(args.seed)]
+        command += ["--floor-sample", str(args.floor_sample)]
+        print(f"running N={n}, {args.length} values ...", file=sys.stderr, flush=True)
+        done = subprocess.run(command, check=False)
+        if done.returncode != 0:
+            print(f"N={n} failed (exit {done.returncode})", file=sys.stderr)
+            return 1
+        row = json.loads(part.read_text())
+        part.unlink()
+        rows = [r for r in rows if (r["clients"], r["length"]) != (n, args.length)] + [row]
+        write(
+            rows, args.output, "python benchmarks/secagg_scale.py " + " ".join(argv or sys.argv[1:])
+        )
+        print_table(rows)
+    png = args.output.with_suffix(".png")
+    if plot(rows, png):
+        print(f"wrote {args.output} and {png}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
