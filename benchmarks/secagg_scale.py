@@ -226,6 +226,50 @@ def server_floor(report: RunReport, inputs: LazyInputs) -> dict[str, float]:
     return out
 
 
+def time_reconstruction(owners: int, threshold: int) -> float:
+    """Seconds to rebuild ``owners`` secrets from ``threshold`` shares each, own holder sets."""
+    rng = np.random.default_rng(owners)
+    batches = []
+    for _ in range(owners):
+        xs = sorted(rng.choice(np.arange(1, 4 * threshold + 1), threshold, replace=False).tolist())
+        shares = shamir.split(
+            secrets.token_bytes(32), threshold=threshold, num_shares=threshold, indices=xs
+        )
+        batches.append((tuple(xs), [[share.value for share in shares]]))
+    start = time.perf_counter()
+    shamir.combine_batches(batches, threshold=threshold)
+    return time.perf_counter() - start
+
+
+def add_context(row: dict[str, Any]) -> None:
+    """Primitives active SecAgg+ also needs beyond the floors, timed here (context).
+
+    Client: its Ed25519 signing and verifying (timed in the child for the mean
+    counts made).  Server: one Ed25519 verification per advertisement and per
+    survivor's consistency signature, and the Shamir reconstruction of every
+    survivor's self-mask seed and every dropped client's mask key (``t``
+    shares each, one holder set per owner).  Rows written before this existed
+    get it timed by the parent process, after the round (``context_timed_in``).
+    """
+    if "context" in row:
+        return
+    n, dropped, t = row["clients"], row["dropped"], row["threshold"]
+    verifies = time_signatures(0, n + (n - dropped))
+    rebuild = time_reconstruction(n, t)
+    client_total = row["client_floor"]["total"] + row["client_signature_seconds"]
+    server_total = row["server_floor"]["total"] + verifies + rebuild
+    row["context"] = {
+        "timed_in": "parent",
+        "server_signature_seconds": verifies,
+        "server_reconstruction_seconds": rebuild,
+        "client_floor_plus_signatures": client_total,
+        "client_over_floor_plus_signatures": row["client_seconds"] / client_total,
+        "server_floor_plus_signatures_and_reconstruction": server_total,
+        "server_over_floor_plus_signatures_and_reconstruction": row["server_seconds"]
+        / server_total,
+    }
+
+
 # -- one N (child process) -------------------------------------------------------------
 
 
@@ -369,7 +413,8 @@ def bytes_check(row: dict[str, Any]) -> dict[str, float]:
 def print_table(rows: list[dict[str, Any]]) -> None:
     head = (
         f"{'N':>6} {'k':>3} {'t':>3} {'len':>6} | {'client s':>8} {'floor':>7} {'x':>5} | "
-        f"{'up B':>9} {'down B':>7} | {'server s':>8} {'floor':>7} {'x':>5} | {'RSS MiB':>7}"
+        f"{'up B':>9} {'down B':>7} | {'server s':>8} {'floor':>7} {'x':>5} | {'RSS MiB':>7} | "
+        f"{'c x+sig':>7} {'s x+sig+shamir':>14}"
     )
     print(head)
     print("-" * len(head))
@@ -380,7 +425,9 @@ def print_table(rows: list[dict[str, Any]]) -> None:
             f"{r['client_over_floor']:>5.2f} | {r['client_bytes_up_total']:>9,.0f} "
             f"{r['client_bytes_down_total']:>7,.0f} | {r['server_seconds']:>8.2f} "
             f"{r['server_floor']['total']:>7.2f} {r['server_over_floor']:>5.2f} | "
-            f"{r['peak_rss_mib']:>7.0f}"
+            f"{r['peak_rss_mib']:>7.0f} | "
+            f"{r['context']['client_over_floor_plus_signatures']:>7.2f} "
+            f"{r['context']['server_over_floor_plus_signatures_and_reconstruction']:>14.2f}"
         )
 
 
@@ -441,6 +488,8 @@ def _load(path: Path) -> list[dict[str, Any]]:
 
 
 def write(rows: list[dict[str, Any]], path: Path, command: str) -> None:
+    for row in rows:
+        add_context(row)
     largest = max(
         (r for r in rows if r["length"] == PAYLOAD), key=lambda r: r["clients"], default=None
     )
@@ -468,18 +517,29 @@ def write(rows: list[dict[str, Any]], path: Path, command: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
+    parser.add_argument("--sizes", type=int, nargs="*", default=list(SIZES))
     parser.add_argument("--length", type=int, default=PAYLOAD, help="values per vector")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--floor-sample", type=int, default=10)
     parser.add_argument("--output", type=Path, default=OUTPUT)
+    parser.add_argument(
+        "--merge", type=Path, nargs="*", default=[], help="also take the rows of these JSON files"
+    )
     parser.add_argument("--child", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child is not None:  # one N, in this (child) process
         row = run_child(args.sizes[0], args.length, args.seed, args.floor_sample)
+        add_context(row)
+        row["context"]["timed_in"] = "child"
         args.child.write_text(json.dumps(row, indent=2) + "\n")
         return 0
-    rows = [r for r in _load(args.output)]
+    rows = _load(args.output)
+    for other in args.merge:
+        keys = {(r["clients"], r["length"]) for r in _load(other)}
+        rows = [r for r in rows if (r["clients"], r["length"]) not in keys] + _load(other)
+    if args.merge and not args.sizes:
+        write(rows, args.output, "python benchmarks/secagg_scale.py (merged runs)")
+        print_table(rows)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     for n in args.sizes:
         part = args.output.with_name(f".{args.output.stem}_{n}_{args.length}.json")
