@@ -44,6 +44,7 @@ shared machine are provisional; the ratios to the floors are the figures.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -52,13 +53,14 @@ import secrets
 import subprocess
 import sys
 import time
+import types
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from privfed.secagg import IdentityKey, IdentityRegistry, RunReport, Stage, run_protocol
+from privfed.secagg import IdentityKey, IdentityRegistry, RunReport, Stage, run_protocol, runner
 from privfed.secagg.parameters import find_secagg_plus_parameters
 from privfed.secagg.primitives import aead, keys, prg, shamir
 from privfed.secagg.protocol._plaintext import _SIZE as SHARE_PLAINTEXT_SIZE
@@ -102,14 +104,65 @@ def rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def deep_size(root: object) -> int:
+    """Bytes of the objects reachable from ``root`` (``sys.getsizeof``; types, modules skipped).
+
+    A numpy array that owns its data counts it; a view counts through its base.
+    """
+    skip = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType)
+    seen: set[int] = set()
+    stack = [root]
+    total = 0
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, skip):
+            continue
+        seen.add(id(obj))
+        total += sys.getsizeof(obj)
+        if isinstance(obj, np.ndarray) and obj.base is not None:
+            stack.append(obj.base)
+        stack.extend(gc.get_referents(obj))
+    return total
+
+
+class ServerProbe:
+    """Captures the round's server (benchmark only) to weigh what it holds at each stage end."""
+
+    def __init__(self) -> None:
+        self.server: object | None = None
+        self.held: dict[str, int] = {}
+        self.seconds = 0.0  # outside every timed region, but inside the round's wall
+        self._original = runner.SecAggServer
+
+    def __enter__(self) -> ServerProbe:
+        def make(*args: Any, **kwargs: Any) -> object:
+            self.server = self._original(*args, **kwargs)
+            return self.server
+
+        runner.SecAggServer = make  # type: ignore[assignment,misc]
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        runner.SecAggServer = self._original  # type: ignore[misc]
+
+    def weigh(self, stage: str) -> None:
+        if self.server is not None:
+            start = time.perf_counter()
+            self.held[stage] = deep_size(self.server)
+            self.seconds += time.perf_counter() - start
+
+
 class Log:
     """Progress lines (stage, done/total, elapsed) to stderr, at most every few seconds."""
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, probe: ServerProbe | None = None) -> None:
         self.label, self.start, self.last = label, time.monotonic(), 0.0
+        self.probe = probe
 
     def __call__(self, event: Any) -> None:
         now = time.monotonic()
+        if event.finished and self.probe is not None:
+            self.probe.weigh(event.stage)
         if event.finished or now - self.last > 10:
             self.last = now
             print(
@@ -294,17 +347,19 @@ def run_child(n: int, length: int, seed: int, sample: int) -> dict[str, Any]:
     dropped = sorted(rng.choice(n, size=n // 20, replace=False).tolist())
     rss_before = rss_mib()
     start = time.perf_counter()
-    report = run_protocol(
-        inputs,
-        threshold=t,
-        dropouts={Stage.MASKED_INPUT: dropped},
-        graph="harary",
-        degree=k,
-        progress=Log(f"N={n}"),
-        mode="active",
-        corrupted=nc,
-    )
+    with ServerProbe() as probe:
+        report = run_protocol(
+            inputs,
+            threshold=t,
+            dropouts={Stage.MASKED_INPUT: dropped},
+            graph="harary",
+            degree=k,
+            progress=Log(f"N={n}", probe),
+            mode="active",
+            corrupted=nc,
+        )
     wall = time.perf_counter() - start
+    probe_seconds = probe.seconds
     rss_round = rss_mib()
     expected = np.zeros(length, dtype=np.uint64)
     gone = set(dropped)
@@ -352,6 +407,9 @@ def run_child(n: int, length: int, seed: int, sample: int) -> dict[str, Any]:
         "client_bytes_down_total": sum(down.values()),
         "vector_bytes": 8 * length,
         "peak_rss_mib": rss_round,
+        "server_held_bytes_per_stage": probe.held,
+        "server_held_bytes_max": max(probe.held.values(), default=0),
+        "server_weighing_seconds": probe_seconds,
         "rss_before_round_mib": rss_before,
     }
 
@@ -382,6 +440,7 @@ def exponents(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "server_floor": lambda r: r["server_floor"]["total"],
         "server_peak_rss_mib": lambda r: r["peak_rss_mib"],
         "server_rss_growth_mib": lambda r: max(1e-3, r["peak_rss_mib"] - r["rss_before_round_mib"]),
+        "server_held_bytes": lambda r: r.get("server_held_bytes_max") or float("nan"),
     }
     out: dict[str, Any] = {"clients": [int(n) for n in ns]}
     for name, get in pick.items():
@@ -464,6 +523,14 @@ def plot(rows: list[dict[str, Any]], path: Path) -> bool:
         "s--",
         label="growth during the round",
     )
+    held = [r for r in use if r.get("server_held_bytes_max")]
+    if held:
+        axes[2].plot(
+            [r["clients"] for r in held],
+            [r["server_held_bytes_max"] / 2**20 for r in held],
+            "^:",
+            label="held by the server (largest stage end)",
+        )
     axes[2].set_xscale("log")
     axes[2].set_yscale("log")
     axes[2].set_xlabel("clients N")
