@@ -419,7 +419,7 @@ def run_child(n: int, length: int, seed: int, sample: int) -> dict[str, Any]:
 
 def slope(xs: list[float], ys: list[float]) -> float | None:
     """Least-squares slope of log(y) on log(x) (None with fewer than two points)."""
-    if len(xs) < 2:
+    if len(xs) < 2 or not all(np.isfinite(ys)):
         return None
     return float(np.polyfit(np.log(xs), np.log(ys), 1)[0])
 
