@@ -162,24 +162,41 @@ def secagg_scale(results: Results) -> Row:
         extra = "" if r.flag("exact_sum") else ", sum NOT exact"
         if r.integer("length") != 83_850:
             extra += f", {count(r.num('length'))} values"
+        client_more = server_more = held = ""
+        if r.has("context"):
+            c = r["context"]
+            client_more = (
+                f" ({times(c.num('client_over_floor_plus_signatures'))} with its Ed25519 work)"
+            )
+            server_more = (
+                f" ({times(c.num('server_over_floor_plus_signatures_and_reconstruction'))} with "
+                "its Ed25519 verifications and Shamir reconstruction)"
+            )
+        if r.has("server_held_bytes_max"):
+            held = f", the server holding at most {sig(r.num('server_held_bytes_max') / 2**20)} MiB"
         return (
             f"N = {count(r.num('clients'))} (k = {r.integer('degree')}, t = "
             f"{r.integer('threshold')}{extra}): "
             f"client {seconds(r.num('client_seconds'))} = "
-            f"{times(r.num('client_over_floor'))} its floor, "
+            f"{times(r.num('client_over_floor'))} its floor{client_more}, "
             f"{count(round(r.num('client_bytes_up_total')))} B up / "
             f"{count(round(r.num('client_bytes_down_total')))} B down; server "
-            f"{seconds(r.num('server_seconds'))} = {times(r.num('server_over_floor'))} its floor; "
-            f"peak RSS {count(round(r.num('peak_rss_mib')))} MiB"
+            f"{seconds(r.num('server_seconds'))} = {times(r.num('server_over_floor'))} its "
+            f"floor{server_more}; peak RSS {count(round(r.num('peak_rss_mib')))} MiB{held}"
         )
 
     fit = data["exponents"]
+
+    def grow(key: str) -> str:
+        value = fit.opt_num(key) if fit.has(key) else None
+        return "—" if value is None else power(value)
+
     fits = (
         f"fits over N = {join([str(n.integer()) for n in fit.items('clients')], ' / ')}: client "
-        f"{power(fit.num('client_seconds'))} (floor {power(fit.num('client_floor'))}), bytes up "
-        f"{power(fit.num('client_bytes_up'))}, down {power(fit.num('client_bytes_down'))}; server "
-        f"{power(fit.num('server_seconds'))} (floor {power(fit.num('server_floor'))}); peak RSS "
-        f"{power(fit.num('server_peak_rss_mib'))}"
+        f"{grow('client_seconds')} (floor {grow('client_floor')}), bytes up "
+        f"{grow('client_bytes_up')}, down {grow('client_bytes_down')}; server "
+        f"{grow('server_seconds')} (floor {grow('server_floor')}); peak RSS "
+        f"{grow('server_peak_rss_mib')}, held by the server {grow('server_held_bytes')}"
     )
     big = data["bytes_at_largest_n"]
     per = (
