@@ -440,11 +440,15 @@ def exponents(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "server_floor": lambda r: r["server_floor"]["total"],
         "server_peak_rss_mib": lambda r: r["peak_rss_mib"],
         "server_rss_growth_mib": lambda r: max(1e-3, r["peak_rss_mib"] - r["rss_before_round_mib"]),
-        "server_held_bytes": lambda r: r.get("server_held_bytes_max") or float("nan"),
     }
     out: dict[str, Any] = {"clients": [int(n) for n in ns]}
     for name, get in pick.items():
         out[name] = slope(ns, [get(r) for r in use])
+    held = [r for r in use if r.get("server_held_bytes_max")]
+    out["server_held_bytes"] = slope(
+        [float(r["clients"]) for r in held], [r["server_held_bytes_max"] for r in held]
+    )
+    out["server_held_bytes_clients"] = [r["clients"] for r in held]
     stages = use[0]["server_seconds_per_stage"] if use else {}
     out["server_per_stage"] = {
         s: slope(ns, [r["server_seconds_per_stage"][s] for r in use]) for s in stages
@@ -543,18 +547,29 @@ def plot(rows: list[dict[str, Any]], path: Path) -> bool:
     return True
 
 
-def _load(path: Path) -> list[dict[str, Any]]:
+def _load(path: Path, key: str = "rows") -> list[dict[str, Any]]:
     if not path.exists():
         return []
     try:
         document = json.loads(path.read_text())
     except json.JSONDecodeError:
         return []
-    rows = document.get("rows")
+    rows = document.get(key)
     return rows if isinstance(rows, list) else []
 
 
-def write(rows: list[dict[str, Any]], path: Path, command: str) -> None:
+def _replace(
+    rows: list[dict[str, Any]], new: list[dict[str, Any]], earlier: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """``rows`` with ``new`` in place of the same (N, length) rows; those go to ``earlier``."""
+    keys = {(r["clients"], r["length"]) for r in new}
+    earlier += [r for r in rows if (r["clients"], r["length"]) in keys]
+    return [r for r in rows if (r["clients"], r["length"]) not in keys] + new
+
+
+def write(
+    rows: list[dict[str, Any]], path: Path, command: str, earlier: list[dict[str, Any]]
+) -> None:
     for row in rows:
         add_context(row)
     largest = max(
@@ -578,6 +593,8 @@ def write(rows: list[dict[str, Any]], path: Path, command: str) -> None:
         "rows": sorted(rows, key=lambda r: (r["length"], r["clients"])),
         "exponents": exponents(rows),
         "bytes_at_largest_n": bytes_check(largest) if largest else None,
+        # Rows a later run of the same (N, length) replaced, kept for comparison.
+        "earlier_runs": earlier,
     }
     path.write_text(json.dumps(document, indent=2) + "\n")
 
@@ -600,12 +617,11 @@ def main(argv: list[str] | None = None) -> int:
         row["context"]["timed_in"] = "child"
         args.child.write_text(json.dumps(row, indent=2) + "\n")
         return 0
-    rows = _load(args.output)
+    rows, earlier = _load(args.output), _load(args.output, "earlier_runs")
     for other in args.merge:
-        keys = {(r["clients"], r["length"]) for r in _load(other)}
-        rows = [r for r in rows if (r["clients"], r["length"]) not in keys] + _load(other)
-    if args.merge and not args.sizes:
-        write(rows, args.output, "python benchmarks/secagg_scale.py (merged runs)")
+        rows = _replace(rows, _load(other), earlier)
+    if not args.sizes:  # merge (or only re-fit) what is there
+        write(rows, args.output, "python benchmarks/secagg_scale.py (merged runs)", earlier)
         print_table(rows)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     for n in args.sizes:
@@ -620,10 +636,9 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         row = json.loads(part.read_text())
         part.unlink()
-        rows = [r for r in rows if (r["clients"], r["length"]) != (n, args.length)] + [row]
-        write(
-            rows, args.output, "python benchmarks/secagg_scale.py " + " ".join(argv or sys.argv[1:])
-        )
+        rows = _replace(rows, [row], earlier)
+        command = "python benchmarks/secagg_scale.py " + " ".join(argv or sys.argv[1:])
+        write(rows, args.output, command, earlier)
         print_table(rows)
     png = args.output.with_suffix(".png")
     if plot(rows, png):
