@@ -41,6 +41,8 @@ import numpy as np
 from scipy import stats
 
 from privfed.audit import (
+    RELEASE_CODE_TRIALS,
+    AuditTrials,
     SimulationMode,
     audit_gaussian_release,
     audit_latent_release,
@@ -48,8 +50,6 @@ from privfed.audit import (
 )
 from privfed.dp import Adjacency, gaussian_noise, mu_for_epsilon_delta
 from privfed.engines.latent.self_audit import (
-    DEFAULT_NUM_CALIBRATION_TRIALS,
-    DEFAULT_NUM_TRIALS,
     PlannedRelease,
     audit_latent_release_code,
 )
@@ -83,7 +83,7 @@ def main() -> int:
     parser.add_argument(
         "--real-trials",
         type=int,
-        default=DEFAULT_NUM_TRIALS,
+        default=RELEASE_CODE_TRIALS.num_trials,
         help="trials per hypothesis of the real release code (calibration: a quarter)",
     )
     parser.add_argument("--significance", type=float, default=0.05)
@@ -93,15 +93,11 @@ def main() -> int:
     trials = args.trials // 10 if args.quick else args.trials
     cal = args.calibration_trials // 10 if args.quick else args.calibration_trials
     real_trials = max(100, args.real_trials // 10 if args.quick else args.real_trials)
-    real_cal = max(100, real_trials * DEFAULT_NUM_CALIBRATION_TRIALS // DEFAULT_NUM_TRIALS)
+    default = RELEASE_CODE_TRIALS
+    real_cal = max(100, real_trials * default.num_calibration_trials // default.num_trials)
     epsilons = [float(e) for e in args.epsilons.split(",")]
-    common = {
-        "num_trials": trials,
-        "num_calibration_trials": cal,
-        "significance": args.significance,
-        "seed": args.seed,
-    }
-    real = {**common, "num_trials": real_trials, "num_calibration_trials": real_cal}
+    common = {"trials": AuditTrials(trials, cal, args.significance, args.seed)}
+    real = {"trials": AuditTrials(real_trials, real_cal, args.significance, args.seed)}
 
     rows = []
     total = 4 * len(epsilons)
@@ -203,9 +199,7 @@ def main() -> int:
     throughput = {}
     n = max(2000, real_trials // 10)
     t0 = time.perf_counter()
-    audit_latent_release_code(
-        plan, num_trials=n, num_calibration_trials=max(100, n // 4), seed=args.seed
-    )
+    audit_latent_release_code(plan, trials=AuditTrials(n, max(100, n // 4), seed=args.seed))
     seconds = time.perf_counter() - t0
     throughput[SimulationMode.RELEASE_CODE.value] = {
         "trials": 2 * (n + max(100, n // 4)),
@@ -217,8 +211,8 @@ def main() -> int:
     ):
         t0 = time.perf_counter()
         audit_latent_release(
-            plan, mode=mode, noise_sampler=sampler, num_trials=n,
-            num_calibration_trials=max(100, n // 4), seed=args.seed,
+            plan, mode=mode, noise_sampler=sampler,
+            trials=AuditTrials(n, max(100, n // 4), seed=args.seed),
         )  # fmt: skip
         seconds = time.perf_counter() - t0
         throughput[mode.value] = {"trials": 2 * (n + max(100, n // 4)), "seconds": seconds}

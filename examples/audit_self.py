@@ -13,6 +13,7 @@ Run:  python examples/audit_self.py
 
 from __future__ import annotations
 
+from privfed.audit import AuditTrials
 from privfed.dp import Adjacency
 from privfed.engines.latent.self_audit import self_audit_release
 
@@ -29,7 +30,7 @@ def main() -> None:
                 dim=16,
                 adjacency=Adjacency.REPLACE_ONE,
                 noise_scale=noise_scale,
-                seed=0,
+                trials=AuditTrials(seed=0),
             )
             audited.add(result.audited)
             verdict = "VIOLATION" if result.violation_detected else "consistent"

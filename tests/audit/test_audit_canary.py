@@ -21,7 +21,10 @@ from privfed.audit import (
     worst_case_latent_canary,
 )
 from privfed.audit.canary import (
+    RELEASE_CODE_TRIALS,
     SIMULATED_LABEL,
+    SIMULATION_TRIALS,
+    AuditTrials,
     CanaryGame,
     audit_canary_game,
     worst_case_latent_records,
@@ -82,7 +85,9 @@ def test_no_random_replacement_beats_the_canary(seed: int, ratio: float) -> None
 
 def test_calibrated_release_is_consistent_and_tight() -> None:
     # α = 0.05 per bound, fixed seed.  With 2·10⁵ evaluation trials μ_lb reaches ≥ 95 % of μ.
-    result = simulated_self_audit(4.0, 1e-5, clip_norm=3.0, dim=8, seed=2024)
+    result = simulated_self_audit(
+        4.0, 1e-5, clip_norm=3.0, dim=8, trials=dataclasses.replace(SIMULATION_TRIALS, seed=2024)
+    )
     assert not result.violation_detected
     assert result.mu_lower_bound <= result.claimed_mu
     assert result.epsilon_lower_bound <= result.claimed_epsilon
@@ -96,7 +101,9 @@ def test_half_noise_release_is_detected(epsilon: float) -> None:
     # Halving the noise doubles the true μ; the held-out bound (α = 0.05) then lands near
     # 2μ·0.97, far above μ: missing it would need a > 20-sigma deviation at 2·10⁵ trials.
     plan = plan_latent_release(epsilon, 1e-5, clip_norm=3.0, dim=8, adjacency=Adjacency.REPLACE_ONE)
-    result = audit_latent_release(plan, noise_scale=0.5, seed=7)
+    result = audit_latent_release(
+        plan, noise_scale=0.5, trials=dataclasses.replace(SIMULATION_TRIALS, seed=7)
+    )
     assert result.violation_detected
     assert result.mu_lower_bound > result.claimed_mu
     assert result.canary_mu == pytest.approx(2 * plan.mu, rel=1e-9)
@@ -114,9 +121,7 @@ def test_audit_coverage_over_many_small_audits() -> None:
             [component],
             claimed_mu=1.0,
             delta=1e-5,
-            num_trials=2000,
-            num_calibration_trials=500,
-            seed=seed,
+            trials=AuditTrials(num_trials=2000, num_calibration_trials=500, seed=seed),
         )
         mu_exceed += result.mu_lower_bound > result.claimed_mu
         eps_exceed += result.epsilon_lower_bound > result.claimed_epsilon
@@ -137,8 +142,8 @@ def test_full_release_mode_audits_the_sampler() -> None:
 
     # α = 0.01 per bound for the correct sampler (false-failure rate ≤ 2 %, fixed seed); the
     # buggy sampler doubles μ, which 20,000 trials detect with overwhelming probability.
-    kwargs = {"mode": SimulationMode.FULL_RELEASE, "num_trials": 20_000,
-              "num_calibration_trials": 5_000, "seed": 3, "significance": 0.01}  # fmt: skip
+    trials = AuditTrials(num_trials=20_000, num_calibration_trials=5_000, significance=0.01, seed=3)
+    kwargs = {"mode": SimulationMode.FULL_RELEASE, "trials": trials}
     ok = audit_latent_release(plan, noise_sampler=good, **kwargs)
     assert not ok.violation_detected and ok.tightness > 0.85
     assert {shape[1] for shape, _ in calls} == {4, 16, 1}  # sum, second moment, count blocks
@@ -154,10 +159,9 @@ def test_privfed_noise_sampler_passes_the_full_release_audit() -> None:
         plan,
         mode=SimulationMode.FULL_RELEASE,
         noise_sampler=gaussian_noise,
-        num_trials=20_000,
-        num_calibration_trials=5_000,
-        significance=0.01,
-        seed=11,
+        trials=AuditTrials(
+            num_trials=20_000, num_calibration_trials=5_000, significance=0.01, seed=11
+        ),
     )
     assert not result.violation_detected
     assert result.tightness > 0.85
@@ -174,15 +178,14 @@ def test_full_release_rejects_misshapen_sampler() -> None:
             delta=1e-5,
             mode=SimulationMode.FULL_RELEASE,
             noise_sampler=broken,
-            num_trials=100,
-            num_calibration_trials=100,
-            seed=0,
+            trials=AuditTrials(num_trials=100, num_calibration_trials=100, seed=0),
         )
 
 
 def test_gaussian_mechanism_audit_is_seeded() -> None:
-    a = audit_gaussian_mechanism(2.0, 1.0, delta=1e-5, num_trials=1000, seed=5)
-    b = audit_gaussian_mechanism(2.0, 1.0, delta=1e-5, num_trials=1000, seed=5)
+    trials = dataclasses.replace(SIMULATION_TRIALS, num_trials=1000, seed=5)
+    a = audit_gaussian_mechanism(2.0, 1.0, delta=1e-5, trials=trials)
+    b = audit_gaussian_mechanism(2.0, 1.0, delta=1e-5, trials=trials)
     assert a == b
     assert a.claimed_mu == 2.0
 
@@ -245,18 +248,14 @@ def test_canary_game_runs_the_injected_release() -> None:
     # α = 0.01 per bound, fixed seed: the correct mechanism fails with probability ≤ 2 %.
     # With half the noise the true μ doubles (2.24 vs 1.12 claimed): at 20,000 trials the
     # bound lands near 2.2, a miss would take a > 30-sigma deviation.
-    kwargs: dict[str, Any] = {
-        "num_trials": 20_000,
-        "num_calibration_trials": 5_000,
-        "significance": 0.01,
-    }
-    ok = audit_canary_game(_gaussian_game(), seed=1, **kwargs)
+    trials = AuditTrials(num_trials=20_000, num_calibration_trials=5_000, significance=0.01, seed=1)
+    ok = audit_canary_game(_gaussian_game(), trials=trials)
     assert ok.mode is SimulationMode.RELEASE_CODE and not ok.simulated
     assert ok.audited == "release code: a numpy Gaussian mechanism"
     assert not ok.violation_detected and ok.tightness > 0.85
     assert ok.mu_attack == ok.epsilon_attack == "joint"  # only one informative block
     assert ok.canary_mu == pytest.approx(ok.claimed_mu)
-    bad = audit_canary_game(_gaussian_game(0.5), seed=1, **kwargs)
+    bad = audit_canary_game(_gaussian_game(0.5), trials=trials)
     assert bad.violation_detected and bad.mu_lower_bound > 1.5 * bad.claimed_mu
     assert bad.canary_mu == pytest.approx(2 * bad.claimed_mu)
     document = bad.to_dict()
@@ -279,7 +278,8 @@ def test_canary_game_coverage_over_many_small_audits() -> None:
     mu_exceed = eps_exceed = 0
     chosen = set()
     for seed in range(100):
-        result = audit_canary_game(game, num_trials=2000, num_calibration_trials=500, seed=seed)
+        trials = AuditTrials(num_trials=2000, num_calibration_trials=500, seed=seed)
+        result = audit_canary_game(game, trials=trials)
         mu_exceed += result.mu_lower_bound > result.claimed_mu
         eps_exceed += result.epsilon_lower_bound > result.claimed_epsilon
         chosen |= {result.mu_attack, result.epsilon_attack}
@@ -291,12 +291,13 @@ def test_canary_game_coverage_over_many_small_audits() -> None:
 def test_canary_game_seeds_every_release_or_leaves_it_to_the_csprng() -> None:
     seen: list[int | None] = []
     game = _gaussian_game(seen=seen, batch=100)
-    a = audit_canary_game(game, num_trials=300, num_calibration_trials=200, seed=9)
+    trials = AuditTrials(num_trials=300, num_calibration_trials=200, seed=9)
+    a = audit_canary_game(game, trials=trials)
     # 2·(300 + 200) trials at 100 per call, each call with its own seed.
     assert len(seen) == 10 and len(set(seen)) == 10 and None not in seen
-    assert a == audit_canary_game(game, num_trials=300, num_calibration_trials=200, seed=9)
+    assert a == audit_canary_game(game, trials=trials)
     seen.clear()
-    audit_canary_game(game, num_trials=100, num_calibration_trials=100, seed=None)
+    audit_canary_game(game, trials=AuditTrials(num_trials=100, num_calibration_trials=100))
     assert seen == [None] * 4
 
 
@@ -309,7 +310,9 @@ def test_canary_game_rejects_bad_releases_and_arguments() -> None:
 
         game = dataclasses.replace(good, release=constant)
         with pytest.raises(AuditError, match=message):
-            audit_canary_game(game, num_trials=100, num_calibration_trials=100, seed=0)
+            audit_canary_game(
+                game, trials=AuditTrials(num_trials=100, num_calibration_trials=100, seed=0)
+            )
     with pytest.raises(ParameterError, match="baseline"):
         dataclasses.replace(good, baseline=np.zeros(2))
     with pytest.raises(ParameterError, match="mechanism"):
@@ -319,7 +322,17 @@ def test_canary_game_rejects_bad_releases_and_arguments() -> None:
     with pytest.raises(ParameterTypeError, match="game"):
         audit_canary_game("game")  # type: ignore[arg-type]
     with pytest.raises(ParameterError, match="num_trials"):
-        audit_canary_game(good, num_trials=10)
+        AuditTrials(num_trials=10)
+    with pytest.raises(ParameterError, match="num_calibration_trials"):
+        AuditTrials(num_calibration_trials=99)
+    with pytest.raises(ParameterError, match="significance"):
+        AuditTrials(significance=1.0)
+    with pytest.raises(ParameterError, match="seed"):
+        AuditTrials(seed=-1)
+    with pytest.raises(ParameterTypeError, match="trials"):
+        audit_canary_game(good, trials=(2000, 500))  # type: ignore[arg-type]
+    assert AuditTrials(50_000, 12_500, 0.05, None) == RELEASE_CODE_TRIALS
+    assert AuditTrials(200_000, 50_000, 0.05, None) == SIMULATION_TRIALS
     assert isinstance(good, CanaryGame)
 
 
@@ -327,12 +340,19 @@ def test_simulated_audits_say_they_are_simulated() -> None:
     assert (
         SIMULATED_LABEL == "simulated: checks the accounting arithmetic only, not the release code"
     )
-    result = simulated_self_audit(4.0, 1e-5, clip_norm=1.0, dim=4, num_trials=1000, seed=0)
+    result = simulated_self_audit(
+        4.0,
+        1e-5,
+        clip_norm=1.0,
+        dim=4,
+        trials=dataclasses.replace(SIMULATION_TRIALS, num_trials=1000, seed=0),
+    )
     assert result.simulated and result.audited == SIMULATED_LABEL
     assert result.to_dict()["audited"] == SIMULATED_LABEL
     assert result.mechanism == "" and result.mu_attack == "joint"
     plan = plan_latent_release(2.0, 1e-5, clip_norm=1.0, dim=2, adjacency=Adjacency.REPLACE_ONE)
-    full = audit_latent_release(plan, mode=SimulationMode.FULL_RELEASE, num_trials=200, seed=0)
+    trials = dataclasses.replace(SIMULATION_TRIALS, num_trials=200, seed=0)
+    full = audit_latent_release(plan, mode=SimulationMode.FULL_RELEASE, trials=trials)
     assert full.simulated and "not the release code" in full.audited and "sampler" in full.audited
     # Release-code results must name what was run; simulations must not.
     with pytest.raises(ParameterError, match="mechanism"):

@@ -58,7 +58,10 @@ from privfed.audit.bounds import (
     one_run_p_value,
 )
 from privfed.audit.canary import (
+    RELEASE_CODE_TRIALS,
     SIMULATED_LABEL,
+    SIMULATION_TRIALS,
+    AuditTrials,
     CanaryAuditResult,
     CanaryGame,
     CanaryRelease,
@@ -145,8 +148,11 @@ __all__ = [
     "DEFAULT_FPRS",
     "DEFAULT_GUESS_FRACTIONS",
     "DEFAULT_IN_FRACTIONS",
+    "RELEASE_CODE_TRIALS",
     "SIMULATED_LABEL",
+    "SIMULATION_TRIALS",
     "AucIntervalMethod",
+    "AuditTrials",
     "BoundObjective",
     "CanaryAdjacency",
     "CanaryAuditResult",

@@ -61,17 +61,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from privfed._checks import (
-    check_float,
-    check_int,
-    check_probability,
-    check_seed,
-)
+from privfed._checks import check_float, check_int, check_probability, check_seed
 from privfed.audit.bounds import PrivacyLowerBound, lower_bound_held_out
 from privfed.errors import AuditError, ParameterError, ParameterTypeError
 
 __all__ = [
+    "RELEASE_CODE_TRIALS",
     "SIMULATED_LABEL",
+    "SIMULATION_TRIALS",
+    "AuditTrials",
     "CanaryAuditResult",
     "CanaryGame",
     "CanaryRelease",
@@ -105,6 +103,61 @@ _FULL_RELEASE_LABEL = (
 )
 
 _FULL_CHUNK_VALUES = 1 << 22  # values per chunk in FULL_RELEASE mode (~32 MiB of float64)
+
+
+@dataclass(frozen=True)
+class AuditTrials:
+    """How many releases a canary audit runs, how sure its bounds are, and its seed.
+
+    The settings every canary audit takes as one argument (``trials=``):
+    :func:`audit_gaussian_release` (and the simulated audits that forward to it),
+    :func:`audit_canary_game` and the engines' self-audits.  Checked here, once.
+
+    Attributes:
+        num_trials: Evaluation trials per hypothesis (canary in / out), ≥ 100.
+        num_calibration_trials: Threshold-selection trials per hypothesis, ≥ 100.
+        significance: α in (0, 1) of each reported bound (each holds with
+            probability ≥ 1 − α; a correct release is flagged with
+            probability ≤ 2α).
+        seed: ``None`` (default): a simulation draws fresh entropy and every
+            real release gets ``seed=None`` (its own CSPRNG noise); an int ≥ 0:
+            reproducible (each real release gets its own seed derived from it).
+
+    Raises:
+        ParameterError, ParameterTypeError: A value outside its domain.
+    """
+
+    num_trials: int = 50_000
+    num_calibration_trials: int = 12_500
+    significance: float = 0.05
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        checked = {
+            "num_trials": check_int("num_trials", self.num_trials, minimum=100, numpy=True),
+            "num_calibration_trials": check_int(
+                "num_calibration_trials", self.num_calibration_trials, minimum=100, numpy=True
+            ),
+            "significance": check_probability(
+                "significance", self.significance, open_low=True, open_high=True
+            ),
+            "seed": check_seed("seed", self.seed),
+        }
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
+
+
+#: Default of :func:`audit_canary_game` and the real-release self-audits (each trial
+#: one published release).
+RELEASE_CODE_TRIALS = AuditTrials()
+#: Default of the simulated audits (:func:`audit_gaussian_release`): trials are cheap there.
+SIMULATION_TRIALS = AuditTrials(num_trials=200_000, num_calibration_trials=50_000)
+
+
+def _check_trials(trials: object) -> AuditTrials:
+    if not isinstance(trials, AuditTrials):
+        raise ParameterTypeError("trials", "an AuditTrials", trials)
+    return trials
 
 
 class SimulationMode(enum.Enum):
@@ -386,12 +439,9 @@ def audit_gaussian_release(
     delta: float,
     claimed_epsilon: float | None = None,
     noise_scale: float = 1.0,
-    num_trials: int = 200_000,
-    num_calibration_trials: int = 50_000,
-    significance: float = 0.05,
+    trials: AuditTrials = SIMULATION_TRIALS,
     mode: SimulationMode = SimulationMode.SUFFICIENT_STATISTIC,
     noise_sampler: NoiseSampler | None = None,
-    seed: int | None = None,
 ) -> CanaryAuditResult:
     """Simulated audit of a multi-block Gaussian release's claimed μ with the optimal attack.
 
@@ -413,14 +463,12 @@ def audit_gaussian_release(
             ``claimed_mu``-GDP mechanism (``privfed.dp`` ``gdp_epsilon``).
         noise_scale: Actual / claimed noise std in the simulation, > 0; 1.0
             audits the release as specified; values < 1 simulate a bug.
-        num_trials: Evaluation trials per hypothesis, ≥ 100.
-        num_calibration_trials: Threshold-selection trials per hypothesis, ≥ 100.
-        significance: α in (0, 1) of each reported bound.
+        trials: Trials, significance and seed of the simulation
+            (:class:`AuditTrials`; ``seed`` None: fresh entropy).
         mode: :class:`SimulationMode`, ``SUFFICIENT_STATISTIC`` or ``FULL_RELEASE``.
         noise_sampler: FULL_RELEASE only: ``sampler(shape, noise_std, *, seed)``
             returning i.i.d. N(0, noise_std²) values of that shape (e.g.
             ``privfed.dp.noise.gaussian_noise``); default numpy's generator.
-        seed: Seed of the simulation, or None for fresh entropy.
 
     Returns:
         A :class:`CanaryAuditResult`.
@@ -438,11 +486,10 @@ def audit_gaussian_release(
         else check_float("claimed_epsilon", claimed_epsilon, low=0)
     )
     scale = check_float("noise_scale", noise_scale, low=0, open_low=True)
-    n = check_int("num_trials", num_trials, minimum=100, numpy=True)
-    c = check_int("num_calibration_trials", num_calibration_trials, minimum=100, numpy=True)
-    alpha = check_probability("significance", significance, open_low=True, open_high=True)
+    t = _check_trials(trials)
+    n, c, alpha = t.num_trials, t.num_calibration_trials, t.significance
     _check_simulation(mode, noise_sampler)
-    rng = np.random.default_rng(check_seed("seed", seed))
+    rng = np.random.default_rng(t.seed)
     # Calibration (c trials) then evaluation (n trials), each "in" then "out": the draws' order.
     cal_in, cal_out, ev_in, ev_out = [
         _attack_scores(
@@ -488,7 +535,7 @@ def audit_gaussian_mechanism(
     """Audit the plain Gaussian mechanism x + N(0, noise_std²) with sensitivity Δ.
 
     Claimed μ = Δ / noise_std.  Keyword arguments are those of
-    :func:`audit_gaussian_release` (``noise_scale``, ``num_trials``, ``seed``...).
+    :func:`audit_gaussian_release` (``noise_scale``, ``trials``, ``mode``...).
 
     Args:
         l2_sensitivity: Δ, finite, > 0, units of the query.
@@ -692,12 +739,7 @@ def _select_and_bound(
 
 
 def audit_canary_game(
-    game: CanaryGame,
-    *,
-    num_trials: int = 50_000,
-    num_calibration_trials: int = 12_500,
-    significance: float = 0.05,
-    seed: int | None = None,
+    game: CanaryGame, *, trials: AuditTrials = RELEASE_CODE_TRIALS
 ) -> CanaryAuditResult:
     """Audit real release code: run it on the neighbouring pair many times, attack, bound.
 
@@ -715,18 +757,17 @@ def audit_canary_game(
     whatever the code really does, each bound holds with probability
     ≥ 1 − α.
 
-    Cost: ``2·(num_trials + num_calibration_trials)`` published releases
-    (fewer calls when one call returns several independent releases).
+    Cost: ``2·(trials.num_trials + trials.num_calibration_trials)`` published
+    releases (fewer calls when one call returns several independent releases).
 
     Args:
         game: The mechanism under audit (see :class:`CanaryGame`).
-        num_trials: Evaluation trials per hypothesis, ≥ 100.
-        num_calibration_trials: Threshold-selection trials per hypothesis, ≥ 100.
-        significance: α in (0, 1) of each reported bound; a correct release is
-            flagged (``violation_detected``) with probability ≤ 2α.
-        seed: ``None`` (default): every run gets ``seed=None`` and draws its
-            noise from the release's own CSPRNG; an int: each run gets its own
-            seed derived from it (reproducible, e.g. in tests).
+        trials: Trials per hypothesis, α of each reported bound (a correct
+            release is flagged, ``violation_detected``, with probability ≤ 2α)
+            and the seed (:class:`AuditTrials`).  ``seed`` None (default):
+            every run gets ``seed=None`` and draws its noise from the
+            release's own CSPRNG; an int: each run gets its own seed derived
+            from it (reproducible, e.g. in tests).
 
     Returns:
         A :class:`CanaryAuditResult` with ``mode=RELEASE_CODE``,
@@ -738,11 +779,9 @@ def audit_canary_game(
     """
     if not isinstance(game, CanaryGame):
         raise ParameterTypeError("game", "a CanaryGame", game)
-    n = check_int("num_trials", num_trials, minimum=100, numpy=True)
-    c = check_int("num_calibration_trials", num_calibration_trials, minimum=100, numpy=True)
-    alpha = check_probability("significance", significance, open_low=True, open_high=True)
-    checked_seed = check_seed("seed", seed)
-    rng = None if checked_seed is None else np.random.default_rng(checked_seed)
+    t = _check_trials(trials)
+    n, c, alpha = t.num_trials, t.num_calibration_trials, t.significance
+    rng = None if t.seed is None else np.random.default_rng(t.seed)
     names, weights, norms = _game_attacks(game)
 
     def scores(with_canary: bool, trials: int) -> NDArray[np.float64]:
@@ -899,8 +938,7 @@ def audit_latent_release(plan: Any, **kwargs: Any) -> CanaryAuditResult:
     Args:
         plan: A ``LatentReleasePlan`` (any object with its attributes).
         **kwargs: Forwarded to :func:`audit_gaussian_release` (``noise_scale``,
-            ``num_trials``, ``num_calibration_trials``, ``significance``,
-            ``mode``, ``noise_sampler``, ``seed``).
+            ``trials``, ``mode``, ``noise_sampler``).
 
     Returns:
         A :class:`CanaryAuditResult`.

@@ -115,7 +115,7 @@ _DEFAULTS: dict[str, Any] = {
     "dim": 16,
     "adjacency": "replace-one",
     "self_audit_mode": "real",
-    "trials": None,  # per mode: _SELF_AUDIT_TRIALS
+    "trials": None,  # per mode: the library's default AuditTrials of that mode
     "calibration_trials": None,
     "noise_scale": 1.0,
     "no_plot": False,
@@ -123,12 +123,9 @@ _DEFAULTS: dict[str, Any] = {
 }
 
 
-#: Default (evaluation, calibration) trials per hypothesis of each self-audit mode; the
-#: real release code costs about 50 µs a trial at d = 16, a simulation far less.
-_SELF_AUDIT_TRIALS: dict[str, tuple[int, int]] = {
-    "real": (50_000, 12_500),
-    "simulated": (200_000, 50_000),
-}
+#: The self-audit modes.  Their default trials are the library's: RELEASE_CODE_TRIALS
+#: ("real": the release code costs about 50 µs a trial at d = 16) and SIMULATION_TRIALS.
+_SELF_AUDIT_MODES = ("real", "simulated")
 
 
 class _UsageError(Exception):
@@ -217,7 +214,7 @@ def register(subparsers: Any) -> None:
     add("--adjacency", choices=("replace-one", "add-remove"), help="self-audit adjacency")
     add(
         "--self-audit-mode",
-        choices=tuple(_SELF_AUDIT_TRIALS),
+        choices=_SELF_AUDIT_MODES,
         help="self-audit: run the real release code, or simulate it from the claimed noise "
         "(checks the accounting arithmetic only, not the release code)",
     )
@@ -306,7 +303,7 @@ def _check_options(options: dict[str, Any]) -> None:
     choices = {
         "threshold_selection": ("held-out", "fixed", "bonferroni"),
         "adjacency": ("replace-one", "add-remove"),
-        "self_audit_mode": tuple(_SELF_AUDIT_TRIALS),
+        "self_audit_mode": _SELF_AUDIT_MODES,
         "score_trials": ("one-model", "independent"),
         "one_run_selection": ("held-out", "bonferroni"),
     }
@@ -448,9 +445,9 @@ def _add_run_dir_results(
 
 def _self_audits(options: dict[str, Any], meta: dict[str, Any]) -> list[Any]:
     """The canary self-audits of ``--self-audit``, one per ε; their settings go into ``meta``."""
+    from privfed.audit.canary import RELEASE_CODE_TRIALS, SIMULATION_TRIALS, AuditTrials
     from privfed.dp import Adjacency
 
-    seed = int(options["seed"])
     canary: list[Any] = []
     adjacency = Adjacency(options["adjacency"])
     mode = options["self_audit_mode"]
@@ -458,11 +455,18 @@ def _self_audits(options: dict[str, Any], meta: dict[str, Any]) -> list[Any]:
         from privfed.engines.latent.self_audit import self_audit_release
 
         run_self_audit: Any = self_audit_release
+        default = RELEASE_CODE_TRIALS
     else:
         from privfed.engines.latent.self_audit import simulated_self_audit
 
         run_self_audit = simulated_self_audit
-    trials, calibration_trials = _SELF_AUDIT_TRIALS[mode]
+        default = SIMULATION_TRIALS
+    trials = AuditTrials(
+        num_trials=int(options["trials"] or default.num_trials),
+        num_calibration_trials=int(options["calibration_trials"] or default.num_calibration_trials),
+        significance=float(options["significance"]),
+        seed=int(options["seed"]),
+    )
     for eps in _floats(options["epsilon"], "epsilon"):
         canary.append(
             run_self_audit(
@@ -472,10 +476,7 @@ def _self_audits(options: dict[str, Any], meta: dict[str, Any]) -> list[Any]:
                 dim=int(options["dim"]),
                 adjacency=adjacency,
                 noise_scale=float(options["noise_scale"]),
-                num_trials=int(options["trials"] or trials),
-                num_calibration_trials=int(options["calibration_trials"] or calibration_trials),
-                significance=float(options["significance"]),
-                seed=seed,
+                trials=trials,
             )
         )
     meta.update(

@@ -8,6 +8,7 @@ the seed).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 from scipy import stats as sps
 
 import privfed.secagg.runner as runner_module
+from privfed.audit.canary import AuditTrials
 from privfed.dp import Adjacency, PrivacyLedger
 from privfed.engines.latent import self_audit
 from privfed.engines.latent.distributed import (
@@ -267,8 +269,7 @@ def test_layers_remove_the_excess_for_every_accepted_survivor_set(dropped: list[
 # -- the canary self-audit of the real distributed round ----------------------------------
 
 # 2·(10,000 + 2,500) releases per audit, one round per hypothesis and phase.
-SMALL: dict[str, Any] = {"num_trials": 10_000, "num_calibration_trials": 2_500}
-SMALL["significance"] = 0.01
+SMALL = AuditTrials(num_trials=10_000, num_calibration_trials=2_500, significance=0.01)
 
 
 @pytest.mark.slow
@@ -283,7 +284,13 @@ def test_real_distributed_release_keeps_its_claim(model: str, layers: bool) -> N
     # α = 0.01 per bound: a correct release is flagged with probability ≤ 2 % over the
     # (fixed) seed.  Measured: μ_lb ≈ 0.78 against the claimed 0.86 at ε = 4.
     result = self_audit.self_audit_distributed_release(
-        model, 4.0, 1e-5, clip_norm=3.0, dim=6, layers=layers, seed=3, **SMALL
+        model,
+        4.0,
+        1e-5,
+        clip_norm=3.0,
+        dim=6,
+        layers=layers,
+        trials=dataclasses.replace(SMALL, seed=3),
     )
     assert not result.simulated
     assert "aggregate_distributed" in result.audited and "real secure aggregation" in result.audited
@@ -298,7 +305,13 @@ def test_half_noise_distributed_release_is_caught() -> None:
     # Half the noise doubles the true μ (0.86 -> 1.73); measured μ_lb ≈ 1.63, more than
     # 10 standard errors above the claim, so a miss has probability far below 1e-9.
     result = self_audit.self_audit_distributed_release(
-        "distributed-gaussian", 4.0, 1e-5, clip_norm=3.0, dim=6, noise_scale=0.5, seed=7, **SMALL
+        "distributed-gaussian",
+        4.0,
+        1e-5,
+        clip_norm=3.0,
+        dim=6,
+        noise_scale=0.5,
+        trials=dataclasses.replace(SMALL, seed=7),
     )
     assert result.violation_detected
     assert result.mu_lower_bound > result.claimed_mu

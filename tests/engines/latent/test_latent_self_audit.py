@@ -9,14 +9,14 @@ implementation over the draw of the seed ("false-failure rate").
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
-from typing import Any
 
 import numpy as np
 import pytest
 
 from privfed.audit import SimulationMode, audit_latent_release
-from privfed.audit.canary import audit_canary_game
+from privfed.audit.canary import RELEASE_CODE_TRIALS, AuditTrials, audit_canary_game
 from privfed.dp import Adjacency, PrivacyLedger
 from privfed.engines.latent.release import (
     NoisePlacement,
@@ -24,8 +24,6 @@ from privfed.engines.latent.release import (
     release_latent_statistics,
 )
 from privfed.engines.latent.self_audit import (
-    DEFAULT_NUM_CALIBRATION_TRIALS,
-    DEFAULT_NUM_TRIALS,
     PlannedRelease,
     audit_latent_release_code,
     latent_canary_game,
@@ -37,11 +35,9 @@ from privfed.engines.moments.planning import LatentReleasePlan, plan_latent_rele
 from privfed.errors import AuditError, ParameterError, ParameterTypeError
 
 # 2·(10,000 + 2,500) published releases per audit: ~1–2 s at d = 6.
-SMALL: dict[str, Any] = {"num_trials": 10_000, "num_calibration_trials": 2_500}
-SMALL["significance"] = 0.01
+SMALL = AuditTrials(num_trials=10_000, num_calibration_trials=2_500, significance=0.01)
 # Twice as many for the detection tests.
-DETECT: dict[str, Any] = {"num_trials": 20_000, "num_calibration_trials": 5_000}
-DETECT["significance"] = 0.01
+DETECT = AuditTrials(num_trials=20_000, num_calibration_trials=5_000, significance=0.01)
 RELEASE = "release code: privfed.engines.latent.release.release_latent_statistics"
 
 
@@ -64,7 +60,9 @@ def test_real_release_keeps_its_claim(adjacency: Adjacency, placement: NoisePlac
     # trials per hypothesis the held-out bound reaches 86–90 % of the claim at ε = 4
     # (sampling spread ≈ 4 %), so the check that it is not vacuous asks for 70 %.
     plan = _plan(4.0, adjacency)
-    result = audit_latent_release_code(plan, placement=placement, seed=101, **SMALL)
+    result = audit_latent_release_code(
+        plan, placement=placement, trials=dataclasses.replace(SMALL, seed=101)
+    )
     assert result.mode is SimulationMode.RELEASE_CODE
     assert not result.simulated
     assert result.audited.startswith(RELEASE)
@@ -91,7 +89,9 @@ def test_half_noise_release_is_caught(adjacency: Adjacency, epsilon: float) -> N
     plan = _plan(epsilon, adjacency)
     broken = PlannedRelease(plan, noise_scale=0.5)
     assert broken.broken
-    result = audit_latent_release_code(plan, release=broken, seed=7, **DETECT)
+    result = audit_latent_release_code(
+        plan, release=broken, trials=dataclasses.replace(DETECT, seed=7)
+    )
     assert result.violation_detected
     assert result.mu_lower_bound > result.claimed_mu
     assert result.canary_mu == pytest.approx(2 * plan.mu, rel=1e-4)
@@ -111,12 +111,14 @@ def test_release_that_forgets_the_count_noise_is_caught_but_not_by_simulation() 
         noisy = correct(stats, seed)
         return dataclasses.replace(noisy, counts=stats.counts.astype(np.float64))
 
-    real = audit_latent_release_code(plan, release=exact_counts, seed=5, **SMALL)
+    real = audit_latent_release_code(
+        plan, release=exact_counts, trials=dataclasses.replace(SMALL, seed=5)
+    )
     assert real.violation_detected
     assert real.mu_attack == "count"
     assert real.mu_lower_bound > 3 * plan.mu
     assert "exact_counts" in real.audited
-    simulated = audit_latent_release(plan, seed=5, **SMALL)
+    simulated = audit_latent_release(plan, trials=dataclasses.replace(SMALL, seed=5))
     assert simulated.simulated and not simulated.violation_detected
 
 
@@ -157,7 +159,8 @@ def test_audit_calls_the_release_on_both_datasets_with_fresh_seeds() -> None:
         return real(stats, seed)
 
     game = latent_canary_game(plan, release=spy, classes_per_release=50)
-    result = audit_canary_game(game, num_trials=200, num_calibration_trials=100, seed=3)
+    trials = AuditTrials(num_trials=200, num_calibration_trials=100, seed=3)
+    result = audit_canary_game(game, trials=trials)
     assert result.num_trials == 200
     # 2·(200 + 100) trials at 50 per call: 2·(4 + 2) calls.
     assert len(seen) == 12
@@ -166,7 +169,7 @@ def test_audit_calls_the_release_on_both_datasets_with_fresh_seeds() -> None:
     assert all(isinstance(s, int) for s in seeds) and len(set(seeds)) == len(seeds)
 
     seen.clear()
-    audit_canary_game(game, num_trials=100, num_calibration_trials=100, seed=None)
+    audit_canary_game(game, trials=AuditTrials(num_trials=100, num_calibration_trials=100))
     assert seen and all(seed is None for _, seed in seen)  # the release's own CSPRNG
 
 
@@ -180,9 +183,9 @@ def test_unseeded_releases_draw_fresh_noise() -> None:
 
 def test_seeded_audit_is_reproducible() -> None:
     plan = _plan(4.0, Adjacency.REPLACE_ONE, dim=3)
-    kwargs: dict[str, Any] = {"num_trials": 500, "num_calibration_trials": 200, "seed": 11}
-    a = audit_latent_release_code(plan, classes_per_release=64, **kwargs)
-    b = audit_latent_release_code(plan, classes_per_release=64, **kwargs)
+    trials = AuditTrials(num_trials=500, num_calibration_trials=200, seed=11)
+    a = audit_latent_release_code(plan, classes_per_release=64, trials=trials)
+    b = audit_latent_release_code(plan, classes_per_release=64, trials=trials)
     assert a == b
 
 
@@ -194,10 +197,7 @@ def test_one_release_per_trial_gives_a_valid_audit() -> None:
     result = audit_latent_release_code(
         plan,
         classes_per_release=1,
-        num_trials=600,
-        num_calibration_trials=300,
-        significance=0.01,
-        seed=2,
+        trials=AuditTrials(num_trials=600, num_calibration_trials=300, significance=0.01, seed=2),
     )
     assert not result.violation_detected
     assert result.mu_lower_bound > 0.0
@@ -205,15 +205,18 @@ def test_one_release_per_trial_gives_a_valid_audit() -> None:
 
 def test_self_audit_release_plans_and_runs_the_real_release() -> None:
     # α = 0.01 per bound, fixed seed: false-failure rate ≤ 2 %.
-    result = self_audit_release(4.0, 1e-5, clip_norm=1.0, dim=4, seed=0, **SMALL)
+    small = dataclasses.replace(SMALL, seed=0)
+    result = self_audit_release(4.0, 1e-5, clip_norm=1.0, dim=4, trials=small)
     plan = plan_latent_release(4.0, 1e-5, clip_norm=1.0, dim=4, adjacency=Adjacency.REPLACE_ONE)
     assert result.claimed_mu == plan.mu
     assert result.audited.startswith(RELEASE)
     assert "replace-one" in result.audited
     assert not result.violation_detected
-    broken = self_audit_release(4.0, 1e-5, clip_norm=1.0, dim=4, seed=0, noise_scale=0.5, **SMALL)
+    broken = self_audit_release(4.0, 1e-5, clip_norm=1.0, dim=4, noise_scale=0.5, trials=small)
     assert broken.violation_detected
-    assert DEFAULT_NUM_TRIALS == 50_000 and DEFAULT_NUM_CALIBRATION_TRIALS == 12_500
+    default = inspect.signature(self_audit_release).parameters["trials"].default
+    assert default is RELEASE_CODE_TRIALS
+    assert (default.num_trials, default.num_calibration_trials) == (50_000, 12_500)
 
 
 def test_broken_release_keeps_an_honest_plan_of_its_own() -> None:
@@ -251,4 +254,6 @@ def test_self_audit_rejects_bad_arguments() -> None:
 
     game = latent_canary_game(plan, release=not_a_release, classes_per_release=2)  # type: ignore[arg-type]
     with pytest.raises(AuditError, match="NoisyLatentStatistics"):
-        audit_canary_game(game, num_trials=100, num_calibration_trials=100, seed=0)
+        audit_canary_game(
+            game, trials=AuditTrials(num_trials=100, num_calibration_trials=100, seed=0)
+        )

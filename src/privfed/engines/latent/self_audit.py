@@ -52,6 +52,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from privfed._checks import check_enum, check_float, check_int
 from privfed.audit.canary import (
+    RELEASE_CODE_TRIALS,
+    AuditTrials,
     CanaryAuditResult,
     CanaryGame,
     ReleaseComponent,
@@ -82,8 +84,6 @@ from privfed.errors import AuditError, ParameterError, ParameterTypeError
 from privfed.secagg import Stage
 
 __all__ = [
-    "DEFAULT_NUM_CALIBRATION_TRIALS",
-    "DEFAULT_NUM_TRIALS",
     "DistributedPlannedRelease",
     "LatentRelease",
     "PlannedRelease",
@@ -98,11 +98,6 @@ __all__ = [
 #: ``release(stats, seed) -> NoisyLatentStatistics``: a release of exact totals with
 #: fresh noise (``seed``: an int for reproducible noise, ``None`` for the CSPRNG).
 LatentRelease = Callable[[LatentStatistics, int | None], NoisyLatentStatistics]
-
-#: Evaluation trials per hypothesis of a real-release audit (each one a published release).
-DEFAULT_NUM_TRIALS = 50_000
-#: Threshold-selection trials per hypothesis of a real-release audit.
-DEFAULT_NUM_CALIBRATION_TRIALS = 12_500
 
 # Published float64 values per call that the default ``classes_per_release`` aims at
 # (a few arrays of this size, ~16 MiB each, exist at once), and its upper limit.
@@ -521,16 +516,13 @@ def audit_latent_release_code(
     *,
     release: LatentRelease | None = None,
     placement: NoisePlacement | str = NoisePlacement.GRID,
-    num_trials: int = DEFAULT_NUM_TRIALS,
-    num_calibration_trials: int = DEFAULT_NUM_CALIBRATION_TRIALS,
-    significance: float = 0.05,
-    seed: int | None = None,
+    trials: AuditTrials = RELEASE_CODE_TRIALS,
     classes_per_release: int | None = None,
     background: ArrayLike | None = None,
 ) -> CanaryAuditResult:
     """Canary-audit the real release code of ``plan`` (see :func:`latent_canary_game`).
 
-    Each bound holds with probability ≥ 1 − ``significance``, so a correct
+    Each bound holds with probability ≥ 1 − ``trials.significance``, so a correct
     release is flagged (``violation_detected``) with probability ≤ 2·significance.
 
     Args:
@@ -538,11 +530,10 @@ def audit_latent_release_code(
         release: The release under audit; default the engine's
             :func:`release_latent_statistics` with ``plan`` and ``placement``.
         placement: Noise placement of the default release.
-        num_trials: Evaluation trials per hypothesis, ≥ 100.
-        num_calibration_trials: Threshold-selection trials per hypothesis, ≥ 100.
-        significance: α in (0, 1) of each bound.
-        seed: ``None`` (default): every release draws fresh CSPRNG noise; an int:
-            each release gets its own seed derived from it (reproducible).
+        trials: Trials, α of each bound and seed
+            (:class:`~privfed.audit.canary.AuditTrials`; ``seed`` None: every
+            release draws fresh CSPRNG noise; an int: each release gets its own
+            seed derived from it, reproducible).
         classes_per_release: Trials per release call (see :func:`latent_canary_game`).
         background: Known records in every class.
 
@@ -556,13 +547,7 @@ def audit_latent_release_code(
         classes_per_release=classes_per_release,
         background=background,
     )
-    return audit_canary_game(
-        game,
-        num_trials=num_trials,
-        num_calibration_trials=num_calibration_trials,
-        significance=significance,
-        seed=seed,
-    )
+    return audit_canary_game(game, trials=trials)
 
 
 def _planned(
@@ -595,10 +580,7 @@ def self_audit_release(
     split: str | float = "optimal",
     placement: NoisePlacement | str = NoisePlacement.GRID,
     noise_scale: float = 1.0,
-    num_trials: int = DEFAULT_NUM_TRIALS,
-    num_calibration_trials: int = DEFAULT_NUM_CALIBRATION_TRIALS,
-    significance: float = 0.05,
-    seed: int | None = None,
+    trials: AuditTrials = RELEASE_CODE_TRIALS,
 ) -> CanaryAuditResult:
     """Plan a latent release and canary-audit privfed's REAL release code against the plan.
 
@@ -614,10 +596,7 @@ def self_audit_release(
         noise_scale: 1.0 (default) audits the release as planned; another value
             audits a deliberately broken release with that many times the
             planned noise (0.5: the half-noise release, which must be caught).
-        num_trials: Evaluation trials per hypothesis, ≥ 100.
-        num_calibration_trials: Threshold-selection trials per hypothesis, ≥ 100.
-        significance: α in (0, 1) of each bound.
-        seed: ``None`` for CSPRNG noise in every release, an int for reproducible runs.
+        trials: As in :func:`audit_latent_release_code`.
 
     Returns:
         A :class:`privfed.audit.canary.CanaryAuditResult` comparing the plan's
@@ -627,14 +606,7 @@ def self_audit_release(
     release = PlannedRelease(
         plan, check_enum("placement", placement, NoisePlacement), noise_scale=noise_scale
     )
-    return audit_latent_release_code(
-        plan,
-        release=release,
-        num_trials=num_trials,
-        num_calibration_trials=num_calibration_trials,
-        significance=significance,
-        seed=seed,
-    )
+    return audit_latent_release_code(plan, release=release, trials=trials)
 
 
 def self_audit_distributed_release(
@@ -652,10 +624,7 @@ def self_audit_distributed_release(
     survivors: int | None = None,
     noise_scale: float = 1.0,
     classes_per_release: int | None = None,
-    num_trials: int = DEFAULT_NUM_TRIALS,
-    num_calibration_trials: int = DEFAULT_NUM_CALIBRATION_TRIALS,
-    significance: float = 0.05,
-    seed: int | None = None,
+    trials: AuditTrials = RELEASE_CODE_TRIALS,
 ) -> CanaryAuditResult:
     """Plan a DISTRIBUTED latent release and canary-audit the real round against its claim.
 
@@ -680,10 +649,7 @@ def self_audit_distributed_release(
         survivors: u (default t).
         noise_scale: 0.5 audits the deliberately broken half-noise release.
         classes_per_release: Trials per round (default from the dimension).
-        num_trials: Evaluation trials per hypothesis.
-        num_calibration_trials: Threshold-selection trials per hypothesis.
-        significance: α of each bound.
-        seed: ``None``: CSPRNG noise; an int for reproducible runs.
+        trials: As in :func:`audit_latent_release_code`.
     """
     adj = Adjacency.REPLACE_ONE if adjacency is None else adjacency
     k = (
@@ -713,13 +679,7 @@ def self_audit_distributed_release(
         fractional_bits=dplan.spec.bits,
         max_records=dplan.spec.max_records,
     )
-    return audit_canary_game(
-        game,
-        num_trials=num_trials,
-        num_calibration_trials=num_calibration_trials,
-        significance=significance,
-        seed=seed,
-    )
+    return audit_canary_game(game, trials=trials)
 
 
 def simulated_self_audit(
