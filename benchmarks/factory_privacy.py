@@ -215,6 +215,13 @@ def main() -> None:
         "('' skips it)",
     )
     parser.add_argument(
+        "--resume",
+        type=Path,
+        default=None,
+        help="an earlier --npz run's JSON at the same setting: its cells stand (marked "
+        "'resumed') and only the missing ones run",
+    )
+    parser.add_argument(
         "--seeds-last-partition",
         default=None,
         help="seeds of the last partition only (default: --seeds); cuts a run to fit a budget",
@@ -313,6 +320,8 @@ def _kinds_run(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         source = str(args.npz or make_mnist_like(Path(tmp) / "mnist_like.npz"))
         per_class = args.synthetic_per_class or _pooled_per_class(source)
+        previous = _Resumed.load(args, per_class)
+        equal_steps: dict[int, dict[str, Any]] = {}
         last_seeds = (
             [int(x) for x in args.seeds_last_partition.split(",")]
             if args.seeds_last_partition
@@ -326,6 +335,18 @@ def _kinds_run(args: argparse.Namespace) -> None:
             first = kind == kinds[0] and math.isinf(eps)
             label = f"{name} {kind} eps={eps:g} seed={seed}"
             print(label, file=sys.stderr, flush=True)
+            earlier = previous.rows.get((name, kind, eps, seed))
+            if earlier is not None and (not first or (name, seed) in previous.baselines):
+                rows.append({**earlier, "resumed": True})
+                if first:
+                    base = previous.baselines[(name, seed)]
+                    if "centralized_equal_steps" not in base:
+                        base = {**base, **_equal_steps(
+                            _config(source, kind, eps, 10, True, args.latent_dim, seed),
+                            per_class, equal_steps)}  # fmt: skip
+                    baselines.append({**base, "resumed": True})
+                print(f"  accuracy {earlier['accuracy']:.4f} (resumed)", file=sys.stderr)
+                continue
             cfg = replace(
                 _config(source, kind, eps, 10, first, args.latent_dim, seed),
                 scenario=scenario,  # type: ignore[arg-type]
@@ -348,6 +369,7 @@ def _kinds_run(args: argparse.Namespace) -> None:
                         "fedavg": report.fedavg_accuracy,
                         "centralized": report.centralized_accuracy,
                         "fedavg_bytes_per_client": report.fedavg_bytes_per_client,
+                        **_equal_steps(cfg, per_class, equal_steps),
                     }
                 )
             # Written after every run (seeds outermost), so a stopped run keeps whole seeds.
@@ -414,10 +436,7 @@ def _write_kinds(
             "clients": 10,
             "delta": DELTA,
             "adjacency": "replace-one",
-            "npz": str(args.npz)
-            if args.npz
-            else "classifier_speed.make_mnist_like: 10,000 28x28 images made from the bundled "
-            "8x8 digits (MNIST-like, not MNIST)",
+            "npz": _npz_label(args),
             "latent_dim": args.latent_dim,
             "basis": "public-pca",
             "mixture_components": args.mixture_components,
@@ -435,6 +454,9 @@ def _write_kinds(
             "epsilons": [None if math.isinf(e) else e for e in epsilons],
             "seeds": done,
             "seeds_requested": [int(s) for s in args.seeds.split(",")],
+            "resumed_from": None if args.resume is None else str(args.resume),
+            "centralized_equal_steps": "the same classifier trained for the synthetic side's "
+            "optimizer steps (epochs x synthetic per class x classes / private records)",
             "seeds_last_partition": [int(s) for s in args.seeds_last_partition.split(",")]
             if args.seeds_last_partition
             else None,
@@ -508,6 +530,104 @@ def _unlearning_check(cfg: FactoryPipelineConfig) -> dict[str, Any]:
     }
 
 
+def _equal_steps(
+    cfg: FactoryPipelineConfig, per_class: int, cache: dict[int, dict[str, Any]]
+) -> dict[str, Any]:
+    """The centralized classifier trained for the synthetic side's optimizer steps.
+
+    The synthetic side trains ``classifier_epochs`` epochs on ``per_class`` images
+    per class, the centralized baseline the same epochs on the pooled private
+    records (about 650 per class): the epochs that match the step count are
+    ``epochs × per_class × classes / private records`` rounded up.  The pooled
+    private data depends on the seed only (not the partition), so it is cached.
+    """
+    if cfg.seed in cache:
+        return cache[cfg.seed]
+    from privfed.engines.classifier import evaluate_classifier
+    from privfed.engines.factory.job import load_partitions, train_downstream
+
+    classes, split, _ = load_partitions(cfg)
+    images = torch.from_numpy(np.array(split.private.images))
+    labels = torch.from_numpy(np.array(split.private.labels))
+    epochs = math.ceil(cfg.classifier_epochs * per_class * classes / len(labels))
+    start = time.perf_counter()
+    model = train_downstream(replace(cfg, classifier_epochs=epochs), images, labels, classes)
+    test_x = torch.from_numpy(np.array(split.test.images))
+    test_y = torch.from_numpy(np.array(split.test.labels))
+    accuracy = evaluate_classifier(model, test_x, test_y)
+    print(f"  centralized at equal steps ({epochs} epochs): {accuracy:.4f}", file=sys.stderr)
+    cache[cfg.seed] = {
+        "centralized_equal_steps": accuracy,
+        "centralized_equal_steps_epochs": epochs,
+        "centralized_equal_steps_seconds": round(time.perf_counter() - start, 1),
+    }
+    return cache[cfg.seed]
+
+
+class _Resumed:
+    """Cells of an earlier ``--npz`` run (``--resume PATH``) at the very same setting."""
+
+    #: Setting keys that must agree for an earlier cell to stand for this run's.
+    KEYS = ("clients", "delta", "adjacency", "npz", "latent_dim", "basis", "mixture_components")
+
+    def __init__(
+        self,
+        rows: dict[tuple[str, str, float, int], dict[str, Any]],
+        baselines: dict[tuple[str, int], dict[str, Any]],
+    ) -> None:
+        self.rows, self.baselines = rows, baselines
+
+    @classmethod
+    def load(cls, args: argparse.Namespace, per_class: int) -> _Resumed:
+        if args.resume is None:
+            return cls({}, {})
+        try:
+            earlier = json.loads(Path(args.resume).read_text())
+        except (OSError, ValueError) as exc:
+            raise SystemExit(f"--resume: cannot read {args.resume}: {exc}") from None
+        setting = earlier.get("setting", {})
+        classifier = setting.get("classifier", {})
+        mine = {
+            "clients": 10,
+            "delta": DELTA,
+            "adjacency": "replace-one",
+            "npz": _npz_label(args),
+            "latent_dim": args.latent_dim,
+            "basis": "public-pca",
+            "mixture_components": args.mixture_components,
+        }
+        differ = [k for k in cls.KEYS if setting.get(k) != mine[k]]
+        if classifier.get("architecture") != args.classifier:
+            differ.append("classifier")
+        if setting.get("fedavg", {}).get("rounds") != args.fedavg_rounds:
+            differ.append("fedavg rounds")
+        if classifier.get("synthetic_per_class") != per_class:
+            differ.append("synthetic per class")
+        if differ:
+            raise SystemExit(f"--resume: {args.resume} has another setting ({', '.join(differ)})")
+        rows = {
+            (r["partition"], r["factory"], _eps(r), int(r["seed"])): {
+                k: v for k, v in r.items() if k != "resumed"
+            }
+            for r in earlier.get("rows", [])
+        }
+        baselines = {
+            (b["partition"], int(b["seed"])): {k: v for k, v in b.items() if k != "resumed"}
+            for b in earlier.get("baselines", [])
+        }
+        print(f"--resume: {len(rows)} cells of {args.resume} stand", file=sys.stderr)
+        return cls(rows, baselines)
+
+
+def _npz_label(args: argparse.Namespace) -> str:
+    return (
+        str(args.npz)
+        if args.npz
+        else "classifier_speed.make_mnist_like: 10,000 28x28 images made from the bundled "
+        "8x8 digits (MNIST-like, not MNIST)"
+    )
+
+
 def _partition(text: str) -> tuple[str, str, float]:
     """``single-class`` or ``dirichlet:ALPHA`` -> (name, scenario, alpha)."""
     scenario, _, alpha = text.partition(":")
@@ -533,7 +653,8 @@ def _summary(
 ) -> dict[str, dict[str, Any]]:
     """Mean, spread (max - min) and n of every (partition, kind, ε) and of the baselines."""
 
-    def stats(values: list[float]) -> dict[str, Any]:
+    def stats(measured: list[float | None]) -> dict[str, Any]:
+        values = [v for v in measured if v is not None]  # None: a baseline not run
         if not values:
             return {"mean": None, "spread": None, "n": 0}
         return {
@@ -552,8 +673,8 @@ def _summary(
                     if r["partition"] == name and r["factory"] == kind and _eps(r) == eps
                 ]
                 summary[f"{name} {kind} eps={eps:g}"] = stats(accs)
-        for base in ("centralized", "fedavg"):
-            values = [b[base] for b in baselines if b["partition"] == name]
+        for base in ("centralized", "centralized_equal_steps", "fedavg"):
+            values = [b[base] for b in baselines if b["partition"] == name and base in b]
             summary[f"{name} {base}"] = stats(values)
     return summary
 
@@ -585,6 +706,9 @@ def _plot_kinds(
             )
         central, fedavg = summary[f"{part} centralized"], summary[f"{part} fedavg"]
         ax.axhline(central["mean"], color="k", ls="--", label="centralized (same classifier)")
+        steps = summary[f"{part} centralized_equal_steps"]
+        if steps["n"]:
+            ax.axhline(steps["mean"], color="0.4", ls="-.", label="centralized, equal steps")
         ax.axhline(fedavg["mean"], color="r", ls=":", label="FedAvg (CNN)")
         ax.set_xticks(xs)
         ax.set_xticklabels(["∞" if math.isinf(e) else f"{e:g}" for e in epsilons])
