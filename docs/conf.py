@@ -187,7 +187,21 @@ def _kind(obj: object) -> str:
     return "Constants and types"
 
 
+def _instance_docstring(
+    app: Sphinx, what: str, name: str, obj: object, options: object, lines: list[str]
+) -> None:
+    """A constant that is an instance of a documented class: name its class and value.
+
+    autodoc would repeat the class's own docstring (its ``Attributes:`` section
+    included) for every such constant, describing the attributes twice.
+    """
+    cls = type(obj)
+    if what == "data" and not inspect.isclass(obj) and cls.__doc__ and obj.__doc__ == cls.__doc__:
+        lines[:] = [f"A :class:`~{cls.__module__}.{cls.__qualname__}`: ``{obj!r}``."]
+
+
 def setup(app: Sphinx) -> dict[str, object]:
     app.add_directive("privfed-public-names", PublicNames)
+    app.connect("autodoc-process-docstring", _instance_docstring)
     app.connect("env-check-consistency", _check_api_complete)
     return {"parallel_read_safe": True}

@@ -147,6 +147,12 @@ def factory_privacy(results: Results) -> Row:
         cpu = sum(r.num("client_cpu_seconds") for r in mine) / len(mine)
         return f"{kind} {sig(kb, 2)} kB, {sig(cpu, 2)} s"
 
+    def equal_steps(part: str) -> str:
+        key = f"{part} centralized_equal_steps"
+        if not summary.has(key) or not summary[key].integer("n"):
+            return ""
+        return f" (at the synthetic side's optimizer steps: {cell(key)})"
+
     parts = []
     for part in (n.text() for n in setting.items("partitions")):
         n_seeds = summary[f"{part} mixture eps=inf"].integer("n")
@@ -157,7 +163,9 @@ def factory_privacy(results: Results) -> Row:
         parts.append(
             f"{part} ({plural(n_seeds, 'seed')}): "
             + "; ".join(kinds)
-            + f"; centralized {cell(f'{part} centralized')}, "
+            + f"; centralized {cell(f'{part} centralized')}"
+            + equal_steps(part)
+            + ", "
             f"FedAvg {cell(f'{part} fedavg')} ({setting.integer('fedavg', 'rounds')} rounds); "
             "bytes and client CPU seconds per client (all factories, mean over runs): "
             + ", ".join(cost(part, kind) for kind in ("mixture", "gaussian"))
