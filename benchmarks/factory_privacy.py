@@ -433,13 +433,7 @@ def _write_kinds(
     out = {
         "setting": {
             "partitions": [p[0] for p in partitions],
-            "clients": 10,
-            "delta": DELTA,
-            "adjacency": "replace-one",
-            "npz": _npz_label(args),
-            "latent_dim": args.latent_dim,
-            "basis": "public-pca",
-            "mixture_components": args.mixture_components,
+            **_fixed_setting(args),
             "classifier": {
                 "architecture": args.classifier,
                 "epochs": 10,
@@ -567,9 +561,6 @@ def _equal_steps(
 class _Resumed:
     """Cells of an earlier ``--npz`` run (``--resume PATH``) at the very same setting."""
 
-    #: Setting keys that must agree for an earlier cell to stand for this run's.
-    KEYS = ("clients", "delta", "adjacency", "npz", "latent_dim", "basis", "mixture_components")
-
     def __init__(
         self,
         rows: dict[tuple[str, str, float, int], dict[str, Any]],
@@ -587,16 +578,8 @@ class _Resumed:
             raise SystemExit(f"--resume: cannot read {args.resume}: {exc}") from None
         setting = earlier.get("setting", {})
         classifier = setting.get("classifier", {})
-        mine = {
-            "clients": 10,
-            "delta": DELTA,
-            "adjacency": "replace-one",
-            "npz": _npz_label(args),
-            "latent_dim": args.latent_dim,
-            "basis": "public-pca",
-            "mixture_components": args.mixture_components,
-        }
-        differ = [k for k in cls.KEYS if setting.get(k) != mine[k]]
+        mine = _fixed_setting(args)
+        differ = [k for k in mine if setting.get(k) != mine[k]]
         if classifier.get("architecture") != args.classifier:
             differ.append("classifier")
         if setting.get("fedavg", {}).get("rounds") != args.fedavg_rounds:
@@ -617,6 +600,19 @@ class _Resumed:
         }
         print(f"--resume: {len(rows)} cells of {args.resume} stand", file=sys.stderr)
         return cls(rows, baselines)
+
+
+def _fixed_setting(args: argparse.Namespace) -> dict[str, Any]:
+    """The setting's scalar keys (an earlier run's cells stand only where all agree)."""
+    return {
+        "clients": 10,
+        "delta": DELTA,
+        "adjacency": "replace-one",
+        "npz": _npz_label(args),
+        "latent_dim": args.latent_dim,
+        "basis": "public-pca",
+        "mixture_components": args.mixture_components,
+    }
 
 
 def _npz_label(args: argparse.Namespace) -> str:
