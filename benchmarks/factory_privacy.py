@@ -335,18 +335,6 @@ def _kinds_run(args: argparse.Namespace) -> None:
             first = kind == kinds[0] and math.isinf(eps)
             label = f"{name} {kind} eps={eps:g} seed={seed}"
             print(label, file=sys.stderr, flush=True)
-            earlier = previous.rows.get((name, kind, eps, seed))
-            if earlier is not None and (not first or (name, seed) in previous.baselines):
-                rows.append({**earlier, "resumed": True})
-                if first:
-                    base = previous.baselines[(name, seed)]
-                    if "centralized_equal_steps" not in base:
-                        base = {**base, **_equal_steps(
-                            _config(source, kind, eps, 10, True, args.latent_dim, seed),
-                            per_class, equal_steps)}  # fmt: skip
-                    baselines.append({**base, "resumed": True})
-                print(f"  accuracy {earlier['accuracy']:.4f} (resumed)", file=sys.stderr)
-                continue
             cfg = replace(
                 _config(source, kind, eps, 10, first, args.latent_dim, seed),
                 scenario=scenario,  # type: ignore[arg-type]
@@ -356,6 +344,16 @@ def _kinds_run(args: argparse.Namespace) -> None:
                 synthetic_per_class=per_class,
                 fedavg_rounds=args.fedavg_rounds if first else 0,
             )
+            earlier = previous.rows.get((name, kind, eps, seed))
+            if earlier is not None and (not first or (name, seed) in previous.baselines):
+                rows.append({**earlier, "resumed": True})
+                if first:  # the equal-steps bound with the very configuration of this run
+                    base = previous.baselines[(name, seed)]
+                    if "centralized_equal_steps" not in base:
+                        base = {**base, **_equal_steps(cfg, per_class, equal_steps)}
+                    baselines.append({**base, "resumed": True})
+                print(f"  accuracy {earlier['accuracy']:.4f} (resumed)", file=sys.stderr)
+                continue
             start = time.perf_counter()
             report = run_factory_pipeline(cfg)
             row = _row("npz", kind, eps, report, time.perf_counter() - start)
