@@ -60,10 +60,11 @@ from typing import Any
 
 import numpy as np
 
-from privfed.secagg import IdentityKey, IdentityRegistry, RunReport, Stage, run_protocol, runner
+from privfed.secagg import RunReport, Stage, run_protocol, runner
 from privfed.secagg.parameters import find_secagg_plus_parameters
 from privfed.secagg.primitives import aead, keys, prg, shamir
 from privfed.secagg.protocol._plaintext import _SIZE as SHARE_PLAINTEXT_SIZE
+from secagg import time_signatures  # the classic suite's Ed25519 timing, one definition
 
 RESULTS = Path(__file__).resolve().parent / "results"
 OUTPUT = RESULTS / "secagg_scale.json"
@@ -220,23 +221,6 @@ def time_sharing(peers: int, threshold: int) -> float:
     start = time.perf_counter()
     shamir.split_many(values, threshold=threshold, holders=holders)
     return time.perf_counter() - start
-
-
-def time_signatures(made: float, verified: float, repeats: int = 200) -> float:
-    """Seconds for ``made`` Ed25519 signatures and ``verified`` verifications."""
-    key = IdentityKey.generate()
-    registry = IdentityRegistry({1: key.public_key})
-    payload = secrets.token_bytes(200)
-    signature = key.sign(payload)
-    start = time.perf_counter()
-    for _ in range(repeats):
-        key.sign(payload)
-    sign = (time.perf_counter() - start) / repeats
-    start = time.perf_counter()
-    for _ in range(repeats):
-        registry.verify(1, payload, signature)
-    verify = (time.perf_counter() - start) / repeats
-    return made * sign + verified * verify
 
 
 def client_floor(report: RunReport, length: int, threshold: int, sample: int) -> dict[str, float]:
