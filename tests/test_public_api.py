@@ -37,6 +37,8 @@ EXPECTED_ALL: dict[str, list[str]] = {
         "ClientId",
         "ClientIds",
         "ClientRecord",
+        "CommitteeRequest",
+        "CommitteeReveal",
         "ConsistencyRequest",
         "ConsistencySignature",
         "EncryptedShares",
@@ -82,6 +84,8 @@ EXPECTED_ALL: dict[str, list[str]] = {
     ],
     "privfed.secagg.protocol": [
         "AdvertiseKeys",
+        "CommitteeRequest",
+        "CommitteeReveal",
         "ConsistencyRequest",
         "ConsistencySignature",
         "EncryptedShares",
@@ -259,7 +263,24 @@ INTERNAL: dict[str, frozenset[str]] = {
         )
     ),
     "privfed.secagg.protocol.client": frozenset(("check_ring_vector",)),
-    "privfed.secagg.protocol.commitment": frozenset(("SEED_SIZE", "noise_seed_commitment")),
+    "privfed.secagg.protocol.commitment": frozenset(
+        ("SEED_SIZE", "checked_layers", "noise_seed_commitment")
+    ),
+    "privfed.secagg.protocol.committee": frozenset(
+        (
+            "GRAPH_VALUE_SIZE",
+            "GRINDING_BITS",
+            "SECURITY_BITS",
+            "committed_digest",
+            "committee_positions",
+            "committee_seed",
+            "default_committee_size",
+            "graph_commitment",
+            "new_graph_value",
+            "reveal_payload",
+            "seeds_per_root",
+        )
+    ),
     "privfed.secagg.protocol.config": frozenset(
         ("CONFIG_DIGEST_VERSION", "MAX_CLIENT_ID", "MAX_VECTOR_LENGTH", "SESSION_ID_LENGTHS")
     ),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from privfed.secagg import Message, SecAggServer
+from collections.abc import Mapping
+
+from privfed.secagg import Message, SecAggClient, SecAggServer
 
 
 def deliver(server: SecAggServer, message: Message) -> None:
@@ -13,3 +15,13 @@ def deliver(server: SecAggServer, message: Message) -> None:
     authenticated sender.  (Tests of a lying sender call ``receive`` directly.)
     """
     server.receive(message, sender=getattr(message, "sender", 1))
+
+
+def reveal_committee(server: SecAggServer, clients: Mapping[int, SecAggClient]) -> None:
+    """Active SecAgg+: fix the roster root and let its committee reveal (no-op otherwise).
+
+    Members missing from ``clients`` (dropped) do not answer.
+    """
+    for cid, request in server.committee_requests().items():
+        if cid in clients:
+            deliver(server, clients[cid].reveal(request))

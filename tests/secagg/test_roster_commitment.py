@@ -17,10 +17,11 @@ import random
 
 import numpy as np
 import pytest
-from secagg_helpers import deliver
+from secagg_helpers import deliver, reveal_committee
 
 from privfed.errors import AuthenticationError, ProtocolAbort
 from privfed.secagg import (
+    CommitteeRequest,
     EncryptedSharesBundle,
     IdentityKey,
     IdentityRegistry,
@@ -30,6 +31,13 @@ from privfed.secagg import (
     SecAggServer,
 )
 from privfed.secagg.protocol import roster_tree
+from privfed.secagg.protocol._roster_check import entry_digest
+from privfed.secagg.protocol.committee import (
+    committed_digest,
+    committee_positions,
+    committee_seed,
+    graph_commitment,
+)
 from privfed.secagg.protocol.graph import advertisement_hash, graph_seed_of_root
 from privfed.secagg.protocol.identity import survivor_set_payload
 from privfed.secagg.protocol.messages.roster import RosterEntry, RosterProof
@@ -141,12 +149,16 @@ def test_the_windows_are_what_coverage_needs() -> None:
 # -- the protocol -------------------------------------------------------------------------
 
 
-def _harary(n: int, degree: int, t: int, *, active: bool = False):
+def _harary(n: int, degree: int, t: int, *, active: bool = False, committee: int | None = None):
     ids = tuple(range(1, n + 1))
     identity = {c: IdentityKey.generate() for c in ids} if active else {}
     extra: dict[str, object] = {}
     if active:
-        extra = {"mode": "active", "identities": IdentityRegistry.of(identity)}
+        extra = {
+            "mode": "active",
+            "identities": IdentityRegistry.of(identity),
+            "committee_size": committee,
+        }
     cfg = SecAggConfig(
         client_ids=ids, threshold=t, vector_length=L, graph="harary", degree=degree, **extra
     )
@@ -163,6 +175,7 @@ def _hdr(part: Roster) -> dict[str, object]:
 def _advertise(clients: dict[int, SecAggClient], server: SecAggServer) -> None:
     for c in clients.values():
         deliver(server, c.advertise_keys())
+    reveal_committee(server, clients)
     server.roster()
 
 
@@ -203,19 +216,25 @@ def test_a_round_with_dropouts_before_the_roster_gives_the_exact_sum() -> None:
 
 
 def _rest_of_round(
-    clients: dict[int, SecAggClient], server: SecAggServer, victim: int, part: Roster
+    clients: dict[int, SecAggClient],
+    server: SecAggServer,
+    victim: int,
+    part: Roster,
+    spoiled: frozenset[int] = frozenset(),
 ) -> tuple[bool, set[int]]:
     """SHARE_KEYS and MASKED_INPUT with ``part`` given to ``victim``, every other part honest.
 
-    Returns whether the victim produced a masked input, and the other clients
-    that accepted a ciphertext of the victim (and so masked with it).
+    ``spoiled``: clients the attack already made refuse the honest part (they
+    revealed for the made-up root).  Returns whether the victim produced a
+    masked input, and the other clients that accepted a ciphertext of the
+    victim (and so masked with it).
     """
     for cid, c in clients.items():
         given = part if cid == victim else server.roster(cid)
         try:
             out = c.share_keys(given)
         except ProtocolAbort:
-            assert cid == victim
+            assert cid == victim or cid in spoiled
             continue
         for message in out.values():
             try:
@@ -243,18 +262,45 @@ def _part_of_tree(
     tree: RosterTree,
     entries: dict[int, RosterEntry],
     client: int,
+    clients: dict[int, SecAggClient] | None = None,
 ) -> Roster:
-    """``client``'s part of a root the server made up: the neighbourhood that root fixes."""
+    """``client``'s part of a root the server made up: the neighbourhood that root fixes.
+
+    In active SecAgg+ the server also asks the made-up root's committee (in
+    ``clients``) to reveal for it; members that already revealed for another
+    root refuse (and abort), and their reveals are missing from the part.
+    """
     session = cfg.bound_session_id
-    hood = cfg.neighbourhood(client, graph_seed_of_root(session, tree.root))
     ids = [tree.member(i)[0] for i in range(tree.count)]
+    committee: list[tuple[int, int, bytes, bytes, bytes]] = []
+    if cfg.committee:
+        for position in committee_positions(session, tree.root, tree.count, cfg.committee_size):
+            member = ids[position]
+            request = CommitteeRequest(
+                **_hdr(honest), count=tree.count, position=position, hashes=tree.prove([position])
+            )
+            try:
+                reveal = (clients or {})[member].reveal(request)
+            except (KeyError, ProtocolAbort):
+                continue
+            e = entries[member]
+            digest = advertisement_hash(session, member, e.encryption_public_key, e.mask_public_key)
+            committee.append((position, member, digest, reveal.value, reveal.signature))
+        seed = committee_seed(session, tree.root, [(c[0], c[3]) for c in committee])
+    else:
+        seed = graph_seed_of_root(session, tree.root)
+    hood = cfg.neighbourhood(client, seed)
     windows = tree.windows(hood)
     positions = tuple(ids.index(c) for c in sorted(hood) if c in ids)
+    seats = {c[0] for c in committee}
     proof = RosterProof(
         count=tree.count,
         positions=positions,
-        brackets=tuple((i, *tree.member(i)) for i in sorted(windows.difference(positions))),
-        hashes=tree.prove(windows),
+        brackets=tuple(
+            (i, *tree.member(i)) for i in sorted(windows.difference(positions).difference(seats))
+        ),
+        hashes=tree.prove(windows | seats),
+        committee=tuple(committee),
     )
     return Roster._trusted(
         **_hdr(honest), entries=tuple(entries[ids[i]] for i in positions), proof=proof
@@ -262,8 +308,12 @@ def _part_of_tree(
 
 
 def _leaf(cfg: SecAggConfig, entry: RosterEntry) -> tuple[int, bytes]:
-    digest = advertisement_hash(
-        cfg.bound_session_id, entry.client_id, entry.encryption_public_key, entry.mask_public_key
+    digest = entry_digest(
+        cfg.bound_session_id,
+        entry.client_id,
+        entry.encryption_public_key,
+        entry.mask_public_key,
+        entry.graph_commitment,
     )
     return entry.client_id, digest
 
@@ -336,19 +386,35 @@ def _unsorted_tree(session: bytes, members: list[tuple[int, bytes]]) -> RosterTr
     return tree
 
 
+def _disjoint_root(
+    cfg: SecAggConfig, entries: dict[int, RosterEntry], avoid: frozenset[int]
+) -> tuple[RosterTree, int]:
+    """A second root (one advertiser left out) whose committee avoids ``avoid``."""
+    session = cfg.bound_session_id
+    for left_out in sorted(entries, reverse=True):
+        tree = RosterTree(
+            session, [_leaf(cfg, entries[c]) for c in sorted(entries) if c != left_out]
+        )
+        seats = committee_positions(session, tree.root, tree.count, cfg.committee_size)
+        if not {tree.member(i)[0] for i in seats} & (avoid | {left_out}):
+            return tree, left_out
+    raise AssertionError("no second root with a disjoint committee")  # pragma: no cover
+
+
 def test_two_roots_for_one_session_are_caught() -> None:
-    """A split view: half the clients see root A, half root B (one advertiser left out)."""
-    cfg, clients, _ = _harary(24, 6, 4, active=True)
+    """A split view: half the clients see root A, half root B (one advertiser left out).
+
+    With a committee of 3 (so that root B's committee can be asked too, and
+    reveal for it), group B accepts a consistent part of root B.
+    """
+    cfg, clients, _ = _harary(24, 6, 4, active=True, committee=3)
     server = SecAggServer(cfg)
     _advertise(clients, server)
     entries = {e.client_id: e for e in server.roster().entries}
-    left_out = 24
-    tree_b = RosterTree(
-        cfg.bound_session_id, [_leaf(cfg, entries[c]) for c in sorted(entries) if c != left_out]
-    )
-    group_b = set(range(13, 24))
+    tree_b, left_out = _disjoint_root(cfg, entries, server.committee)
+    group_b = set(range(13, 24)) - {left_out}
     for cid in group_b:
-        part = _part_of_tree(cfg, server.roster(cid), tree_b, entries, cid)
+        part = _part_of_tree(cfg, server.roster(cid), tree_b, entries, cid, clients)
         try:
             clients[cid].share_keys(part)
         except ProtocolAbort:  # the part is refused outright (e.g. lists the left-out client)
@@ -370,17 +436,57 @@ def test_two_roots_for_one_session_are_caught() -> None:
         session=b_client._round_session, config_digest=cfg.digest, survivors=survivors
     )
     assert payload_a != payload_b
+    assert any(not clients[c].aborted for c in group_b)
     # And a whole round with a client shown root B: it never masks, nobody masks with it.
+    cfg, clients, _ = _harary(24, 6, 4, active=True, committee=3)
+    server = SecAggServer(cfg)
+    _advertise(clients, server)
+    entries = {e.client_id: e for e in server.roster().entries}
+    tree_b, _ = _disjoint_root(cfg, entries, server.committee | {1})
+    part = _part_of_tree(cfg, server.roster(1), tree_b, entries, 1, clients)
+    assert part.proof is not None
+    # Root B's committee was asked for B: who revealed for it (or refused it) is spoiled.
+    spoiled = frozenset(c for c, client in clients.items() if client.aborted) | {
+        item[1] for item in part.proof.committee
+    }
+    masked, accepted = _rest_of_round(clients, server, 1, part, spoiled)
+    assert not masked and not accepted
+
+
+def test_a_second_root_gets_no_reveals_from_members_of_the_first_committee() -> None:
+    """With the default committee (here every member), root B gets no reveal at all:
+    each member revealed for root A and refuses B, so every client shown B refuses it."""
     cfg, clients, _ = _harary(24, 6, 4, active=True)
+    assert cfg.committee_size == 24
     server = SecAggServer(cfg)
     _advertise(clients, server)
     entries = {e.client_id: e for e in server.roster().entries}
     tree_b = RosterTree(
-        cfg.bound_session_id, [_leaf(cfg, entries[c]) for c in sorted(entries) if c != left_out]
+        cfg.bound_session_id, [_leaf(cfg, entries[c]) for c in sorted(entries)[:-1]]
     )
-    part = _part_of_tree(cfg, server.roster(1), tree_b, entries, 1)
-    masked, accepted = _rest_of_round(clients, server, 1, part)
-    assert not masked and not accepted
+    part = _part_of_tree(cfg, server.roster(5), tree_b, entries, 5, clients)
+    assert part.proof is not None and not part.proof.committee
+    # Asking for root B made every member of B's committee abort (it had revealed for A).
+    assert all(clients[c].aborted for c in range(1, 24))
+    fresh_cfg, fresh, _ = _harary(24, 6, 4, active=True, committee=3)
+    server = SecAggServer(fresh_cfg)
+    _advertise(fresh, server)
+    good = server.roster(5)
+    assert good.proof is not None and len(good.proof.committee) == 3
+    # A part of the real root without one of its committee's reveals is refused.
+    # (its leaf moved to the brackets, so the multiproof still rebuilds the root).
+    index, member, digest, value, _ = good.proof.committee[0]
+    session = fresh_cfg.bound_session_id
+    leaf = committed_digest(digest, graph_commitment(session, member, value))
+    moved = () if index in good.proof.positions else ((index, member, leaf),)
+    proof = dataclasses.replace(
+        good.proof,
+        committee=good.proof.committee[1:],
+        brackets=(*good.proof.brackets, *moved),
+    )
+    bad = Roster._trusted(**_hdr(good), entries=good.entries, proof=proof)
+    with pytest.raises(ProtocolAbort, match="committee members revealed|reveal is missing"):
+        fresh[5].share_keys(bad)
 
 
 def test_the_attack_harness_sees_an_honest_part_accepted() -> None:

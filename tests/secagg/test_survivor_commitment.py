@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 import pytest
-from secagg_helpers import deliver
+from secagg_helpers import deliver, reveal_committee
 
 from privfed.errors import ProtocolAbort
 from privfed.secagg import (
@@ -58,6 +58,7 @@ def _to_consistency(n: int = 40, degree: int = 8, t: int = 6, corrupted: int = 1
     server = SecAggServer(cfg)
     for c in clients.values():
         deliver(server, c.advertise_keys())
+    reveal_committee(server, clients)
     server.roster()
     for cid, c in clients.items():
         deliver(server, EncryptedSharesBundle.from_shares(c.share_keys(server.roster(cid))))

@@ -76,6 +76,8 @@ __all__ = [
     "ClientId",
     "ClientIds",
     "ClientRecord",
+    "CommitteeRequest",
+    "CommitteeReveal",
     "ConsistencyRequest",
     "ConsistencySignature",
     "EncryptedShares",
@@ -128,13 +130,15 @@ if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
         find_secagg_plus_parameters,
         secagg_plus_bounds,
     )
-    from privfed.secagg.protocol.client import SecAggClient, noise_layers_to_reveal
-    from privfed.secagg.protocol.commitment import self_mask_commitment
+    from privfed.secagg.protocol.client import SecAggClient
+    from privfed.secagg.protocol.commitment import noise_layers_to_reveal, self_mask_commitment
     from privfed.secagg.protocol.config import SecAggConfig, SecurityMode, new_session_id
     from privfed.secagg.protocol.graph import GraphMode, harary_neighbourhoods
     from privfed.secagg.protocol.identity import IdentityKey, IdentityRegistry
     from privfed.secagg.protocol.messages import (
         AdvertiseKeys,
+        CommitteeRequest,
+        CommitteeReveal,
         ConsistencyRequest,
         ConsistencySignature,
         EncryptedShares,

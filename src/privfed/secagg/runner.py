@@ -40,6 +40,7 @@ from privfed.secagg.protocol.config import SecAggConfig, SecurityMode, new_sessi
 from privfed.secagg.protocol.graph import GraphMode
 from privfed.secagg.protocol.identity import IdentityKey, IdentityRegistry
 from privfed.secagg.protocol.messages import (
+    CommitteeRequest,
     ConsistencyRequest,
     EncryptedSharesBundle,
     Message,
@@ -115,6 +116,8 @@ class RunReport:
         graph_seed: SecAgg+: the graph seed the roster fixed (``None`` for the
             complete graph); ``config.neighbours(id, graph_seed)`` gives the
             round's neighbourhoods.
+        committee: Active SecAgg+: the clients the roster root drew to reveal
+            the values that seed the graph (empty otherwise).
     """
 
     total: npt.NDArray[np.uint64] = dataclasses.field(repr=False)
@@ -128,6 +131,7 @@ class RunReport:
         default_factory=dict, repr=False
     )
     graph_seed: bytes | None = None
+    committee: frozenset[int] = frozenset()
 
     @property
     def stages(self) -> tuple[Stage, ...]:
@@ -212,6 +216,8 @@ class _RoundOptions(TypedDict, total=False):
     mode: SecurityMode | str
     corrupted: int
     identity_keys: Mapping[int, IdentityKey] | None
+    committee_size: int | None
+    committee_dropouts: int
 
 
 _OPTION_NAMES = frozenset(_RoundOptions.__annotations__)
@@ -345,8 +351,9 @@ class _Round:
                 self.aborted[i] = True
                 self.seconds[i][stage] = time.perf_counter() - start
                 continue
-            self.seconds[i][stage] = time.perf_counter() - start
-            self.sent[i][stage] = len(data)
+            # A committee member answers twice in ADVERTISE_KEYS: both count.
+            self.seconds[i][stage] = self.seconds[i].get(stage, 0.0) + time.perf_counter() - start
+            self.sent[i][stage] = self.sent[i].get(stage, 0) + len(data)
             if data:
                 self._server_receive(stage, data, i + 1)
             self._tick(stage, done, len(order))
@@ -384,7 +391,7 @@ class _Round:
             return {cid: encoded[id(m)] for cid, m in messages.items()}
 
         out = self.server_close(stage, close)
-        self.server_sent[stage] = sum(len(b) for b in out.values())
+        self.server_sent[stage] = self.server_sent.get(stage, 0) + sum(len(b) for b in out.values())
         return out
 
     # -- the stages, in protocol order ---------------------------------------------------
@@ -395,6 +402,11 @@ class _Round:
         order = self.order(stage)
         self.play_replies(
             stage, order, lambda i, _: self.clients[i].advertise_keys().to_bytes(), _no_input
+        )
+        # Active SecAgg+: the roster root is fixed, and its committee reveals.
+        asked = self.publish(stage, self.server.committee_requests)
+        self.play_answers(
+            stage, asked, lambda client, data, _: client.reveal(CommitteeRequest.from_bytes(data))
         )
 
         def rosters_to_send() -> dict[int, Roster]:
@@ -480,6 +492,7 @@ class _Round:
             server_bytes_sent=MappingProxyType(self.server_sent),
             revealed_noise_seeds=server.revealed_noise_seeds,
             graph_seed=server.graph_seed,
+            committee=server.committee,
         )
 
 
@@ -542,6 +555,8 @@ def run_protocol(
         corrupted=corrupted,
         noise_layers=noise_layers,
         identities=registry,
+        committee_size=options.get("committee_size"),
+        committee_dropouts=options.get("committee_dropouts", 0),
     )
     # Inputs are handed over at the masked-input stage, so only one client's
     # copy is alive at a time.
@@ -599,6 +614,9 @@ def run_in_memory(
             mode refuses ``2 * threshold <= s + corrupted``).
         identity_keys: Active mode: ``{client id: IdentityKey}`` to use
             instead of fresh ones.
+        committee_size, committee_dropouts: Active SecAgg+: the graph-seed
+            committee of :class:`~privfed.secagg.SecAggConfig` (default: its
+            default size, no member may fail to reveal).
 
     Returns:
         The ring sum (1-D ``uint64``, modulo ``2**ring_bits``) of the inputs of

@@ -18,7 +18,7 @@ from privfed._lazy import lazy_exports
 #: Public name -> the submodule that defines it.
 _EXPORTS: dict[str, str] = {
     "SecAggClient": "privfed.secagg.protocol.client",
-    "noise_layers_to_reveal": "privfed.secagg.protocol.client",
+    "noise_layers_to_reveal": "privfed.secagg.protocol.commitment",
     "self_mask_commitment": "privfed.secagg.protocol.commitment",
     "SecAggConfig": "privfed.secagg.protocol.config",
     "SecurityMode": "privfed.secagg.protocol.config",
@@ -28,6 +28,8 @@ _EXPORTS: dict[str, str] = {
     "IdentityKey": "privfed.secagg.protocol.identity",
     "IdentityRegistry": "privfed.secagg.protocol.identity",
     "AdvertiseKeys": "privfed.secagg.protocol.messages",
+    "CommitteeRequest": "privfed.secagg.protocol.messages",
+    "CommitteeReveal": "privfed.secagg.protocol.messages",
     "ConsistencyRequest": "privfed.secagg.protocol.messages",
     "ConsistencySignature": "privfed.secagg.protocol.messages",
     "EncryptedShares": "privfed.secagg.protocol.messages",
@@ -55,6 +57,8 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "AdvertiseKeys",
+    "CommitteeRequest",
+    "CommitteeReveal",
     "ConsistencyRequest",
     "ConsistencySignature",
     "EncryptedShares",
@@ -91,13 +95,15 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
-    from privfed.secagg.protocol.client import SecAggClient, noise_layers_to_reveal
-    from privfed.secagg.protocol.commitment import self_mask_commitment
+    from privfed.secagg.protocol.client import SecAggClient
+    from privfed.secagg.protocol.commitment import noise_layers_to_reveal, self_mask_commitment
     from privfed.secagg.protocol.config import SecAggConfig, SecurityMode, new_session_id
     from privfed.secagg.protocol.graph import GraphMode, harary_neighbourhoods
     from privfed.secagg.protocol.identity import IdentityKey, IdentityRegistry
     from privfed.secagg.protocol.messages import (
         AdvertiseKeys,
+        CommitteeRequest,
+        CommitteeReveal,
         ConsistencyRequest,
         ConsistencySignature,
         EncryptedShares,

@@ -21,13 +21,26 @@ signatures.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
+from privfed.secagg.protocol.committee import (
+    committed_digest,
+    committee_positions,
+    committee_seed,
+    graph_commitment,
+    reveal_payload,
+)
 from privfed.secagg.protocol.config import SecAggConfig
 from privfed.secagg.protocol.graph import advertisement_hash, graph_seed_of_root
+from privfed.secagg.protocol.identity import survivor_set_payload
 from privfed.secagg.protocol.messages._codec import _unchecked
-from privfed.secagg.protocol.messages.roster import Roster, RosterProof
+from privfed.secagg.protocol.messages.roster import (
+    CommitteeRequest,
+    CommitteeReveal,
+    Roster,
+    RosterProof,
+)
 from privfed.secagg.protocol.messages.unmasking import ConsistencyRequest
 from privfed.secagg.protocol.roster_tree import (
     ProofError,
@@ -39,8 +52,12 @@ from privfed.secagg.protocol.roster_tree import (
 __all__ = [
     "SURVIVOR_LEAF",
     "RosterRefusedError",
+    "entry_digest",
+    "member_root",
     "neighbourhood_proof",
     "roster_graph",
+    "signed_reveal",
+    "survivor_payload",
     "survivor_root",
     "survivor_root_payload",
     "survivor_tree",
@@ -51,11 +68,31 @@ class RosterRefusedError(Exception):
     """A roster part the client must refuse (the message names the reason, no secret)."""
 
 
+#: ``verify(signer, payload, signature)``: the client's check against the registry.
+Verifier = Callable[[int, bytes, bytes], bool]
+
+
+def entry_digest(
+    session: bytes,
+    client_id: int,
+    encryption_public_key: bytes,
+    mask_public_key: bytes,
+    graph_commitment: bytes | None,
+) -> bytes:
+    """The digest a member's leaf carries: its advertisement hash, and in committee mode
+    its graph commitment (:func:`~privfed.secagg.protocol.committee.committed_digest`)."""
+    digest = advertisement_hash(session, client_id, encryption_public_key, mask_public_key)
+    return digest if graph_commitment is None else committed_digest(digest, graph_commitment)
+
+
 def roster_graph(
     config: SecAggConfig,
     client_id: int,
     roster: Roster,
     entries: dict[int, tuple[bytes, bytes]],
+    *,
+    verify: Verifier | None = None,
+    revealed_root: bytes | None = None,
 ) -> tuple[bytes, frozenset[int], frozenset[int]]:
     """``(graph seed, neighbours, members of the neighbourhood)`` of a SecAgg+ roster part.
 
@@ -66,13 +103,22 @@ def roster_graph(
             client then builds the tree itself, ``O(n)``).
         entries: ``{id: (encryption key, mask key)}`` of ``roster``'s entries,
             already checked by the client.
+        verify: Committee mode: checks a committee member's signature.
+        revealed_root: Committee mode: the root this client revealed its
+            graph value for, if it was asked to.
 
     Raises:
         RosterRefusedError: The proof does not rebuild a root, or the part does not
             show the whole neighbourhood (see the module docstring).
     """
     session = config.bound_session_id
-    if roster.proof is None:
+    if config.committee:
+        if roster.proof is None or verify is None:
+            raise RosterRefusedError("a committed roster part must carry its proof")
+        seed, neighbours, members = _checked_proof(
+            config, client_id, roster, entries, verify=verify, revealed_root=revealed_root
+        )
+    elif roster.proof is None:
         root = RosterTree(
             session,
             [
@@ -96,22 +142,48 @@ def _checked_proof(
     client_id: int,
     roster: Roster,
     entries: dict[int, tuple[bytes, bytes]],
+    *,
+    verify: Verifier | None = None,
+    revealed_root: bytes | None = None,
 ) -> tuple[bytes, frozenset[int], set[int]]:
     proof = roster.proof
     if proof is None:  # pragma: no cover -- the caller checked
         raise RosterRefusedError("the roster part carries no proof of the roster root")
     session = config.bound_session_id
     leaves = {
-        index: (e.client_id, advertisement_hash(session, e.client_id, *entries[e.client_id]))
+        index: (
+            e.client_id,
+            entry_digest(session, e.client_id, *entries[e.client_id], e.graph_commitment),
+        )
         for index, e in zip(proof.positions, roster.entries, strict=True)
     }
     for index, member, digest in proof.brackets:
         if index in leaves or member not in config.client_id_set:
             raise RosterRefusedError("the roster's proof is malformed")
         leaves[index] = (member, digest)
+    revealed = []
+    for index, member, digest, value, _ in proof.committee:
+        if member not in config.client_id_set:
+            raise RosterRefusedError("the roster's committee names a client outside the config")
+        leaf = (member, committed_digest(digest, graph_commitment(session, member, value)))
+        if leaves.setdefault(index, leaf) != leaf:
+            raise RosterRefusedError("a committee reveal does not match its roster leaf")
+        revealed.append((index, value))
     try:
         root = root_of_proof(session, proof.count, leaves, proof.hashes)
-        seed = graph_seed_of_root(session, root)
+        if config.committee:
+            at = next(
+                (
+                    i
+                    for i, e in zip(proof.positions, roster.entries, strict=True)
+                    if e.client_id == client_id
+                ),
+                None,
+            )
+            _check_committee(config, client_id, at, root, proof, verify, revealed_root)
+            seed = committee_seed(session, root, revealed)
+        else:
+            seed = graph_seed_of_root(session, root)
         neighbours = config.neighbours(client_id, seed)
         members = check_coverage(
             proof.count, {i: cid for i, (cid, _) in leaves.items()}, neighbours | {client_id}
@@ -121,6 +193,94 @@ def _checked_proof(
     if not set(entries) <= neighbours | {client_id}:
         raise RosterRefusedError("the roster part lists a client outside the neighbourhood")
     return seed, neighbours, members
+
+
+def _check_committee(
+    config: SecAggConfig,
+    client_id: int,
+    at: int | None,
+    root: bytes,
+    proof: RosterProof,
+    verify: Verifier | None,
+    revealed_root: bytes | None,
+) -> None:
+    """Refuse a part whose reveals are not the root's committee, signed, for this very root."""
+    session = config.bound_session_id
+    drawn = committee_positions(session, root, proof.count, config.committee_size or 0)
+    shown = [c[0] for c in proof.committee]
+    if not set(shown) <= set(drawn):
+        raise RosterRefusedError("a reveal comes from a leaf the root did not draw")
+    if len(shown) < len(drawn) - config.committee_dropouts:
+        raise RosterRefusedError(
+            f"{len(shown)} of the {len(drawn)} committee members revealed "
+            f"(at most {config.committee_dropouts} may be missing)"
+        )
+    if revealed_root is not None and revealed_root != root:
+        raise RosterRefusedError("this client revealed its graph value for another root")
+    if (at in drawn or revealed_root is not None) and at not in shown:
+        raise RosterRefusedError(
+            "this client was drawn for the committee but its reveal is missing"
+        )
+    if verify is None:  # pragma: no cover -- roster_graph requires it
+        raise RosterRefusedError("no registry to check the committee against")
+    for _index, member, _digest, value, signature in proof.committee:
+        payload = reveal_payload(
+            session=session, config_digest=config.digest, root=root, client_id=member, value=value
+        )
+        if member != client_id and not verify(member, payload, signature):
+            raise RosterRefusedError(f"the reveal of committee member {member} is not signed")
+
+
+def member_root(
+    config: SecAggConfig,
+    request: CommitteeRequest,
+    client_id: int,
+    keys: tuple[bytes, bytes],
+    commitment: bytes | None,
+    revealed_root: bytes | None,
+) -> bytes:
+    """The root a committee request proves, once it holds this member's leaf and draws it.
+
+    Raises:
+        RosterRefusedError: Not a committee round, a proof that does not give
+            a root, a root that does not draw the member's leaf, or another
+            root than the one already revealed for.
+    """
+    if not config.committee or commitment is None:
+        raise RosterRefusedError("a committee request outside active SecAgg+")
+    session = config.bound_session_id
+    leaf = (client_id, entry_digest(session, client_id, *keys, commitment))
+    try:
+        root = root_of_proof(session, request.count, {request.position: leaf}, request.hashes)
+    except ProofError as exc:
+        raise RosterRefusedError(f"the committee request's proof is refused: {exc}") from None
+    drawn = committee_positions(session, root, request.count, config.committee_size or 0)
+    if request.position not in drawn:
+        raise RosterRefusedError("the roster root does not draw this client for its committee")
+    if revealed_root not in (None, root):
+        raise RosterRefusedError("asked to reveal for a second roster root")
+    return root
+
+
+def signed_reveal(
+    config: SecAggConfig,
+    client_id: int,
+    root: bytes,
+    value: bytes,
+    sign: Callable[[bytes], bytes],
+) -> CommitteeReveal:
+    """A member's :class:`CommitteeReveal`: ``value`` signed for ``root``."""
+    session = config.bound_session_id
+    payload = reveal_payload(
+        session=session, config_digest=config.digest, root=root, client_id=client_id, value=value
+    )
+    return CommitteeReveal(
+        session_id=session,
+        round_index=config.round_index,
+        sender=client_id,
+        value=value,
+        signature=sign(payload),
+    )
 
 
 # -- the survivor set by commitment (SecAgg+ ConsistencyCheck) ---------------------------
@@ -144,6 +304,18 @@ def survivor_root_payload(*, session: bytes, config_digest: bytes, root: bytes) 
     signing the set itself would (collision resistance of SHA-256).
     """
     return b"".join([_SURVIVOR_ROOT_DOMAIN, bytes((len(session),)), session, config_digest, root])
+
+
+def survivor_payload(
+    *, session: bytes, config_digest: bytes, survivors: tuple[int, ...], root: bytes | None
+) -> bytes:
+    """What a survivor signs: the survivor set (complete graph, ``root`` is ``None``)
+    or, in SecAgg+, its tree's root (:func:`survivor_root_payload`)."""
+    if root is None:
+        return survivor_set_payload(
+            session=session, config_digest=config_digest, survivors=survivors
+        )
+    return survivor_root_payload(session=session, config_digest=config_digest, root=root)
 
 
 def survivor_root(
@@ -185,18 +357,28 @@ def survivor_root(
 
 
 def neighbourhood_proof(
-    tree: RosterTree, index_of: dict[int, int], hood: frozenset[int]
+    tree: RosterTree,
+    index_of: dict[int, int],
+    hood: frozenset[int],
+    committee: tuple[tuple[int, int, bytes, bytes, bytes], ...] = (),
 ) -> tuple[tuple[int, ...], RosterProof]:
-    """The server's side: the leaf positions of ``hood``'s members and their multiproof."""
+    """The server's side: the leaf positions of ``hood``'s members and their multiproof.
+
+    ``committee`` (active SecAgg+): the reveals every part carries; the
+    multiproof covers their leaves too.
+    """
     windows = tree.windows(hood)
     positions = tuple(index_of[c] for c in sorted(hood) if c in index_of)
+    seats = {item[0] for item in committee}
+    brackets = sorted(windows.difference(positions).difference(seats))
     proof = _unchecked(
         RosterProof,
         {
             "count": tree.count,
             "positions": positions,
-            "brackets": tuple((i, *tree.member(i)) for i in sorted(windows.difference(positions))),
-            "hashes": tree.prove(windows),
+            "brackets": tuple((i, *tree.member(i)) for i in brackets),
+            "hashes": tree.prove(windows | seats),
+            "committee": committee,
         },
     )
     return positions, proof

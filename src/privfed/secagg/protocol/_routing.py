@@ -43,8 +43,7 @@ def route_items(
     routed: dict[int, RoutedShares] = {}
     for recipient in sorted(complete):
         items = tuple(
-            ciphertexts[sender][recipient]
-            for sender in sorted(hood(recipient) & complete)
+            ciphertexts[sender][recipient] for sender in sorted(hood(recipient) & complete)
         )
         # Every item was validated on receipt (session, round, ids, sender
         # and recipient on the roster and neighbours), and senders are
@@ -106,9 +105,6 @@ def route_packed(
             return None  # pragma: no cover -- the graph is symmetric
         part = wire[start:stop]
         body = b"".join((_GROUP_HEAD.pack(recipient, stop - start), part.data))
-        packed = _PackedBlobs(
-            tuple(routed_from[start:stop]), width, records=records[start:stop]
-        )
+        packed = _PackedBlobs(tuple(routed_from[start:stop]), width, records=records[start:stop])
         routed[recipient] = RoutedShares._of_packed(header, recipient, packed, body)
     return routed
-

@@ -161,7 +161,6 @@ class RevealedShares:
             layers = self._noise_shares.setdefault(noise_item.owner, {})
             layers.setdefault(noise_item.layer, []).append((sender, value))
 
-
     def _picked_shares(
         self, owners: list[int], kind: int, stage: Stage
     ) -> list[tuple[tuple[int, ...], list[int]]]:

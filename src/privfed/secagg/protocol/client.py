@@ -12,6 +12,8 @@ to send back:
 2. :meth:`~SecAggClient.share_keys` (:class:`Roster`) ->
    ``{recipient_id: EncryptedShares}``
 3. :meth:`~SecAggClient.masked_input` (:class:`RoutedShares`) -> :class:`MaskedInput`
+   (active SecAgg+: a committee member first answers
+   :meth:`~SecAggClient.reveal` (:class:`CommitteeRequest`) -> :class:`CommitteeReveal`)
 4. active mode only: :meth:`~SecAggClient.consistency_check`
    (:class:`ConsistencyRequest`) -> :class:`ConsistencySignature`
 5. :meth:`~SecAggClient.unmask` (:class:`UnmaskRequest`) -> :class:`UnmaskResponse`
@@ -51,15 +53,20 @@ from privfed.secagg.protocol._party import Party
 from privfed.secagg.protocol._plaintext import pack_shares, unpack_shares
 from privfed.secagg.protocol._roster_check import (
     RosterRefusedError,
+    member_root,
     roster_graph,
+    signed_reveal,
+    survivor_payload,
     survivor_root,
-    survivor_root_payload,
 )
+from privfed.secagg.protocol._vectors import check_ring_vector, client_input
 from privfed.secagg.protocol.commitment import (
     SEED_SIZE,
+    checked_layers,
     noise_seed_commitment,
     self_mask_commitment,
 )
+from privfed.secagg.protocol.committee import new_graph_value
 from privfed.secagg.protocol.config import SecAggConfig, SecurityMode
 from privfed.secagg.protocol.graph import (
     GraphMode,
@@ -68,11 +75,15 @@ from privfed.secagg.protocol.graph import (
 from privfed.secagg.protocol.identity import (
     IdentityKey,
     advertisement_payload,
-    survivor_set_payload,
 )
 from privfed.secagg.protocol.messages.base import Message
 from privfed.secagg.protocol.messages.masked import MaskedInput
-from privfed.secagg.protocol.messages.roster import AdvertiseKeys, Roster
+from privfed.secagg.protocol.messages.roster import (
+    AdvertiseKeys,
+    CommitteeRequest,
+    CommitteeReveal,
+    Roster,
+)
 from privfed.secagg.protocol.messages.shares import EncryptedShares, RoutedShares
 from privfed.secagg.protocol.messages.unmasking import (
     ConsistencyRequest,
@@ -89,6 +100,7 @@ __all__ = ["SecAggClient", "check_ring_vector"]
 
 class _Phase(enum.Enum):
     ADVERTISE = enum.auto()
+    REVEAL = enum.auto()  # active SecAgg+: advertised, may be asked to reveal for the committee
     SHARE = enum.auto()
     MASK = enum.auto()
     CONSIST = enum.auto()
@@ -99,6 +111,7 @@ class _Phase(enum.Enum):
 
 _STAGE_OF_PHASE = {
     _Phase.ADVERTISE: Stage.ADVERTISE_KEYS,
+    _Phase.REVEAL: Stage.SHARE_KEYS,
     _Phase.SHARE: Stage.SHARE_KEYS,
     _Phase.MASK: Stage.MASKED_INPUT,
     _Phase.CONSIST: Stage.CONSISTENCY_CHECK,
@@ -110,54 +123,6 @@ _HeldShares = tuple[bytes, bytes, tuple[bytes, ...]]
 
 # The client module re-exports the mode enum so the state codec whitelists it.
 _MODES = SecurityMode
-
-
-def noise_layers_to_reveal(config: SecAggConfig, survivors: int) -> tuple[int, ...]:
-    """The noise layers whose seed shares the reveal rule allows for ``survivors`` survivors.
-
-    With ``n = len(config.client_ids)`` clients and ``u`` survivors, the layers
-    ``j`` with ``n - u < j <= L``: the noise a survivor added for the
-    ``n - u`` clients that did not make it is exactly what is taken out again.
-    """
-    n = config.num_clients
-    return tuple(range(max(n - survivors, 0) + 1, config.noise_layers + 1))
-
-
-def check_ring_vector(
-    name: str, values: object, *, length: int, ring_bits: int
-) -> npt.NDArray[np.uint64]:
-    """Validate a ring vector and return it as a fresh C-contiguous ``uint64`` copy.
-
-    Args:
-        name: Parameter name for error messages.
-        values: A 1-D numpy array of integers (any integer dtype), every entry in
-            ``[0, 2**ring_bits)``.
-        length: Required length.
-        ring_bits: Ring width in bits.
-
-    Raises:
-        ParameterTypeError: Not a numpy integer array.
-        ParameterError: Wrong shape, or an entry outside ``[0, 2**ring_bits)``
-            (the offending values are not shown).
-    """
-    if not isinstance(values, np.ndarray) or not np.issubdtype(values.dtype, np.integer):
-        raise ParameterTypeError(name, "a numpy array of integers", values)
-    if values.shape != (length,):
-        raise ParameterError(name, f"a 1-D array of length {length}", values.shape)
-    if values.dtype != np.uint64 and values.size and int(values.min()) < 0:
-        raise ParameterError(name, f"ring elements in [0, 2**{ring_bits})", "<redacted>")
-    if ring_bits < 64 and values.size and int(values.max()) >> ring_bits:
-        raise ParameterError(name, f"ring elements in [0, 2**{ring_bits})", "<redacted>")
-    return np.array(values, dtype=np.uint64, order="C", copy=True)
-
-
-def _client_input(values: object, config: SecAggConfig) -> npt.NDArray[np.uint64] | None:
-    """``values`` checked as this round's input vector, or ``None`` when not given."""
-    if values is None:
-        return None
-    return check_ring_vector(
-        "values", values, length=config.vector_length, ring_bits=config.ring_bits
-    )
 
 
 class SecAggClient(Party):
@@ -219,7 +184,7 @@ class SecAggClient(Party):
         check_int("client_id", client_id)
         if client_id not in config.client_ids:
             raise ParameterError("client_id", "one of config.client_ids", client_id)
-        vector = _client_input(values, config)
+        vector = client_input(values, config)
         if config.active:
             if not isinstance(identity, IdentityKey):
                 raise ParameterTypeError("identity", "an IdentityKey (active mode)", identity)
@@ -262,6 +227,11 @@ class SecAggClient(Party):
             round_index=config.round_index,
             client_id=client_id,
         )
+        # Active SecAgg+: the committed graph value, and the root it was revealed for.
+        self._graph_value, self._graph_commitment = new_graph_value(
+            session, client_id, committee=config.committee
+        )
+        self._revealed_root: bytes | None = None
         # Filled as the round goes on.
         self._roster: dict[int, tuple[bytes, bytes]] = {}
         self._roster_members: frozenset[int] = frozenset()
@@ -440,9 +410,37 @@ class SecAggClient(Party):
             self_mask_commitment=self._commitment,
             signature=signature,
             noise_commitments=self._noise_commitments,
+            graph_commitment=self._graph_commitment,
         )
-        self._phase = _Phase.SHARE
+        self._phase = _Phase.REVEAL if cfg.committee else _Phase.SHARE
         return message
+
+    def reveal(self, request: CommitteeRequest) -> CommitteeReveal:
+        """Active SecAgg+: sign this client's graph value for the root ``request`` proves.
+
+        Only if the root holds this client's leaf and draws it for the committee
+        (:mod:`~.committee`); for one root only (asked for another, it aborts).
+
+        Raises:
+            ParameterTypeError: ``request`` is not a :class:`CommitteeRequest`.
+            ProtocolAbort: Out of order; or (aborting) another session, a proof
+                without this client's leaf, a root not drawing it, a second root.
+        """
+        if not isinstance(request, CommitteeRequest):
+            raise ParameterTypeError("request", "a CommitteeRequest", request)
+        stage = Stage.ADVERTISE_KEYS
+        if self._phase is not _Phase.SHARE or self._revealed_root is None:
+            self._require(_Phase.REVEAL, stage)
+        self._check_context(request, stage)
+        own, cfg = (self._encryption_keys.public_key, self._mask_keys.public_key), self._config
+        try:
+            root = member_root(
+                cfg, request, self._id, own, self._graph_commitment, self._revealed_root
+            )
+        except RosterRefusedError as exc:
+            raise self._abort(str(exc), stage) from None
+        self._revealed_root, self._phase = root, _Phase.SHARE
+        return signed_reveal(self._config, self._id, root, self._graph_value or b"", self._sign)
 
     # -- stage 1 ---------------------------------------------------------------------
 
@@ -491,7 +489,7 @@ class SecAggClient(Party):
         if not isinstance(roster, Roster):
             raise ParameterTypeError("roster", "a Roster", roster)
         stage = Stage.SHARE_KEYS
-        self._require(_Phase.SHARE, stage)
+        self._require(_Phase.REVEAL if self._phase is _Phase.REVEAL else _Phase.SHARE, stage)
         self._check_context(roster, stage)
         entries = self._roster_entries(roster, stage)
         members = self._fix_graph(roster, entries, stage)
@@ -522,7 +520,8 @@ class SecAggClient(Party):
         if not cfg.client_id_set.issuperset(entries):
             raise self._abort("the roster lists a client outside the configuration", stage)
         mine = (self._encryption_keys.public_key, self._mask_keys.public_key)
-        if entries.get(self._id) != mine:
+        own = [e.graph_commitment for e in roster.entries if e.client_id == self._id]
+        if entries.get(self._id) != mine or own != [self._graph_commitment]:
             raise self._abort("the roster misstates or omits this client's keys", stage)
         all_keys = [k for pair in entries.values() for k in pair]
         if len(set(all_keys)) != len(all_keys):
@@ -556,7 +555,14 @@ class SecAggClient(Party):
         if cfg.graph is not GraphMode.HARARY:
             return frozenset(entries)
         try:
-            seed, neighbours, members = roster_graph(cfg, self._id, roster, entries)
+            seed, neighbours, members = roster_graph(
+                cfg,
+                self._id,
+                roster,
+                entries,
+                verify=self._verify,
+                revealed_root=self._revealed_root,
+            )
         except RosterRefusedError as exc:
             raise self._abort(str(exc), stage) from None
         self._graph_seed = seed
@@ -658,7 +664,7 @@ class SecAggClient(Party):
             )
         if values is None and not self._values_given:
             raise ParameterError("values", "the input (none was given at construction)", None)
-        late = _client_input(values, cfg)
+        late = client_input(values, cfg)
         self._check_context(routed, stage)
         if routed.recipient != self._id:
             raise self._abort("ciphertexts addressed to another client", stage)
@@ -805,7 +811,14 @@ class SecAggClient(Party):
             raise self._abort("the survivor set lists a client outside the roster", stage)
         view = self._masked_with | {self._id}
         self._require_quorum(len(survivors & view), "survivors this client masked with", stage)
-        signature = self._sign(self._survivor_payload(request.survivors, root))
+        signature = self._sign(
+            survivor_payload(
+                session=self._round_session,
+                config_digest=self._config.digest,
+                survivors=request.survivors,
+                root=root,
+            )
+        )
         message = ConsistencySignature(
             session_id=cfg.bound_session_id,
             round_index=cfg.round_index,
@@ -834,17 +847,6 @@ class SecAggClient(Party):
             raise self._abort(str(exc), stage) from None
         return root
 
-    def _survivor_payload(self, survivors: tuple[int, ...], root: bytes | None) -> bytes:
-        """The signed bytes: the survivor set (complete graph) or its tree's root (SecAgg+)."""
-        cfg = self._config
-        if root is None:
-            return survivor_set_payload(
-                session=self._round_session, config_digest=cfg.digest, survivors=survivors
-            )
-        return survivor_root_payload(
-            session=self._round_session, config_digest=cfg.digest, root=root
-        )
-
     def _check_signed_view(self, request: UnmaskRequest, stage: Stage) -> None:
         """Active mode: the request must carry ``t`` valid signatures on the signed set."""
         signed = self._signed_survivors
@@ -855,7 +857,12 @@ class SecAggClient(Party):
         if set(request.survivors) != members & view or set(request.dropped) != view - members:
             raise self._abort("the request's view differs from the signed survivor set", stage)
         eligible = members & (self._neighbours | {self._id})
-        payload = self._survivor_payload(signed, self._signed_root)
+        payload = survivor_payload(
+            session=self._round_session,
+            config_digest=self._config.digest,
+            survivors=signed,
+            root=self._signed_root,
+        )
         signers = [item.signer for item in request.signatures]
         if len(set(signers)) != len(signers):
             raise self._abort("a signer is listed twice", stage)
@@ -978,8 +985,7 @@ class SecAggClient(Party):
         self, request: UnmaskRequest, survivors: set[int], stage: Stage
     ) -> tuple[int, ...]:
         """The noise layers the reveal rule allows, which the request must name exactly."""
-        cfg = self._config
-        view = self._masked_with | {self._id}
+        cfg, view = self._config, self._masked_with | {self._id}
         # Count only survivors this client masked with: a signed set padded with
         # roster members outside its view (no masks, no noise in the sum) must
         # not unlock more layers.
@@ -988,11 +994,7 @@ class SecAggClient(Party):
             if self._signed_survivors is not None
             else len(survivors)
         )
-        layers = noise_layers_to_reveal(cfg, count) if cfg.noise_layers else ()
-        if request.noise_layers != layers:
-            raise self._abort(
-                f"asked for noise layers {list(request.noise_layers)}; with {count} survivors "
-                f"the reveal rule allows {list(layers)}",
-                stage,
-            )
-        return layers
+        try:
+            return checked_layers(cfg, request.noise_layers, count)
+        except ValueError as exc:
+            raise self._abort(str(exc), stage) from None

@@ -14,12 +14,21 @@ and binding by its collision resistance.
 from __future__ import annotations
 
 import hashlib
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from privfed._checks import check_int
 from privfed.errors import ParameterError, ParameterTypeError
 
-__all__ = ["SEED_SIZE", "noise_seed_commitment", "self_mask_commitment"]
+if TYPE_CHECKING:  # pragma: no cover
+    from privfed.secagg.protocol.config import SecAggConfig
+
+__all__ = [
+    "SEED_SIZE",
+    "checked_layers",
+    "noise_layers_to_reveal",
+    "noise_seed_commitment",
+    "self_mask_commitment",
+]
 
 #: Size of a self-mask seed in bytes.
 SEED_SIZE: Final = 32
@@ -80,3 +89,32 @@ def self_mask_commitment(
 def _commitment(domain: bytes, session_id: bytes, fields: bytes, seed: bytes) -> bytes:
     """``SHA-256(domain || len(session_id) || session_id || fields || seed)``."""
     return hashlib.sha256(domain + bytes((len(session_id),)) + session_id + fields + seed).digest()
+
+
+def noise_layers_to_reveal(config: SecAggConfig, survivors: int) -> tuple[int, ...]:
+    """The noise layers whose seed shares the reveal rule allows for ``survivors`` survivors.
+
+    With ``n = len(config.client_ids)`` clients and ``u`` survivors, the layers
+    ``j`` with ``n - u < j <= L``: the noise a survivor added for the
+    ``n - u`` clients that did not make it is exactly what is taken out again.
+    """
+    n = config.num_clients
+    return tuple(range(max(n - survivors, 0) + 1, config.noise_layers + 1))
+
+
+def checked_layers(
+    config: SecAggConfig, requested: tuple[int, ...], survivors: int
+) -> tuple[int, ...]:
+    """The layers a request may name for ``survivors`` survivors: exactly the rule's.
+
+    Raises:
+        ValueError: ``requested`` differs from :func:`noise_layers_to_reveal`
+            (the message names both, no secret).
+    """
+    layers = noise_layers_to_reveal(config, survivors) if config.noise_layers else ()
+    if requested != layers:
+        raise ValueError(
+            f"asked for noise layers {list(requested)}; with {survivors} survivors "
+            f"the reveal rule allows {list(layers)}"
+        )
+    return layers

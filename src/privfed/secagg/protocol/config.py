@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 
 from privfed._checks import check_enum, check_int
 from privfed.errors import ParameterError, ParameterTypeError
+from privfed.secagg.protocol.committee import default_committee_size
 from privfed.secagg.protocol.graph import GraphMode, build_neighbourhoods, harary_neighbours
 from privfed.secagg.threshold import (
     check_active_threshold,
@@ -124,6 +125,18 @@ class SecAggConfig:
         identities: The :class:`~privfed.secagg.IdentityRegistry` of client
             identity keys (the PKI); required in active mode and must enrol
             every client id, ``None`` in semi-honest mode.
+        committee_size: Active SecAgg+ only (:attr:`committee`): ``kappa``,
+            the roster leaves drawn from the roster root to reveal the values
+            that seed the graph (:mod:`~privfed.secagg.protocol.committee`);
+            an int in ``[1, n]``.  ``None`` (default) picks
+            :func:`~privfed.secagg.protocol.committee.default_committee_size`.
+            Stored resolved; ``0`` (or ``None``) outside active SecAgg+.
+        committee_dropouts: Active SecAgg+ only: how many committee members
+            may fail to reveal before the round aborts, an int in
+            ``[0, committee_size - 1]`` (default 0: every member must
+            reveal).  Each one allowed multiplies the seeds a malicious server
+            may choose between (``sum_{j <= D} C(kappa, j)`` per root; see
+            SECURITY.md).
 
     Everything that fixes the computation is hashed into :attr:`digest`, and
     the digest into :attr:`bound_session_id`, which every message, key
@@ -147,6 +160,8 @@ class SecAggConfig:
     corrupted: int = 0
     noise_layers: int = 0
     identities: IdentityRegistry | None = dataclasses.field(default=None, repr=False)
+    committee_size: int | None = None
+    committee_dropouts: int = 0
     _neighbours: Mapping[int, frozenset[int]] = dataclasses.field(
         init=False, repr=False, compare=False
     )
@@ -200,6 +215,15 @@ class SecAggConfig:
             check_active_threshold(self.threshold, neighbourhood_size, corrupted)
         elif self.identities is not None:
             raise ParameterError("identities", "None in semi-honest mode", "a registry")
+        committee = _committee(
+            self.committee_size,
+            self.committee_dropouts,
+            active=mode is SecurityMode.ACTIVE and graph is GraphMode.HARARY,
+            n=n,
+            neighbourhood_size=neighbourhood_size,
+            corrupted=corrupted,
+        )
+        object.__setattr__(self, "committee_size", committee)
 
         object.__setattr__(self, "client_ids", ordered)
         object.__setattr__(self, "graph", graph)
@@ -242,6 +266,12 @@ class SecAggConfig:
             self.noise_layers.to_bytes(u32, "big"),
             b"\x00" if registry is None else b"\x01" + registry.digest,
         ]
+        if self.committee:
+            # Appended in active SecAgg+ only, so every other config keeps its digest.
+            parts += [
+                (self.committee_size or 0).to_bytes(u32, "big"),
+                self.committee_dropouts.to_bytes(u32, "big"),
+            ]
         return hashlib.sha256(b"".join(parts)).digest()
 
     @property
@@ -269,6 +299,17 @@ class SecAggConfig:
     def active(self) -> bool:
         """Whether the round runs in :attr:`SecurityMode.ACTIVE`."""
         return self.mode is SecurityMode.ACTIVE
+
+    @property
+    def committee(self) -> bool:
+        """Whether a committee reveals the graph seed (active mode with a SecAgg+ graph).
+
+        Then the Harary graph's seed comes from values the clients committed
+        to before the roster was fixed, not from the roster root alone, so
+        the server cannot choose the graph by choosing the roster (see
+        :mod:`~privfed.secagg.protocol.committee`).
+        """
+        return self.mode is SecurityMode.ACTIVE and self.graph is GraphMode.HARARY
 
     def neighbourhoods(self, graph_seed: bytes | None = None) -> Mapping[int, frozenset[int]]:
         """Neighbours of every client.
@@ -405,6 +446,30 @@ def _neighbourhood_size(graph: GraphMode, degree: object, n: int) -> int:
 
 def _security_mode(mode: object) -> SecurityMode:
     return _member("mode", mode, SecurityMode, "'semi-honest' or 'active'")
+
+
+def _committee(
+    size: object,
+    dropouts: object,
+    *,
+    active: bool,
+    n: int,
+    neighbourhood_size: int,
+    corrupted: int,
+) -> int:
+    """The resolved committee size (0 without a committee); ``dropouts`` checked against it."""
+    if not active:
+        if size not in (None, 0) or isinstance(size, bool):
+            raise ParameterError("committee_size", "None outside active SecAgg+", size)
+        check_int("committee_dropouts", dropouts, minimum=0, maximum=0)
+        return 0
+    resolved = (
+        default_committee_size(n, neighbourhood_size, corrupted)
+        if size is None
+        else check_int("committee_size", size, minimum=1, maximum=n)
+    )
+    check_int("committee_dropouts", dropouts, minimum=0, maximum=resolved - 1)
+    return resolved
 
 
 def _check_active(registry: object, client_ids: tuple[int, ...], corrupted: int) -> None:

@@ -61,16 +61,21 @@ from privfed.errors import (
     ReconstructionError,
 )
 from privfed.secagg.primitives import keys, prg
+from privfed.secagg.protocol._committee_round import CommitteeRefusedError, CommitteeRound
 from privfed.secagg.protocol._party import Party, refusal
 from privfed.secagg.protocol._roster_check import (
+    entry_digest,
     neighbourhood_proof,
-    survivor_root_payload,
+    survivor_payload,
     survivor_tree,
 )
 from privfed.secagg.protocol._routing import route_items, route_packed
 from privfed.secagg.protocol._unmasking import RevealedShares
-from privfed.secagg.protocol.client import noise_layers_to_reveal
-from privfed.secagg.protocol.commitment import noise_seed_commitment, self_mask_commitment
+from privfed.secagg.protocol.commitment import (
+    noise_layers_to_reveal,
+    noise_seed_commitment,
+    self_mask_commitment,
+)
 from privfed.secagg.protocol.config import MAX_CLIENT_ID, SecAggConfig
 from privfed.secagg.protocol.graph import (
     GraphMode,
@@ -78,12 +83,14 @@ from privfed.secagg.protocol.graph import (
     graph_seed_of_root,
     graph_session,
 )
-from privfed.secagg.protocol.identity import advertisement_payload, survivor_set_payload
+from privfed.secagg.protocol.identity import advertisement_payload
 from privfed.secagg.protocol.messages._codec import _unchecked
 from privfed.secagg.protocol.messages.base import Message
 from privfed.secagg.protocol.messages.masked import MaskedInput
 from privfed.secagg.protocol.messages.roster import (
     AdvertiseKeys,
+    CommitteeRequest,
+    CommitteeReveal,
     Roster,
     RosterEntry,
 )
@@ -107,6 +114,7 @@ __all__ = ["SecAggServer"]
 
 _CLIENT_MESSAGES = (
     AdvertiseKeys,
+    CommitteeReveal,
     EncryptedShares,
     EncryptedSharesBundle,
     MaskedInput,
@@ -169,6 +177,9 @@ class SecAggServer(Party):
         self._roster: Roster | None = None
         self._tree: RosterTree | None = None
         self._leaf_of: dict[int, int] = {}
+        # Active SecAgg+: the committee that reveals the graph seed's values.
+        self._committee: CommitteeRound | None = None
+        self._committee_items: tuple[tuple[int, int, bytes, bytes, bytes], ...] = ()
         self._graph_seed: bytes | None = None
         self._round_session = config.bound_session_id
         self._bound_session = config.bound_session_id
@@ -331,6 +342,8 @@ class SecAggServer(Party):
             )
         if isinstance(message, AdvertiseKeys):
             self._receive_keys(message)
+        elif isinstance(message, CommitteeReveal):
+            self._receive_reveal(message)
         elif isinstance(message, EncryptedShares):
             self._receive_shares(message)
         elif isinstance(message, EncryptedSharesBundle):
@@ -372,6 +385,12 @@ class SecAggServer(Party):
             raise self._refuse(f"unknown sender {sender}", stage)
         if sender in self._advertised:
             raise self._refuse(f"duplicate keys from client {sender}", stage)
+        if self._roster is not None:
+            raise self._refuse("it arrived late (the roster is closed)", stage)
+        if (message.graph_commitment is not None) != self._config.committee:
+            raise self._refuse(
+                f"client {sender}'s graph commitment does not fit the round's mode", stage
+            )
         pair = {message.encryption_public_key, message.mask_public_key}
         if len(pair) != 2 or pair & self._public_keys:
             raise self._refuse(f"client {sender} reuses a public key", stage)
@@ -403,6 +422,15 @@ class SecAggServer(Party):
             raise self._refuse("a signature in a semi-honest round", stage)
         self._advertised[sender] = message
         self._public_keys |= pair
+
+    def _receive_reveal(self, message: CommitteeReveal) -> None:
+        stage = self._precheck(message, _Phase.ADVERTISE)
+        if self._committee is None:
+            raise self._refuse("it arrived early (no committee has been asked)", stage)
+        try:
+            self._committee.accept(message)
+        except CommitteeRefusedError as exc:
+            raise self._refuse(str(exc), stage) from None
 
     def _receive_shares(self, message: EncryptedShares) -> None:
         stage = self._precheck(message, _Phase.SHARE)
@@ -505,14 +533,11 @@ class SecAggServer(Party):
         sender = message.sender
         cfg = self._config
         registry = cfg.identities
-        payload = (
-            survivor_set_payload(
-                session=self._round_session, config_digest=cfg.digest, survivors=self._survivor_set
-            )
-            if cfg.graph is GraphMode.COMPLETE
-            else survivor_root_payload(
-                session=self._round_session, config_digest=cfg.digest, root=self._survivor_root
-            )
+        payload = survivor_payload(
+            session=self._round_session,
+            config_digest=cfg.digest,
+            survivors=self._survivor_set,
+            root=None if cfg.graph is GraphMode.COMPLETE else self._survivor_root,
         )
         if registry is None or not registry.verify(sender, payload, message.signature):
             raise self._refuse(f"client {sender}'s signature on the survivor set is invalid", stage)
@@ -566,46 +591,127 @@ class SecAggServer(Party):
         Raises:
             ParameterError: ``client_id`` is not a client of the config.
             ProtocolAbort: The round has been aborted, or (aborting) fewer than
-                ``threshold`` clients advertised keys.
+                ``threshold`` clients advertised keys; active SecAgg+: the
+                committee was not asked (:meth:`committee_requests`), or
+                (aborting) more than ``committee_dropouts`` of its members
+                did not reveal.
         """
         cfg = self._config
         if client_id is not None and (
             isinstance(client_id, bool) or client_id not in cfg.client_ids
         ):
             raise ParameterError("client_id", "one of the config's client ids", client_id)
-        if self._roster is None:
+        if self._phase is _Phase.ADVERTISE:
             stage = self._require(_Phase.ADVERTISE)
-            self._require_quorum(len(self._advertised), "clients advertised keys", stage)
-            entries = tuple(
-                RosterEntry(
-                    client_id=cid,
-                    encryption_public_key=msg.encryption_public_key,
-                    mask_public_key=msg.mask_public_key,
-                    signature=msg.signature,
+            if self._committee is not None:
+                try:
+                    seed, self._committee_items = self._committee.close()
+                except CommitteeRefusedError as exc:
+                    raise self._abort(str(exc), stage) from None
+                self._fix_graph(seed)
+            elif cfg.committee:
+                raise ProtocolAbort(
+                    "the committee has not been asked to reveal: call committee_requests() first",
+                    stage=stage.name,
                 )
-                for cid, msg in sorted(self._advertised.items())
-            )
-            session = cfg.bound_session_id
-            self._roster = Roster(session_id=session, round_index=cfg.round_index, entries=entries)
-            if cfg.graph is GraphMode.HARARY:
-                tree = RosterTree(
-                    session,
-                    [
-                        (e.client_id, advertisement_hash(session, e.client_id, *e_keys))
-                        for e in entries
-                        for e_keys in ((e.encryption_public_key, e.mask_public_key),)
-                    ],
-                )
-                self._tree = tree
-                self._leaf_of = {e.client_id: i for i, e in enumerate(entries)}
-                self._graph_seed = graph_seed_of_root(session, tree.root)
-                self._round_session = graph_session(session, self._graph_seed)
+            else:
+                self._close_roster(stage)
             self._phase = _Phase.SHARE
         elif self._phase is _Phase.ABORTED:
             raise ProtocolAbort("the round has been aborted", stage=Stage.ADVERTISE_KEYS.name)
+        if self._roster is None:  # pragma: no cover -- the stage closed with a roster
+            raise TypeError("no roster yet")
         if client_id is None or cfg.graph is GraphMode.COMPLETE:
             return self._roster
         return self._roster_part(client_id)
+
+    def committee_requests(self) -> dict[int, CommitteeRequest]:
+        """Active SecAgg+: close ADVERTISE_KEYS's roster and ask its committee to reveal.
+
+        Fixes the roster (its Merkle root) with the clients accepted so far
+        and returns one :class:`CommitteeRequest` per member of the committee
+        the root draws (:mod:`~privfed.secagg.protocol.committee`); their
+        :class:`CommitteeReveal` answers go to :meth:`receive`, and the next
+        :meth:`roster` call derives the graph seed from them.  Later calls
+        return the same requests.  Outside active SecAgg+ there is no
+        committee: returns ``{}`` and changes nothing.
+
+        Raises:
+            ProtocolAbort: The round has been aborted or is past this stage, or
+                (aborting) fewer than ``threshold`` clients advertised keys.
+        """
+        if not self._config.committee:
+            return {}
+        if self._committee is None:
+            stage = self._require(_Phase.ADVERTISE)
+            tree = self._close_roster(stage)
+            if tree is None:  # pragma: no cover -- a committee needs the Harary graph
+                raise TypeError("no roster tree")
+            members = {
+                cid: (
+                    advertisement_hash(
+                        self._config.bound_session_id,
+                        cid,
+                        msg.encryption_public_key,
+                        msg.mask_public_key,
+                    ),
+                    msg.graph_commitment or b"",
+                )
+                for cid, msg in self._advertised.items()
+            }
+            self._committee = CommitteeRound(self._config, tree, members)
+        elif self._phase is _Phase.ABORTED:
+            raise ProtocolAbort("the round has been aborted", stage=Stage.ADVERTISE_KEYS.name)
+        return self._committee.requests()
+
+    @property
+    def committee(self) -> frozenset[int]:
+        """Active SecAgg+: the committee of the roster root (empty before it is drawn)."""
+        return frozenset() if self._committee is None else self._committee.seats
+
+    def _close_roster(self, stage: Stage) -> RosterTree | None:
+        """Fix the roster of the clients accepted so far (SecAgg+: its Merkle tree)."""
+        cfg = self._config
+        self._require_quorum(len(self._advertised), "clients advertised keys", stage)
+        entries = tuple(
+            RosterEntry(
+                client_id=cid,
+                encryption_public_key=msg.encryption_public_key,
+                mask_public_key=msg.mask_public_key,
+                signature=msg.signature,
+                graph_commitment=msg.graph_commitment,
+            )
+            for cid, msg in sorted(self._advertised.items())
+        )
+        session = cfg.bound_session_id
+        self._roster = Roster(session_id=session, round_index=cfg.round_index, entries=entries)
+        if cfg.graph is not GraphMode.HARARY:
+            return None
+        tree = RosterTree(
+            session,
+            [
+                (
+                    e.client_id,
+                    entry_digest(
+                        session,
+                        e.client_id,
+                        e.encryption_public_key,
+                        e.mask_public_key,
+                        e.graph_commitment,
+                    ),
+                )
+                for e in entries
+            ],
+        )
+        self._tree = tree
+        self._leaf_of = {e.client_id: i for i, e in enumerate(entries)}
+        if not cfg.committee:
+            self._fix_graph(graph_seed_of_root(session, tree.root))
+        return tree
+
+    def _fix_graph(self, seed: bytes) -> None:
+        self._graph_seed = seed
+        self._round_session = graph_session(self._config.bound_session_id, seed)
 
     def _roster_part(self, client_id: int) -> Roster:
         """SecAgg+: the neighbourhood's entries of the roster, with their Merkle multiproof."""
@@ -613,7 +719,7 @@ class SecAggServer(Party):
         if roster is None or tree is None:  # pragma: no cover -- roster() built both
             raise TypeError("no roster yet")
         hood = self._hood(client_id) | {client_id}
-        positions, proof = neighbourhood_proof(tree, self._leaf_of, hood)
+        positions, proof = neighbourhood_proof(tree, self._leaf_of, hood, self._committee_items)
         # A sorted subset of the validated full roster with the proof the
         # recipient needs to rebuild the root: valid by construction.
         return Roster._trusted(

@@ -57,7 +57,13 @@ from privfed.secagg.protocol.messages._codec import (
 )
 from privfed.secagg.protocol.messages.base import Message, MessageType, decode_message
 from privfed.secagg.protocol.messages.masked import MaskedInput
-from privfed.secagg.protocol.messages.roster import AdvertiseKeys, Roster, RosterEntry
+from privfed.secagg.protocol.messages.roster import (
+    AdvertiseKeys,
+    CommitteeRequest,
+    CommitteeReveal,
+    Roster,
+    RosterEntry,
+)
 from privfed.secagg.protocol.messages.shares import (
     EncryptedShares,
     EncryptedSharesBundle,
@@ -82,6 +88,8 @@ __all__ = [
     "WIRE_MAGIC",
     "WIRE_VERSION",
     "AdvertiseKeys",
+    "CommitteeRequest",
+    "CommitteeReveal",
     "ConsistencyRequest",
     "ConsistencySignature",
     "EncryptedShares",

@@ -57,7 +57,6 @@ _ID_U16 = struct.Struct(">IH")
 _MAX_U32 = 2**32 - 1
 
 
-
 # -- validation helpers ------------------------------------------------------------
 
 
@@ -389,4 +388,3 @@ def _backed_by_bytes(array: npt.NDArray[Any]) -> bool:
             return False
         base = base.base
     return isinstance(base, bytes)
-

@@ -41,7 +41,8 @@ class MessageType(enum.IntEnum):
     ENCRYPTED_SHARES_BUNDLE = 8
     CONSISTENCY_REQUEST = 9
     CONSISTENCY_SIGNATURE = 10
-
+    COMMITTEE_REQUEST = 11
+    COMMITTEE_REVEAL = 12
 
 
 # -- base class --------------------------------------------------------------------
@@ -201,4 +202,3 @@ def _parse_message(cls: type[Message], header: dict[str, Any], reader: _Reader) 
 
 # magic, version, type, session-id length: the fixed start of every message.
 _HEAD: Final = struct.Struct(">4sBBB")
-

@@ -140,5 +140,3 @@ def _wire_dtype_of(ring_bits: int) -> np.dtype[Any]:
 
 # MaskedInput's wire dtype per ring width (8 to 64 bits: the widths it accepts).
 _WIRE_DTYPES: Final = {bits: _wire_dtype_of(bits) for bits in range(8, 65)}
-
-

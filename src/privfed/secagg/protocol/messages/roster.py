@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Any, ClassVar
 
 from privfed._checks import check_int
@@ -24,7 +25,14 @@ from privfed.secagg.protocol.messages._codec import (
 )
 from privfed.secagg.protocol.messages.base import Message, MessageType
 
-__all__ = ["AdvertiseKeys", "Roster", "RosterEntry", "RosterProof"]
+__all__ = [
+    "AdvertiseKeys",
+    "CommitteeRequest",
+    "CommitteeReveal",
+    "Roster",
+    "RosterEntry",
+    "RosterProof",
+]
 
 
 # -- AdvertiseKeys -----------------------------------------------------------------
@@ -37,7 +45,8 @@ class AdvertiseKeys(Message):
     Body: ``sender u32 | encryption_public_key 32 | mask_public_key 32 |
     self_mask_commitment 32 | flags u8``, then the sections the flags announce
     (bit 0: ``signature 64``; bit 1:
-    ``count u16 | count x commitment 32``), in that order.
+    ``count u16 | count x commitment 32``; bit 2: ``graph_commitment 32``), in
+    that order.
 
     Attributes:
         sender: The client's id.
@@ -53,6 +62,9 @@ class AdvertiseKeys(Message):
         noise_commitments: One SHA-256 commitment per noise-layer seed (layer
             1 first; empty without noise layers), checked by the server
             against a rebuilt seed.
+        graph_commitment: Active SecAgg+: the commitment to the client's
+            graph value (:func:`~privfed.secagg.protocol.committee.graph_commitment`),
+            which goes into its roster leaf; ``None`` otherwise.
     """
 
     MESSAGE_TYPE: ClassVar[MessageType] = MessageType.ADVERTISE_KEYS
@@ -63,10 +75,13 @@ class AdvertiseKeys(Message):
     self_mask_commitment: bytes
     signature: bytes | None = dataclasses.field(default=None, repr=False)
     noise_commitments: tuple[bytes, ...] = dataclasses.field(default=(), repr=False)
+    graph_commitment: bytes | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _check_id("sender", self.sender)
+        if self.graph_commitment is not None:
+            _check_bytes("graph_commitment", self.graph_commitment, size=COMMITMENT_SIZE)
         _check_bytes("encryption_public_key", self.encryption_public_key, size=PUBLIC_KEY_SIZE)
         _check_bytes("mask_public_key", self.mask_public_key, size=PUBLIC_KEY_SIZE)
         _check_bytes("self_mask_commitment", self.self_mask_commitment, size=COMMITMENT_SIZE)
@@ -90,13 +105,19 @@ class AdvertiseKeys(Message):
             + self.mask_public_key
             + self.self_mask_commitment
         )
-        flags = (self.signature is not None) | (bool(self.noise_commitments) << 1)
+        flags = (
+            (self.signature is not None)
+            | (bool(self.noise_commitments) << 1)
+            | ((self.graph_commitment is not None) << 2)
+        )
         body += bytes((flags,))
         if self.signature is not None:
             body += self.signature
         if self.noise_commitments:
             body += len(self.noise_commitments).to_bytes(2, "big")
             body += b"".join(self.noise_commitments)
+        if self.graph_commitment is not None:
+            body += self.graph_commitment
         return body
 
     @classmethod
@@ -105,7 +126,7 @@ class AdvertiseKeys(Message):
         encryption = reader.take(PUBLIC_KEY_SIZE)
         mask = reader.take(PUBLIC_KEY_SIZE)
         commitment = reader.take(COMMITMENT_SIZE)
-        flags = _flags(reader, 0b11)
+        flags = _flags(reader, 0b111)
         signature = reader.take(SIGNATURE_SIZE) if flags & 1 else None
         noise: tuple[bytes, ...] = ()
         if flags & 2:
@@ -113,6 +134,7 @@ class AdvertiseKeys(Message):
             if not count:
                 raise MessageFormatError("an empty noise-commitment list must be left out")
             noise = tuple(reader.take(COMMITMENT_SIZE) for _ in range(count))
+        graph = reader.take(COMMITMENT_SIZE) if flags & 4 else None
         # Every field was checked above exactly as __post_init__ would (non-zero
         # u32 sender, exact sizes, at most MAX_NOISE_LAYERS commitments).
         return cls._trusted(
@@ -123,6 +145,7 @@ class AdvertiseKeys(Message):
             self_mask_commitment=commitment,
             signature=signature,
             noise_commitments=noise,
+            graph_commitment=graph,
         )
 
 
@@ -139,12 +162,15 @@ class RosterEntry:
         mask_public_key: X25519 public key for pairwise masks.
         signature: Active mode: the client's signature over its advertised
             keys (see :class:`AdvertiseKeys`); ``None`` in semi-honest mode.
+        graph_commitment: Active SecAgg+: the client's commitment to its
+            graph value (part of its roster leaf); ``None`` otherwise.
     """
 
     client_id: int
     encryption_public_key: bytes
     mask_public_key: bytes
     signature: bytes | None = dataclasses.field(default=None, repr=False)
+    graph_commitment: bytes | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         _check_id("client_id", self.client_id)
@@ -152,6 +178,8 @@ class RosterEntry:
         _check_bytes("mask_public_key", self.mask_public_key, size=PUBLIC_KEY_SIZE)
         if self.signature is not None:
             _check_signature("signature", self.signature)
+        if self.graph_commitment is not None:
+            _check_bytes("graph_commitment", self.graph_commitment, size=COMMITMENT_SIZE)
 
     def _wire(self) -> bytes:
         """``client_id u32 | encryption key | mask key``, kept once made (a server
@@ -176,13 +204,21 @@ class RosterProof:
         positions: The leaf index of each entry of the part, in entry order.
         brackets: ``(index, client_id, advertisement hash)`` of each revealed
             leaf that is not an entry (the windows around the neighbourhood).
-        hashes: The multiproof's sibling hashes, in walk order.
+        hashes: The multiproof's sibling hashes, in walk order (over the
+            entries', the brackets' and the committee's leaves).
+        committee: Active SecAgg+: ``(index, client_id, advertisement hash,
+            graph value, signature)`` of each committee member that revealed,
+            indices increasing (see :mod:`~privfed.secagg.protocol.committee`);
+            empty otherwise.
     """
 
     count: int
     positions: tuple[int, ...]
     brackets: tuple[tuple[int, int, bytes], ...] = ()
     hashes: tuple[bytes, ...] = dataclasses.field(default=(), repr=False)
+    committee: tuple[tuple[int, int, bytes, bytes, bytes], ...] = dataclasses.field(
+        default=(), repr=False
+    )
 
     def __post_init__(self) -> None:
         check_int("count", self.count, minimum=1, maximum=_MAX_U32)
@@ -201,6 +237,47 @@ class RosterProof:
             _check_bytes("brackets", digest, size=COMMITMENT_SIZE)
         for digest in self.hashes:
             _check_bytes("hashes", digest, size=COMMITMENT_SIZE)
+        if not isinstance(self.committee, tuple) or not all(
+            isinstance(c, tuple) and len(c) == 5 for c in self.committee
+        ):
+            raise ParameterTypeError(
+                "committee", "a tuple of (index, id, hash, value, signature)", self.committee
+            )
+        for index, client_id, digest, value, signature in self.committee:
+            check_int("committee", index, minimum=0, maximum=self.count - 1)
+            _check_id("committee", client_id)
+            _check_bytes("committee", digest, size=COMMITMENT_SIZE)
+            _check_bytes("committee", value, size=COMMITMENT_SIZE)
+            _check_signature("committee", signature)
+        indices = [c[0] for c in self.committee]
+        if any(b <= a for a, b in itertools.pairwise(indices)):
+            raise ParameterError("committee", "indices strictly increasing", indices)
+
+    def _committee_wire(self) -> bytes:
+        pack = _U32.pack
+        return pack(len(self.committee)) + b"".join(
+            pack(i) + pack(cid) + digest + value + signature
+            for i, cid, digest, value, signature in self.committee
+        )
+
+    @staticmethod
+    def _parse_committee(
+        reader: _Reader, count: int
+    ) -> tuple[tuple[int, int, bytes, bytes, bytes], ...]:
+        items = []
+        previous = -1
+        for _ in range(reader.count(8 + 2 * COMMITMENT_SIZE + SIGNATURE_SIZE)):
+            index = reader.u32()
+            if index >= count or index <= previous:
+                raise MessageFormatError("committee leaves out of the tree or out of order")
+            previous = index
+            client_id = reader.client_id()
+            digest = reader.take(COMMITMENT_SIZE)
+            value = reader.take(COMMITMENT_SIZE)
+            items.append((index, client_id, digest, value, reader.take(SIGNATURE_SIZE)))
+        if not items:
+            raise MessageFormatError("an empty committee section must be left out")
+        return tuple(items)
 
     def _wire(self) -> bytes:
         pack = _U32.pack
@@ -243,12 +320,15 @@ class Roster(Message):
     sections the flags announce (bit 0: ``count x signature 64``, one per
     entry in order; bit 1, the :class:`RosterProof`: ``leaves u32 | count x
     position u32 | b u32 | b x (index u32 | client_id u32 | hash 32) | h u32 |
-    h x hash 32``), in that order.
+    h x hash 32``; bit 2: ``count x graph_commitment 32``, one per entry;
+    bit 3, with bit 1 only, the proof's committee: ``c u32 | c x (index u32 |
+    client_id u32 | hash 32 | value 32 | signature 64)``), in that order.
 
     Attributes:
         entries: One :class:`RosterEntry` per client that advertised keys,
             strictly increasing by id (in SecAgg+, a client's part holds its
-            neighbourhood only).  Either every entry is signed or none is.
+            neighbourhood only).  Either every entry is signed or none is;
+            either every entry carries a graph commitment or none does.
         proof: SecAgg+ parts only: the :class:`RosterProof` that ties the
             entries to the roster's Merkle root, from which the recipient
             computes the graph seed; ``None`` when ``entries`` is the whole
@@ -269,6 +349,8 @@ class Roster(Message):
         _check_increasing_ids("entries", tuple(e.client_id for e in self.entries))
         if len({e.signature is None for e in self.entries}) > 1:
             raise ParameterError("entries", "all signed or none signed", "a mix")
+        if len({e.graph_commitment is None for e in self.entries}) > 1:
+            raise ParameterError("entries", "all with a graph commitment or none", "a mix")
         if self.proof is not None:
             if not isinstance(self.proof, RosterProof):
                 raise ParameterTypeError("proof", "a RosterProof or None", self.proof)
@@ -284,12 +366,18 @@ class Roster(Message):
         parts: list[bytes | memoryview] = [_U32.pack(len(self.entries))]
         parts += [e._wire() for e in self.entries]
         signed = bool(self.entries) and self.entries[0].signature is not None
-        flags = signed | ((self.proof is not None) << 1)
+        committed = bool(self.entries) and self.entries[0].graph_commitment is not None
+        revealed = self.proof is not None and bool(self.proof.committee)
+        flags = signed | ((self.proof is not None) << 1) | (committed << 2) | (revealed << 3)
         parts.append(bytes((flags,)))
         if signed:
             parts += [e.signature or b"" for e in self.entries]
         if self.proof is not None:
             parts.append(self.proof._wire())
+        if committed:
+            parts += [e.graph_commitment or b"" for e in self.entries]
+        if revealed and self.proof is not None:
+            parts.append(self.proof._committee_wire())
         return tuple(parts)
 
     def _body(self) -> bytes:
@@ -322,11 +410,106 @@ class Roster(Message):
                     },
                 )
             )
-        flags = _flags(reader, 0b11)
+        flags = _flags(reader, 0b1111)
         if flags & 1:
             if not entries:
                 raise MessageFormatError("signatures of an empty roster")
             for entry in entries:
                 entry.__dict__["signature"] = reader.take(SIGNATURE_SIZE)
         proof = RosterProof._parse(reader, len(entries)) if flags & 2 else None
+        if flags & 4:
+            if not entries:
+                raise MessageFormatError("graph commitments of an empty roster")
+            for entry in entries:
+                entry.__dict__["graph_commitment"] = reader.take(COMMITMENT_SIZE)
+        if flags & 8:
+            if proof is None:
+                raise MessageFormatError("a committee section without a roster proof")
+            proof.__dict__["committee"] = RosterProof._parse_committee(reader, proof.count)
         return cls._trusted(**header, entries=tuple(entries), proof=proof)
+
+
+# -- the committee (active SecAgg+) ---------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class CommitteeRequest(Message):
+    """End of stage ADVERTISE_KEYS, server to each committee member: reveal for this root.
+
+    Active SecAgg+ only (:mod:`~privfed.secagg.protocol.committee`).  The
+    member rebuilds the root from its own leaf and the proof, and reveals only
+    if that root draws it.
+
+    Body: ``count u32 | position u32 | h u32 | h x hash 32``.
+
+    Attributes:
+        count: Leaves in the roster tree, ``>= 1``.
+        position: The member's leaf index, in ``[0, count)``.
+        hashes: The inclusion proof of that leaf (sibling hashes, bottom up).
+    """
+
+    MESSAGE_TYPE: ClassVar[MessageType] = MessageType.COMMITTEE_REQUEST
+
+    count: int
+    position: int
+    hashes: tuple[bytes, ...] = dataclasses.field(default=(), repr=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_int("count", self.count, minimum=1, maximum=_MAX_U32)
+        check_int("position", self.position, minimum=0, maximum=self.count - 1)
+        if not isinstance(self.hashes, tuple):
+            raise ParameterTypeError("hashes", "a tuple of bytes", self.hashes)
+        for digest in self.hashes:
+            _check_bytes("hashes", digest, size=COMMITMENT_SIZE)
+
+    def _body(self) -> bytes:
+        pack = _U32.pack
+        return b"".join(
+            [pack(self.count), pack(self.position), pack(len(self.hashes)), *self.hashes]
+        )
+
+    @classmethod
+    def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> CommitteeRequest:
+        count, position = reader.u32(), reader.u32()
+        hashes = tuple(reader.take(COMMITMENT_SIZE) for _ in range(reader.count(COMMITMENT_SIZE)))
+        try:
+            return cls(**header, count=count, position=position, hashes=hashes)
+        except ParameterError as exc:
+            raise MessageFormatError(str(exc)) from None
+
+
+@dataclasses.dataclass(frozen=True)
+class CommitteeReveal(Message):
+    """Stage ADVERTISE_KEYS, committee member to server: its graph value, signed for one root.
+
+    Body: ``sender u32 | value 32 | signature 64``.
+
+    Attributes:
+        sender: The member's id.
+        value: The graph value its roster leaf commits to.
+        signature: Ed25519 signature by the member's identity key over
+            (bound session, config digest, root, id, value)
+            (:func:`~privfed.secagg.protocol.committee.reveal_payload`).
+    """
+
+    MESSAGE_TYPE: ClassVar[MessageType] = MessageType.COMMITTEE_REVEAL
+
+    sender: int
+    value: bytes = dataclasses.field(repr=False)
+    signature: bytes = dataclasses.field(repr=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_id("sender", self.sender)
+        _check_bytes("value", self.value, size=COMMITMENT_SIZE)
+        _check_signature("signature", self.signature)
+
+    def _body(self) -> bytes:
+        return _U32.pack(self.sender) + self.value + self.signature
+
+    @classmethod
+    def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> CommitteeReveal:
+        sender = reader.client_id()
+        value = reader.take(COMMITMENT_SIZE)
+        return cls(**header, sender=sender, value=value, signature=reader.take(SIGNATURE_SIZE))

@@ -317,5 +317,3 @@ def _parse_group(
             )
         )
     return tuple(shares)
-
-
