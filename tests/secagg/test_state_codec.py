@@ -309,10 +309,11 @@ def test_an_active_mode_client_round_trips_with_its_identity_key_supplied_at_res
 
 
 def test_a_version_1_state_is_refused_by_version() -> None:
-    """Version 1 held the identity key, version 2 no signed survivor root; this build reads 3."""
+    """Version 1 held the identity key, version 2 no signed survivor root, version 3 no
+    committed graph value; this build reads 4."""
     blob = _state()
-    assert STATE_VERSION == 3
-    for version in (1, 2):
+    assert STATE_VERSION == 4
+    for version in (1, 2, 3):
         old = blob[:4] + bytes([version]) + blob[5:]
         with pytest.raises(MessageFormatError, match=f"version {version}"):
             restore_client_state(old, journal=MemoryRevealJournal())

@@ -36,10 +36,17 @@ ACTIONS: Final = {
 }
 #: Flower action of the hello round.
 HELLO_ACTION: Final = "privfed_hello"
+#: Flower action of the committee's reveals (active SecAgg+, end of ADVERTISE_KEYS).
+REVEAL_ACTION: Final = "privfed_secagg_reveal"
 #: The full Flower message type of each stage.
 MESSAGE_TYPES: Final = {stage: f"query.{action}" for stage, action in ACTIONS.items()}
-#: The stage of each Flower message type.
-STAGE_OF_TYPE: Final = {kind: stage for stage, kind in MESSAGE_TYPES.items()}
+#: The Flower message type of the committee's reveals.
+REVEAL_MESSAGE_TYPE: Final = f"query.{REVEAL_ACTION}"
+#: The stage of each Flower message type (a reveal belongs to ADVERTISE_KEYS).
+STAGE_OF_TYPE: Final = {
+    **{kind: stage for stage, kind in MESSAGE_TYPES.items()},
+    REVEAL_MESSAGE_TYPE: Stage.ADVERTISE_KEYS,
+}
 
 
 def config_record(content: RecordDict) -> ConfigRecord:

@@ -44,6 +44,7 @@ from privfed.flower import _wire
 from privfed.flower.declaration import DeclaredInput
 from privfed.flower.policy import NodePolicy, PolicyFn, default_policy, identify_payload
 from privfed.secagg import (
+    CommitteeRequest,
     ConsistencyRequest,
     EncryptedSharesBundle,
     MaskedInput,
@@ -289,6 +290,14 @@ class _Handlers:
         content = _wire.masked_input_content(answer, declaration=declaration)
         return Message(content, reply_to=message)
 
+    def reveal(self, message: Message, context: Context) -> Message:
+        """Active SecAgg+: reveal this node's graph value for the roster root (once per session)."""
+        request = CommitteeRequest.from_bytes(
+            _wire.get_bytes(_wire.config_record(message.content), "message")
+        )
+        answer = self._step(context, request.session_id, lambda c: c.reveal(request))
+        return Message(_wire.bytes_content(answer.to_bytes()), reply_to=message)  # type: ignore[attr-defined]
+
     def consistency(self, message: Message, context: Context) -> Message:
         """Active mode: sign the survivor set (once per session)."""
         request = ConsistencyRequest.from_bytes(
@@ -347,8 +356,8 @@ def add_secagg_handlers(
 
     Returns:
         ``app``, with handlers for ``query.privfed_secagg_advertise``,
-        ``..._share``, ``..._mask``, ``..._consist`` (active mode) and
-        ``..._unmask``, and
+        ``..._reveal`` (active SecAgg+), ``..._share``, ``..._mask``,
+        ``..._consist`` (active mode) and ``..._unmask``, and
         ``query.privfed_hello`` (the node's public partition id).
 
     Raises:
@@ -367,6 +376,7 @@ def add_secagg_handlers(
     }
     for stage, handler in table.items():
         app.query(_wire.ACTIONS[stage])(handler)
+    app.query(_wire.REVEAL_ACTION)(handlers.reveal)
     app.query(_wire.HELLO_ACTION)(_Hello(handlers))
     return app
 

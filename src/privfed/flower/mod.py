@@ -90,7 +90,7 @@ TRAIN_STATE_KEY: Final = "privfed_secagg_train"
 #: Where it keeps the round's public encoding (bound to the round's session).
 _ENCODING_KEY: Final = "privfed_secagg_train_encoding"
 #: The stage names of a training round (field ``train-stage`` of the privfed record).
-TRAIN_STAGES: Final = ("identify", "advertise", "share", "mask", "consist", "unmask")
+TRAIN_STAGES: Final = ("identify", "advertise", "reveal", "share", "mask", "consist", "unmask")
 
 
 def _is_train(message: Message) -> bool:
@@ -167,6 +167,8 @@ class SecAggMod:
             return _identify(msg, ctxt, handlers)
         if stage == "advertise":
             return self._advertise(msg, ctxt, handlers)
+        if stage == "reveal":
+            return handlers.reveal(msg, ctxt)
         if stage == "share":
             return handlers.share(msg, ctxt)
         if stage == "mask":

@@ -637,6 +637,17 @@ class _Drive:
         }
         state.server[Stage.ADVERTISE_KEYS] += time.perf_counter() - start
         self.exchange(Stage.ADVERTISE_KEYS, advertise, self.receive_bytes)
+        start = time.perf_counter()
+        # Active SecAgg+: the roster root is fixed here, and its committee reveals.
+        committee = _contents(server.committee_requests())
+        state.server[Stage.ADVERTISE_KEYS] += time.perf_counter() - start
+        if committee:
+            self.exchange(
+                Stage.ADVERTISE_KEYS,
+                committee,
+                self.receive_bytes,
+                message_type=_wire.REVEAL_MESSAGE_TYPE,
+            )
         rosters = self.close(
             Stage.ADVERTISE_KEYS,
             config.client_ids,
@@ -694,8 +705,12 @@ class _Drive:
         stage: Stage,
         payloads: Mapping[int, RecordDict],
         accept: Callable[[int, RecordDict], None],
+        message_type: str | None = None,
     ) -> None:
-        """Send each client its content; feed each reply to ``accept`` (refusals logged)."""
+        """Send each client its content; feed each reply to ``accept`` (refusals logged).
+
+        ``message_type``: the Flower message type, if not the stage's own.
+        """
         state = self.state
         start = time.perf_counter()
         messages = []
@@ -705,7 +720,7 @@ class _Drive:
                 Message(
                     content,
                     dst_node_id=self.node_of[cid],
-                    message_type=_wire.MESSAGE_TYPES[stage],
+                    message_type=message_type or _wire.MESSAGE_TYPES[stage],
                     group_id=self.group,
                 )
             )

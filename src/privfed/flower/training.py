@@ -566,6 +566,13 @@ class SecAggWorkflow:
         for cid in set(payloads) - server.advertised:  # asked again next round
             self.identified.pop(state.node_of[cid], None)
         try:
+            # Active SecAgg+: the roster root is fixed here, and its committee reveals.
+            committee = {
+                cid: _wire.bytes_content(m.to_bytes(), **{STAGE_FIELD: "reveal"})
+                for cid, m in server.committee_requests().items()
+            }
+            if committee:
+                self._exchange(grid, state, Stage.ADVERTISE_KEYS, committee, _receive_bytes)
             rosters = _per_client(server, sorted(server.advertised))
         except ProtocolAbort as exc:
             return _skip(state, exc.reason)

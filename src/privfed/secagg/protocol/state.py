@@ -107,8 +107,9 @@ __all__ = [
 #: First four bytes of an exported client state.
 STATE_MAGIC: Final = b"PFCS"
 #: Client-state format version written and accepted (2: no identity key inside;
-#: 3: a SecAgg+ client keeps the survivor-tree root it signed).
-STATE_VERSION: Final = 3
+#: 3: a SecAgg+ client keeps the survivor-tree root it signed; 4: an active
+#: SecAgg+ client keeps its committed graph value and the root it revealed it for).
+STATE_VERSION: Final = 4
 #: Format version of a config on its own (:func:`encode_config`).
 CONFIG_VERSION: Final = 1
 #: Client attributes never exported: supplied again at each restore.
