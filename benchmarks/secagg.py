@@ -73,7 +73,7 @@ import platform
 import secrets
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +90,14 @@ from privfed.secagg import (
     run_protocol,
 )
 from privfed.secagg.primitives import prg
+from privfed.secagg.protocol.committee import (
+    committee_positions,
+    committee_seed,
+    default_committee_size,
+    seeds_per_root,
+)
 from privfed.secagg.protocol.graph import graph_seed
+from privfed.secagg.protocol.roster_tree import RosterTree
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PAYLOAD = 10 * (128 + 128 * 129 // 2 + 1)  # 83,850 values: 10 classes at d = 128
@@ -627,6 +634,7 @@ def grinding(seed: int) -> dict[str, Any]:
             file=sys.stderr,
         )
     result["roster_selection"] = by_exclusions
+    result["committee"] = _committee_grinding(rng, cfg, ids, colluders, need, trials)
 
     # (c) The finder's semi-malicious parameters at N=1000: best of a few hundred
     # tries, as the number of colluding neighbours of the most exposed honest client.
@@ -675,6 +683,121 @@ def grinding(seed: int) -> dict[str, Any]:
     return result
 
 
+def _fixed_graph_rate(
+    rng: np.random.Generator, cfg: SecAggConfig, ids: list[int], bad: set[int], need: int
+) -> float:
+    """How often one random graph (no choice at all) surrounds some honest client."""
+    samples = 4000
+    hits = sum(
+        _surrounded(cfg.neighbourhoods(rng.bytes(32)), set(ids), bad, need) for _ in range(samples)
+    )
+    return hits / samples
+
+
+def _committee_grinding(
+    rng: np.random.Generator,
+    cfg: SecAggConfig,
+    ids: list[int],
+    colluders: set[int],
+    need: int,
+    trials: int,
+) -> dict[str, Any]:
+    """The committee-seeded graph (issue 25 step 2) against the same server.
+
+    The server picks which honest advertisers to leave out (one root per
+    choice).  For a root whose committee is colluders only it knows the seed
+    (and, with ``D`` reveals it may leave out, every seed it can reach) before
+    committing, so it tries those; otherwise it must commit to a root and
+    gets the graph the honest reveals give, choosing only which of up to
+    ``D`` reveals to leave out.  ``kappa`` is the config default (every
+    member at this ``n``) and two weaker settings show what sizes it.
+    """
+    session = cfg.bound_session_id
+    honest = [c for c in ids if c not in colluders]
+    # n = 30, k = 6: t = 5 is the smallest active threshold, so n_C <= 2.
+    default = default_committee_size(len(ids), cfg.degree + 1 if cfg.degree else 0, 2)
+    out: dict[str, Any] = {
+        "fixed_random_graph_success": _fixed_graph_rate(rng, cfg, ids, colluders, need),
+        "default_committee_size": default,
+        "settings": {},
+    }
+    for kappa, dropouts in ((default, 0), (3, 0), (default, 1)):
+        rows: dict[str, Any] = {}
+        for excluded in (0, 1, 2, 3):
+            wins = 0
+            graphs = []
+            for _ in range(trials):
+                values = {c: rng.bytes(32) for c in ids}
+                digests = {c: rng.bytes(32) for c in ids}
+                subsets = list(itertools.combinations(honest, excluded))
+                rng.shuffle(subsets)  # type: ignore[arg-type]
+                found, tried, committed = False, 0, None
+                for out_set in subsets:
+                    present = sorted(set(ids) - set(out_set))
+                    tree = RosterTree(session, [(c, digests[c]) for c in present])
+                    seats = committee_positions(session, tree.root, tree.count, kappa)
+                    members = [present[i] for i in seats]
+                    if committed is None:
+                        committed = (tree, seats, members, set(present))
+                    if set(members) <= colluders:
+                        # Known seeds: grind over every allowed omission offline.
+                        for seed in _reachable_seeds(
+                            session, tree.root, seats, members, values, dropouts
+                        ):
+                            tried += 1
+                            if _surrounded(cfg.neighbourhoods(seed), set(present), colluders, need):
+                                found = True
+                                break
+                    if found:
+                        break
+                if not found and committed is not None:
+                    # Commit to one root: the honest reveals fix its graph, up to omissions.
+                    tree, seats, members, present_set = committed
+                    for seed in _reachable_seeds(
+                        session, tree.root, seats, members, values, dropouts
+                    ):
+                        tried += 1
+                        if _surrounded(cfg.neighbourhoods(seed), present_set, colluders, need):
+                            found = True
+                            break
+                wins += found
+                graphs.append(tried)
+            rows[str(excluded)] = {
+                "choices": math.comb(len(honest), excluded),
+                "success_rate": wins / trials,
+                "median_graphs_evaluated": float(np.median(graphs)),
+            }
+        name = f"kappa={kappa},D={dropouts}"
+        out["settings"][name] = {
+            "committee_size": kappa,
+            "committee_dropouts": dropouts,
+            "seeds_per_root": seeds_per_root(kappa, dropouts),
+            "by_excluded": rows,
+        }
+        print(
+            f"  committee {name}: success "
+            + " / ".join(f"{r['success_rate']:.0%}" for r in rows.values())
+            + " for 0-3 excluded",
+            file=sys.stderr,
+        )
+    return out
+
+
+def _reachable_seeds(
+    session: bytes,
+    root: bytes,
+    seats: tuple[int, ...],
+    members: list[int],
+    values: dict[int, bytes],
+    dropouts: int,
+) -> Iterator[bytes]:
+    """Every graph seed a root gives when up to ``dropouts`` reveals may be left out."""
+    pairs = [(p, values[m]) for p, m in zip(seats, members, strict=True)]
+    for missing in range(dropouts + 1):
+        for gone in itertools.combinations(range(len(pairs)), missing):
+            yield committee_seed(session, root, [x for i, x in enumerate(pairs) if i not in gone])
+
+
 def print_grinding(g: dict[str, Any]) -> None:
     print(
         f"grinding at n={g['n']}, k={g['degree']}, {g['colluders']} colluders "
@@ -689,6 +812,17 @@ def print_grinding(g: dict[str, Any]) -> None:
             f"  roster-seeded graph, server excludes {excluded} honest advertisers "
             f"({row['choices']} choices): success {row['success_rate']:.0%}"
         )
+    committee = g.get("committee")
+    if committee:
+        print(
+            f"  committee-seeded graph (now): a fixed random graph succeeds with probability "
+            f"{committee['fixed_random_graph_success']:.1%}"
+        )
+        for name, setting in committee["settings"].items():
+            rates = " / ".join(
+                f"{row['success_rate']:.0%}" for row in setting["by_excluded"].values()
+            )
+            print(f"    {name}: success {rates} with 0 / 1 / 2 / 3 honest advertisers excluded")
     big = g["n1000"]
     print(
         f"  N=1000, k={big['degree']}, t={big['threshold']}, {big['colluders']} colluders: best of "

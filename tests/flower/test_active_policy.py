@@ -32,9 +32,11 @@ from privfed.flower.policy import (
     write_identity_key,
 )
 from privfed.secagg import (
+    CommitteeRequest,
     IdentityKey,
     IdentityRegistry,
     Roster,
+    SecAggConfig,
     Stage,
     UnmaskRequest,
     decode_message,
@@ -821,3 +823,52 @@ def test_a_survivor_set_narrowed_under_its_proof_is_refused_by_the_node(
     assert "survivor" in _errors(grid, Stage.CONSISTENCY_CHECK)[FIRST]  # refused, signed nothing
     assert result.dropped[Stage.CONSISTENCY_CHECK] == (1,)
     np.testing.assert_array_equal(result.total, _expected(range(N)))
+
+
+def test_an_active_secagg_plus_round_over_flower_plays_the_graph_seed_committee(
+    federation: Federation,
+    loopback: Any,
+) -> None:
+    """The committee's reveal round trip runs over Flower; each reveal a member sends opens its
+    leaf, and a member asked again for another root refuses (it is then a dropout)."""
+    asked: dict[int, CommitteeRequest] = {}
+
+    def record(node: int, message: Message) -> None:
+        if message.metadata.message_type != _wire.REVEAL_MESSAGE_TYPE:
+            return
+        raw = message.content.config_records[_wire.RECORD]["message"]
+        request = decode_message(raw)  # type: ignore[arg-type]
+        assert isinstance(request, CommitteeRequest)
+        asked[node] = request
+
+    grid = _grid(federation, _tamper_grid(loopback))
+    grid.tamper = {Stage.ADVERTISE_KEYS: record}
+    result = _harary_round(federation).run(grid, MAPPING)
+    assert result.config.committee and result.config.committee_size == len(asked)
+    np.testing.assert_array_equal(result.total, _expected(range(N)))
+    assert not result.refused
+
+
+def test_a_node_refuses_a_weaker_graph_seed_committee(federation: Federation) -> None:
+    """A server proposing a smaller committee, or reveals it may leave out, is refused."""
+    from privfed.secagg.protocol.committee import default_committee_size
+
+    policy = NodePolicy.from_node_config(federation.node_config(1))
+    config = SecAggConfig(
+        client_ids=tuple(range(1, N + 1)),
+        threshold=4,
+        vector_length=4,
+        graph="harary",
+        degree=4,
+        mode="active",
+        corrupted=policy.assumed_corrupted,
+        identities=federation.registry,
+    )
+    floor = default_committee_size(N, 5, max(policy.assumed_corrupted, 1))
+    assert config.committee_size == floor
+    policy.check(config, 1)
+    if floor > 1:
+        with pytest.raises(ProtocolAbort, match="graph-seed committee"):
+            policy.check(dataclasses.replace(config, committee_size=floor - 1), 1)
+    with pytest.raises(ProtocolAbort, match="committee_dropouts"):
+        policy.check(dataclasses.replace(config, committee_dropouts=1), 1)

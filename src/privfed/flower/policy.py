@@ -66,6 +66,7 @@ from privfed._atomic import fsync_dir, temporary_sibling
 from privfed._checks import check_finite_positive
 from privfed.errors import MessageFormatError, ParameterError, ParameterTypeError, ProtocolAbort
 from privfed.secagg import IdentityKey, IdentityRegistry, SecAggConfig, SecurityMode
+from privfed.secagg.protocol.committee import default_committee_size, seeds_per_root
 from privfed.secagg.threshold import MIN_THRESHOLD, ThresholdPolicy, ThresholdRule
 
 __all__ = [
@@ -315,7 +316,10 @@ class NodePolicy:
         """Refuse a proposed round that is weaker than this policy (before any key exists).
 
         Refused: a semi-honest round under an active policy; an active round
-        without an identity; ``corrupted`` below :attr:`assumed_corrupted`; a
+        without an identity; an active SecAgg+ round whose graph-seed committee
+        is below :func:`~privfed.secagg.protocol.committee.default_committee_size`
+        (with this node's ``n_C``) or that lets any committee reveal go missing;
+        ``corrupted`` below :attr:`assumed_corrupted`; a
         threshold the :class:`~privfed.secagg.ThresholdPolicy` of the round's
         mode and ``n_C`` with ``min_threshold`` refuses -- below the minimum,
         not above ``n_C`` (``n_C`` colluders must hold fewer than ``t``
@@ -363,6 +367,26 @@ class NodePolicy:
                 f"client id {client_id} is not this node's identity in its registry "
                 f"(id {self.client_id})"
             )
+        if config.committee:
+            # The graph-seed committee: a smaller one, or reveals the server may leave
+            # out, would let a server choose the graph by grinding (SECURITY.md).
+            floor = default_committee_size(
+                config.num_clients,
+                config.neighbourhood_size,
+                max(config.corrupted, self.assumed_corrupted),
+            )
+            if (config.committee_size or 0) < floor:
+                refuse(
+                    f"a graph-seed committee of {config.committee_size} is below the "
+                    f"{floor} this round needs"
+                )
+            dropouts = config.committee_dropouts
+            if dropouts:
+                seeds = seeds_per_root(config.committee_size or 0, dropouts)
+                refuse(
+                    f"committee_dropouts {dropouts} would let the server choose among "
+                    f"{seeds} graph seeds; this node accepts 0"
+                )
 
 
 def _threshold_reason(broken: ThresholdRule, config: SecAggConfig, minimum: int | None) -> str:
