@@ -239,3 +239,26 @@ def test_a_node_claiming_another_nodes_id_is_left_out_alone(
     assert flow.identified[victim] == 4 and liar not in flow.identified
     got = result.arrays["w"].numpy()
     assert np.all(np.abs(got - _expected(range(1, N))) <= STEP)
+
+
+def test_active_secagg_plus_training_plays_the_graph_seed_committee(
+    loopback: type, tmp_path: Path, registry: IdentityRegistry
+) -> None:
+    """A sparse graph (3 shares of 5 nodes) in active mode: the committee reveals over the
+    training messages (stage "reveal") before the roster, and FedAvg comes out within a step."""
+    stages: list[str] = []
+
+    def record(msg: Message, context: Context, call_next: Any) -> Message:
+        record = msg.content.config_records.get(_wire.RECORD)
+        if record is not None and STAGE_FIELD in record:
+            stages.append(str(record[STAGE_FIELD]))
+        return call_next(msg, context)
+
+    grid = _grid(loopback, tmp_path, min_threshold=3)
+    grid.app = _app(tmp_path, mods=[record])
+    flow = SecAggWorkflow(3, 3, mode="active", identities=registry, corrupted=1, rounding="nearest")
+    result = _start(grid, flow)
+    assert flow.reports[0].skipped is None, flow.reports[0].skipped
+    got = result.arrays["w"].numpy()
+    assert np.all(np.abs(got - _expected(range(N))) <= STEP)
+    assert stages.count("reveal") >= 1 and stages.index("reveal") < stages.index("share")
