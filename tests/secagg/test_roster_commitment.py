@@ -485,7 +485,7 @@ def test_a_second_root_gets_no_reveals_from_members_of_the_first_committee() -> 
         brackets=(*good.proof.brackets, *moved),
     )
     bad = Roster._trusted(**_hdr(good), entries=good.entries, proof=proof)
-    with pytest.raises(ProtocolAbort, match="committee members revealed|reveal is missing"):
+    with pytest.raises(ProtocolAbort, match=r"committee members revealed|reveal is missing"):
         fresh[5].share_keys(bad)
 
 
