@@ -368,6 +368,9 @@ def run_child(n: int, length: int, seed: int, sample: int) -> dict[str, Any]:
         "degree": k,
         "threshold": t,
         "corrupted": nc,
+        # Active SecAgg+: the graph-seed committee (the config's default for n_C / s).
+        "committee_size": report.config.committee_size,
+        "committee_members": len(report.committee),
         "dropped": len(dropped),
         "length": length,
         "exact_sum": exact,
