@@ -92,6 +92,7 @@ from privfed.secagg import (
 from privfed.secagg.primitives import prg
 from privfed.secagg.protocol.committee import (
     committee_positions,
+    committee_seats,
     committee_seed,
     default_committee_size,
     seeds_per_root,
@@ -716,7 +717,8 @@ def _committee_grinding(
     session = cfg.bound_session_id
     honest = [c for c in ids if c not in colluders]
     # n = 30, k = 6: t = 5 is the smallest active threshold, so n_C <= 2.
-    default = default_committee_size(len(ids), cfg.degree + 1 if cfg.degree else 0, 2)
+    k = cfg.degree or 0
+    default = default_committee_size(len(ids), k + 1, 2)
     out: dict[str, Any] = {
         "fixed_random_graph_success": _fixed_graph_rate(rng, cfg, ids, colluders, need),
         "default_committee_size": default,
@@ -736,7 +738,9 @@ def _committee_grinding(
                 for out_set in subsets:
                     present = sorted(set(ids) - set(out_set))
                     tree = RosterTree(session, [(c, digests[c]) for c in present])
-                    seats = committee_positions(session, tree.root, tree.count, kappa)
+                    # As the protocol draws it: more seats for a roster left smaller.
+                    size = committee_seats(kappa, len(ids), k + 1, 2, tree.count)
+                    seats = committee_positions(session, tree.root, tree.count, size)
                     members = [present[i] for i in seats]
                     if committed is None:
                         committed = (tree, seats, members, set(present))

@@ -216,6 +216,41 @@ def secagg_scale(results: Results) -> Row:
 
 
 @row
+def secagg_grinding(results: Results) -> Row:
+    data = results.load("secagg_grinding.json", "python benchmarks/secagg.py --suite grinding")
+    g = data["grinding"]
+
+    def rates(rows: Node) -> str:
+        return " / ".join(
+            f"{100 * rows[str(i)].num('success_rate'):.0f} %" for i in range(4)
+        )
+
+    committee = g["committee"]
+    settings = committee["settings"]
+    parts = [
+        f"roster-seeded graph (before): {rates(g['roster_selection'])} with 0 / 1 / 2 / 3 honest "
+        f"advertisers left out ({g.integer('trials')} trials each)"
+    ]
+    for name in ("kappa={k},D=0", "kappa=3,D=0", "kappa={k},D=1"):
+        key = name.format(k=committee.integer("default_committee_size"))
+        setting = settings[key]
+        parts.append(
+            f"committee κ = {setting.integer('committee_size')}, D = "
+            f"{setting.integer('committee_dropouts')}: {rates(setting['by_excluded'])}"
+        )
+    parts.append(
+        f"a fixed random graph: {100 * committee.num('fixed_random_graph_success'):.1f} %"
+    )
+    what = (
+        f"graph grinding by a lying server, n = {g.integer('n')}, k = {g.integer('degree')}, "
+        f"{g.integer('colluders')} colluders: how often some honest client ends up with only "
+        "colluding neighbours; committee rows 100 trials (κ = the config's default; 3 and "
+        "D = 1 show what sizes it)"
+    )
+    return Row("secagg.py --suite grinding", what, "; ".join(parts))
+
+
+@row
 def secagg_parameters(results: Results) -> Row:
     grid = results.load("secagg_parameters.json", "python benchmarks/secagg_parameters.py")
     table = results.load(

@@ -40,6 +40,7 @@ from privfed.secagg.protocol.committee import (
     GRINDING_BITS,
     SECURITY_BITS,
     committee_positions,
+    committee_seats,
     committee_seed,
     default_committee_size,
     graph_commitment,
@@ -52,7 +53,14 @@ from privfed.secagg.runner import run_protocol
 L = 4
 
 
-def _round(n: int = 30, degree: int = 8, t: int = 6, corrupted: int = 1, **extra: object):
+def _round(
+    n: int = 30,
+    degree: int = 8,
+    t: int = 6,
+    corrupted: int = 1,
+    advertise: range | tuple[int, ...] | None = None,
+    **extra: object,
+):
     ids = tuple(range(1, n + 1))
     keys = {c: IdentityKey.generate() for c in ids}
     cfg = SecAggConfig(
@@ -70,8 +78,8 @@ def _round(n: int = 30, degree: int = 8, t: int = 6, corrupted: int = 1, **extra
     inputs = {c: rng.integers(0, 2**32, L, dtype=np.uint64) for c in ids}
     clients = {c: SecAggClient(cfg, c, inputs[c], identity=keys[c]) for c in ids}
     server = SecAggServer(cfg)
-    for c in clients.values():
-        deliver(server, c.advertise_keys())
+    for cid in ids if advertise is None else advertise:
+        deliver(server, clients[cid].advertise_keys())
     return cfg, keys, clients, server, inputs
 
 
@@ -291,6 +299,7 @@ def test_a_part_with_a_tampered_or_missing_reveal_is_refused() -> None:
 def _clone(cfg, clients, cid):
     """A copy of client ``cid`` in its current state (a fresh object from its state bytes)."""
     journal = MemoryRevealJournal()
+    journal.start_session(cfg.session_id, cfg.round_index, cid)
     state = export_client_state(clients[cid])
     return restore_client_state(state, journal=journal, identity=clients[cid]._identity)
 
@@ -356,3 +365,78 @@ def test_a_semi_honest_server_refuses_a_graph_commitment() -> None:
     )
     with pytest.raises(ProtocolAbort, match="graph commitment"):
         deliver(server, forged)
+
+
+# -- found in review: a roster the server shrank, a state copy, a semi-honest part ---------
+
+
+@pytest.mark.parametrize(("n", "s", "corrupted", "size"), [(10_000, 63, 3, 24), (30, 7, 2, 3)])
+def test_a_smaller_roster_draws_more_seats_with_the_same_bound(
+    n: int, s: int, corrupted: int, size: int
+) -> None:
+    """The server picks the leaves, so it can raise their colluding fraction to gamma * n /
+    count; the root of a smaller roster draws enough seats to keep gamma ** size."""
+    gamma = max(corrupted, 1) / s
+    previous = size
+    for count in sorted({n, n - 1, (3 * n) // 4, n // 2, n // 4, max(2, n // 10)}, reverse=True):
+        seats = committee_seats(size, n, s, corrupted, count)
+        assert seats >= min(previous, count)  # monotone as the roster shrinks (up to count)
+        previous = seats
+        leaves = gamma * n / count
+        if leaves >= 1:
+            assert seats == count
+            continue
+        assert seats == size if count == n else seats >= size
+        assert seats == count or leaves**seats <= gamma**size * (1 + 1e-9)
+        if seats > size:
+            assert leaves ** (seats - 1) > gamma**size * (1 - 1e-9)
+
+
+def test_a_round_whose_server_left_clients_out_draws_a_larger_committee() -> None:
+    # Only 36 of 40 advertise (4 "dropped" before the roster): a 36-leaf root.
+    cfg, _, clients, _, inputs = _round(n=40, degree=12, t=8, corrupted=1, committee_size=4,
+                                        advertise=())  # fmt: skip
+    server = SecAggServer(cfg)
+    present = {c: clients[c] for c in range(1, 37)}
+    for c in present.values():
+        deliver(server, c.advertise_keys())
+    reveal_committee(server, present)
+    assert len(server.committee) == cfg.committee_seats(36) > cfg.committee_size
+    total = _finish(present, server, inputs)
+    np.testing.assert_array_equal(total, sum((inputs[c] for c in present), np.zeros(L, np.uint64)))
+
+
+def test_a_state_copy_that_never_revealed_refuses_its_own_seat() -> None:
+    """Two copies of one member: copy A reveals; copy B (never revealed) is handed a part
+    whose committee shows A's reveal in its seat. B refuses: only its own reveal for that
+    very root may fill its seat."""
+    cfg, keys, clients, server, _ = _round(committee_size=4)
+    requests = server.committee_requests()
+    member = min(requests)
+    copy_b = _clone(cfg, clients, member)
+    for cid, request in requests.items():
+        deliver(server, clients[cid].reveal(request))
+    part = server.roster(member)
+    with pytest.raises(ProtocolAbort, match="own reveal for this root is missing"):
+        copy_b.share_keys(part)
+    clients[member].share_keys(part)  # the copy that revealed goes on
+
+
+def test_a_semi_honest_client_refuses_a_committee_section() -> None:
+    _, _, active_clients, active, _ = _round(committee_size=3)
+    reveal_committee(active, active_clients)
+    shown = active.roster(1).proof
+    assert shown is not None
+    ids = tuple(range(1, 11))
+    cfg = SecAggConfig(client_ids=ids, threshold=4, vector_length=L, graph="harary", degree=4)
+    clients = {c: SecAggClient(cfg, c, np.zeros(L, np.uint64)) for c in ids}
+    server = SecAggServer(cfg)
+    for c in clients.values():
+        deliver(server, c.advertise_keys())
+    part = server.roster(1)
+    assert part.proof is not None
+    proof = dataclasses.replace(part.proof, committee=shown.committee[:1])
+    bad = Roster._trusted(session_id=part.session_id, round_index=0, entries=part.entries,
+                          proof=proof)  # fmt: skip
+    with pytest.raises(ProtocolAbort, match="outside active SecAgg"):
+        clients[1].share_keys(bad)

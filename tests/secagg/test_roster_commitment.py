@@ -274,7 +274,9 @@ def _part_of_tree(
     ids = [tree.member(i)[0] for i in range(tree.count)]
     committee: list[tuple[int, int, bytes, bytes, bytes]] = []
     if cfg.committee:
-        for position in committee_positions(session, tree.root, tree.count, cfg.committee_size):
+        for position in committee_positions(
+            session, tree.root, tree.count, cfg.committee_seats(tree.count)
+        ):
             member = ids[position]
             request = CommitteeRequest(
                 **_hdr(honest), count=tree.count, position=position, hashes=tree.prove([position])
@@ -395,7 +397,7 @@ def _disjoint_root(
         tree = RosterTree(
             session, [_leaf(cfg, entries[c]) for c in sorted(entries) if c != left_out]
         )
-        seats = committee_positions(session, tree.root, tree.count, cfg.committee_size)
+        seats = committee_positions(session, tree.root, tree.count, cfg.committee_seats(tree.count))
         if not {tree.member(i)[0] for i in seats} & (avoid | {left_out}):
             return tree, left_out
     raise AssertionError("no second root with a disjoint committee")  # pragma: no cover

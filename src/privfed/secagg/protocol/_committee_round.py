@@ -51,7 +51,8 @@ class CommitteeRound:
         self._tree = tree
         self._members = members
         session = config.bound_session_id
-        positions = committee_positions(session, tree.root, tree.count, config.committee_size or 0)
+        seats = config.committee_seats(tree.count)
+        positions = committee_positions(session, tree.root, tree.count, seats)
         self._seat_of = {tree.member(p)[0]: p for p in positions}
         self._reveals: dict[int, tuple[bytes, bytes]] = {}
         self._closed: tuple[bytes, tuple[CommitteeItem, ...]] | None = None

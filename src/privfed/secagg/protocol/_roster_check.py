@@ -161,6 +161,8 @@ def _checked_proof(
         if index in leaves or member not in config.client_id_set:
             raise RosterRefusedError("the roster's proof is malformed")
         leaves[index] = (member, digest)
+    if proof.committee and not config.committee:
+        raise RosterRefusedError("committee reveals outside active SecAgg+")
     revealed = []
     for index, member, digest, value, _ in proof.committee:
         if member not in config.client_id_set:
@@ -206,7 +208,7 @@ def _check_committee(
 ) -> None:
     """Refuse a part whose reveals are not the root's committee, signed, for this very root."""
     session = config.bound_session_id
-    drawn = committee_positions(session, root, proof.count, config.committee_size or 0)
+    drawn = committee_positions(session, root, proof.count, config.committee_seats(proof.count))
     shown = [c[0] for c in proof.committee]
     if not set(shown) <= set(drawn):
         raise RosterRefusedError("a reveal comes from a leaf the root did not draw")
@@ -217,9 +219,12 @@ def _check_committee(
         )
     if revealed_root is not None and revealed_root != root:
         raise RosterRefusedError("this client revealed its graph value for another root")
-    if (at in drawn or revealed_root is not None) and at not in shown:
+    if at in drawn and (revealed_root != root or at not in shown):
+        # Its own seat: only its own reveal for this very root may fill it (the value
+        # shown opens its commitment, checked above), so a state copy that never
+        # revealed cannot be carried into a root by a reveal made for another one.
         raise RosterRefusedError(
-            "this client was drawn for the committee but its reveal is missing"
+            "this client was drawn for the committee but its own reveal for this root is missing"
         )
     if verify is None:  # pragma: no cover -- roster_graph requires it
         raise RosterRefusedError("no registry to check the committee against")
@@ -254,7 +259,7 @@ def member_root(
         root = root_of_proof(session, request.count, {request.position: leaf}, request.hashes)
     except ProofError as exc:
         raise RosterRefusedError(f"the committee request's proof is refused: {exc}") from None
-    drawn = committee_positions(session, root, request.count, config.committee_size or 0)
+    drawn = committee_positions(session, root, request.count, config.committee_seats(request.count))
     if request.position not in drawn:
         raise RosterRefusedError("the roster root does not draw this client for its committee")
     if revealed_root not in (None, root):

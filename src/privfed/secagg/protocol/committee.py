@@ -53,6 +53,7 @@ __all__ = [
     "SECURITY_BITS",
     "committed_digest",
     "committee_positions",
+    "committee_seats",
     "committee_seed",
     "default_committee_size",
     "graph_commitment",
@@ -154,6 +155,37 @@ def default_committee_size(num_clients: int, neighbourhood_size: int, corrupted:
         return num_clients
     bits = GRINDING_BITS + SECURITY_BITS
     return min(num_clients, math.ceil(bits / -math.log2(gamma)))
+
+
+def committee_seats(
+    size: int, num_clients: int, neighbourhood_size: int, corrupted: int, count: int
+) -> int:
+    """The seats a root of ``count`` leaves draws, for a config committee of ``size``.
+
+    The server chooses the leaves: leaving honest advertisers out raises the
+    colluding fraction among them from ``gamma = max(corrupted, 1) /
+    neighbourhood_size`` (of all ``num_clients``) to at most ``gamma_count =
+    gamma * num_clients / count``.  So a smaller roster draws more seats: the
+    fewest ``m >= size`` with ``gamma_count ** m <= gamma ** size`` (the same
+    bound as ``size`` seats of a full roster), or every leaf once
+    ``gamma_count >= 1``.  Exact integer arithmetic, so every party draws the
+    same number.
+    """
+    if size <= 0:
+        return 0
+    colluders = max(corrupted, 1)
+    top, bottom = colluders * num_clients, neighbourhood_size * count  # gamma_count = top / bottom
+    if top >= bottom:
+        return count
+    # gamma ** size = colluders ** size / neighbourhood_size ** size.
+    bound_top, bound_bottom = colluders**size, neighbourhood_size**size
+    seats = size
+    power_top, power_bottom = top**size, bottom**size
+    while seats < count and power_top * bound_bottom > bound_top * power_bottom:
+        seats += 1
+        power_top *= top
+        power_bottom *= bottom
+    return min(seats, count)
 
 
 def seeds_per_root(size: int, dropouts: int) -> int:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 
 from privfed._checks import check_enum, check_int
 from privfed.errors import ParameterError, ParameterTypeError
-from privfed.secagg.protocol.committee import default_committee_size
+from privfed.secagg.protocol.committee import committee_seats, default_committee_size
 from privfed.secagg.protocol.graph import GraphMode, build_neighbourhoods, harary_neighbours
 from privfed.secagg.threshold import (
     check_active_threshold,
@@ -340,6 +340,22 @@ class SecAggConfig:
             self._graph_cache.clear()
             self._graph_cache[graph_seed] = cached
         return cached
+
+    def committee_seats(self, count: int) -> int:
+        """Active SecAgg+: the committee seats the root of a ``count``-leaf roster draws.
+
+        :attr:`committee_size` for a full roster, more for a roster the
+        server left clients out of (see
+        :func:`~privfed.secagg.protocol.committee.committee_seats`); 0
+        without a committee.
+        """
+        return committee_seats(
+            self.committee_size or 0,
+            self.num_clients,
+            self.neighbourhood_size,
+            self.corrupted,
+            count,
+        )
 
     @property
     def client_id_set(self) -> frozenset[int]:
