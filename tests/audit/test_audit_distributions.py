@@ -23,6 +23,7 @@ from scipy import special, stats
 
 from privfed.audit import (
     AucIntervalMethod,
+    BoundSpec,
     auc_score,
     auc_with_interval,
     clopper_pearson,
@@ -290,7 +291,7 @@ def test_privacy_bounds_equal_their_scipy_stats_version() -> None:
     for threshold in (-10.0, 0.0, 0.7, 1.5, 10.0):
         for significance in (1e-300, 1e-9, 0.05, 0.5):
             bound = lower_bound_at_threshold(
-                members, nonmembers, threshold, delta=1e-5, significance=significance
+                members, nonmembers, threshold, spec=BoundSpec(1e-5, significance)
             )
             alpha = significance / 2.0
             fp = int(np.sum(nonmembers >= threshold))

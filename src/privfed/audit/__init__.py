@@ -42,7 +42,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from privfed.audit.bounds import (
+    HALF_SPLIT,
     BoundObjective,
+    BoundSpec,
+    HeldOutSplit,
     OneRunAudit,
     PrivacyLowerBound,
     ThresholdSelection,
@@ -148,12 +151,14 @@ __all__ = [
     "DEFAULT_FPRS",
     "DEFAULT_GUESS_FRACTIONS",
     "DEFAULT_IN_FRACTIONS",
+    "HALF_SPLIT",
     "RELEASE_CODE_TRIALS",
     "SIMULATED_LABEL",
     "SIMULATION_TRIALS",
     "AucIntervalMethod",
     "AuditTrials",
     "BoundObjective",
+    "BoundSpec",
     "CanaryAdjacency",
     "CanaryAuditResult",
     "CanaryClientEstimate",
@@ -165,6 +170,7 @@ __all__ = [
     "DenoisingLoss",
     "DensityModel",
     "DiracGradientCanaries",
+    "HeldOutSplit",
     "MembershipMetrics",
     "NoiseSampler",
     "OneRunAudit",

@@ -62,7 +62,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from privfed._checks import check_float, check_int, check_probability, check_seed
-from privfed.audit.bounds import PrivacyLowerBound, lower_bound_held_out
+from privfed.audit.bounds import BoundSpec, PrivacyLowerBound, lower_bound_held_out
 from privfed.errors import AuditError, ParameterError, ParameterTypeError
 
 __all__ = [
@@ -504,12 +504,9 @@ def audit_gaussian_release(
         for trials in (c, n)
         for canary_in in (True, False)
     ]
-    mu_bound = lower_bound_held_out(
-        cal_in, cal_out, ev_in, ev_out, delta=d, significance=alpha, objective="mu"
-    )
-    eps_bound = lower_bound_held_out(
-        cal_in, cal_out, ev_in, ev_out, delta=d, significance=alpha, objective="epsilon"
-    )
+    spec = BoundSpec(d, alpha)
+    mu_bound = lower_bound_held_out(cal_in, cal_out, ev_in, ev_out, spec=spec, objective="mu")
+    eps_bound = lower_bound_held_out(cal_in, cal_out, ev_in, ev_out, spec=spec, objective="epsilon")
     return CanaryAuditResult(
         claimed_mu=mu,
         claimed_epsilon=eps,
@@ -707,8 +704,7 @@ def _select_and_bound(
     ev_in: NDArray[np.float64],
     ev_out: NDArray[np.float64],
     *,
-    delta: float,
-    significance: float,
+    spec: BoundSpec,
     objective: Any,
 ) -> tuple[str, PrivacyLowerBound]:
     """Pick the attack on the calibration split alone, then bound it on the evaluation split.
@@ -723,7 +719,7 @@ def _select_and_bound(
         for a in range(len(names)):
             on_calibration = lower_bound_held_out(
                 cal_in[:, a], cal_out[:, a], cal_in[:, a], cal_out[:, a],
-                delta=delta, significance=significance, objective=objective,
+                spec=spec, objective=objective,
             )  # fmt: skip
             values.append(
                 on_calibration.mu_lower_bound
@@ -733,7 +729,7 @@ def _select_and_bound(
         best = int(np.argmax(values))
     bound = lower_bound_held_out(
         cal_in[:, best], cal_out[:, best], ev_in[:, best], ev_out[:, best],
-        delta=delta, significance=significance, objective=objective,
+        spec=spec, objective=objective,
     )  # fmt: skip
     return names[best], bound
 
@@ -790,11 +786,12 @@ def audit_canary_game(
     cal_in, cal_out = scores(True, c), scores(False, c)
     ev_in, ev_out = scores(True, n), scores(False, n)
     d = game.delta
+    spec = BoundSpec(d, alpha)
     mu_attack, mu_bound = _select_and_bound(
-        names, cal_in, cal_out, ev_in, ev_out, delta=d, significance=alpha, objective="mu"
+        names, cal_in, cal_out, ev_in, ev_out, spec=spec, objective="mu"
     )
     eps_attack, eps_bound = _select_and_bound(
-        names, cal_in, cal_out, ev_in, ev_out, delta=d, significance=alpha, objective="epsilon"
+        names, cal_in, cal_out, ev_in, ev_out, spec=spec, objective="epsilon"
     )
     return CanaryAuditResult(
         claimed_mu=game.claimed_mu,

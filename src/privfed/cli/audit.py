@@ -321,7 +321,7 @@ def _score_bound(members: Any, nonmembers: Any, options: dict[str, Any]) -> Any:
     from privfed import audit
 
     rule = options["threshold_selection"]
-    delta, alpha = float(options["delta"]), float(options["significance"])
+    spec = audit.BoundSpec(float(options["delta"]), float(options["significance"]))
     trials = {"one-model": audit.TrialModel.ONE_MODEL, "independent": audit.TrialModel.INDEPENDENT}[
         options["score_trials"]
     ]
@@ -329,16 +329,14 @@ def _score_bound(members: Any, nonmembers: Any, options: dict[str, Any]) -> Any:
         if options["threshold"] is None:
             raise _UsageError("--threshold-selection fixed needs --threshold")
         bound = audit.lower_bound_at_threshold(
-            members, nonmembers, float(options["threshold"]), delta=delta, significance=alpha
+            members, nonmembers, float(options["threshold"]), spec=spec
         )
         return replace(bound, trials=trials)
     if rule == "bonferroni":
         if options["thresholds"] is None:
             raise _UsageError("--threshold-selection bonferroni needs --thresholds")
         grid = _floats(options["thresholds"], "thresholds")
-        bound = audit.lower_bound_bonferroni(
-            members, nonmembers, grid, delta=delta, significance=alpha
-        )
+        bound = audit.lower_bound_bonferroni(members, nonmembers, grid, spec=spec)
         return replace(bound, trials=trials)
     if rule != "held-out":
         raise _UsageError(f"unknown threshold selection {rule!r}")
@@ -352,10 +350,8 @@ def _score_bound(members: Any, nonmembers: Any, options: dict[str, Any]) -> Any:
         members,
         nonmembers,
         num_splits=int(options["splits"]),
-        delta=delta,
-        significance=alpha,
-        calibration_fraction=fraction,
-        seed=int(options["seed"]),
+        spec=spec,
+        split=audit.HeldOutSplit(fraction, int(options["seed"])),
         trials=trials,
     )
 
@@ -393,10 +389,9 @@ def _one_run_inputs(options: dict[str, Any]) -> dict[str, Any]:
         name: audit.one_run_audit_selected(
             canary_scores,
             included,
-            delta=float(options["delta"]),
-            significance=float(options["significance"]),
+            spec=audit.BoundSpec(float(options["delta"]), float(options["significance"])),
             selection=options["one_run_selection"],
-            seed=int(options["seed"]),
+            split=audit.HeldOutSplit(seed=int(options["seed"])),
         )
         for name, (canary_scores, included) in load_canaries(Path(options["one_run"])).items()
     }
