@@ -82,6 +82,7 @@ from privfed.audit.canary_clients import (
     CANARY_CLIENT_MODEL,
     CanaryClientEstimate,
     CanaryClients,
+    CanaryEstimateSpec,
     audit_training_run,
     canary_client_epsilon,
 )
@@ -163,6 +164,7 @@ __all__ = [
     "CanaryAuditResult",
     "CanaryClientEstimate",
     "CanaryClients",
+    "CanaryEstimateSpec",
     "CanaryGame",
     "CanaryRelease",
     "ConfidenceInterval",
