@@ -39,8 +39,8 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privfed._checks import check_int, check_probability, check_seed, check_vector
-from privfed._records import field_dict
+from privfed._checks import check_instance, check_int, check_probability, check_seed, check_vector
+from privfed._records import field_dict, set_fields
 from privfed.audit._distributions import beta_isf, normal_isf, normal_ppf
 from privfed.errors import AuditError, ParameterError, ParameterTypeError
 
@@ -149,14 +149,13 @@ class BoundSpec:
     significance: float = 0.05
 
     def __post_init__(self) -> None:
-        checked = {
-            "delta": check_probability("delta", self.delta, open_low=False, open_high=True),
-            "significance": check_probability(
+        set_fields(
+            self,
+            delta=check_probability("delta", self.delta, open_low=False, open_high=True),
+            significance=check_probability(
                 "significance", self.significance, open_low=True, open_high=True
             ),
-        }
-        for name, value in checked.items():
-            object.__setattr__(self, name, value)
+        )
 
 
 @dataclass(frozen=True)
@@ -181,32 +180,17 @@ class HeldOutSplit:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        checked = {
-            "calibration_fraction": check_probability(
+        set_fields(
+            self,
+            calibration_fraction=check_probability(
                 "calibration_fraction", self.calibration_fraction, open_low=True, open_high=True
             ),
-            "seed": check_seed("seed", self.seed),
-        }
-        for name, value in checked.items():
-            object.__setattr__(self, name, value)
+            seed=check_seed("seed", self.seed),
+        )
 
 
 #: The default split: half of each group calibrates, seed 0.
 HALF_SPLIT = HeldOutSplit()
-
-
-def check_bound_spec(spec: object) -> BoundSpec:
-    """``spec`` itself when it is a :class:`BoundSpec` (else ParameterTypeError)."""
-    if not isinstance(spec, BoundSpec):
-        raise ParameterTypeError("spec", "a BoundSpec", spec)
-    return spec
-
-
-def check_held_out_split(split: object) -> HeldOutSplit:
-    """``split`` itself when it is a :class:`HeldOutSplit` (else ParameterTypeError)."""
-    if not isinstance(split, HeldOutSplit):
-        raise ParameterTypeError("split", "a HeldOutSplit", split)
-    return split
 
 
 @dataclass(frozen=True)
@@ -461,7 +445,7 @@ def lower_bound_at_threshold(
     """
     members, nonmembers = _check_scores(member_scores, nonmember_scores)
     t = _check_threshold("threshold", threshold)
-    level = check_bound_spec(spec)
+    level = check_instance("spec", spec, BoundSpec)
     return _make(
         members,
         nonmembers,
@@ -539,7 +523,7 @@ def lower_bound_bonferroni(
     """
     scores = _check_scores(member_scores, nonmember_scores)
     grid = check_vector("thresholds", thresholds)
-    level = check_bound_spec(spec)
+    level = check_instance("spec", spec, BoundSpec)
     obj = _check_objective(objective)
     return _make_best(scores, grid, scores, level, obj, ThresholdSelection.BONFERRONI, grid.size)
 
@@ -584,7 +568,7 @@ def lower_bound_held_out(
     cal_m = check_vector("calibration_member_scores", calibration_member_scores)
     cal_n = check_vector("calibration_nonmember_scores", calibration_nonmember_scores)
     scores = _check_scores(member_scores, nonmember_scores)
-    level = check_bound_spec(spec)
+    level = check_instance("spec", spec, BoundSpec)
     obj = _check_objective(objective)
     candidates = _candidate_thresholds(cal_m, cal_n)
     return _make_best(
@@ -920,7 +904,7 @@ def one_run_audit(
     if r > m:
         raise ParameterError("num_guesses", f"an int in [1, {m}]", num_guesses)
     f = check_probability("guess_in_fraction", guess_in_fraction, open_low=False, open_high=False)
-    level = check_bound_spec(spec)
+    level = check_instance("spec", spec, BoundSpec)
     d, alpha = level.delta, level.significance
     r_in = math.floor(f * r)
     correct = _correct_guesses(scores, included, r, r_in)

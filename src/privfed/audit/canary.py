@@ -61,7 +61,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from privfed._checks import check_float, check_int, check_probability, check_seed
+from privfed._checks import check_float, check_instance, check_int, check_probability, check_seed
+from privfed._records import set_fields
 from privfed.audit.bounds import BoundSpec, PrivacyLowerBound, lower_bound_held_out
 from privfed.errors import AuditError, ParameterError, ParameterTypeError
 
@@ -133,18 +134,17 @@ class AuditTrials:
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        checked = {
-            "num_trials": check_int("num_trials", self.num_trials, minimum=100, numpy=True),
-            "num_calibration_trials": check_int(
+        set_fields(
+            self,
+            num_trials=check_int("num_trials", self.num_trials, minimum=100, numpy=True),
+            num_calibration_trials=check_int(
                 "num_calibration_trials", self.num_calibration_trials, minimum=100, numpy=True
             ),
-            "significance": check_probability(
+            significance=check_probability(
                 "significance", self.significance, open_low=True, open_high=True
             ),
-            "seed": check_seed("seed", self.seed),
-        }
-        for name, value in checked.items():
-            object.__setattr__(self, name, value)
+            seed=check_seed("seed", self.seed),
+        )
 
 
 #: Default of :func:`audit_canary_game` and the real-release self-audits (each trial
@@ -152,12 +152,6 @@ class AuditTrials:
 RELEASE_CODE_TRIALS = AuditTrials()
 #: Default of the simulated audits (:func:`audit_gaussian_release`): trials are cheap there.
 SIMULATION_TRIALS = AuditTrials(num_trials=200_000, num_calibration_trials=50_000)
-
-
-def _check_trials(trials: object) -> AuditTrials:
-    if not isinstance(trials, AuditTrials):
-        raise ParameterTypeError("trials", "an AuditTrials", trials)
-    return trials
 
 
 class SimulationMode(enum.Enum):
@@ -486,7 +480,7 @@ def audit_gaussian_release(
         else check_float("claimed_epsilon", claimed_epsilon, low=0)
     )
     scale = check_float("noise_scale", noise_scale, low=0, open_low=True)
-    t = _check_trials(trials)
+    t = check_instance("trials", trials, AuditTrials)
     n, c, alpha = t.num_trials, t.num_calibration_trials, t.significance
     _check_simulation(mode, noise_sampler)
     rng = np.random.default_rng(t.seed)
@@ -773,9 +767,8 @@ def audit_canary_game(
         ParameterError, ParameterTypeError: An argument is outside its domain.
         AuditError: The release returned values of the wrong shape or non-finite ones.
     """
-    if not isinstance(game, CanaryGame):
-        raise ParameterTypeError("game", "a CanaryGame", game)
-    t = _check_trials(trials)
+    check_instance("game", game, CanaryGame)
+    t = check_instance("trials", trials, AuditTrials)
     n, c, alpha = t.num_trials, t.num_calibration_trials, t.significance
     rng = None if t.seed is None else np.random.default_rng(t.seed)
     names, weights, norms = _game_attacks(game)

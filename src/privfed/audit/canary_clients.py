@@ -51,13 +51,15 @@ from privfed._atomic import atomic_write_text
 from privfed._checks import (
     check_delta,
     check_float,
+    check_instance,
     check_int,
     check_probability,
     check_seed,
     check_vector,
 )
+from privfed._records import set_fields
 from privfed.audit.metrics import ConfidenceInterval
-from privfed.errors import ParameterError, ParameterTypeError
+from privfed.errors import ParameterError
 
 __all__ = [
     "CANARY_CLIENT_MODEL",
@@ -99,21 +101,14 @@ class CanaryEstimateSpec:
     num_bootstrap: int = 1000
 
     def __post_init__(self) -> None:
-        checked = {
-            "delta": check_delta(self.delta),
-            "confidence": check_probability(
+        set_fields(
+            self,
+            delta=check_delta(self.delta),
+            confidence=check_probability(
                 "confidence", self.confidence, open_low=True, open_high=True
             ),
-            "num_bootstrap": check_int("num_bootstrap", self.num_bootstrap, minimum=100),
-        }
-        for name, value in checked.items():
-            object.__setattr__(self, name, value)
-
-
-def _check_spec(spec: object) -> CanaryEstimateSpec:
-    if not isinstance(spec, CanaryEstimateSpec):
-        raise ParameterTypeError("spec", "a CanaryEstimateSpec", spec)
-    return spec
+            num_bootstrap=check_int("num_bootstrap", self.num_bootstrap, minimum=100),
+        )
 
 
 @dataclass(frozen=True)
@@ -216,7 +211,7 @@ def canary_client_epsilon(
     """
     canary = check_vector("cosines", cosines, min_size=2)
     null = check_vector("null_cosines", null_cosines, min_size=2)
-    checked = _check_spec(spec)
+    checked = check_instance("spec", spec, CanaryEstimateSpec)
     d, level, draws = checked.delta, checked.confidence, checked.num_bootstrap
     rng = np.random.default_rng(check_seed("seed", seed))
     if float(null.std()) == 0.0:

@@ -26,7 +26,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privfed._checks import check_probability
+from privfed._checks import check_instance, check_probability
 from privfed.audit.bounds import (
     HALF_SPLIT,
     BoundSpec,
@@ -34,8 +34,6 @@ from privfed.audit.bounds import (
     OneRunAudit,
     _check_canaries,
     _correct_guesses,
-    check_bound_spec,
-    check_held_out_split,
     one_run_epsilon_lower_bound,
 )
 from privfed.errors import ParameterError
@@ -121,7 +119,7 @@ def one_run_audit_selected(
         ParameterError: Bad arguments, or too few canaries for a held-out split.
     """
     scores, included = _check_canaries(canary_scores, canary_included)
-    level = check_bound_spec(spec)
+    level = check_instance("spec", spec, BoundSpec)
     d, alpha = level.delta, level.significance
     rules = _rules(tuple(guess_fractions), tuple(in_fractions))
     if selection == "bonferroni":
@@ -130,7 +128,7 @@ def one_run_audit_selected(
         evaluated = max(results, key=lambda item: (item[0], item[1]))
         m, k, c = scores.size, len(rules), 0
     elif selection == "held-out":
-        share = check_held_out_split(split).calibration_fraction
+        share = check_instance("split", split, HeldOutSplit).calibration_fraction
         order = np.random.default_rng(split.seed).permutation(scores.size)
         c = int(scores.size * share)
         if c < 1 or scores.size - c < 1:

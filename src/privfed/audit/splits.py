@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privfed._checks import check_int, check_vector
+from privfed._checks import check_instance, check_int, check_vector
 from privfed.audit.bounds import (
     HALF_SPLIT,
     BoundObjective,
@@ -26,7 +26,6 @@ from privfed.audit.bounds import (
     HeldOutSplit,
     PrivacyLowerBound,
     TrialModel,
-    check_held_out_split,
     lower_bound_held_out,
 )
 from privfed.errors import ParameterError
@@ -67,7 +66,7 @@ def lower_bound_random_split(
     """
     members = check_vector("member_scores", member_scores)
     nonmembers = check_vector("nonmember_scores", nonmember_scores)
-    share = check_held_out_split(split).calibration_fraction
+    share = check_instance("split", split, HeldOutSplit).calibration_fraction
     if not isinstance(trials, TrialModel):
         raise ParameterError("trials", "a TrialModel", trials)
     rng = np.random.default_rng(split.seed)
@@ -184,7 +183,7 @@ def repeated_split_bounds(
         The :class:`SplitBounds`.
     """
     k = check_int("num_splits", num_splits, minimum=1, numpy=True)
-    first = check_held_out_split(split).seed or 0
+    first = check_instance("split", split, HeldOutSplit).seed or 0
     return SplitBounds(
         bounds=tuple(
             lower_bound_random_split(

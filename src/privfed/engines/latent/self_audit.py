@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privfed._checks import check_enum, check_float, check_int
+from privfed._checks import check_enum, check_float, check_instance, check_int
 from privfed.audit.canary import (
     RELEASE_CODE_TRIALS,
     AuditTrials,
@@ -636,8 +636,7 @@ def self_audit_distributed_release(
     Raises:
         ParameterTypeError: ``plan`` is not a ``DistributedNoisePlan``.
     """
-    if not isinstance(plan, DistributedNoisePlan):
-        raise ParameterTypeError("plan", "a DistributedNoisePlan", plan)
+    check_instance("plan", plan, DistributedNoisePlan)
     release = DistributedPlannedRelease(plan, survivors=survivors, noise_scale=noise_scale)
     game = latent_canary_game(
         plan.claimed_plan(),
