@@ -79,7 +79,6 @@ from privfed.cli._options import (
     POSITIVE,
     Interval,
     OptionError,
-    add_command,
     fail,
     option_message,
     options_of,
@@ -89,7 +88,7 @@ from privfed.cli._options import (
 )
 from privfed.engines.job import AUDIT_INPUTS_FILENAME
 
-__all__ = ["AUDIT_INPUTS_FILENAME", "register"]
+__all__ = ["AUDIT_INPUTS_FILENAME", "DESCRIPTION", "HELP_FORMATTER", "add_options", "run"]
 
 
 _DEFAULTS: dict[str, Any] = {
@@ -149,6 +148,9 @@ class _TableDefaultsFormatter(argparse.HelpFormatter):
         return f"{text} (default: {str(value).replace('%', '%%')})"
 
 
+#: The help formatter of ``privfed audit``.
+HELP_FORMATTER = _TableDefaultsFormatter
+
 #: Comma-list options -> the domain of each item.
 _LIST_DOMAINS: dict[str, Interval] = {
     "fprs": OPEN_UNIT,
@@ -166,16 +168,12 @@ _OPTION_OF = options_of(
 )
 
 
-def register(subparsers: Any) -> None:
-    """Add the ``audit`` subcommand to ``subparsers`` (an argparse sub-parsers action)."""
-    p = add_command(
-        subparsers,
-        "audit",
-        run_audit,
-        help="membership-inference audit: metrics, ε lower bounds, canary self-audit",
-        description=(__doc__ or "").split("\n\n", 1)[0].replace("``", ""),
-        formatter_class=_TableDefaultsFormatter,
-    )
+#: What ``privfed audit --help`` says first: this module's first paragraph.
+DESCRIPTION = (__doc__ or "").split("\n\n", 1)[0].replace("``", "")
+
+
+def add_options(p: argparse.ArgumentParser) -> None:
+    """Add the ``audit`` options to its sub-parser."""
     add = p.add_argument
     add("--config", help="JSON file with options (long names, underscores)")
     add("--scores", help=".npz or .csv file with member / non-member scores (one or more attacks)")
@@ -557,7 +555,7 @@ def _print_warnings(attacks: dict[str, Any], bounds: dict[str, Any]) -> None:
         print(f"privfed audit: caveat: {', '.join(one_model)}: {caveat}", file=sys.stderr)
 
 
-def run_audit(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Entry point of ``privfed audit``; returns the exit status (see module docstring)."""
     from privfed.errors import PrivfedError
 
