@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 from scipy import special, stats
 
 from privfed.audit import (
+    AucInterval,
     AucIntervalMethod,
     BoundSpec,
     auc_score,
@@ -269,7 +270,7 @@ def test_bootstrap_auc_replicates_equal_their_scipy_stats_version() -> None:
     members = rng.integers(0, 6, 60).astype(np.float64)
     nonmembers = rng.integers(0, 5, 40).astype(np.float64)
     ci = auc_with_interval(
-        members, nonmembers, method=AucIntervalMethod.BOOTSTRAP, num_bootstrap=200, seed=9
+        members, nonmembers, interval=AucInterval(AucIntervalMethod.BOOTSTRAP, 200, seed=9)
     )
     # Replay the resampler with the same seed and rank with scipy.stats.
     replay = np.random.default_rng(9)

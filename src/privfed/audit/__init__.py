@@ -96,6 +96,8 @@ from privfed.audit.generative import (
 from privfed.audit.gradient_canaries import CanaryAdjacency, DiracGradientCanaries
 from privfed.audit.metrics import (
     DEFAULT_FPRS,
+    DELONG_INTERVAL,
+    AucInterval,
     AucIntervalMethod,
     ConfidenceInterval,
     MembershipMetrics,
@@ -152,10 +154,12 @@ __all__ = [
     "DEFAULT_FPRS",
     "DEFAULT_GUESS_FRACTIONS",
     "DEFAULT_IN_FRACTIONS",
+    "DELONG_INTERVAL",
     "HALF_SPLIT",
     "RELEASE_CODE_TRIALS",
     "SIMULATED_LABEL",
     "SIMULATION_TRIALS",
+    "AucInterval",
     "AucIntervalMethod",
     "AuditTrials",
     "BoundObjective",
