@@ -74,6 +74,7 @@ __all__ = [
     "CanaryAuditResult",
     "CanaryGame",
     "CanaryRelease",
+    "LatentCanaryNoise",
     "NoiseSampler",
     "ReleaseComponent",
     "SimulationMode",
@@ -804,22 +805,73 @@ def audit_canary_game(
     )
 
 
-def worst_case_latent_records(
-    *,
-    clip_norm: float,
-    dim: int,
-    noise_std_sum: float,
-    noise_std_second_moment: float,
-    adjacency: Any,
-) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
-    """The records of the worst-case canary pair of :func:`worst_case_latent_canary`.
+@dataclass(frozen=True)
+class LatentCanaryNoise:
+    """What the worst-case latent canary reads of a release: its clip bound, size and noise.
 
-    Args:
+    The one argument of :func:`worst_case_latent_records` and
+    :func:`worst_case_latent_canary`; :meth:`of` reads it off a
+    ``LatentReleasePlan`` (or any object with its attributes).  Checked here, once.
+
+    Attributes:
         clip_norm: R, finite, > 0 (latent units).
         dim: d ≥ 1.
         noise_std_sum: σ_s > 0.
         noise_std_second_moment: σ_m > 0.
         adjacency: A ``privfed.dp.Adjacency`` member.
+        noise_std_count: σ_c > 0, or None (0 is stored as None) when counts are public.
+
+    Raises:
+        ParameterError, ParameterTypeError: A value outside its domain.
+    """
+
+    clip_norm: float
+    dim: int
+    noise_std_sum: float
+    noise_std_second_moment: float
+    adjacency: Any
+    noise_std_count: float | None = None
+
+    def __post_init__(self) -> None:
+        from privfed.dp import Adjacency
+
+        count = self.noise_std_count
+        set_fields(
+            self,
+            clip_norm=check_float("clip_norm", self.clip_norm, low=0, open_low=True),
+            dim=check_int("dim", self.dim, minimum=1, numpy=True),
+            noise_std_sum=check_float("noise_std_sum", self.noise_std_sum, low=0, open_low=True),
+            noise_std_second_moment=check_float(
+                "noise_std_second_moment", self.noise_std_second_moment, low=0, open_low=True
+            ),
+            noise_std_count=None
+            if count in (None, 0, 0.0)
+            else check_float("noise_std_count", count, low=0, open_low=True),
+        )
+        if not isinstance(self.adjacency, Adjacency):
+            raise ParameterTypeError("adjacency", "a privfed.dp.Adjacency member", self.adjacency)
+
+    @classmethod
+    def of(cls, plan: Any) -> LatentCanaryNoise:
+        """The noise of a ``LatentReleasePlan`` (any object with its attributes)."""
+        return cls(
+            plan.clip_norm,
+            plan.dim,
+            plan.noise_std_sum,
+            plan.noise_std_second_moment,
+            plan.adjacency,
+            plan.noise_std_count,
+        )
+
+
+def worst_case_latent_records(
+    noise: LatentCanaryNoise,
+) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
+    """The records of the worst-case canary pair of :func:`worst_case_latent_canary`.
+
+    Args:
+        noise: The release's clip bound, dimension, noise stds and adjacency
+            (:class:`LatentCanaryNoise`).
 
     Returns:
         ``(z, z_prime)``: the canary ``z = R·e₁`` (float64 ``(d,)``, norm R) and
@@ -829,15 +881,12 @@ def worst_case_latent_records(
     """
     from privfed.dp import Adjacency
 
-    r = check_float("clip_norm", clip_norm, low=0, open_low=True)
-    d = check_int("dim", dim, minimum=1, numpy=True)
-    s_sum = check_float("noise_std_sum", noise_std_sum, low=0, open_low=True)
-    s_m = check_float("noise_std_second_moment", noise_std_second_moment, low=0, open_low=True)
-    if not isinstance(adjacency, Adjacency):
-        raise ParameterTypeError("adjacency", "a privfed.dp.Adjacency member", adjacency)
+    checked = check_instance("noise", noise, LatentCanaryNoise)
+    r, d = checked.clip_norm, checked.dim
+    s_sum, s_m = checked.noise_std_sum, checked.noise_std_second_moment
     z = np.zeros(d)
     z[0] = r
-    if adjacency is Adjacency.ADD_REMOVE:
+    if checked.adjacency is Adjacency.ADD_REMOVE:
         return z, None
     cos = max(-(s_m**2) / (2.0 * s_sum**2 * r**2), -1.0)
     if d < 2 and cos > -1.0:
@@ -849,15 +898,7 @@ def worst_case_latent_records(
     return z, z_prime
 
 
-def worst_case_latent_canary(
-    *,
-    clip_norm: float,
-    dim: int,
-    noise_std_sum: float,
-    noise_std_second_moment: float,
-    noise_std_count: float | None,
-    adjacency: Any,
-) -> tuple[ReleaseComponent, ...]:
+def worst_case_latent_canary(noise: LatentCanaryNoise) -> tuple[ReleaseComponent, ...]:
     """The canary that maximises the whitened change of the latent-statistic release.
 
     The release of one class is ``(Σz + N(0, σ_s² I_d), Σzzᵀ + N(0, σ_m² I_{d²}),
@@ -871,33 +912,18 @@ def worst_case_latent_canary(
     * ADD_REMOVE: z = R·e₁ is added; the count moves by one.
 
     Args:
-        clip_norm: R, finite, > 0 (latent units).
-        dim: d ≥ 1.
-        noise_std_sum: σ_s > 0.
-        noise_std_second_moment: σ_m > 0.
-        noise_std_count: σ_c > 0, or None / 0 when counts are public (REPLACE_ONE).
-        adjacency: A ``privfed.dp.Adjacency`` member.
+        noise: The release's clip bound, dimension, noise stds and adjacency
+            (:class:`LatentCanaryNoise`; ``noise_std_count`` is needed under ADD_REMOVE).
 
     Returns:
         The release blocks with the canary's shift: ``sum`` (d), ``second_moment``
         (d²) and, under ADD_REMOVE, ``count`` (1).
     """
-    z, z_prime = worst_case_latent_records(
-        clip_norm=clip_norm,
-        dim=dim,
-        noise_std_sum=noise_std_sum,
-        noise_std_second_moment=noise_std_second_moment,
-        adjacency=adjacency,
-    )
-    s_sum, s_m = float(noise_std_sum), float(noise_std_second_moment)
-    s_c = (
-        None
-        if noise_std_count in (None, 0, 0.0)
-        else check_float("noise_std_count", noise_std_count, low=0, open_low=True)
-    )
+    z, z_prime = worst_case_latent_records(noise)
+    s_sum, s_m, s_c = noise.noise_std_sum, noise.noise_std_second_moment, noise.noise_std_count
     if z_prime is None:  # ADD_REMOVE
         if s_c is None:
-            raise ParameterError("noise_std_count", "> 0 under ADD_REMOVE", noise_std_count)
+            raise ParameterError("noise_std_count", "> 0 under ADD_REMOVE", s_c)
         return (
             ReleaseComponent("sum", s_sum, z),
             ReleaseComponent("second_moment", s_m, np.outer(z, z).ravel()),
@@ -949,14 +975,7 @@ def audit_latent_release(plan: Any, **kwargs: Any) -> CanaryAuditResult:
         raise ParameterTypeError("plan", "a LatentReleasePlan", plan)
     if getattr(plan, "private_labels", False):
         raise ParameterError("plan", "a plan with public labels", "private_labels=True")
-    components = worst_case_latent_canary(
-        clip_norm=plan.clip_norm,
-        dim=plan.dim,
-        noise_std_sum=plan.noise_std_sum,
-        noise_std_second_moment=plan.noise_std_second_moment,
-        noise_std_count=plan.noise_std_count,
-        adjacency=plan.adjacency,
-    )
+    components = worst_case_latent_canary(LatentCanaryNoise.of(plan))
     return audit_gaussian_release(
         components,
         claimed_mu=float(plan.mu),

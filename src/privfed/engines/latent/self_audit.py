@@ -56,15 +56,14 @@ from privfed.audit.canary import (
     AuditTrials,
     CanaryAuditResult,
     CanaryGame,
+    LatentCanaryNoise,
     ReleaseComponent,
     audit_canary_game,
     audit_latent_release,
     worst_case_latent_records,
 )
 from privfed.dp import Adjacency, PrivacyLedger, gdp_delta, joint_mu_squared
-from privfed.engines.latent.distributed import (
-    DistributedNoisePlan,
-)
+from privfed.engines.latent.distributed import DistributedNoisePlan
 from privfed.engines.latent.distributed_round import aggregate_distributed
 from privfed.engines.latent.release import (
     NoisePlacement,
@@ -367,13 +366,7 @@ def neighbouring_statistics(
         max_records=max_records,
         fractional_bits=fractional_bits,
     )
-    z, z_prime = worst_case_latent_records(
-        clip_norm=plan.clip_norm,
-        dim=d,
-        noise_std_sum=plan.noise_std_sum,
-        noise_std_second_moment=plan.noise_std_second_moment,
-        adjacency=plan.adjacency,
-    )
+    z, z_prime = worst_case_latent_records(LatentCanaryNoise.of(plan))
     q_bg = _quantize(bg, config)
     q_in = np.concatenate([q_bg, _quantize(z[None, :], config)])
     q_out = q_bg if z_prime is None else np.concatenate([q_bg, _quantize(z_prime[None, :], config)])
