@@ -210,6 +210,24 @@ def _caps(value: object, blocks: int) -> tuple[float, ...] | None:
     return tuple(check_finite_nonnegative("block_mu_squared", v) for v in value)
 
 
+def _block_bound_args(
+    mechanism: object,
+    num_clients: object,
+    noise: object,
+    dimensions: object,
+    unit_mu_squared: object,
+    block_mu_squared: object,
+) -> tuple[
+    DistributedMechanism, int, tuple[float, ...], tuple[int, ...], float, tuple[float, ...] | None
+]:
+    """The checked arguments of :func:`block_zcdp` and :func:`block_rdp`, in their order."""
+    kind = _mechanism(mechanism)
+    n = _clients(num_clients)
+    values, dims = _blocks(noise, dimensions)
+    big_m = check_finite_nonnegative("unit_mu_squared", unit_mu_squared)
+    return kind, n, values, dims, big_m, _caps(block_mu_squared, len(values))
+
+
 def _skellam_fill(
     values: tuple[float, ...], big_m: float, caps: tuple[float, ...] | None, n: int
 ) -> tuple[float, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
@@ -259,11 +277,9 @@ def block_zcdp(
     Returns:
         ``(rho, xi)`` rounded up by a relative 1e-12; ``(0, 0)`` when M = 0.
     """
-    kind = _mechanism(mechanism)
-    n = _clients(num_clients)
-    values, dims = _blocks(noise, dimensions)
-    big_m = check_finite_nonnegative("unit_mu_squared", unit_mu_squared)
-    caps = _caps(block_mu_squared, len(values))
+    kind, n, values, dims, big_m, caps = _block_bound_args(
+        mechanism, num_clients, noise, dimensions, unit_mu_squared, block_mu_squared
+    )
     if kind == "discrete-gaussian":
         _check_ddg(values)
     if big_m == 0.0:
@@ -323,11 +339,9 @@ def block_rdp(
         float64 array of ε(α), rounded up.
     """
     alpha = check_orders(orders)
-    kind = _mechanism(mechanism)
-    n = _clients(num_clients)
-    values, dims = _blocks(noise, dimensions)
-    big_m = check_finite_nonnegative("unit_mu_squared", unit_mu_squared)
-    caps = _caps(block_mu_squared, len(values))
+    kind, n, values, dims, big_m, caps = _block_bound_args(
+        mechanism, num_clients, noise, dimensions, unit_mu_squared, block_mu_squared
+    )
     if kind == "skellam":
         if big_m == 0.0:
             return np.zeros_like(alpha)
