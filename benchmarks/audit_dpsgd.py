@@ -69,13 +69,11 @@ def _one_run(scores: np.ndarray, included: np.ndarray, seed: int) -> audit.OneRu
     return audit.one_run_audit_selected(
         scores,
         included,
-        delta=DELTA,
-        significance=ALPHA,
+        spec=audit.BoundSpec(DELTA, ALPHA),
         selection="held-out",
         guess_fractions=GUESS_FRACTIONS,
         in_fractions=IN_FRACTIONS,
-        calibration_fraction=CALIBRATION_FRACTION,
-        seed=seed,
+        split=audit.HeldOutSplit(CALIBRATION_FRACTION, seed),
     )
 
 
@@ -164,12 +162,12 @@ def _audit_run(claim: float | None, sigma: float, steps: int, seed: int) -> dict
     true_p = np.exp(logp[np.arange(y.size), y])
     phi = audit.logit_scaled_confidence(true_p)
     members, nonmembers = phi[data["members"]], phi[data["nonmembers"]]
+    spec, split = audit.BoundSpec(DELTA, ALPHA), audit.HeldOutSplit(seed=seed)
     held_out = audit.lower_bound_random_split(
-        members, nonmembers, delta=DELTA, significance=ALPHA, seed=seed,
-        trials=audit.TrialModel.ONE_MODEL,
-    )  # fmt: skip
+        members, nonmembers, spec=spec, split=split, trials=audit.TrialModel.ONE_MODEL
+    )
     splits = audit.repeated_split_bounds(
-        members, nonmembers, num_splits=5, delta=DELTA, significance=ALPHA, seed=seed,
+        members, nonmembers, num_splits=5, spec=spec, split=split,
         trials=audit.TrialModel.ONE_MODEL,
     )  # fmt: skip
     rows = data["canaries"]

@@ -479,7 +479,7 @@ def run_audit(
     task: Task, arm: str, real: int, canaries: int, epsilon: float | None, ring_bits: int
 ) -> dict[str, Any]:
     """The one-run canary audit of ``arm`` (module notes)."""
-    from privfed.audit import canary_client_epsilon, one_run_audit
+    from privfed.audit import BoundSpec, CanaryEstimateSpec, canary_client_epsilon, one_run_audit
 
     start = time.perf_counter()
     rng = np.random.default_rng([task.seed, 11])
@@ -493,10 +493,12 @@ def run_audit(
     moved = w - task.model.initial(task.seed)
     scores = directions @ moved
     guesses = max(2, canaries // 10)
-    audit = one_run_audit(scores, included, num_guesses=guesses, delta=task.delta)
+    audit = one_run_audit(scores, included, num_guesses=guesses, spec=BoundSpec(task.delta))
     cosines = scores / np.linalg.norm(moved)  # included: canary clients; excluded: the null
-    estimate = canary_client_epsilon(cosines[included], cosines[~included], delta=task.delta,
-                                     seed=task.seed)  # fmt: skip
+    spec = CanaryEstimateSpec(task.delta)
+    estimate = canary_client_epsilon(
+        cosines[included], cosines[~included], spec=spec, seed=task.seed
+    )
     claim = aggregator.ledger.epsilon(task.delta) if aggregator.ledger is not None else None
     row = {
         "arm": arm, "real_clients": real, "canaries": canaries, "slots": real + canaries,

@@ -474,7 +474,7 @@ def _unlearning_check(cfg: FactoryPipelineConfig) -> dict[str, Any]:
     scratch without client 0 gives the reference output.  Members: client 0's
     records; non-members: the test split's records of the same classes.
     """
-    from privfed.engines.factory import FactoryMatrix, remove_client_verified
+    from privfed.engines.factory import FactoryMatrix, MembershipProbe, remove_client_verified
     from privfed.engines.factory.job import load_partitions, make_factory, public_codec
 
     start = time.perf_counter()
@@ -507,10 +507,7 @@ def _unlearning_check(cfg: FactoryPipelineConfig) -> dict[str, Any]:
         matrix,
         0,
         retrain=lambda: build(range(1, len(parts))),
-        members=images[members],
-        member_labels=member_labels,
-        nonmembers=test_x[keep],
-        nonmember_labels=test_y[keep],
+        probe=MembershipProbe(images[members], member_labels, test_x[keep], test_y[keep]),
     )
     return {
         "target_epsilon": cfg.epsilon,

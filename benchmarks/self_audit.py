@@ -43,6 +43,7 @@ from scipy import stats
 from privfed.audit import (
     RELEASE_CODE_TRIALS,
     AuditTrials,
+    LatentCanaryNoise,
     SimulationMode,
     audit_gaussian_release,
     audit_latent_release,
@@ -109,12 +110,7 @@ def main() -> int:
         )
         sigma_sum, sigma_m = paper_baseline_noise_stds(eps, args.delta, clip_norm=args.clip_norm)
         paper_blocks = worst_case_latent_canary(
-            clip_norm=args.clip_norm,
-            dim=args.dim,
-            noise_std_sum=sigma_sum,
-            noise_std_second_moment=sigma_m,
-            noise_std_count=None,
-            adjacency=Adjacency.REPLACE_ONE,
+            LatentCanaryNoise(args.clip_norm, args.dim, sigma_sum, sigma_m, Adjacency.REPLACE_ONE)
         )
         cases = [
             ("privfed", lambda plan=plan: audit_latent_release_code(plan, **real)),

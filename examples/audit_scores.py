@@ -14,7 +14,7 @@ import tempfile
 
 import numpy as np
 
-from privfed.audit import lower_bound_held_out, membership_metrics, write_audit_report
+from privfed.audit import BoundSpec, lower_bound_held_out, membership_metrics, write_audit_report
 
 
 def main() -> None:
@@ -40,8 +40,7 @@ def main() -> None:
         nonmember_scores[:half_n],
         member_scores[half_m:],
         nonmember_scores[half_n:],
-        delta=1e-5,
-        significance=0.05,
+        spec=BoundSpec(1e-5, 0.05),
     )
     print(
         f"with 95 % confidence: ε ≥ {bound.epsilon_lower_bound:.3f} at δ = 1e-5, "

@@ -40,6 +40,7 @@ from privfed.engines.factory import (
     FactoryAuditConfig,
     FactoryMatrix,
     LatentGaussianFactory,
+    MembershipProbe,
     audit_factories,
     load_factory,
     remove_client_verified,
@@ -130,10 +131,7 @@ def main() -> None:
         matrix,
         "st-anne",
         retrain=retrain_without_st_anne,
-        members=members,
-        member_labels=member_labels,
-        nonmembers=test_x[same_digits],
-        nonmember_labels=test_y[same_digits],
+        probe=MembershipProbe(members, member_labels, test_x[same_digits], test_y[same_digits]),
     )
     print("\nunlearning verified by membership inference (distance to closest synthetic record):")
     for name, auc in (

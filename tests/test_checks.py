@@ -405,3 +405,19 @@ def test_check_matrix() -> None:
     )
     with pytest.raises(NonFiniteInputError):
         c.check_matrix("x", [[math.nan]])
+
+
+def test_check_instance() -> None:
+    class Apple:
+        pass
+
+    class Pear:
+        pass
+
+    apple, pear = Apple(), Pear()
+    assert c.check_instance("fruit", apple, Apple) is apple
+    with pytest.raises(ParameterTypeError, match="fruit") as wrong:
+        c.check_instance("fruit", pear, Apple)
+    assert "an Apple" in str(wrong.value)
+    with pytest.raises(ParameterTypeError, match="a Pear"):
+        c.check_instance("fruit", apple, Pear)

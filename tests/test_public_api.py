@@ -373,6 +373,7 @@ INTERNAL: dict[str, frozenset[str]] = {
         (
             "LAYER_SEED_BYTES",
             "BlockNoise",
+            "RingBlocks",
             "check_layered_mechanism",
             "check_ring_blocks",
             "excess_layer_noise",

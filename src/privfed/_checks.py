@@ -56,6 +56,7 @@ __all__ = [
     "check_finite_nonnegative",
     "check_finite_positive",
     "check_float",
+    "check_instance",
     "check_int",
     "check_matrix",
     "check_optional_int",
@@ -202,6 +203,18 @@ def check_enum(name: str, value: object, enum_type: type[_E], *, domain: str | N
         if domain is None:
             domain = f"one of {[member.value for member in enum_type]}"
         raise ParameterError(name, domain, value) from None
+
+
+def check_instance(name: str, value: object, cls: type[_T]) -> _T:
+    """``value`` itself when it is an instance of ``cls`` (a parameter object).
+
+    Raises:
+        ParameterTypeError: Another type (``"a <class name>"``, ``"an ..."`` before a vowel).
+    """
+    if not isinstance(value, cls):
+        article = "an" if cls.__name__[:1] in "AEIOU" else "a"
+        raise ParameterTypeError(name, f"{article} {cls.__name__}", value)
+    return value
 
 
 # -- ints -----------------------------------------------------------------------------

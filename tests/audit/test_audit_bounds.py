@@ -11,19 +11,24 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from privfed.audit import (
+    HALF_SPLIT,
+    BoundSpec,
+    HeldOutSplit,
     ThresholdSelection,
     empirical_privacy_lower_bound,
     epsilon_lower_bound_from_rates,
     lower_bound_at_threshold,
     lower_bound_bonferroni,
     lower_bound_held_out,
+    lower_bound_random_split,
     mu_lower_bound_from_rates,
     one_run_audit,
+    one_run_audit_selected,
     one_run_epsilon_lower_bound,
     one_run_p_value,
 )
 from privfed.dp import gdp_epsilon
-from privfed.errors import ParameterError
+from privfed.errors import ParameterError, ParameterTypeError
 
 # -- one-run auditing (Steinke, Nasr & Jagielski 2023, arXiv:2305.08846) ----------------
 # Known answers at 95 % confidence, from REFERENCE.md §3 (two independent computations).
@@ -80,7 +85,7 @@ def test_one_run_rejects_bad_counts() -> None:
 
 def test_one_run_audit_perfect_guesses_hit_the_known_answer() -> None:
     included = np.arange(1000) % 2 == 0
-    result = one_run_audit(included.astype(float), included, num_guesses=100, delta=1e-5)
+    result = one_run_audit(included.astype(float), included, num_guesses=100, spec=BoundSpec(1e-5))
     assert (result.num_correct, result.num_guesses) == (100, 100)
     assert result.epsilon_lower_bound == pytest.approx(3.4654, abs=1e-3)
     assert result.to_dict()["num_canaries"] == 1000
@@ -98,14 +103,16 @@ def test_one_run_audit_on_gaussian_canaries() -> None:
         included = rng.uniform(size=2000) < 0.5
         scores = rng.normal(1.0 * included, 1.0)
         exceed += one_run_audit(
-            scores, included, num_guesses=200, delta=delta
+            scores, included, num_guesses=200, spec=BoundSpec(delta)
         ).epsilon_lower_bound > gdp_epsilon(1.0, delta)
     assert exceed <= 7
     included = rng.uniform(size=2000) < 0.5
-    strong = one_run_audit(rng.normal(4.0 * included, 1.0), included, num_guesses=200, delta=delta)
+    strong = one_run_audit(
+        rng.normal(4.0 * included, 1.0), included, num_guesses=200, spec=BoundSpec(delta)
+    )
     assert 1.0 < strong.epsilon_lower_bound <= gdp_epsilon(4.0, delta)
     with pytest.raises(ParameterError, match="canary_included"):
-        one_run_audit([0.1, 0.2], [1, 0], num_guesses=2, delta=0.0)
+        one_run_audit([0.1, 0.2], [1, 0], num_guesses=2, spec=BoundSpec(0.0))
 
 
 # -- rate formulas --------------------------------------------------------------------
@@ -132,7 +139,7 @@ def _gauss(mu: float, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 def test_fixed_threshold_uses_clopper_pearson_upper_bounds() -> None:
     members, nonmembers = _gauss(2.0, 1000, 0)
-    bound = lower_bound_at_threshold(members, nonmembers, 1.0, delta=1e-5, significance=0.05)
+    bound = lower_bound_at_threshold(members, nonmembers, 1.0, spec=BoundSpec(1e-5, 0.05))
     fp = int(np.sum(nonmembers >= 1.0))
     fn = int(np.sum(members < 1.0))
     assert (bound.false_positives, bound.false_negatives) == (fp, fn)
@@ -146,8 +153,8 @@ def test_fixed_threshold_uses_clopper_pearson_upper_bounds() -> None:
 def test_bonferroni_pays_for_extra_thresholds() -> None:
     members, nonmembers = _gauss(2.0, 1000, 1)
     grid = np.linspace(-1, 3, 9)
-    bonf = lower_bound_bonferroni(members, nonmembers, grid, delta=1e-5, objective="mu")
-    fixed = lower_bound_at_threshold(members, nonmembers, bonf.threshold, delta=1e-5)
+    bonf = lower_bound_bonferroni(members, nonmembers, grid, spec=BoundSpec(1e-5), objective="mu")
+    fixed = lower_bound_at_threshold(members, nonmembers, bonf.threshold, spec=BoundSpec(1e-5))
     assert bonf.num_thresholds == 9
     assert bonf.mu_lower_bound < fixed.mu_lower_bound
 
@@ -158,7 +165,7 @@ def test_bound_never_exceeds_truth_by_much(seed: int) -> None:
     # (per-draw exceedance ≤ α; 1.3 is far beyond what 2000 samples allow).
     cal_m, cal_n = _gauss(1.0, 1000, seed)
     ev_m, ev_n = _gauss(1.0, 2000, seed + 1)
-    bound = lower_bound_held_out(cal_m, cal_n, ev_m, ev_n, delta=1e-5, objective="mu")
+    bound = lower_bound_held_out(cal_m, cal_n, ev_m, ev_n, spec=BoundSpec(1e-5), objective="mu")
     assert bound.mu_lower_bound < 1.3
 
 
@@ -170,7 +177,7 @@ def test_held_out_bound_validity_rate() -> None:
     for _ in range(200):
         cal_m, cal_n = rng.normal(1, 1, 500), rng.normal(0, 1, 500)
         ev_m, ev_n = rng.normal(1, 1, 2000), rng.normal(0, 1, 2000)
-        bound = lower_bound_held_out(cal_m, cal_n, ev_m, ev_n, delta=1e-5, objective="mu")
+        bound = lower_bound_held_out(cal_m, cal_n, ev_m, ev_n, spec=BoundSpec(1e-5), objective="mu")
         exceed += bound.mu_lower_bound > 1.0
     assert exceed <= 20
 
@@ -179,14 +186,14 @@ def test_dispatcher_enforces_rule() -> None:
     members, nonmembers = _gauss(1.0, 100, 2)
     with pytest.raises(ParameterError, match="threshold"):
         empirical_privacy_lower_bound(
-            members, nonmembers, selection=ThresholdSelection.FIXED, delta=1e-5
+            members, nonmembers, selection=ThresholdSelection.FIXED, spec=BoundSpec(1e-5)
         )
     with pytest.raises(ParameterError, match="thresholds"):
         empirical_privacy_lower_bound(
             members,
             nonmembers,
             selection=ThresholdSelection.FIXED,
-            delta=1e-5,
+            spec=BoundSpec(1e-5),
             threshold=0.5,
             thresholds=[0.1, 0.2],
         )
@@ -195,14 +202,14 @@ def test_dispatcher_enforces_rule() -> None:
             members,
             nonmembers,
             selection=ThresholdSelection.HELD_OUT,
-            delta=1e-5,
+            spec=BoundSpec(1e-5),
             calibration_member_scores=members,
         )
     held = empirical_privacy_lower_bound(
         members,
         nonmembers,
         selection=ThresholdSelection.HELD_OUT,
-        delta=1e-5,
+        spec=BoundSpec(1e-5),
         calibration_member_scores=members[:50],
         calibration_nonmember_scores=nonmembers[:50],
     )
@@ -213,10 +220,40 @@ def test_dispatcher_enforces_rule() -> None:
 def test_bounds_reject_bad_parameters() -> None:
     members, nonmembers = _gauss(1.0, 10, 3)
     with pytest.raises(ParameterError, match="delta"):
-        lower_bound_at_threshold(members, nonmembers, 0.0, delta=1.0)
+        lower_bound_at_threshold(members, nonmembers, 0.0, spec=BoundSpec(1.0))
     with pytest.raises(ParameterError, match="significance"):
-        lower_bound_at_threshold(members, nonmembers, 0.0, delta=0.0, significance=0.0)
+        lower_bound_at_threshold(members, nonmembers, 0.0, spec=BoundSpec(0.0, 0.0))
     with pytest.raises(ParameterError, match="threshold"):
-        lower_bound_at_threshold(members, nonmembers, float("nan"), delta=0.0)
+        lower_bound_at_threshold(members, nonmembers, float("nan"), spec=BoundSpec(0.0))
     with pytest.raises(ParameterError, match="objective"):
-        lower_bound_bonferroni(members, nonmembers, [0.0], delta=0.0, objective="auc")  # type: ignore[arg-type]
+        lower_bound_bonferroni(members, nonmembers, [0.0], spec=BoundSpec(0.0), objective="auc")  # type: ignore[arg-type]
+
+
+def test_bound_spec_and_held_out_split_check_their_fields() -> None:
+    spec = BoundSpec(np.float64(1e-5))
+    assert (spec.delta, spec.significance) == (1e-5, 0.05) and type(spec.delta) is float
+    assert (HALF_SPLIT.calibration_fraction, HALF_SPLIT.seed) == (0.5, 0)
+    for bad_delta in (1.0, -0.1, float("nan")):
+        with pytest.raises(ParameterError, match="delta"):
+            BoundSpec(bad_delta)
+    for bad_alpha in (0.0, 1.0):
+        with pytest.raises(ParameterError, match="significance"):
+            BoundSpec(1e-5, bad_alpha)
+    with pytest.raises(ParameterTypeError, match="delta"):
+        BoundSpec("1e-5")  # type: ignore[arg-type]
+    for bad_fraction in (0.0, 1.0, 1.5):
+        with pytest.raises(ParameterError, match="calibration_fraction"):
+            HeldOutSplit(bad_fraction)
+    with pytest.raises(ParameterError, match="seed"):
+        HeldOutSplit(seed=-1)
+    with pytest.raises(ParameterTypeError, match="seed"):
+        HeldOutSplit(seed=1.5)  # type: ignore[arg-type]
+    members, nonmembers = _gauss(1.0, 10, 3)
+    with pytest.raises(ParameterTypeError, match="spec"):
+        lower_bound_at_threshold(members, nonmembers, 0.0, spec=1e-5)  # type: ignore[arg-type]
+    with pytest.raises(ParameterTypeError, match="spec"):
+        one_run_audit(members, members > 1.0, num_guesses=2, spec=(1e-5, 0.05))  # type: ignore[arg-type]
+    with pytest.raises(ParameterTypeError, match="split"):
+        lower_bound_random_split(members, nonmembers, spec=spec, split=0.5)  # type: ignore[arg-type]
+    with pytest.raises(ParameterTypeError, match="split"):
+        one_run_audit_selected(members, members > 1.0, spec=spec, split=(0.5, 0))  # type: ignore[arg-type]

@@ -26,6 +26,7 @@ from privfed.audit.canary import (
     SIMULATION_TRIALS,
     AuditTrials,
     CanaryGame,
+    LatentCanaryNoise,
     audit_canary_game,
     worst_case_latent_records,
 )
@@ -41,14 +42,8 @@ def test_worst_case_canary_attains_the_plan_mu(adjacency: Adjacency, epsilon: fl
     # An independent check of privfed.dp: the canary built here from first principles has
     # exactly the μ that the planner claims (which also equals dp.joint_mu_squared).
     plan = plan_latent_release(epsilon, 1e-5, clip_norm=2.5, dim=6, adjacency=adjacency)
-    blocks = worst_case_latent_canary(
-        clip_norm=plan.clip_norm,
-        dim=plan.dim,
-        noise_std_sum=plan.noise_std_sum,
-        noise_std_second_moment=plan.noise_std_second_moment,
-        noise_std_count=plan.noise_std_count,
-        adjacency=adjacency,
-    )
+    assert plan.adjacency is adjacency
+    blocks = worst_case_latent_canary(LatentCanaryNoise.of(plan))
     mu = math.sqrt(sum(b.mu_squared for b in blocks))
     assert mu == pytest.approx(plan.mu, rel=1e-9)
 
@@ -62,14 +57,7 @@ def test_no_random_replacement_beats_the_canary(seed: int, ratio: float) -> None
     rng = np.random.default_rng(seed)
     d, r, s_sum = 4, 1.5, 1.0
     s_m = ratio * s_sum * r
-    blocks = worst_case_latent_canary(
-        clip_norm=r,
-        dim=d,
-        noise_std_sum=s_sum,
-        noise_std_second_moment=s_m,
-        noise_std_count=None,
-        adjacency=Adjacency.REPLACE_ONE,
-    )
+    blocks = worst_case_latent_canary(LatentCanaryNoise(r, d, s_sum, s_m, Adjacency.REPLACE_ONE))
     best = sum(b.mu_squared for b in blocks)
     assert best == pytest.approx(joint_mu_squared(r, s_sum, s_m, Adjacency.REPLACE_ONE), rel=1e-9)
     for _ in range(50):
@@ -203,14 +191,25 @@ def test_audit_rejects_bad_arguments() -> None:
     with pytest.raises(ParameterError, match="noise_std"):
         ReleaseComponent("q", -1.0, np.array([1.0]))
     with pytest.raises(ParameterError, match="noise_std_count"):
-        worst_case_latent_canary(
-            clip_norm=1.0,
-            dim=2,
-            noise_std_sum=1.0,
-            noise_std_second_moment=1.0,
-            noise_std_count=None,
-            adjacency=Adjacency.ADD_REMOVE,
-        )
+        worst_case_latent_canary(LatentCanaryNoise(1.0, 2, 1.0, 1.0, Adjacency.ADD_REMOVE))
+    good = (1.0, 2, 1.0, 1.0, Adjacency.REPLACE_ONE)
+    for index, name, bad in [
+        (0, "clip_norm", 0.0),
+        (1, "dim", 0),
+        (2, "noise_std_sum", -1.0),
+        (3, "noise_std_second_moment", float("nan")),
+    ]:
+        with pytest.raises(ParameterError, match=name):
+            LatentCanaryNoise(*good[:index], bad, *good[index + 1 :])  # type: ignore[arg-type]
+    with pytest.raises(ParameterError, match="noise_std_count"):
+        LatentCanaryNoise(*good, noise_std_count=-0.5)
+    with pytest.raises(ParameterTypeError, match="adjacency"):
+        LatentCanaryNoise(1.0, 2, 1.0, 1.0, "replace-one")
+    with pytest.raises(ParameterTypeError, match="dim"):
+        LatentCanaryNoise(1.0, 2.5, 1.0, 1.0, Adjacency.REPLACE_ONE)  # type: ignore[arg-type]
+    assert LatentCanaryNoise(*good, noise_std_count=0.0).noise_std_count is None
+    with pytest.raises(ParameterTypeError, match="noise"):
+        worst_case_latent_canary(good)  # type: ignore[arg-type]
 
 
 # -- the real-release game with an injected mechanism -----------------------------------
@@ -371,22 +370,17 @@ def test_simulated_audits_say_they_are_simulated() -> None:
 @pytest.mark.parametrize("adjacency", [Adjacency.REPLACE_ONE, Adjacency.ADD_REMOVE])
 def test_worst_case_records_give_the_worst_case_canary(adjacency: Adjacency) -> None:
     plan = plan_latent_release(3.0, 1e-5, clip_norm=2.0, dim=5, adjacency=adjacency)
-    z, z_prime = worst_case_latent_records(
+    noise = LatentCanaryNoise(
         clip_norm=2.0,
         dim=5,
         noise_std_sum=plan.noise_std_sum,
         noise_std_second_moment=plan.noise_std_second_moment,
         adjacency=adjacency,
-    )
-    assert np.linalg.norm(z) == pytest.approx(2.0)
-    blocks = worst_case_latent_canary(
-        clip_norm=2.0,
-        dim=5,
-        noise_std_sum=plan.noise_std_sum,
-        noise_std_second_moment=plan.noise_std_second_moment,
         noise_std_count=plan.noise_std_count,
-        adjacency=adjacency,
     )
+    z, z_prime = worst_case_latent_records(noise)
+    assert np.linalg.norm(z) == pytest.approx(2.0)
+    blocks = worst_case_latent_canary(noise)
     other = np.zeros(5) if z_prime is None else z_prime
     assert (z_prime is None) == (adjacency is Adjacency.ADD_REMOVE)
     np.testing.assert_allclose(blocks[0].canary_shift, z - other)

@@ -16,6 +16,7 @@ import pytest
 from privfed.audit import (
     CANARY_CLIENT_MODEL,
     CanaryClients,
+    CanaryEstimateSpec,
     audit_training_run,
     canary_client_epsilon,
 )
@@ -45,7 +46,7 @@ def test_a_gaussian_mechanism_run_is_estimated_close_to_its_true_epsilon() -> No
     # fails with probability ≈ 0.1 %); the 99 % interval misses ≈ 1 % of fresh seeds.
     canaries = CanaryClients(K, D, CLIP, seed=0)
     initial, final = _run(canaries, noise=Z * CLIP, seed=0)
-    estimate = canaries.estimate(initial, final, delta=DELTA, confidence=0.99)
+    estimate = canaries.estimate(initial, final, spec=CanaryEstimateSpec(DELTA, confidence=0.99))
     truth = gdp_epsilon(math.sqrt(ROUNDS) / Z, DELTA)
     assert abs(estimate.epsilon - truth) <= 0.3 * truth
     assert estimate.interval.lower <= truth <= estimate.interval.upper
@@ -64,7 +65,7 @@ def test_without_noise_the_estimate_is_large() -> None:
     # with noise it is 4.4: deterministic in effect (μ > 4 for any seed at these sizes).
     canaries = CanaryClients(K, D, CLIP, seed=1)
     initial, final = _run(canaries, noise=0.0, seed=1)
-    estimate = canaries.estimate(initial, final, delta=DELTA)
+    estimate = canaries.estimate(initial, final, spec=CanaryEstimateSpec(DELTA))
     assert estimate.epsilon > 20.0 and estimate.mu > 4.0
 
 
@@ -83,8 +84,8 @@ def test_participation_is_a_seeded_function_of_the_round() -> None:
 def test_the_bootstrap_is_seeded_and_brackets_the_estimate() -> None:
     rng = np.random.default_rng(5)
     canary, null = rng.normal(0.8, 1.0, size=100), rng.normal(0.0, 1.0, size=100)
-    a = canary_client_epsilon(canary, null, delta=DELTA, seed=1)
-    b = canary_client_epsilon(canary, null, delta=DELTA, seed=1)
+    a = canary_client_epsilon(canary, null, spec=CanaryEstimateSpec(DELTA), seed=1)
+    b = canary_client_epsilon(canary, null, spec=CanaryEstimateSpec(DELTA), seed=1)
     assert a.interval == b.interval
     assert a.interval.lower <= a.epsilon <= a.interval.upper and a.participation is None
     # the estimate is exactly μ-GDP's ε at the fitted μ
@@ -95,12 +96,14 @@ def test_audit_training_run_records_beside_dp_training_json(tmp_path: Path) -> N
     canaries = CanaryClients(20, 200, CLIP, seed=2)
     initial, final = np.zeros(200), canaries.updates(0).sum(axis=0) + 0.5
     (tmp_path / "dp_training.json").write_text(json.dumps({"epsilon_spent": 3.0}))
-    result = audit_training_run(canaries, initial, final, delta=DELTA, output_dir=tmp_path)
+    result = audit_training_run(
+        canaries, initial, final, spec=CanaryEstimateSpec(DELTA), output_dir=tmp_path
+    )
     document = json.loads((tmp_path / "dp_training.json").read_text())
     assert document["epsilon_spent"] == 3.0
     assert document["canary_client_estimate"]["epsilon"] == result.epsilon
     alone = tmp_path / "alone"
-    audit_training_run(canaries, initial, final, delta=DELTA, output_dir=alone)
+    audit_training_run(canaries, initial, final, spec=CanaryEstimateSpec(DELTA), output_dir=alone)
     assert json.loads((alone / "canary_client_estimate.json").read_text())["mu"] == result.mu
 
 
@@ -119,18 +122,32 @@ def test_bad_input_gets_typed_errors() -> None:
     with pytest.raises(ParameterError, match="round_index"):
         canaries.updates(-1)
     with pytest.raises(ParameterError, match="initial"):
-        canaries.estimate(np.zeros(9), np.ones(9), delta=DELTA)
+        canaries.estimate(np.zeros(9), np.ones(9), spec=CanaryEstimateSpec(DELTA))
     with pytest.raises(ParameterError, match="final"):
-        canaries.estimate(np.zeros(10), np.zeros(10), delta=DELTA)
+        canaries.estimate(np.zeros(10), np.zeros(10), spec=CanaryEstimateSpec(DELTA))
     with pytest.raises(NonFiniteInputError):
-        canaries.estimate(np.zeros(10), np.full(10, np.nan), delta=DELTA)
+        canaries.estimate(np.zeros(10), np.full(10, np.nan), spec=CanaryEstimateSpec(DELTA))
     with pytest.raises(ParameterError, match="delta"):
-        canaries.estimate(np.zeros(10), np.ones(10), delta=1.0)
+        canaries.estimate(np.zeros(10), np.ones(10), spec=CanaryEstimateSpec(1.0))
     with pytest.raises(ParameterError, match="confidence"):
-        canary_client_epsilon([0.1, 0.2], [0.0, 0.1], delta=DELTA, confidence=1.0)
+        canary_client_epsilon(
+            [0.1, 0.2], [0.0, 0.1], spec=CanaryEstimateSpec(DELTA, confidence=1.0)
+        )
     with pytest.raises(ParameterError, match="cosines"):
-        canary_client_epsilon([0.1], [0.0, 0.1], delta=DELTA)
+        canary_client_epsilon([0.1], [0.0, 0.1], spec=CanaryEstimateSpec(DELTA))
     with pytest.raises(ParameterError, match="num_bootstrap"):
-        canary_client_epsilon([0.1, 0.2], [0.0, 0.1], delta=DELTA, num_bootstrap=10)
+        canary_client_epsilon(
+            [0.1, 0.2], [0.0, 0.1], spec=CanaryEstimateSpec(DELTA, num_bootstrap=10)
+        )
     with pytest.raises(ParameterError, match="null_cosines"):
-        canary_client_epsilon([0.1, 0.2], [0.5, 0.5], delta=DELTA)
+        canary_client_epsilon([0.1, 0.2], [0.5, 0.5], spec=CanaryEstimateSpec(DELTA))
+    with pytest.raises(ParameterTypeError, match="spec"):
+        canary_client_epsilon([0.1, 0.2], [0.0, 0.1], spec=DELTA)  # type: ignore[arg-type]
+    with pytest.raises(ParameterTypeError, match="spec"):
+        canaries.estimate(np.zeros(10), np.ones(10), spec=(DELTA, 0.95))  # type: ignore[arg-type]
+    with pytest.raises(ParameterTypeError, match="num_bootstrap"):
+        CanaryEstimateSpec(DELTA, num_bootstrap=1000.5)  # type: ignore[arg-type]
+    with pytest.raises(ParameterError, match="delta"):
+        CanaryEstimateSpec(0.0)
+    spec = CanaryEstimateSpec(np.float64(DELTA))
+    assert (spec.delta, spec.confidence, spec.num_bootstrap) == (DELTA, 0.95, 1000)

@@ -22,7 +22,9 @@ from numpy.typing import NDArray
 from scipy import special, stats
 
 from privfed.audit import (
+    AucInterval,
     AucIntervalMethod,
+    BoundSpec,
     auc_score,
     auc_with_interval,
     clopper_pearson,
@@ -268,7 +270,7 @@ def test_bootstrap_auc_replicates_equal_their_scipy_stats_version() -> None:
     members = rng.integers(0, 6, 60).astype(np.float64)
     nonmembers = rng.integers(0, 5, 40).astype(np.float64)
     ci = auc_with_interval(
-        members, nonmembers, method=AucIntervalMethod.BOOTSTRAP, num_bootstrap=200, seed=9
+        members, nonmembers, interval=AucInterval(AucIntervalMethod.BOOTSTRAP, 200, seed=9)
     )
     # Replay the resampler with the same seed and rank with scipy.stats.
     replay = np.random.default_rng(9)
@@ -290,7 +292,7 @@ def test_privacy_bounds_equal_their_scipy_stats_version() -> None:
     for threshold in (-10.0, 0.0, 0.7, 1.5, 10.0):
         for significance in (1e-300, 1e-9, 0.05, 0.5):
             bound = lower_bound_at_threshold(
-                members, nonmembers, threshold, delta=1e-5, significance=significance
+                members, nonmembers, threshold, spec=BoundSpec(1e-5, significance)
             )
             alpha = significance / 2.0
             fp = int(np.sum(nonmembers >= threshold))

@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 from privfed.audit import (
+    BoundSpec,
+    HeldOutSplit,
     ReferenceAttack,
     TrialModel,
     lower_bound_held_out,
@@ -90,13 +92,15 @@ def test_auc_interval_below_half_warns_about_a_flipped_score() -> None:
 def test_every_bound_states_its_statistical_model() -> None:
     rng = np.random.default_rng(1)
     m, n = rng.normal(1, 1, 200), rng.normal(0, 1, 200)
-    bound = lower_bound_held_out(m[:100], n[:100], m[100:], n[100:], delta=1e-5)
+    bound = lower_bound_held_out(m[:100], n[:100], m[100:], n[100:], spec=BoundSpec(1e-5))
     assert bound.trials is TrialModel.INDEPENDENT
     assert bound.to_dict()["statistical_model"] == TrialModel.INDEPENDENT.statement
     text = render_markdown(title="t", attacks={}, bounds={"x": bound}, canary=(), metadata={})
     assert "independent-trials" in text and TrialModel.INDEPENDENT.statement in text
     included = rng.random(500) < 0.5
-    audit = one_run_audit(rng.normal(2.0 * included, 1.0), included, num_guesses=50, delta=1e-5)
+    audit = one_run_audit(
+        rng.normal(2.0 * included, 1.0), included, num_guesses=50, spec=BoundSpec(1e-5)
+    )
     assert audit.to_dict()["trials"] == "one-run"
     text = render_markdown(
         title="t", attacks={}, bounds={}, canary=(), metadata={}, one_run={"c": audit}
@@ -110,7 +114,7 @@ def test_repeated_splits_report_median_and_spread() -> None:
         rng.normal(1.5, 1, 400),
         rng.normal(0, 1, 400),
         num_splits=5,
-        delta=1e-5,
+        spec=BoundSpec(1e-5),
         trials=TrialModel.ONE_MODEL,
     )
     low, high = splits.epsilon_range
@@ -127,8 +131,10 @@ def test_one_run_guess_split_is_a_parameter() -> None:
     included = rng.random(2000) < 0.5
     stand_out = included & (rng.random(2000) < 1 / 3)
     scores = rng.normal(0.0, 1.0, 2000) + 10.0 * stand_out
-    even = one_run_audit(scores, included, num_guesses=200, delta=1e-5)
-    only_in = one_run_audit(scores, included, num_guesses=200, delta=1e-5, guess_in_fraction=1.0)
+    even = one_run_audit(scores, included, num_guesses=200, spec=BoundSpec(1e-5))
+    only_in = one_run_audit(
+        scores, included, num_guesses=200, spec=BoundSpec(1e-5), guess_in_fraction=1.0
+    )
     assert even.num_guesses_in == 100 and only_in.num_guesses_in == 200
     assert only_in.epsilon_lower_bound > even.epsilon_lower_bound
 
@@ -138,7 +144,7 @@ def test_one_run_selection_states_its_rule(selection: str) -> None:
     rng = np.random.default_rng(4)
     included = rng.random(2000) < 0.5
     scores = rng.normal(3.0 * included, 1.0)
-    audit = one_run_audit_selected(scores, included, delta=1e-5, selection=selection)  # type: ignore[arg-type]
+    audit = one_run_audit_selected(scores, included, spec=BoundSpec(1e-5), selection=selection)  # type: ignore[arg-type]
     assert audit.selection == selection
     assert audit.epsilon_lower_bound > 1.0
     if selection == "held-out":
@@ -146,7 +152,7 @@ def test_one_run_selection_states_its_rule(selection: str) -> None:
     else:
         assert audit.num_configurations == 16 and audit.num_canaries == 2000
     with pytest.raises(ParameterError, match="selection"):
-        one_run_audit_selected(scores, included, delta=1e-5, selection="best")  # type: ignore[arg-type]
+        one_run_audit_selected(scores, included, spec=BoundSpec(1e-5), selection="best")  # type: ignore[arg-type]
 
 
 def test_one_run_estimators_false_exceedance_rate_is_at_most_alpha() -> None:
@@ -168,11 +174,10 @@ def test_one_run_estimators_false_exceedance_rate_is_at_most_alpha() -> None:
             eps = one_run_audit_selected(
                 scores,
                 included,
-                delta=delta,
-                significance=alpha,
+                spec=BoundSpec(delta, alpha),
                 selection=selection,  # type: ignore[arg-type]
                 guess_fractions=(0.05, 0.2, 1.0),
-                seed=rep,
+                split=HeldOutSplit(seed=rep),
             ).epsilon_lower_bound
             largest = max(largest, eps)
             exceed[selection] += eps > truth

@@ -13,6 +13,7 @@ from scipy import stats
 from sklearn.metrics import roc_auc_score
 
 from privfed.audit import (
+    AucInterval,
     AucIntervalMethod,
     ConfidenceInterval,
     auc_score,
@@ -102,9 +103,7 @@ def test_auc_interval_width_for_random_guessing() -> None:
     boot = auc_with_interval(
         rng.normal(size=1000),
         rng.normal(size=1000),
-        method=AucIntervalMethod.BOOTSTRAP,
-        num_bootstrap=400,
-        seed=3,
+        interval=AucInterval(AucIntervalMethod.BOOTSTRAP, num_bootstrap=400, seed=3),
     )
     assert 0.021 < (boot.upper - boot.lower) / 2 < 0.029
 
@@ -112,9 +111,26 @@ def test_auc_interval_width_for_random_guessing() -> None:
 def test_bootstrap_is_seeded() -> None:
     rng = np.random.default_rng(2)
     m, n = rng.normal(1, 1, 200), rng.normal(0, 1, 200)
-    a = auc_with_interval(m, n, method=AucIntervalMethod.BOOTSTRAP, num_bootstrap=200, seed=7)
-    b = auc_with_interval(m, n, method=AucIntervalMethod.BOOTSTRAP, num_bootstrap=200, seed=7)
+    seeded = AucInterval(AucIntervalMethod.BOOTSTRAP, num_bootstrap=200, seed=7)
+    a = auc_with_interval(m, n, interval=seeded)
+    b = auc_with_interval(m, n, interval=AucInterval(AucIntervalMethod.BOOTSTRAP, 200, 7))
     assert a == b
+
+
+def test_auc_interval_checks_its_fields() -> None:
+    with pytest.raises(ParameterError, match="method"):
+        AucInterval("bootstrap")  # type: ignore[arg-type]
+    with pytest.raises(ParameterError, match="num_bootstrap"):
+        AucInterval(AucIntervalMethod.BOOTSTRAP, num_bootstrap=99)
+    with pytest.raises(ParameterTypeError, match="num_bootstrap"):
+        AucInterval(num_bootstrap=1000.0)  # type: ignore[arg-type]
+    with pytest.raises(ParameterError, match="seed"):
+        AucInterval(seed=-1)
+    assert AucInterval(num_bootstrap=np.int64(200)).num_bootstrap == 200
+    with pytest.raises(ParameterTypeError, match="interval"):
+        auc_with_interval([0.1, 0.9], [0.2, 0.3], interval=AucIntervalMethod.DELONG)  # type: ignore[arg-type]
+    with pytest.raises(ParameterTypeError, match="interval"):
+        membership_metrics([0.1, 0.9], [0.2, 0.3], auc_interval=None)  # type: ignore[arg-type]
 
 
 def test_delong_coverage() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privfed.audit import lower_bound_held_out
+from privfed.audit import BoundSpec, lower_bound_held_out
 from privfed.audit.bounds import lower_bound_at_threshold, lower_bound_bonferroni
 from privfed.engines.model_card.build import _factory_audit_power
 
@@ -18,19 +18,17 @@ from privfed.engines.model_card.build import _factory_audit_power
 def test_a_perfect_attack_reaches_the_largest_possible_epsilon(n1: int, n0: int) -> None:
     members = np.linspace(10.0, 11.0, n1)
     nonmembers = np.linspace(0.0, 1.0, n0)
-    at = lower_bound_at_threshold(members, nonmembers, 5.0, delta=1e-5, significance=0.05)
+    at = lower_bound_at_threshold(members, nonmembers, 5.0, spec=BoundSpec(1e-5, 0.05))
     assert at.false_positives == 0 and at.false_negatives == 0
     assert at.epsilon_lower_bound == pytest.approx(at.largest_possible_epsilon, rel=1e-12)
-    many = lower_bound_bonferroni(
-        members, nonmembers, [2.0, 5.0, 8.0], delta=1e-5, significance=0.05
-    )
+    many = lower_bound_bonferroni(members, nonmembers, [2.0, 5.0, 8.0], spec=BoundSpec(1e-5, 0.05))
     assert many.epsilon_lower_bound == pytest.approx(many.largest_possible_epsilon, rel=1e-12)
-    held = lower_bound_held_out(members, nonmembers, members, nonmembers, delta=1e-5)
+    held = lower_bound_held_out(members, nonmembers, members, nonmembers, spec=BoundSpec(1e-5))
     assert held.epsilon_lower_bound == pytest.approx(held.largest_possible_epsilon, rel=1e-12)
     # More records, more power.
     bigger = lower_bound_at_threshold(
         np.concatenate([members, members]), np.concatenate([nonmembers, nonmembers]), 5.0,
-        delta=1e-5,
+        spec=BoundSpec(1e-5),
     )
     assert bigger.largest_possible_epsilon > at.largest_possible_epsilon
 
@@ -42,7 +40,7 @@ def test_no_bound_exceeds_the_largest_possible_epsilon() -> None:
         members = rng.normal(rng.uniform(0, 4), 1.0, n1)
         nonmembers = rng.normal(0.0, 1.0, n0)
         bound = lower_bound_at_threshold(
-            members, nonmembers, float(rng.uniform(-1, 4)), delta=1e-5
+            members, nonmembers, float(rng.uniform(-1, 4)), spec=BoundSpec(1e-5)
         )
         assert bound.epsilon_lower_bound <= bound.largest_possible_epsilon + 1e-12
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import subprocess
@@ -13,14 +12,13 @@ import numpy as np
 import pytest
 
 from privfed.audit import membership_metrics, write_audit_report
-from privfed.cli.audit import _DEFAULTS, AUDIT_INPUTS_FILENAME, register
+from privfed.cli import build_parser
+from privfed.cli.audit import _DEFAULTS, AUDIT_INPUTS_FILENAME
 from privfed.errors import ParameterError, ParameterTypeError
 
 
 def _run(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="privfed")
-    register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["audit", *argv])
+    args = build_parser().parse_args(["audit", *argv])
     return int(args.func(args))
 
 
@@ -221,10 +219,8 @@ def test_help_states_the_defaults_of_the_table(
 ) -> None:
     """``--help`` and the defaults actually used (``_DEFAULTS``) cannot disagree."""
     monkeypatch.setenv("COLUMNS", "400")  # no wrapping inside a value
-    parser = argparse.ArgumentParser(prog="privfed")
-    register(parser.add_subparsers(dest="command"))
     with pytest.raises(SystemExit):
-        parser.parse_args(["audit", "--help"])
+        build_parser().parse_args(["audit", "--help"])
     text = capsys.readouterr().out
     assert "(default: None)" not in text
     entries = _help_entries(text)

@@ -184,7 +184,7 @@ def test_release_with_caps_round_trips() -> None:
 
 def test_wrap_bound_is_kept_as_a_logarithm_where_the_float_underflows() -> None:
     from privfed.dp.distributed import log_wrap_probability, wrap_probability
-    from privfed.dp.distributed_blocks import ring_log_wrap_bound, ring_wrap_bound
+    from privfed.dp.distributed_blocks import RingBlocks, ring_log_wrap_bound, ring_wrap_bound
 
     args = {"ring_bits": 64, "mechanism": "skellam", "num_summands": 20, "dimension": 10}
     tiny = log_wrap_probability(noise=1e3, total_bound=10**6, **args)  # type: ignore[arg-type]
@@ -204,7 +204,8 @@ def test_wrap_bound_is_kept_as_a_logarithm_where_the_float_underflows() -> None:
         "dimensions": [4, 4],
         "total_bounds": [10**6, 0],
     }
-    log_p = ring_log_wrap_bound(noise=[1e3, 2.0**126 / 4000], **blocks)  # type: ignore[arg-type]
+    mixed = RingBlocks(noise=[1e3, 2.0**126 / 4000], **blocks)  # type: ignore[arg-type]
+    log_p = ring_log_wrap_bound(mixed)
     assert log_p == pytest.approx(math.log(math.exp(tiny) + math.exp(big) * 0.4), abs=1.0)
-    assert ring_wrap_bound(noise=[1e3, 2.0**126 / 4000], **blocks) == pytest.approx(math.exp(log_p))  # type: ignore[arg-type]
-    assert ring_log_wrap_bound(noise=[1e3, 1e3], **blocks) < -745.0  # type: ignore[arg-type]
+    assert ring_wrap_bound(mixed) == pytest.approx(math.exp(log_p))
+    assert ring_log_wrap_bound(RingBlocks(noise=[1e3, 1e3], **blocks)) < -745.0  # type: ignore[arg-type]

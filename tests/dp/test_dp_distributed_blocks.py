@@ -23,6 +23,7 @@ from scipy.special import logsumexp
 from privfed.dp import PartitionKey, PrivacyLedger, ddg_zcdp, skellam_zcdp
 from privfed.dp.distributed_blocks import (
     LAYER_SEED_BYTES,
+    RingBlocks,
     block_rdp,
     block_zcdp,
     calibrate_block_noise,
@@ -39,7 +40,7 @@ from privfed.dp.distributed_blocks import (
 from privfed.dp.rdp import RDP_ORDERS, rdp_epsilon
 from privfed.dp.releases.distributed_blocks import DistributedBlockRelease
 from privfed.dp.sensitivity import Adjacency
-from privfed.errors import CalibrationError, ParameterError, RingOverflowError
+from privfed.errors import CalibrationError, ParameterError, ParameterTypeError, RingOverflowError
 
 INTEGER_ORDERS = [float(a) for a in range(2, 65)]
 
@@ -480,20 +481,54 @@ def test_ring_bound_is_a_union_over_blocks_and_refuses_small_rings() -> None:
         "total_bounds": [2**40, 2**50],
         "num_summands": 20,
     }
-    p64 = ring_wrap_bound(ring_bits=64, **kwargs)  # type: ignore[arg-type]
+    p64 = ring_wrap_bound(RingBlocks(ring_bits=64, **kwargs))  # type: ignore[arg-type]
     assert p64 <= 2.0**-40
-    assert check_ring_blocks(ring_bits=64, **kwargs) == p64  # type: ignore[arg-type]
+    assert check_ring_blocks(RingBlocks(ring_bits=64, **kwargs)) == p64  # type: ignore[arg-type]
     # 2**17 of room above the exact totals, against a noise std of sqrt(20·2e8) ≈ 6.3e4.
     tight = {**kwargs, "total_bounds": [2**40, 2**51 - 2**17]}
-    assert ring_wrap_bound(ring_bits=52, **tight) > 2.0**-40  # type: ignore[arg-type]
+    assert ring_wrap_bound(RingBlocks(ring_bits=52, **tight)) > 2.0**-40  # type: ignore[arg-type]
     with pytest.raises(RingOverflowError):
-        check_ring_blocks(ring_bits=52, **tight)  # type: ignore[arg-type]
+        check_ring_blocks(RingBlocks(ring_bits=52, **tight))  # type: ignore[arg-type]
     # A bound below the exact totals' range: certain wrap.
-    assert ring_wrap_bound(ring_bits=40, **kwargs) == 1.0  # type: ignore[arg-type]
+    assert ring_wrap_bound(RingBlocks(ring_bits=40, **kwargs)) == 1.0  # type: ignore[arg-type]
     # The limit is a probability in (0, 1), as for check_ring: 1.5 would accept any ring.
     for limit in (0.0, 1.5, float("nan")):
         with pytest.raises(ParameterError, match="limit"):
-            check_ring_blocks(ring_bits=40, limit=limit, **kwargs)  # type: ignore[arg-type]
+            check_ring_blocks(RingBlocks(ring_bits=40, **kwargs), limit=limit)  # type: ignore[arg-type]
+
+
+def test_ring_blocks_check_their_fields() -> None:
+    good = {
+        "ring_bits": 64,
+        "mechanism": "skellam",
+        "noise": [1e6, 1e8],
+        "dimensions": [10, 100],
+        "total_bounds": [2**40, 2**50],
+        "num_summands": 20,
+    }
+    ring = RingBlocks(**good)  # type: ignore[arg-type]
+    assert ring.noise == (1e6, 1e8) and ring.dimensions == (10, 100)
+    assert ring.total_bounds == (2**40, 2**50)
+    bad: list[tuple[str, object, type[Exception]]] = [
+        ("ring_bits", 1, ParameterError),
+        ("ring_bits", 65, ParameterError),
+        ("ring_bits", 64.0, ParameterTypeError),
+        ("mechanism", "gaussian", ParameterError),
+        ("noise", [1e6], ParameterError),
+        ("noise", [1e6, -1.0], ParameterError),
+        ("noise", 1e6, ParameterTypeError),
+        ("dimensions", [10, 0], ParameterError),
+        ("total_bounds", [2**40], ParameterError),
+        ("total_bounds", [2**40, -1], ParameterError),
+        ("num_summands", 0, ParameterError),
+    ]
+    for name, value, error in bad:
+        with pytest.raises(error, match=name):
+            RingBlocks(**{**good, name: value})  # type: ignore[arg-type]
+    with pytest.raises(ParameterTypeError, match="ring"):
+        ring_wrap_bound(good)  # type: ignore[arg-type]
+    with pytest.raises(ParameterTypeError, match="ring"):
+        check_ring_blocks(good)  # type: ignore[arg-type]
 
 
 def test_only_the_skellam_curve_kinds_have_a_looser_rdp_export() -> None:

@@ -39,17 +39,16 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privfed._checks import (
-    check_int,
-    check_probability,
-    check_vector,
-)
-from privfed._records import field_dict
+from privfed._checks import check_instance, check_int, check_probability, check_seed, check_vector
+from privfed._records import field_dict, set_fields
 from privfed.audit._distributions import beta_isf, normal_isf, normal_ppf
 from privfed.errors import AuditError, ParameterError, ParameterTypeError
 
 __all__ = [
+    "HALF_SPLIT",
     "BoundObjective",
+    "BoundSpec",
+    "HeldOutSplit",
     "OneRunAudit",
     "PrivacyLowerBound",
     "ThresholdSelection",
@@ -125,6 +124,73 @@ _TRIAL_STATEMENTS: dict[TrialModel, str] = {
         "guesses a function of the scores only (Steinke, Nasr & Jagielski 2023)"
     ),
 }
+
+
+@dataclass(frozen=True)
+class BoundSpec:
+    """The δ of the claim a lower bound tests and the α it holds at.
+
+    Taken as one argument (``spec=``) by the threshold bounds
+    (:func:`lower_bound_at_threshold`, :func:`lower_bound_bonferroni`,
+    :func:`lower_bound_held_out`, :func:`empirical_privacy_lower_bound` and the
+    split bounds of :mod:`privfed.audit.splits`) and by the one-run audits
+    (:func:`one_run_audit`, :func:`privfed.audit.one_run_audit_selected`).
+    Checked here, once.
+
+    Attributes:
+        delta: δ of the (ε, δ) claim under test, in [0, 1).
+        significance: α in (0, 1); the bound holds with probability ≥ 1 − α.
+
+    Raises:
+        ParameterError, ParameterTypeError: A value outside its domain.
+    """
+
+    delta: float
+    significance: float = 0.05
+
+    def __post_init__(self) -> None:
+        set_fields(
+            self,
+            delta=check_probability("delta", self.delta, open_low=False, open_high=True),
+            significance=check_probability(
+                "significance", self.significance, open_low=True, open_high=True
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class HeldOutSplit:
+    """How one set of scores (or of canaries) is split into calibration and evaluation.
+
+    Taken as one argument (``split=``) by :func:`privfed.audit.lower_bound_random_split`,
+    :func:`privfed.audit.repeated_split_bounds` and
+    :func:`privfed.audit.one_run_audit_selected`.  Checked here, once.
+
+    Attributes:
+        calibration_fraction: The share (of each group, rounded down) that
+            chooses the threshold or guess rule, in (0, 1); the rest is evaluated.
+        seed: Seed of the split's permutation, an int ≥ 0 (the first of the K
+            seeds of :func:`privfed.audit.repeated_split_bounds`).
+
+    Raises:
+        ParameterError, ParameterTypeError: A value outside its domain.
+    """
+
+    calibration_fraction: float = 0.5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        set_fields(
+            self,
+            calibration_fraction=check_probability(
+                "calibration_fraction", self.calibration_fraction, open_low=True, open_high=True
+            ),
+            seed=check_seed("seed", self.seed),
+        )
+
+
+#: The default split: half of each group calibrates, seed 0.
+HALF_SPLIT = HeldOutSplit()
 
 
 @dataclass(frozen=True)
@@ -305,12 +371,6 @@ def _check_scores(
     )
 
 
-def _check_common(delta: Any, significance: Any) -> tuple[float, float]:
-    d = check_probability("delta", delta, open_low=False, open_high=True)
-    a = check_probability("significance", significance, open_low=True, open_high=True)
-    return d, a
-
-
 def _check_threshold(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
         raise ParameterTypeError(name, "a real number", value)
@@ -370,8 +430,7 @@ def lower_bound_at_threshold(
     nonmember_scores: ArrayLike,
     threshold: float,
     *,
-    delta: float,
-    significance: float = 0.05,
+    spec: BoundSpec,
 ) -> PrivacyLowerBound:
     """ε and μ lower bounds at one threshold fixed before the scores were seen.
 
@@ -379,21 +438,20 @@ def lower_bound_at_threshold(
         member_scores: Scores of members (the canary was included), shape (n1,).
         nonmember_scores: Scores of non-members, shape (n0,).
         threshold: ``score >= threshold`` ⇒ member.  Must not depend on these scores.
-        delta: δ of the claim under test, in [0, 1).
-        significance: α in (0, 1); the bound holds with probability ≥ 1 − α.
+        spec: δ of the claim under test and α of the bound (:class:`BoundSpec`).
 
     Returns:
         A :class:`PrivacyLowerBound` with ``selection=FIXED``.
     """
     members, nonmembers = _check_scores(member_scores, nonmember_scores)
     t = _check_threshold("threshold", threshold)
-    d, a = _check_common(delta, significance)
+    level = check_instance("spec", spec, BoundSpec)
     return _make(
         members,
         nonmembers,
         t,
-        delta=d,
-        significance=a,
+        delta=level.delta,
+        significance=level.significance,
         selection=ThresholdSelection.FIXED,
         num_thresholds=1,
     )
@@ -420,14 +478,14 @@ def _make_best(
     searched: tuple[NDArray[np.float64], NDArray[np.float64]],
     candidates: NDArray[np.float64],
     evaluated: tuple[NDArray[np.float64], NDArray[np.float64]],
-    delta: float,
-    significance: float,
+    spec: BoundSpec,
     objective: str,
     selection: ThresholdSelection,
     num_thresholds: int,
 ) -> PrivacyLowerBound:
     """Bound the ``evaluated`` (members, non-members) scores at the candidate that
     maximises the objective's lower bound on the ``searched`` scores."""
+    delta, significance = spec.delta, spec.significance
     per_rate = significance / (2.0 * num_thresholds)
     _, _, fpr_ub, fnr_ub = _bound_many(*searched, candidates, delta=delta, per_rate_alpha=per_rate)
     best = int(np.argmax(_objective_values(objective, fpr_ub, fnr_ub, delta)))
@@ -446,8 +504,7 @@ def lower_bound_bonferroni(
     nonmember_scores: ArrayLike,
     thresholds: ArrayLike,
     *,
-    delta: float,
-    significance: float = 0.05,
+    spec: BoundSpec,
     objective: BoundObjective = "epsilon",
 ) -> PrivacyLowerBound:
     """Best bound over k thresholds declared in advance, each tested at α/k.
@@ -456,8 +513,8 @@ def lower_bound_bonferroni(
         member_scores: Shape (n1,).
         nonmember_scores: Shape (n0,).
         thresholds: k ≥ 1 thresholds fixed before the scores were seen.
-        delta: δ in [0, 1).
-        significance: Overall α in (0, 1); every rate bound uses α/(2k).
+        spec: δ and the overall α (:class:`BoundSpec`); every rate bound
+            uses α/(2k).
         objective: Which bound picks the reported threshold (``"epsilon"`` or
             ``"mu"``); both bounds are reported at that threshold and both hold.
 
@@ -466,9 +523,9 @@ def lower_bound_bonferroni(
     """
     scores = _check_scores(member_scores, nonmember_scores)
     grid = check_vector("thresholds", thresholds)
-    d, a = _check_common(delta, significance)
+    level = check_instance("spec", spec, BoundSpec)
     obj = _check_objective(objective)
-    return _make_best(scores, grid, scores, d, a, obj, ThresholdSelection.BONFERRONI, grid.size)
+    return _make_best(scores, grid, scores, level, obj, ThresholdSelection.BONFERRONI, grid.size)
 
 
 def _candidate_thresholds(
@@ -486,8 +543,7 @@ def lower_bound_held_out(
     member_scores: ArrayLike,
     nonmember_scores: ArrayLike,
     *,
-    delta: float,
-    significance: float = 0.05,
+    spec: BoundSpec,
     objective: BoundObjective = "epsilon",
 ) -> PrivacyLowerBound:
     """Choose the threshold on a calibration split, bound on a disjoint split.
@@ -503,8 +559,7 @@ def lower_bound_held_out(
         calibration_nonmember_scores: Non-members of the calibration split, shape (c0,).
         member_scores: Members of the evaluation split, shape (n1,).
         nonmember_scores: Non-members of the evaluation split, shape (n0,).
-        delta: δ in [0, 1).
-        significance: α in (0, 1).
+        spec: δ and α (:class:`BoundSpec`).
         objective: ``"epsilon"`` or ``"mu"``.
 
     Returns:
@@ -513,10 +568,12 @@ def lower_bound_held_out(
     cal_m = check_vector("calibration_member_scores", calibration_member_scores)
     cal_n = check_vector("calibration_nonmember_scores", calibration_nonmember_scores)
     scores = _check_scores(member_scores, nonmember_scores)
-    d, a = _check_common(delta, significance)
+    level = check_instance("spec", spec, BoundSpec)
     obj = _check_objective(objective)
     candidates = _candidate_thresholds(cal_m, cal_n)
-    return _make_best((cal_m, cal_n), candidates, scores, d, a, obj, ThresholdSelection.HELD_OUT, 1)
+    return _make_best(
+        (cal_m, cal_n), candidates, scores, level, obj, ThresholdSelection.HELD_OUT, 1
+    )
 
 
 def empirical_privacy_lower_bound(
@@ -524,8 +581,7 @@ def empirical_privacy_lower_bound(
     nonmember_scores: ArrayLike,
     *,
     selection: ThresholdSelection,
-    delta: float,
-    significance: float = 0.05,
+    spec: BoundSpec,
     threshold: float | None = None,
     thresholds: ArrayLike | None = None,
     calibration_member_scores: ArrayLike | None = None,
@@ -540,8 +596,7 @@ def empirical_privacy_lower_bound(
         selection: The threshold rule.  ``FIXED`` needs ``threshold``;
             ``BONFERRONI`` needs ``thresholds``; ``HELD_OUT`` needs both
             calibration arrays.  Arguments another rule needs are refused.
-        delta: δ in [0, 1).
-        significance: α in (0, 1).
+        spec: δ and α (:class:`BoundSpec`).
         threshold: See ``selection``.
         thresholds: See ``selection``.
         calibration_member_scores: See ``selection``.
@@ -573,9 +628,7 @@ def empirical_privacy_lower_bound(
     if selection is ThresholdSelection.FIXED:
         if threshold is None:
             raise ParameterError("threshold", "a real number when selection is fixed", None)
-        return lower_bound_at_threshold(
-            member_scores, nonmember_scores, threshold, delta=delta, significance=significance
-        )
+        return lower_bound_at_threshold(member_scores, nonmember_scores, threshold, spec=spec)
     if selection is ThresholdSelection.BONFERRONI:
         if thresholds is None:
             raise ParameterError("thresholds", "an array when selection is bonferroni", None)
@@ -583,8 +636,7 @@ def empirical_privacy_lower_bound(
             member_scores,
             nonmember_scores,
             thresholds,
-            delta=delta,
-            significance=significance,
+            spec=spec,
             objective=objective,
         )
     if calibration_member_scores is None or calibration_nonmember_scores is None:
@@ -598,8 +650,7 @@ def empirical_privacy_lower_bound(
         calibration_nonmember_scores,
         member_scores,
         nonmember_scores,
-        delta=delta,
-        significance=significance,
+        spec=spec,
         objective=objective,
     )
 
@@ -819,8 +870,7 @@ def one_run_audit(
     canary_included: ArrayLike,
     *,
     num_guesses: int,
-    delta: float,
-    significance: float = 0.05,
+    spec: BoundSpec,
     guess_in_fraction: float = 0.5,
 ) -> OneRunAudit:
     """One-run audit from canary scores (Steinke, Nasr & Jagielski 2023, arXiv:2305.08846).
@@ -841,8 +891,7 @@ def one_run_audit(
         canary_scores: Scores of the m canaries, shape (m,), finite.
         canary_included: Whether each canary was included, bool array (m,).
         num_guesses: r in [1, m].
-        delta: δ in [0, 1).
-        significance: α in (0, 1).
+        spec: δ and α (:class:`BoundSpec`).
         guess_in_fraction: f in [0, 1]: the share of the r guesses that are "in"
             (default ½, the even split).
 
@@ -855,8 +904,8 @@ def one_run_audit(
     if r > m:
         raise ParameterError("num_guesses", f"an int in [1, {m}]", num_guesses)
     f = check_probability("guess_in_fraction", guess_in_fraction, open_low=False, open_high=False)
-    d = check_probability("delta", delta, open_low=False, open_high=True)
-    alpha = check_probability("significance", significance, open_low=True, open_high=True)
+    level = check_instance("spec", spec, BoundSpec)
+    d, alpha = level.delta, level.significance
     r_in = math.floor(f * r)
     correct = _correct_guesses(scores, included, r, r_in)
     return OneRunAudit(

@@ -61,8 +61,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from privfed._checks import check_float, check_int, check_probability, check_seed
-from privfed.audit.bounds import PrivacyLowerBound, lower_bound_held_out
+from privfed._checks import check_float, check_instance, check_int, check_probability, check_seed
+from privfed._records import set_fields
+from privfed.audit.bounds import BoundSpec, PrivacyLowerBound, lower_bound_held_out
 from privfed.errors import AuditError, ParameterError, ParameterTypeError
 
 __all__ = [
@@ -73,6 +74,7 @@ __all__ = [
     "CanaryAuditResult",
     "CanaryGame",
     "CanaryRelease",
+    "LatentCanaryNoise",
     "NoiseSampler",
     "ReleaseComponent",
     "SimulationMode",
@@ -133,18 +135,17 @@ class AuditTrials:
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        checked = {
-            "num_trials": check_int("num_trials", self.num_trials, minimum=100, numpy=True),
-            "num_calibration_trials": check_int(
+        set_fields(
+            self,
+            num_trials=check_int("num_trials", self.num_trials, minimum=100, numpy=True),
+            num_calibration_trials=check_int(
                 "num_calibration_trials", self.num_calibration_trials, minimum=100, numpy=True
             ),
-            "significance": check_probability(
+            significance=check_probability(
                 "significance", self.significance, open_low=True, open_high=True
             ),
-            "seed": check_seed("seed", self.seed),
-        }
-        for name, value in checked.items():
-            object.__setattr__(self, name, value)
+            seed=check_seed("seed", self.seed),
+        )
 
 
 #: Default of :func:`audit_canary_game` and the real-release self-audits (each trial
@@ -152,12 +153,6 @@ class AuditTrials:
 RELEASE_CODE_TRIALS = AuditTrials()
 #: Default of the simulated audits (:func:`audit_gaussian_release`): trials are cheap there.
 SIMULATION_TRIALS = AuditTrials(num_trials=200_000, num_calibration_trials=50_000)
-
-
-def _check_trials(trials: object) -> AuditTrials:
-    if not isinstance(trials, AuditTrials):
-        raise ParameterTypeError("trials", "an AuditTrials", trials)
-    return trials
 
 
 class SimulationMode(enum.Enum):
@@ -486,7 +481,7 @@ def audit_gaussian_release(
         else check_float("claimed_epsilon", claimed_epsilon, low=0)
     )
     scale = check_float("noise_scale", noise_scale, low=0, open_low=True)
-    t = _check_trials(trials)
+    t = check_instance("trials", trials, AuditTrials)
     n, c, alpha = t.num_trials, t.num_calibration_trials, t.significance
     _check_simulation(mode, noise_sampler)
     rng = np.random.default_rng(t.seed)
@@ -504,12 +499,9 @@ def audit_gaussian_release(
         for trials in (c, n)
         for canary_in in (True, False)
     ]
-    mu_bound = lower_bound_held_out(
-        cal_in, cal_out, ev_in, ev_out, delta=d, significance=alpha, objective="mu"
-    )
-    eps_bound = lower_bound_held_out(
-        cal_in, cal_out, ev_in, ev_out, delta=d, significance=alpha, objective="epsilon"
-    )
+    spec = BoundSpec(d, alpha)
+    mu_bound = lower_bound_held_out(cal_in, cal_out, ev_in, ev_out, spec=spec, objective="mu")
+    eps_bound = lower_bound_held_out(cal_in, cal_out, ev_in, ev_out, spec=spec, objective="epsilon")
     return CanaryAuditResult(
         claimed_mu=mu,
         claimed_epsilon=eps,
@@ -707,8 +699,7 @@ def _select_and_bound(
     ev_in: NDArray[np.float64],
     ev_out: NDArray[np.float64],
     *,
-    delta: float,
-    significance: float,
+    spec: BoundSpec,
     objective: Any,
 ) -> tuple[str, PrivacyLowerBound]:
     """Pick the attack on the calibration split alone, then bound it on the evaluation split.
@@ -723,7 +714,7 @@ def _select_and_bound(
         for a in range(len(names)):
             on_calibration = lower_bound_held_out(
                 cal_in[:, a], cal_out[:, a], cal_in[:, a], cal_out[:, a],
-                delta=delta, significance=significance, objective=objective,
+                spec=spec, objective=objective,
             )  # fmt: skip
             values.append(
                 on_calibration.mu_lower_bound
@@ -733,7 +724,7 @@ def _select_and_bound(
         best = int(np.argmax(values))
     bound = lower_bound_held_out(
         cal_in[:, best], cal_out[:, best], ev_in[:, best], ev_out[:, best],
-        delta=delta, significance=significance, objective=objective,
+        spec=spec, objective=objective,
     )  # fmt: skip
     return names[best], bound
 
@@ -777,9 +768,8 @@ def audit_canary_game(
         ParameterError, ParameterTypeError: An argument is outside its domain.
         AuditError: The release returned values of the wrong shape or non-finite ones.
     """
-    if not isinstance(game, CanaryGame):
-        raise ParameterTypeError("game", "a CanaryGame", game)
-    t = _check_trials(trials)
+    check_instance("game", game, CanaryGame)
+    t = check_instance("trials", trials, AuditTrials)
     n, c, alpha = t.num_trials, t.num_calibration_trials, t.significance
     rng = None if t.seed is None else np.random.default_rng(t.seed)
     names, weights, norms = _game_attacks(game)
@@ -790,11 +780,12 @@ def audit_canary_game(
     cal_in, cal_out = scores(True, c), scores(False, c)
     ev_in, ev_out = scores(True, n), scores(False, n)
     d = game.delta
+    spec = BoundSpec(d, alpha)
     mu_attack, mu_bound = _select_and_bound(
-        names, cal_in, cal_out, ev_in, ev_out, delta=d, significance=alpha, objective="mu"
+        names, cal_in, cal_out, ev_in, ev_out, spec=spec, objective="mu"
     )
     eps_attack, eps_bound = _select_and_bound(
-        names, cal_in, cal_out, ev_in, ev_out, delta=d, significance=alpha, objective="epsilon"
+        names, cal_in, cal_out, ev_in, ev_out, spec=spec, objective="epsilon"
     )
     return CanaryAuditResult(
         claimed_mu=game.claimed_mu,
@@ -814,22 +805,73 @@ def audit_canary_game(
     )
 
 
-def worst_case_latent_records(
-    *,
-    clip_norm: float,
-    dim: int,
-    noise_std_sum: float,
-    noise_std_second_moment: float,
-    adjacency: Any,
-) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
-    """The records of the worst-case canary pair of :func:`worst_case_latent_canary`.
+@dataclass(frozen=True)
+class LatentCanaryNoise:
+    """What the worst-case latent canary reads of a release: its clip bound, size and noise.
 
-    Args:
+    The one argument of :func:`worst_case_latent_records` and
+    :func:`worst_case_latent_canary`; :meth:`of` reads it off a
+    ``LatentReleasePlan`` (or any object with its attributes).  Checked here, once.
+
+    Attributes:
         clip_norm: R, finite, > 0 (latent units).
         dim: d ≥ 1.
         noise_std_sum: σ_s > 0.
         noise_std_second_moment: σ_m > 0.
         adjacency: A ``privfed.dp.Adjacency`` member.
+        noise_std_count: σ_c > 0, or None (0 is stored as None) when counts are public.
+
+    Raises:
+        ParameterError, ParameterTypeError: A value outside its domain.
+    """
+
+    clip_norm: float
+    dim: int
+    noise_std_sum: float
+    noise_std_second_moment: float
+    adjacency: Any
+    noise_std_count: float | None = None
+
+    def __post_init__(self) -> None:
+        from privfed.dp import Adjacency
+
+        count = self.noise_std_count
+        set_fields(
+            self,
+            clip_norm=check_float("clip_norm", self.clip_norm, low=0, open_low=True),
+            dim=check_int("dim", self.dim, minimum=1, numpy=True),
+            noise_std_sum=check_float("noise_std_sum", self.noise_std_sum, low=0, open_low=True),
+            noise_std_second_moment=check_float(
+                "noise_std_second_moment", self.noise_std_second_moment, low=0, open_low=True
+            ),
+            noise_std_count=None
+            if count in (None, 0, 0.0)
+            else check_float("noise_std_count", count, low=0, open_low=True),
+        )
+        if not isinstance(self.adjacency, Adjacency):
+            raise ParameterTypeError("adjacency", "a privfed.dp.Adjacency member", self.adjacency)
+
+    @classmethod
+    def of(cls, plan: Any) -> LatentCanaryNoise:
+        """The noise of a ``LatentReleasePlan`` (any object with its attributes)."""
+        return cls(
+            plan.clip_norm,
+            plan.dim,
+            plan.noise_std_sum,
+            plan.noise_std_second_moment,
+            plan.adjacency,
+            plan.noise_std_count,
+        )
+
+
+def worst_case_latent_records(
+    noise: LatentCanaryNoise,
+) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
+    """The records of the worst-case canary pair of :func:`worst_case_latent_canary`.
+
+    Args:
+        noise: The release's clip bound, dimension, noise stds and adjacency
+            (:class:`LatentCanaryNoise`).
 
     Returns:
         ``(z, z_prime)``: the canary ``z = R·e₁`` (float64 ``(d,)``, norm R) and
@@ -839,15 +881,12 @@ def worst_case_latent_records(
     """
     from privfed.dp import Adjacency
 
-    r = check_float("clip_norm", clip_norm, low=0, open_low=True)
-    d = check_int("dim", dim, minimum=1, numpy=True)
-    s_sum = check_float("noise_std_sum", noise_std_sum, low=0, open_low=True)
-    s_m = check_float("noise_std_second_moment", noise_std_second_moment, low=0, open_low=True)
-    if not isinstance(adjacency, Adjacency):
-        raise ParameterTypeError("adjacency", "a privfed.dp.Adjacency member", adjacency)
+    checked = check_instance("noise", noise, LatentCanaryNoise)
+    r, d = checked.clip_norm, checked.dim
+    s_sum, s_m = checked.noise_std_sum, checked.noise_std_second_moment
     z = np.zeros(d)
     z[0] = r
-    if adjacency is Adjacency.ADD_REMOVE:
+    if checked.adjacency is Adjacency.ADD_REMOVE:
         return z, None
     cos = max(-(s_m**2) / (2.0 * s_sum**2 * r**2), -1.0)
     if d < 2 and cos > -1.0:
@@ -859,15 +898,7 @@ def worst_case_latent_records(
     return z, z_prime
 
 
-def worst_case_latent_canary(
-    *,
-    clip_norm: float,
-    dim: int,
-    noise_std_sum: float,
-    noise_std_second_moment: float,
-    noise_std_count: float | None,
-    adjacency: Any,
-) -> tuple[ReleaseComponent, ...]:
+def worst_case_latent_canary(noise: LatentCanaryNoise) -> tuple[ReleaseComponent, ...]:
     """The canary that maximises the whitened change of the latent-statistic release.
 
     The release of one class is ``(Σz + N(0, σ_s² I_d), Σzzᵀ + N(0, σ_m² I_{d²}),
@@ -881,33 +912,18 @@ def worst_case_latent_canary(
     * ADD_REMOVE: z = R·e₁ is added; the count moves by one.
 
     Args:
-        clip_norm: R, finite, > 0 (latent units).
-        dim: d ≥ 1.
-        noise_std_sum: σ_s > 0.
-        noise_std_second_moment: σ_m > 0.
-        noise_std_count: σ_c > 0, or None / 0 when counts are public (REPLACE_ONE).
-        adjacency: A ``privfed.dp.Adjacency`` member.
+        noise: The release's clip bound, dimension, noise stds and adjacency
+            (:class:`LatentCanaryNoise`; ``noise_std_count`` is needed under ADD_REMOVE).
 
     Returns:
         The release blocks with the canary's shift: ``sum`` (d), ``second_moment``
         (d²) and, under ADD_REMOVE, ``count`` (1).
     """
-    z, z_prime = worst_case_latent_records(
-        clip_norm=clip_norm,
-        dim=dim,
-        noise_std_sum=noise_std_sum,
-        noise_std_second_moment=noise_std_second_moment,
-        adjacency=adjacency,
-    )
-    s_sum, s_m = float(noise_std_sum), float(noise_std_second_moment)
-    s_c = (
-        None
-        if noise_std_count in (None, 0, 0.0)
-        else check_float("noise_std_count", noise_std_count, low=0, open_low=True)
-    )
+    z, z_prime = worst_case_latent_records(noise)
+    s_sum, s_m, s_c = noise.noise_std_sum, noise.noise_std_second_moment, noise.noise_std_count
     if z_prime is None:  # ADD_REMOVE
         if s_c is None:
-            raise ParameterError("noise_std_count", "> 0 under ADD_REMOVE", noise_std_count)
+            raise ParameterError("noise_std_count", "> 0 under ADD_REMOVE", s_c)
         return (
             ReleaseComponent("sum", s_sum, z),
             ReleaseComponent("second_moment", s_m, np.outer(z, z).ravel()),
@@ -959,14 +975,7 @@ def audit_latent_release(plan: Any, **kwargs: Any) -> CanaryAuditResult:
         raise ParameterTypeError("plan", "a LatentReleasePlan", plan)
     if getattr(plan, "private_labels", False):
         raise ParameterError("plan", "a plan with public labels", "private_labels=True")
-    components = worst_case_latent_canary(
-        clip_norm=plan.clip_norm,
-        dim=plan.dim,
-        noise_std_sum=plan.noise_std_sum,
-        noise_std_second_moment=plan.noise_std_second_moment,
-        noise_std_count=plan.noise_std_count,
-        adjacency=plan.adjacency,
-    )
+    components = worst_case_latent_canary(LatentCanaryNoise.of(plan))
     return audit_gaussian_release(
         components,
         claimed_mu=float(plan.mu),

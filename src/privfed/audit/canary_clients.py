@@ -51,11 +51,13 @@ from privfed._atomic import atomic_write_text
 from privfed._checks import (
     check_delta,
     check_float,
+    check_instance,
     check_int,
     check_probability,
     check_seed,
     check_vector,
 )
+from privfed._records import set_fields
 from privfed.audit.metrics import ConfidenceInterval
 from privfed.errors import ParameterError
 
@@ -63,6 +65,7 @@ __all__ = [
     "CANARY_CLIENT_MODEL",
     "CanaryClientEstimate",
     "CanaryClients",
+    "CanaryEstimateSpec",
     "audit_training_run",
     "canary_client_epsilon",
 ]
@@ -75,6 +78,37 @@ CANARY_CLIENT_MODEL = (
     "spread); neither a lower nor an upper bound with guaranteed confidence"
 )
 _APPROXIMATION = "mu-GDP with mu = (mean_canary - mean_null) / std_null (common spread std_null)"
+
+
+@dataclass(frozen=True)
+class CanaryEstimateSpec:
+    """What a canary-client estimate reports: ε at which δ, and its bootstrap interval.
+
+    Taken as one argument (``spec=``) by :func:`canary_client_epsilon`,
+    :meth:`CanaryClients.estimate` and :func:`audit_training_run`.  Checked here, once.
+
+    Attributes:
+        delta: δ of the estimate, in (0, 1).
+        confidence: Nominal coverage of the bootstrap interval, in (0, 1).
+        num_bootstrap: Bootstrap resamples, >= 100.
+
+    Raises:
+        ParameterError, ParameterTypeError: A value outside its domain.
+    """
+
+    delta: float
+    confidence: float = 0.95
+    num_bootstrap: int = 1000
+
+    def __post_init__(self) -> None:
+        set_fields(
+            self,
+            delta=check_delta(self.delta),
+            confidence=check_probability(
+                "confidence", self.confidence, open_low=True, open_high=True
+            ),
+            num_bootstrap=check_int("num_bootstrap", self.num_bootstrap, minimum=100),
+        )
 
 
 @dataclass(frozen=True)
@@ -158,9 +192,7 @@ def canary_client_epsilon(
     cosines: object,
     null_cosines: object,
     *,
-    delta: float,
-    confidence: float = 0.95,
-    num_bootstrap: int = 1000,
+    spec: CanaryEstimateSpec,
     seed: int | None = 0,
 ) -> CanaryClientEstimate:
     """The Andrew et al. ε estimate from canary and null cosines (module notes).
@@ -168,9 +200,8 @@ def canary_client_epsilon(
     Args:
         cosines: The k >= 2 canary cosines (finite).
         null_cosines: The k' >= 2 cosines of unseen random directions (finite).
-        delta: δ of the estimate, in (0, 1).
-        confidence: Nominal coverage of the bootstrap interval, in (0, 1).
-        num_bootstrap: Bootstrap resamples, >= 100.
+        spec: δ, the interval's coverage and its bootstrap resamples
+            (:class:`CanaryEstimateSpec`).
         seed: Seed of the bootstrap (``None``: fresh entropy).
 
     Raises:
@@ -180,9 +211,8 @@ def canary_client_epsilon(
     """
     canary = check_vector("cosines", cosines, min_size=2)
     null = check_vector("null_cosines", null_cosines, min_size=2)
-    d = check_delta(delta)
-    level = check_probability("confidence", confidence, open_low=True, open_high=True)
-    draws = check_int("num_bootstrap", num_bootstrap, minimum=100)
+    checked = check_instance("spec", spec, CanaryEstimateSpec)
+    d, level, draws = checked.delta, checked.confidence, checked.num_bootstrap
     rng = np.random.default_rng(check_seed("seed", seed))
     if float(null.std()) == 0.0:
         raise ParameterError("null_cosines", "cosines with a positive spread", "all equal")
@@ -291,9 +321,7 @@ class CanaryClients:
         initial: object,
         final: object,
         *,
-        delta: float,
-        confidence: float = 0.95,
-        num_bootstrap: int = 1000,
+        spec: CanaryEstimateSpec,
     ) -> CanaryClientEstimate:
         """The ε estimate of the run from ``initial`` to ``final`` (module notes).
 
@@ -301,10 +329,7 @@ class CanaryClients:
         :func:`canary_client_epsilon` for the errors.
         """
         canary, null = self.cosines(initial, final)
-        result = canary_client_epsilon(
-            canary, null, delta=delta, confidence=confidence, num_bootstrap=num_bootstrap,
-            seed=self.seed,
-        )  # fmt: skip
+        result = canary_client_epsilon(canary, null, spec=spec, seed=self.seed)
         return replace(result, participation=self.participation)
 
 
@@ -313,8 +338,7 @@ def audit_training_run(
     initial: object,
     final: object,
     *,
-    delta: float,
-    confidence: float = 0.95,
+    spec: CanaryEstimateSpec,
     output_dir: str | Path | None = None,
 ) -> CanaryClientEstimate:
     """Estimate a finished run's ε and record it beside its ``dp_training.json``.
@@ -327,7 +351,7 @@ def audit_training_run(
     otherwise ``canary_client_estimate.json`` is written there.  Call it after
     the last round (``DistributedDP`` rewrites its file each round).
     """
-    result = canaries.estimate(initial, final, delta=delta, confidence=confidence)
+    result = canaries.estimate(initial, final, spec=spec)
     if output_dir is not None:
         folder = Path(output_dir)
         folder.mkdir(parents=True, exist_ok=True)

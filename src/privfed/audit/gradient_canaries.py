@@ -53,7 +53,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from privfed._checks import check_float, check_int, check_probability, check_seed
-from privfed.audit.bounds import OneRunAudit
+from privfed.audit.bounds import BoundSpec, HeldOutSplit, OneRunAudit
 from privfed.audit.one_run import OneRunSelection, one_run_audit_selected
 from privfed.errors import ParameterError
 
@@ -230,8 +230,7 @@ class DiracGradientCanaries:
         return one_run_audit_selected(
             values,
             self.included,
-            delta=delta,
-            significance=significance,
+            spec=BoundSpec(delta, significance),
             selection=selection,
-            seed=seed,
+            split=HeldOutSplit(seed=seed),
         )

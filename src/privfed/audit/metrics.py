@@ -36,17 +36,20 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from privfed._checks import (
+    check_instance,
     check_int,
     check_probability,
     check_seed,
     check_vector,
 )
-from privfed._records import field_dict
+from privfed._records import field_dict, set_fields
 from privfed.audit._distributions import beta_isf, beta_ppf, midranks, normal_isf
 from privfed.errors import ParameterError
 
 __all__ = [
     "DEFAULT_FPRS",
+    "DELONG_INTERVAL",
+    "AucInterval",
     "AucIntervalMethod",
     "ConfidenceInterval",
     "MembershipMetrics",
@@ -74,6 +77,43 @@ class AucIntervalMethod(enum.Enum):
     DELONG = "delong"
     #: Percentile bootstrap, members and non-members resampled separately (seeded).
     BOOTSTRAP = "bootstrap"
+
+
+@dataclass(frozen=True)
+class AucInterval:
+    """How the AUC's confidence interval is built: the method, and the bootstrap's settings.
+
+    Taken as one argument by :func:`auc_with_interval` (``interval=``) and
+    :func:`membership_metrics` (``auc_interval=``).  Checked here, once.
+
+    Attributes:
+        method: :attr:`AucIntervalMethod.DELONG` (normal approximation; slightly
+            anti-conservative for tiny samples or AUC near 0 or 1) or
+            :attr:`AucIntervalMethod.BOOTSTRAP` (percentile; seeded).
+        num_bootstrap: Bootstrap replicates (≥ 100), bootstrap only.
+        seed: Seed of the bootstrap resampler, an int ≥ 0; ``None`` draws fresh
+            entropy.  Used only by the bootstrap; never appears in results.
+
+    Raises:
+        ParameterError, ParameterTypeError: A value outside its domain.
+    """
+
+    method: AucIntervalMethod = AucIntervalMethod.DELONG
+    num_bootstrap: int = 1000
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.method, AucIntervalMethod):
+            raise ParameterError("method", "an AucIntervalMethod", self.method)
+        set_fields(
+            self,
+            num_bootstrap=check_int("num_bootstrap", self.num_bootstrap, minimum=100, numpy=True),
+            seed=check_seed("seed", self.seed),
+        )
+
+
+#: The default AUC interval: DeLong's.
+DELONG_INTERVAL = AucInterval()
 
 
 @dataclass(frozen=True)
@@ -278,9 +318,7 @@ def auc_with_interval(
     nonmember_scores: ArrayLike,
     *,
     confidence: float = 0.95,
-    method: AucIntervalMethod = AucIntervalMethod.DELONG,
-    num_bootstrap: int = 1000,
-    seed: int | None = None,
+    interval: AucInterval = DELONG_INTERVAL,
 ) -> ConfidenceInterval:
     """AUC with a two-sided confidence interval.
 
@@ -288,12 +326,8 @@ def auc_with_interval(
         member_scores: Shape (n1,), finite, n1 ≥ 2.
         nonmember_scores: Shape (n0,), finite, n0 ≥ 2.
         confidence: Coverage in (0, 1).
-        method: :attr:`AucIntervalMethod.DELONG` (normal approximation; slightly
-            anti-conservative for tiny samples or AUC near 0 or 1) or
-            :attr:`AucIntervalMethod.BOOTSTRAP` (percentile; seeded).
-        num_bootstrap: Bootstrap replicates (≥ 100), bootstrap only.
-        seed: Seed of the bootstrap resampler; ``None`` draws fresh entropy.
-            Used only by the bootstrap; never appears in results.
+        interval: The method, and the bootstrap's replicates and seed
+            (:class:`AucInterval`; default DeLong's).
 
     Returns:
         The interval, clipped to [0, 1].
@@ -301,10 +335,8 @@ def auc_with_interval(
     members = check_vector("member_scores", member_scores, min_size=2)
     nonmembers = check_vector("nonmember_scores", nonmember_scores, min_size=2)
     level = check_probability("confidence", confidence, open_low=True, open_high=True)
-    if not isinstance(method, AucIntervalMethod):
-        raise ParameterError("method", "an AucIntervalMethod", method)
-    replicates = check_int("num_bootstrap", num_bootstrap, minimum=100, numpy=True)
-    rng_seed = check_seed("seed", seed)
+    spec = check_instance("interval", interval, AucInterval)
+    method, replicates, rng_seed = spec.method, spec.num_bootstrap, spec.seed
     v10, v01 = _placements(members, nonmembers)
     estimate = float(np.mean(v10))
     if method is AucIntervalMethod.DELONG:
@@ -498,9 +530,7 @@ def membership_metrics(
     *,
     fprs: tuple[float, ...] = DEFAULT_FPRS,
     confidence: float = 0.95,
-    auc_method: AucIntervalMethod = AucIntervalMethod.DELONG,
-    num_bootstrap: int = 1000,
-    seed: int | None = None,
+    auc_interval: AucInterval = DELONG_INTERVAL,
 ) -> MembershipMetrics:
     """Compute ROC, AUC (with interval) and TPR at each FPR (with intervals).
 
@@ -510,9 +540,7 @@ def membership_metrics(
         fprs: Target FPRs, each in (0, 1).  Those the sample cannot resolve are
             still reported, with ``supported=False`` and a note.
         confidence: Coverage of every interval, in (0, 1).
-        auc_method: How the AUC interval is built.
-        num_bootstrap: Bootstrap replicates (bootstrap only).
-        seed: Bootstrap seed (bootstrap only).
+        auc_interval: How the AUC interval is built (:class:`AucInterval`).
 
     Returns:
         A frozen, JSON-serialisable :class:`MembershipMetrics`.
@@ -524,14 +552,7 @@ def membership_metrics(
         check_probability(f"fprs[{i}]", f, open_low=True, open_high=True)
         for i, f in enumerate(fprs)
     )
-    auc = auc_with_interval(
-        members,
-        nonmembers,
-        confidence=level,
-        method=auc_method,
-        num_bootstrap=num_bootstrap,
-        seed=seed,
-    )
+    auc = auc_with_interval(members, nonmembers, confidence=level, interval=auc_interval)
     desc = np.sort(nonmembers)[::-1]
     rows = tuple(_tpr_at_fpr(members, desc, t, level) for t in targets)
     roc = _roc(members, nonmembers)

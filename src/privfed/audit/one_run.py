@@ -5,7 +5,7 @@ share of "in" guesses as given.  Choosing them after looking at the scores
 and the inclusion bits of the same canaries inflates the bound, so
 :func:`one_run_audit_selected` offers the two valid ways:
 
-* ``"held-out"``: a random half of the canaries (drawn from ``seed``,
+* ``"held-out"``: a random half of the canaries (drawn from ``split.seed``,
   independently of the inclusion bits) chooses the rule; the bound is
   computed on the other half with the full α.  This is valid because the
   calibration canaries' bits may be treated as known (fixed) data: the
@@ -26,8 +26,11 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privfed._checks import check_probability, check_seed
+from privfed._checks import check_instance, check_probability
 from privfed.audit.bounds import (
+    HALF_SPLIT,
+    BoundSpec,
+    HeldOutSplit,
     OneRunAudit,
     _check_canaries,
     _correct_guesses,
@@ -83,13 +86,11 @@ def one_run_audit_selected(
     canary_scores: ArrayLike,
     canary_included: ArrayLike,
     *,
-    delta: float,
-    significance: float = 0.05,
+    spec: BoundSpec,
     selection: OneRunSelection = "held-out",
     guess_fractions: tuple[float, ...] = DEFAULT_GUESS_FRACTIONS,
     in_fractions: tuple[float, ...] = DEFAULT_IN_FRACTIONS,
-    calibration_fraction: float = 0.5,
-    seed: int = 0,
+    split: HeldOutSplit = HALF_SPLIT,
 ) -> OneRunAudit:
     """One-run ε lower bound with the guess rule (r and the in/out split) chosen validly.
 
@@ -100,15 +101,16 @@ def one_run_audit_selected(
         canary_scores: Scores of the m canaries, shape (m,), higher ⇒ "in".
         canary_included: The inclusion bits, bool (m,); each canary must have been
             included independently with probability ½.
-        delta: δ in [0, 1).
-        significance: α in (0, 1), the whole α of the reported bound.
-        selection: ``"held-out"`` (choose on a random ``calibration_fraction`` of the
+        spec: δ and α, the whole α of the reported bound
+            (:class:`~privfed.audit.bounds.BoundSpec`).
+        selection: ``"held-out"`` (choose on a random ``split.calibration_fraction`` of the
             canaries, bound on the rest) or ``"bonferroni"`` (best of the k rules on
             all canaries, each at α/k).
         guess_fractions: The declared g values, each in (0, 1].
         in_fractions: The declared f values, each in [0, 1].
-        calibration_fraction: Held-out share of canaries choosing the rule, in (0, 1).
-        seed: Seed of the held-out split (drawn independently of the bits).
+        split: The held-out share of canaries choosing the rule and the seed of
+            that split, drawn independently of the bits
+            (:class:`~privfed.audit.bounds.HeldOutSplit`; ``"held-out"`` only).
 
     Returns:
         A :class:`~privfed.audit.bounds.OneRunAudit` stating the rule chosen.
@@ -117,8 +119,8 @@ def one_run_audit_selected(
         ParameterError: Bad arguments, or too few canaries for a held-out split.
     """
     scores, included = _check_canaries(canary_scores, canary_included)
-    d = check_probability("delta", delta, open_low=False, open_high=True)
-    alpha = check_probability("significance", significance, open_low=True, open_high=True)
+    level = check_instance("spec", spec, BoundSpec)
+    d, alpha = level.delta, level.significance
     rules = _rules(tuple(guess_fractions), tuple(in_fractions))
     if selection == "bonferroni":
         per_rule = alpha / len(rules)
@@ -126,10 +128,8 @@ def one_run_audit_selected(
         evaluated = max(results, key=lambda item: (item[0], item[1]))
         m, k, c = scores.size, len(rules), 0
     elif selection == "held-out":
-        share = check_probability(
-            "calibration_fraction", calibration_fraction, open_low=True, open_high=True
-        )
-        order = np.random.default_rng(check_seed("seed", seed)).permutation(scores.size)
+        share = check_instance("split", split, HeldOutSplit).calibration_fraction
+        order = np.random.default_rng(split.seed).permutation(scores.size)
         c = int(scores.size * share)
         if c < 1 or scores.size - c < 1:
             raise ParameterError("canary_scores", "at least 2 canaries for a held-out split", c)

@@ -41,7 +41,7 @@ from privfed._checks import (
 from privfed.audit._distributions import normal_logpdf
 from privfed.audit._progress import progress_ticker
 from privfed.audit._results import attack_result_dict
-from privfed.audit.bounds import PrivacyLowerBound, TrialModel
+from privfed.audit.bounds import BoundSpec, HeldOutSplit, PrivacyLowerBound, TrialModel
 from privfed.audit.metrics import DEFAULT_FPRS, MembershipMetrics, membership_metrics
 from privfed.audit.splits import lower_bound_random_split
 from privfed.errors import AuditError, ParameterError, ParameterTypeError
@@ -429,9 +429,8 @@ def reference_model_attack(
                 bound=lower_bound_random_split(
                     members,
                     nonmembers,
-                    delta=delta,
-                    significance=significance,
-                    seed=split_seed,
+                    spec=BoundSpec(delta, significance),
+                    split=HeldOutSplit(seed=split_seed),
                     trials=TrialModel.ONE_MODEL,
                 ),
             )

@@ -18,9 +18,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privfed._checks import check_int, check_probability, check_seed, check_vector
+from privfed._checks import check_instance, check_int, check_vector
 from privfed.audit.bounds import (
+    HALF_SPLIT,
     BoundObjective,
+    BoundSpec,
+    HeldOutSplit,
     PrivacyLowerBound,
     TrialModel,
     lower_bound_held_out,
@@ -34,26 +37,23 @@ def lower_bound_random_split(
     member_scores: ArrayLike,
     nonmember_scores: ArrayLike,
     *,
-    delta: float,
-    significance: float = 0.05,
-    calibration_fraction: float = 0.5,
-    seed: int = 0,
+    spec: BoundSpec,
+    split: HeldOutSplit = HALF_SPLIT,
     objective: BoundObjective = "epsilon",
     trials: TrialModel = TrialModel.INDEPENDENT,
 ) -> PrivacyLowerBound:
     """Held-out bound on a seeded random split of one set of scores.
 
-    ``calibration_fraction`` of the members and of the non-members (permuted by
-    ``numpy.random.default_rng(seed)``, members first) choose the threshold; the
-    rest are evaluated.
+    ``split.calibration_fraction`` of the members and of the non-members
+    (permuted by ``numpy.random.default_rng(split.seed)``, members first) choose
+    the threshold; the rest are evaluated.
 
     Args:
         member_scores: Shape (n1,).
         nonmember_scores: Shape (n0,).
-        delta: δ in [0, 1).
-        significance: α in (0, 1).
-        calibration_fraction: In (0, 1).
-        seed: Seed of the split (>= 0).
+        spec: δ and α (:class:`~privfed.audit.bounds.BoundSpec`).
+        split: The calibration share and the seed of the split
+            (:class:`~privfed.audit.bounds.HeldOutSplit`).
         objective: ``"epsilon"`` or ``"mu"``.
         trials: The statistical model to state: :attr:`TrialModel.ONE_MODEL` when
             the records were scored against one trained model.
@@ -66,20 +66,16 @@ def lower_bound_random_split(
     """
     members = check_vector("member_scores", member_scores)
     nonmembers = check_vector("nonmember_scores", nonmember_scores)
-    share = check_probability(
-        "calibration_fraction", calibration_fraction, open_low=True, open_high=True
-    )
+    share = check_instance("split", split, HeldOutSplit).calibration_fraction
     if not isinstance(trials, TrialModel):
         raise ParameterError("trials", "a TrialModel", trials)
-    rng = np.random.default_rng(check_seed("seed", seed))
+    rng = np.random.default_rng(split.seed)
     cm, cn = int(members.size * share), int(nonmembers.size * share)
     if min(cm, cn, members.size - cm, nonmembers.size - cn) < 1:
         raise ParameterError(
             "member_scores/nonmember_scores", "enough scores for a held-out split", "too few"
         )
-    return split_bound(
-        members, nonmembers, rng, share, delta, significance, objective=objective, trials=trials
-    )
+    return split_bound(members, nonmembers, rng, share, spec, objective=objective, trials=trials)
 
 
 def split_bound(
@@ -87,8 +83,7 @@ def split_bound(
     nonmembers: NDArray[np.float64],
     rng: np.random.Generator,
     share: float,
-    delta: float,
-    significance: float,
+    spec: BoundSpec,
     *,
     objective: BoundObjective = "epsilon",
     trials: TrialModel = TrialModel.INDEPENDENT,
@@ -105,8 +100,7 @@ def split_bound(
         nonmembers[pn[:cn]],
         members[pm[cm:]],
         nonmembers[pn[cn:]],
-        delta=delta,
-        significance=significance,
+        spec=spec,
         objective=objective,
     )
     return replace(bound, trials=trials)
@@ -170,38 +164,33 @@ def repeated_split_bounds(
     nonmember_scores: ArrayLike,
     *,
     num_splits: int,
-    delta: float,
-    significance: float = 0.05,
-    calibration_fraction: float = 0.5,
-    seed: int = 0,
+    spec: BoundSpec,
+    split: HeldOutSplit = HALF_SPLIT,
     trials: TrialModel = TrialModel.INDEPENDENT,
 ) -> SplitBounds:
-    """:func:`lower_bound_random_split` at seeds ``seed .. seed + num_splits − 1``.
+    """:func:`lower_bound_random_split` at seeds ``split.seed .. split.seed + num_splits − 1``.
 
     Args:
         member_scores: Shape (n1,).
         nonmember_scores: Shape (n0,).
         num_splits: K >= 1.
-        delta: δ in [0, 1).
-        significance: α of each bound.
-        calibration_fraction: In (0, 1).
-        seed: First split seed (>= 0).
+        spec: δ and the α of each bound (:class:`~privfed.audit.bounds.BoundSpec`).
+        split: The calibration share and the first split seed
+            (:class:`~privfed.audit.bounds.HeldOutSplit`).
         trials: The statistical model to state.
 
     Returns:
         The :class:`SplitBounds`.
     """
     k = check_int("num_splits", num_splits, minimum=1, numpy=True)
-    first = check_seed("seed", seed) or 0
+    first = check_instance("split", split, HeldOutSplit).seed or 0
     return SplitBounds(
         bounds=tuple(
             lower_bound_random_split(
                 member_scores,
                 nonmember_scores,
-                delta=delta,
-                significance=significance,
-                calibration_fraction=calibration_fraction,
-                seed=first + i,
+                spec=spec,
+                split=replace(split, seed=first + i),
                 trials=trials,
             )
             for i in range(k)

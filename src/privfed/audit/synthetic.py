@@ -40,7 +40,7 @@ from privfed._checks import (
 )
 from privfed.audit._distributions import logsumexp_rows
 from privfed.audit._results import attack_result_dict
-from privfed.audit.bounds import PrivacyLowerBound, TrialModel
+from privfed.audit.bounds import BoundSpec, PrivacyLowerBound, TrialModel
 from privfed.audit.metrics import DEFAULT_FPRS, MembershipMetrics, membership_metrics
 from privfed.audit.splits import split_bound
 from privfed.errors import AuditError, ParameterError
@@ -800,4 +800,5 @@ def _held_out_bound(
     if members.size < 2 or nonmembers.size < 2:
         raise AuditError("need at least 2 members and 2 non-members for a held-out bound")
     # The records are scored against one release: not independent trials (issue #29).
-    return split_bound(members, nonmembers, rng, 0.5, delta, alpha, trials=TrialModel.ONE_MODEL)
+    spec = BoundSpec(delta, alpha)
+    return split_bound(members, nonmembers, rng, 0.5, spec, trials=TrialModel.ONE_MODEL)

@@ -79,7 +79,6 @@ from privfed.cli._options import (
     POSITIVE,
     Interval,
     OptionError,
-    add_command,
     fail,
     option_message,
     options_of,
@@ -89,7 +88,7 @@ from privfed.cli._options import (
 )
 from privfed.engines.job import AUDIT_INPUTS_FILENAME
 
-__all__ = ["AUDIT_INPUTS_FILENAME", "register"]
+__all__ = ["AUDIT_INPUTS_FILENAME", "DESCRIPTION", "HELP_FORMATTER", "add_options", "run"]
 
 
 _DEFAULTS: dict[str, Any] = {
@@ -149,6 +148,9 @@ class _TableDefaultsFormatter(argparse.HelpFormatter):
         return f"{text} (default: {str(value).replace('%', '%%')})"
 
 
+#: The help formatter of ``privfed audit``.
+HELP_FORMATTER = _TableDefaultsFormatter
+
 #: Comma-list options -> the domain of each item.
 _LIST_DOMAINS: dict[str, Interval] = {
     "fprs": OPEN_UNIT,
@@ -166,16 +168,12 @@ _OPTION_OF = options_of(
 )
 
 
-def register(subparsers: Any) -> None:
-    """Add the ``audit`` subcommand to ``subparsers`` (an argparse sub-parsers action)."""
-    p = add_command(
-        subparsers,
-        "audit",
-        run_audit,
-        help="membership-inference audit: metrics, ε lower bounds, canary self-audit",
-        description=(__doc__ or "").split("\n\n", 1)[0].replace("``", ""),
-        formatter_class=_TableDefaultsFormatter,
-    )
+#: What ``privfed audit --help`` says first: this module's first paragraph.
+DESCRIPTION = (__doc__ or "").split("\n\n", 1)[0].replace("``", "")
+
+
+def add_options(p: argparse.ArgumentParser) -> None:
+    """Add the ``audit`` options to its sub-parser."""
     add = p.add_argument
     add("--config", help="JSON file with options (long names, underscores)")
     add("--scores", help=".npz or .csv file with member / non-member scores (one or more attacks)")
@@ -321,7 +319,7 @@ def _score_bound(members: Any, nonmembers: Any, options: dict[str, Any]) -> Any:
     from privfed import audit
 
     rule = options["threshold_selection"]
-    delta, alpha = float(options["delta"]), float(options["significance"])
+    spec = audit.BoundSpec(float(options["delta"]), float(options["significance"]))
     trials = {"one-model": audit.TrialModel.ONE_MODEL, "independent": audit.TrialModel.INDEPENDENT}[
         options["score_trials"]
     ]
@@ -329,16 +327,14 @@ def _score_bound(members: Any, nonmembers: Any, options: dict[str, Any]) -> Any:
         if options["threshold"] is None:
             raise _UsageError("--threshold-selection fixed needs --threshold")
         bound = audit.lower_bound_at_threshold(
-            members, nonmembers, float(options["threshold"]), delta=delta, significance=alpha
+            members, nonmembers, float(options["threshold"]), spec=spec
         )
         return replace(bound, trials=trials)
     if rule == "bonferroni":
         if options["thresholds"] is None:
             raise _UsageError("--threshold-selection bonferroni needs --thresholds")
         grid = _floats(options["thresholds"], "thresholds")
-        bound = audit.lower_bound_bonferroni(
-            members, nonmembers, grid, delta=delta, significance=alpha
-        )
+        bound = audit.lower_bound_bonferroni(members, nonmembers, grid, spec=spec)
         return replace(bound, trials=trials)
     if rule != "held-out":
         raise _UsageError(f"unknown threshold selection {rule!r}")
@@ -352,10 +348,8 @@ def _score_bound(members: Any, nonmembers: Any, options: dict[str, Any]) -> Any:
         members,
         nonmembers,
         num_splits=int(options["splits"]),
-        delta=delta,
-        significance=alpha,
-        calibration_fraction=fraction,
-        seed=int(options["seed"]),
+        spec=spec,
+        split=audit.HeldOutSplit(fraction, int(options["seed"])),
         trials=trials,
     )
 
@@ -393,10 +387,9 @@ def _one_run_inputs(options: dict[str, Any]) -> dict[str, Any]:
         name: audit.one_run_audit_selected(
             canary_scores,
             included,
-            delta=float(options["delta"]),
-            significance=float(options["significance"]),
+            spec=audit.BoundSpec(float(options["delta"]), float(options["significance"])),
             selection=options["one_run_selection"],
-            seed=int(options["seed"]),
+            split=audit.HeldOutSplit(seed=int(options["seed"])),
         )
         for name, (canary_scores, included) in load_canaries(Path(options["one_run"])).items()
     }
@@ -562,7 +555,7 @@ def _print_warnings(attacks: dict[str, Any], bounds: dict[str, Any]) -> None:
         print(f"privfed audit: caveat: {', '.join(one_model)}: {caveat}", file=sys.stderr)
 
 
-def run_audit(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Entry point of ``privfed audit``; returns the exit status (see module docstring)."""
     from privfed.errors import PrivfedError
 

@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
 from privfed.cli._options import (
     OPEN_UNIT,
     POSITIVE,
     OptionError,
-    add_command,
     add_int,
     add_number,
     fail,
@@ -30,7 +28,7 @@ from privfed.cli._options import (
     parse_number,
 )
 
-__all__ = ["register", "run"]
+__all__ = ["DESCRIPTION", "add_options", "run"]
 
 _PROG = "privfed calibrate"
 #: Library parameters -> the option that sets them (error messages name options).
@@ -50,19 +48,16 @@ def _split(text: str) -> str | float:
         ) from None
 
 
-def register(subparsers: Any) -> None:
-    """Add the ``calibrate`` subcommand to an ``argparse`` sub-parser collection."""
-    parser = add_command(
-        subparsers,
-        "calibrate",
-        run,
-        help="noise stds for a DP latent-statistic release, vs the paper's calibration",
-        description=(
-            "Plan the Gaussian noise of a per-class (sum, second moment[, count]) release "
-            "of L2-clipped latents for a target (epsilon, delta), and compare it with the "
-            "reference paper's Proposition 4.1 calibration."
-        ),
-    )
+#: What ``privfed calibrate --help`` says first.
+DESCRIPTION = (
+    "Plan the Gaussian noise of a per-class (sum, second moment[, count]) release "
+    "of L2-clipped latents for a target (epsilon, delta), and compare it with the "
+    "reference paper's Proposition 4.1 calibration."
+)
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """Add the ``calibrate`` options to its sub-parser."""
     add = parser.add_argument
     # Domains are checked when the command runs (_check), so that every bad value,
     # typed or not, gets the same message.

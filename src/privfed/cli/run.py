@@ -11,7 +11,7 @@ with the other, rather than silently ignored.  Exit status 0 on success, 2 on
 invalid options or configurations.
 
 Module import is light (argparse only); torch and the engines load inside
-:func:`_run`.
+:func:`run`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from privfed.cli._options import (
     OPEN_UNIT,
     POSITIVE,
     Interval,
-    add_command,
     add_int,
     add_number,
     fail,
@@ -33,7 +32,7 @@ from privfed.cli._options import (
 )
 from privfed.cli._progress import reporter
 
-__all__ = ["register"]
+__all__ = ["DESCRIPTION", "HELP_FORMATTER", "add_options", "run"]
 
 _PROG = "privfed run"
 Partition = tuple[str, float | int | None]
@@ -143,23 +142,19 @@ def _noise_seed(text: str) -> int:
     return value
 
 
-def register(subparsers: Any) -> None:
-    """Add the ``run`` subcommand to an argparse sub-parser collection."""
-    parser = add_command(
-        subparsers,
-        "run",
-        _run,
-        formatter_class=_DefaultsHelp,
-        help="run one engine's job end to end (default: latent engine, digits, 20 clients)",
-        description=(
-            "latent engine: public split fits the codec; private split spread over clients; "
-            "exact fixed-point statistics summed by real secure aggregation with dropouts; "
-            "DP release; per-class Gaussians; synthetic data; classifier on real test data; "
-            "membership-inference audit.  factory engine: per-client generative factories "
-            "on digits, synthesis, classifier, FedAvg baseline.  Options of one engine are "
-            "refused with the other."
-        ),
-    )
+#: What ``privfed run --help`` says first.
+DESCRIPTION = (
+    "latent engine: public split fits the codec; private split spread over clients; "
+    "exact fixed-point statistics summed by real secure aggregation with dropouts; "
+    "DP release; per-class Gaussians; synthetic data; classifier on real test data; "
+    "membership-inference audit.  factory engine: per-client generative factories "
+    "on digits, synthesis, classifier, FedAvg baseline.  Options of one engine are "
+    "refused with the other."
+)
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """Add the ``run`` options to its sub-parser."""
     add = parser.add_argument
     _add_data_options(add)
     _add_codec_options(add)
@@ -434,6 +429,10 @@ class _DefaultsHelp(argparse.HelpFormatter):
         return text
 
 
+#: The help formatter of ``privfed run``.
+HELP_FORMATTER = _DefaultsHelp
+
+
 def _default_text(dest: str) -> str:
     """``"20 latent, 10 factory"``, or one value where only one engine has the option."""
     latent_only, factory_only, shared = _defaults()
@@ -597,7 +596,7 @@ _OPTION_OF: dict[str, str] = {
 }
 
 
-def _run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from privfed._deps import require
     from privfed.engines.job import check_output_dir
     from privfed.errors import PrivfedError

@@ -9,11 +9,9 @@ Heavy imports happen inside the command, so ``privfed --help`` stays fast.
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from privfed.cli._options import (
     Interval,
-    add_command,
     add_int,
     add_number,
     fail,
@@ -23,7 +21,7 @@ from privfed.cli._options import (
 )
 from privfed.cli._progress import reporter
 
-__all__ = ["register", "run"]
+__all__ = ["DESCRIPTION", "add_options", "run"]
 
 _PROG = "privfed secagg-demo"
 #: Largest ``--length``: vector lengths travel as 32-bit integers.
@@ -40,19 +38,16 @@ _OPTION_OF = options_of(
 )
 
 
-def register(subparsers: Any) -> None:
-    """Add the ``secagg-demo`` subcommand to an ``argparse`` sub-parser set."""
-    parser = add_command(
-        subparsers,
-        "secagg-demo",
-        run,
-        help="run one in-memory secure-aggregation round and check the sum",
-        description=(
-            "Run one in-memory secure-aggregation round (Bonawitz double masking, "
-            "optionally SecAgg+) on random 64-bit inputs, with a fraction of clients "
-            "dropping out before the masked-input stage, and check the exact sum."
-        ),
-    )
+#: What ``privfed secagg-demo --help`` says first.
+DESCRIPTION = (
+    "Run one in-memory secure-aggregation round (Bonawitz double masking, "
+    "optionally SecAgg+) on random 64-bit inputs, with a fraction of clients "
+    "dropping out before the masked-input stage, and check the exact sum."
+)
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """Add the ``secagg-demo`` options to its sub-parser."""
     add = parser.add_argument
     add_int(
         add,

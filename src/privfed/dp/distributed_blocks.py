@@ -109,8 +109,10 @@ from privfed._checks import (
     check_delta,
     check_finite_nonnegative,
     check_finite_positive,
+    check_instance,
     check_int,
 )
+from privfed._records import set_fields
 from privfed.dp.distributed import (
     DDG_MIN_NOISE_STD,
     MAX_CONTRIBUTORS,
@@ -137,6 +139,7 @@ from privfed.errors import CalibrationError, ParameterError, ParameterTypeError
 __all__ = [
     "LAYER_SEED_BYTES",
     "BlockNoise",
+    "RingBlocks",
     "block_rdp",
     "block_zcdp",
     "calibrate_block_noise",
@@ -207,6 +210,24 @@ def _caps(value: object, blocks: int) -> tuple[float, ...] | None:
     return tuple(check_finite_nonnegative("block_mu_squared", v) for v in value)
 
 
+def _block_bound_args(
+    mechanism: object,
+    num_clients: object,
+    noise: object,
+    dimensions: object,
+    unit_mu_squared: object,
+    block_mu_squared: object,
+) -> tuple[
+    DistributedMechanism, int, tuple[float, ...], tuple[int, ...], float, tuple[float, ...] | None
+]:
+    """The checked arguments of :func:`block_zcdp` and :func:`block_rdp`, in their order."""
+    kind = _mechanism(mechanism)
+    n = _clients(num_clients)
+    values, dims = _blocks(noise, dimensions)
+    big_m = check_finite_nonnegative("unit_mu_squared", unit_mu_squared)
+    return kind, n, values, dims, big_m, _caps(block_mu_squared, len(values))
+
+
 def _skellam_fill(
     values: tuple[float, ...], big_m: float, caps: tuple[float, ...] | None, n: int
 ) -> tuple[float, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
@@ -256,11 +277,9 @@ def block_zcdp(
     Returns:
         ``(rho, xi)`` rounded up by a relative 1e-12; ``(0, 0)`` when M = 0.
     """
-    kind = _mechanism(mechanism)
-    n = _clients(num_clients)
-    values, dims = _blocks(noise, dimensions)
-    big_m = check_finite_nonnegative("unit_mu_squared", unit_mu_squared)
-    caps = _caps(block_mu_squared, len(values))
+    kind, n, values, dims, big_m, caps = _block_bound_args(
+        mechanism, num_clients, noise, dimensions, unit_mu_squared, block_mu_squared
+    )
     if kind == "discrete-gaussian":
         _check_ddg(values)
     if big_m == 0.0:
@@ -320,11 +339,9 @@ def block_rdp(
         float64 array of ε(α), rounded up.
     """
     alpha = check_orders(orders)
-    kind = _mechanism(mechanism)
-    n = _clients(num_clients)
-    values, dims = _blocks(noise, dimensions)
-    big_m = check_finite_nonnegative("unit_mu_squared", unit_mu_squared)
-    caps = _caps(block_mu_squared, len(values))
+    kind, n, values, dims, big_m, caps = _block_bound_args(
+        mechanism, num_clients, noise, dimensions, unit_mu_squared, block_mu_squared
+    )
     if kind == "skellam":
         if big_m == 0.0:
             return np.zeros_like(alpha)
@@ -754,47 +771,81 @@ def excess_layer_noise(
 # =========================================================================================
 
 
-def ring_log_wrap_bound(
-    *,
-    ring_bits: int,
-    mechanism: DistributedMechanism,
-    noise: Sequence[float],
-    dimensions: Sequence[int],
-    total_bounds: Sequence[int],
-    num_summands: int,
-) -> float:
+@dataclass(frozen=True)
+class RingBlocks:
+    """The noisy totals a ring must hold, block by block: what its wrap bound reads.
+
+    Taken as one argument by :func:`ring_log_wrap_bound`, :func:`ring_wrap_bound`
+    and :func:`check_ring_blocks`.  Checked here, once.
+
+    Attributes:
+        ring_bits: k of ``Z_{2**k}``, an int in [2, 64].
+        mechanism: The noise law, ``"discrete-gaussian"`` or ``"skellam"`` (for
+            layered Skellam pass the per-client sum of all layers' λ: before the
+            excess is removed the ring total holds every layer).
+        noise: Per-client σ_b or λ_b, one finite float > 0 per block.
+        dimensions: Coordinates per block, one int >= 1 per block.
+        total_bounds: Bound B_b >= 0 on every coordinate of the exact total of
+            block b, one int per block.
+        num_summands: The most clients whose noisy inputs are summed, >= 1.
+
+    Raises:
+        ParameterError, ParameterTypeError: A value outside its domain.
+    """
+
+    ring_bits: int
+    mechanism: DistributedMechanism
+    noise: Sequence[float]
+    dimensions: Sequence[int]
+    total_bounds: Sequence[int]
+    num_summands: int
+
+    def __post_init__(self) -> None:
+        values, dims = _blocks(self.noise, self.dimensions)
+        bounds = self.total_bounds
+        if (
+            not isinstance(bounds, Sequence)
+            or isinstance(bounds, str | bytes)
+            or len(bounds) != len(dims)
+        ):
+            raise ParameterError("total_bounds", f"{len(dims)} bounds (one per block)", bounds)
+        set_fields(
+            self,
+            ring_bits=check_int("ring_bits", self.ring_bits, minimum=2, maximum=64, numpy=True),
+            mechanism=_mechanism(self.mechanism),
+            noise=values,
+            dimensions=dims,
+            total_bounds=tuple(
+                check_int("total_bounds", int(b), minimum=0, numpy=True) for b in bounds
+            ),
+            num_summands=check_count("num_summands", self.num_summands, minimum=1),
+        )
+
+
+def ring_log_wrap_bound(ring: RingBlocks) -> float:
     """Natural log of the union bound over blocks of the wrap probability (never underflows).
 
     ``log Σ_b p_b`` of :func:`privfed.dp.distributed.log_wrap_probability`
     (log-sum-exp), rounded up by a relative 1e-12 of the probability and capped at 0.
 
     Args:
-        ring_bits: k of ``Z_{2**k}``.
-        mechanism: The noise law (for layered Skellam pass the per-client sum
-            of all layers' λ: before the excess is removed the ring total
-            holds every layer).
-        noise: Per-client σ_b or λ_b.
-        dimensions: Coordinates per block.
-        total_bounds: Bound B_b on every coordinate of the exact total of block b.
-        num_summands: The most clients whose noisy inputs are summed.
+        ring: The ring and its blocks (:class:`RingBlocks`).
 
     Returns:
         ``log p`` in ``[-inf, 0]`` with p an upper bound on the probability that
         any coordinate wraps.
     """
-    values, dims = _blocks(noise, dimensions)
-    if len(total_bounds) != len(dims):
-        raise ParameterError("total_bounds", f"{len(dims)} bounds (one per block)", total_bounds)
+    r = check_instance("ring", ring, RingBlocks)
     logs = [
         log_wrap_probability(
-            ring_bits=ring_bits,
-            mechanism=mechanism,
+            ring_bits=r.ring_bits,
+            mechanism=r.mechanism,
             noise=value,
-            num_summands=num_summands,
-            total_bound=int(bound),
+            num_summands=r.num_summands,
+            total_bound=bound,
             dimension=d,
         )
-        for value, d, bound in zip(values, dims, total_bounds, strict=True)
+        for value, d, bound in zip(r.noise, r.dimensions, r.total_bounds, strict=True)
     ]
     top = max(logs)
     if top == -math.inf:
@@ -803,15 +854,7 @@ def ring_log_wrap_bound(
     return min(0.0, total + math.log(_SAFE))
 
 
-def ring_wrap_bound(
-    *,
-    ring_bits: int,
-    mechanism: DistributedMechanism,
-    noise: Sequence[float],
-    dimensions: Sequence[int],
-    total_bounds: Sequence[int],
-    num_summands: int,
-) -> float:
+def ring_wrap_bound(ring: RingBlocks) -> float:
     """``exp`` of :func:`ring_log_wrap_bound` (underflows to 0.0 below ``exp(-745)``).
 
     Args: As :func:`ring_log_wrap_bound`.
@@ -819,28 +862,10 @@ def ring_wrap_bound(
     Returns:
         An upper bound on the probability that any coordinate wraps.
     """
-    return math.exp(
-        ring_log_wrap_bound(
-            ring_bits=ring_bits,
-            mechanism=mechanism,
-            noise=noise,
-            dimensions=dimensions,
-            total_bounds=total_bounds,
-            num_summands=num_summands,
-        )
-    )
+    return math.exp(ring_log_wrap_bound(ring))
 
 
-def check_ring_blocks(
-    *,
-    ring_bits: int,
-    mechanism: DistributedMechanism,
-    noise: Sequence[float],
-    dimensions: Sequence[int],
-    total_bounds: Sequence[int],
-    num_summands: int,
-    limit: float = WRAP_PROBABILITY_LIMIT,
-) -> float:
+def check_ring_blocks(ring: RingBlocks, *, limit: float = WRAP_PROBABILITY_LIMIT) -> float:
     """:func:`ring_wrap_bound`, refused above ``limit`` (default ``2**-40``).
 
     Raises:
@@ -848,12 +873,5 @@ def check_ring_blocks(
         RingOverflowError: The bound exceeds ``limit``.
     """
     cap = _check_wrap_limit(limit)
-    p = ring_wrap_bound(
-        ring_bits=ring_bits,
-        mechanism=mechanism,
-        noise=noise,
-        dimensions=dimensions,
-        total_bounds=total_bounds,
-        num_summands=num_summands,
-    )
-    return _refuse_wrap(ring_bits, p, cap)
+    p = ring_wrap_bound(ring)
+    return _refuse_wrap(ring.ring_bits, p, cap)

@@ -31,11 +31,12 @@ import torch
 from privfed.engines.factory import (
     FactoryMatrix,
     LatentGaussianFactory,
+    MembershipProbe,
     UnlearningCertificate,
     membership_unlearning_check,
     remove_client_verified,
 )
-from privfed.errors import ParameterError
+from privfed.errors import ParameterError, ParameterTypeError
 
 SEED = 5
 N_PER_CLASS = 300
@@ -100,7 +101,7 @@ def test_an_incomplete_removal_fails_the_check(
         before,
         original.buffer,
         retrained.buffer,
-        **_check_args(records),  # type: ignore[arg-type]
+        MembershipProbe(**_check_args(records)),
     )
     assert check.detects_original  # the adversary sees the client in the original
     assert check.auc_original.lower > 0.75
@@ -123,7 +124,7 @@ def test_a_complete_removal_passes_and_enters_the_certificate(
         matrix,
         "leaky",
         retrain=lambda: _matrix(records, ["a", "b"]),
-        **_check_args(records),  # type: ignore[arg-type]
+        probe=MembershipProbe(**_check_args(records)),
     )
     assert "leaky" not in matrix.clients and matrix.verify(certificate)
     assert check.detects_original and check.accepted
@@ -142,21 +143,34 @@ def test_bad_calls_leave_the_matrix_unchanged(
 ) -> None:
     matrix = _matrix(records, ["a", "leaky"])
     args = _check_args(records)
+    probe = MembershipProbe(**args)
     with pytest.raises(ParameterError, match="synthesized"):
-        remove_client_verified(matrix, "leaky", retrain=lambda: _matrix(records, ["a"]), **args)  # type: ignore[arg-type]
+        remove_client_verified(
+            matrix, "leaky", retrain=lambda: _matrix(records, ["a"]), probe=probe
+        )
     matrix.synthesize(20, seed=SEED)
     digest = matrix.digest()
     with pytest.raises(ParameterError, match="without the removed client"):
-        remove_client_verified(matrix, "leaky", retrain=lambda: matrix, **args)  # type: ignore[arg-type]
+        remove_client_verified(matrix, "leaky", retrain=lambda: matrix, probe=probe)
     bad = {**args, "member_labels": torch.zeros(3, dtype=torch.int64)}
     with pytest.raises(ParameterError, match="member_labels"):
-        remove_client_verified(matrix, "leaky", retrain=lambda: _matrix(records, ["a"]), **bad)  # type: ignore[arg-type]
+        remove_client_verified(
+            matrix, "leaky", retrain=lambda: _matrix(records, ["a"]), probe=MembershipProbe(**bad)
+        )
+    with pytest.raises(ParameterTypeError, match="probe"):
+        remove_client_verified(matrix, "leaky", retrain=lambda: _matrix(records, ["a"]), probe=args)  # type: ignore[arg-type]
     assert matrix.digest() == digest and "leaky" in matrix.clients
     with pytest.raises(ParameterError, match="tolerance"):
         membership_unlearning_check(
             matrix.buffer,
             matrix.buffer,
             matrix.buffer,
-            **args,
-            tolerance=0.0,  # type: ignore[arg-type]
+            MembershipProbe(**args, tolerance=0.0),
         )
+    with pytest.raises(ParameterError, match="confidence"):
+        MembershipProbe(**args, confidence=1.5)
+    few = {**args, "members": args["members"][:1], "member_labels": args["member_labels"][:1]}
+    with pytest.raises(ParameterError, match="members"):
+        MembershipProbe(**few)
+    with pytest.raises(ParameterTypeError, match="probe"):
+        membership_unlearning_check(matrix.buffer, matrix.buffer, matrix.buffer, args)  # type: ignore[arg-type]

@@ -30,7 +30,7 @@ from privfed.engines.latent.distributed import (
 )
 from privfed.engines.latent.distributed_round import aggregate_distributed
 from privfed.engines.latent.statistics import LatentStatistics, LatentStatisticsConfig
-from privfed.errors import ParameterError, RingOverflowError
+from privfed.errors import ParameterError, ParameterTypeError, RingOverflowError
 from privfed.secagg import SecAggServer, Stage
 
 needs_layers = pytest.mark.skipif(
@@ -272,6 +272,28 @@ def test_layers_remove_the_excess_for_every_accepted_survivor_set(dropped: list[
 SMALL = AuditTrials(num_trials=10_000, num_calibration_trials=2_500, significance=0.01)
 
 
+def _audit_plan(model: str, *, layers: bool = False) -> DistributedNoisePlan:
+    """The self-audit's small round: 3 clients, t = 2, d = 6, ε = 4 at δ = 1e-5, 2048 classes."""
+    return plan_distributed_noise(
+        model,
+        4.0,
+        1e-5,
+        clip_norm=3.0,
+        dim=6,
+        num_classes=2048,  # the trials per call the self-audit used by default at d = 6
+        adjacency=Adjacency.REPLACE_ONE,
+        num_clients=3,
+        threshold=2,
+        layers=layers,
+    )
+
+
+def test_distributed_self_audit_takes_a_plan() -> None:
+    assert self_audit._default_classes(6) == 2048
+    with pytest.raises(ParameterTypeError, match="plan"):
+        self_audit.self_audit_distributed_release("distributed-gaussian")  # type: ignore[arg-type]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("model", "layers"),
@@ -284,13 +306,7 @@ def test_real_distributed_release_keeps_its_claim(model: str, layers: bool) -> N
     # α = 0.01 per bound: a correct release is flagged with probability ≤ 2 % over the
     # (fixed) seed.  Measured: μ_lb ≈ 0.78 against the claimed 0.86 at ε = 4.
     result = self_audit.self_audit_distributed_release(
-        model,
-        4.0,
-        1e-5,
-        clip_norm=3.0,
-        dim=6,
-        layers=layers,
-        trials=dataclasses.replace(SMALL, seed=3),
+        _audit_plan(model, layers=layers), trials=dataclasses.replace(SMALL, seed=3)
     )
     assert not result.simulated
     assert "aggregate_distributed" in result.audited and "real secure aggregation" in result.audited
@@ -305,11 +321,7 @@ def test_half_noise_distributed_release_is_caught() -> None:
     # Half the noise doubles the true μ (0.86 -> 1.73); measured μ_lb ≈ 1.63, more than
     # 10 standard errors above the claim, so a miss has probability far below 1e-9.
     result = self_audit.self_audit_distributed_release(
-        "distributed-gaussian",
-        4.0,
-        1e-5,
-        clip_norm=3.0,
-        dim=6,
+        _audit_plan("distributed-gaussian"),
         noise_scale=0.5,
         trials=dataclasses.replace(SMALL, seed=7),
     )

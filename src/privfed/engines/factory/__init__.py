@@ -69,6 +69,7 @@ from privfed.engines.factory.matrix import (
 )
 from privfed.engines.factory.registry import FACTORY_KINDS, load_factory
 from privfed.engines.factory.unlearning import (
+    MembershipProbe,
     MembershipUnlearningCheck,
     membership_unlearning_check,
     remove_client_verified,
@@ -93,6 +94,7 @@ __all__ = [
     "GaussianNoiseSource",
     "LatentGaussianDP",
     "LatentGaussianFactory",
+    "MembershipProbe",
     "MembershipUnlearningCheck",
     "PrivacyRecord",
     "RemovedCell",

@@ -52,6 +52,7 @@ from numpy.typing import NDArray
 from privfed._checks import check_choice, check_float, check_int, check_probability
 from privfed._records import field_dict
 from privfed.audit import (
+    BoundSpec,
     MembershipMetrics,
     PrivacyLowerBound,
     auc_score,
@@ -513,8 +514,7 @@ def audit_factory(
             s_n[cal_n],
             s_m[ev_m],
             s_n[ev_n],
-            delta=cfg.delta,
-            significance=alpha,
+            spec=BoundSpec(cfg.delta, alpha),
             objective=cfg.objective,
         )
         results.append(AttackAudit(attack, metrics, bound, per_noise))

@@ -53,7 +53,8 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from privfed._checks import check_float, check_probability
+from privfed._checks import check_float, check_instance, check_probability
+from privfed._records import set_fields
 from privfed.audit.metrics import ConfidenceInterval, auc_with_interval
 from privfed.audit.synthetic import distance_to_closest_record_scores
 from privfed.engines.factory.base import ClientId
@@ -63,6 +64,7 @@ from privfed.errors import ParameterError, ParameterTypeError
 __all__ = [
     "DEFAULT_TOLERANCE",
     "MIA_ATTACK",
+    "MembershipProbe",
     "MembershipUnlearningCheck",
     "class_conditional_dcr_scores",
     "membership_unlearning_check",
@@ -156,6 +158,58 @@ def _labels(name: str, labels: object, count: int) -> npt.NDArray[np.int64]:
     return array.astype(np.int64)
 
 
+@dataclass(frozen=True, eq=False)
+class MembershipProbe:
+    """The records the unlearning check attacks with, and how strict its verdict is.
+
+    Taken as one argument (``probe=``) by :func:`membership_unlearning_check`
+    and :func:`remove_client_verified`.  Checked here, once: the records are
+    stored as float64 ``(N, features)`` arrays and the labels as int64.
+
+    Attributes:
+        members: The removed client's records ``(m, ...)``, m >= 2, in the
+            synthetic data's pixel units (numpy or torch).
+        member_labels: Their classes ``(m,)``.
+        nonmembers: Held-out records no factory saw, ``(n, ...)``, n >= 2,
+            of the same classes as the members.
+        nonmember_labels: Their classes ``(n,)``.
+        tolerance: Largest accepted ``|AUC_unlearned − AUC_retrained|``, in (0, 1).
+        confidence: Coverage of every interval, in (0, 1).
+
+    Raises:
+        ParameterError: Fewer than 2 members or non-members, bad shapes,
+            labels, tolerance or confidence.
+    """
+
+    members: Any
+    member_labels: Any
+    nonmembers: Any
+    nonmember_labels: Any
+    tolerance: float = DEFAULT_TOLERANCE
+    confidence: float = 0.95
+
+    def __post_init__(self) -> None:
+        tol = check_float(
+            "tolerance", self.tolerance, low=0, high=1, open_low=True, open_high=True, numpy=False
+        )
+        level = check_probability("confidence", self.confidence)
+        m = _flat("members", self.members)
+        n = _flat("nonmembers", self.nonmembers)
+        if m.shape[0] < 2 or n.shape[0] < 2:
+            raise ParameterError(
+                "members/nonmembers", "at least 2 records each", (m.shape[0], n.shape[0])
+            )
+        set_fields(
+            self,
+            members=m,
+            member_labels=_labels("member_labels", self.member_labels, m.shape[0]),
+            nonmembers=n,
+            nonmember_labels=_labels("nonmember_labels", self.nonmember_labels, n.shape[0]),
+            tolerance=tol,
+            confidence=level,
+        )
+
+
 def class_conditional_dcr_scores(
     records: object, labels: object, synthetic: SyntheticDataset
 ) -> npt.NDArray[np.float64]:
@@ -225,13 +279,7 @@ def membership_unlearning_check(
     original: SyntheticDataset,
     unlearned: SyntheticDataset,
     retrained: SyntheticDataset,
-    members: object,
-    member_labels: object,
-    nonmembers: object,
-    nonmember_labels: object,
-    *,
-    tolerance: float = DEFAULT_TOLERANCE,
-    confidence: float = 0.95,
+    probe: MembershipProbe,
 ) -> MembershipUnlearningCheck:
     """Run the MIA unlearning check on three synthetic outputs.
 
@@ -241,35 +289,24 @@ def membership_unlearning_check(
         retrained: Synthetic output of a matrix retrained from scratch without
             the client (same synthesis runs as ``unlearned``, so that only the
             removal differs).
-        members: The removed client's records ``(m, ...)``, m >= 2, in the
-            synthetic data's pixel units.
-        member_labels: Their classes ``(m,)``.
-        nonmembers: Held-out records no factory saw, ``(n, ...)``, n >= 2,
-            of the same classes as the members.
-        nonmember_labels: Their classes ``(n,)``.
-        tolerance: Largest accepted ``|AUC_unlearned − AUC_retrained|``, in (0, 1).
-        confidence: Coverage of every interval, in (0, 1).
+        probe: The attack's members and non-members with their labels, the
+            tolerance and the confidence (:class:`MembershipProbe`).
 
     Returns:
         The AUCs with intervals, the verdict and its false-failure rate.
 
     Raises:
-        ParameterError: Fewer than 2 members or non-members, bad shapes,
-            labels or tolerance.
-        ParameterTypeError: An output is not a :class:`SyntheticDataset`.
+        ParameterTypeError: An output is not a :class:`SyntheticDataset`, or
+            ``probe`` is not a :class:`MembershipProbe`.
     """
-    tol = check_float(
-        "tolerance", tolerance, low=0, high=1, open_low=True, open_high=True, numpy=False
+    checked = check_instance("probe", probe, MembershipProbe)
+    tol, level = checked.tolerance, checked.confidence
+    m, my, n, ny = (
+        checked.members,
+        checked.member_labels,
+        checked.nonmembers,
+        checked.nonmember_labels,
     )
-    level = check_probability("confidence", confidence)
-    m = _flat("members", members)
-    n = _flat("nonmembers", nonmembers)
-    if m.shape[0] < 2 or n.shape[0] < 2:
-        raise ParameterError(
-            "members/nonmembers", "at least 2 records each", (m.shape[0], n.shape[0])
-        )
-    my = _labels("member_labels", member_labels, m.shape[0])
-    ny = _labels("nonmember_labels", nonmember_labels, n.shape[0])
     scores: dict[str, tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]] = {}
     for name, output in (
         ("original", original),
@@ -310,12 +347,7 @@ def remove_client_verified(
     client_id: ClientId,
     *,
     retrain: Callable[[], FactoryMatrix],
-    members: object,
-    member_labels: object,
-    nonmembers: object,
-    nonmember_labels: object,
-    tolerance: float = DEFAULT_TOLERANCE,
-    confidence: float = 0.95,
+    probe: MembershipProbe,
 ) -> tuple[UnlearningCertificate, MembershipUnlearningCheck]:
     """Remove a client exactly, then verify the removal by membership inference.
 
@@ -331,12 +363,7 @@ def remove_client_verified(
         client_id: The client to remove.
         retrain: Builds and returns a matrix trained without the client (an
             empty buffer; this function synthesizes on it).
-        members: As in :func:`membership_unlearning_check`.
-        member_labels: As in :func:`membership_unlearning_check`.
-        nonmembers: As in :func:`membership_unlearning_check`.
-        nonmember_labels: As in :func:`membership_unlearning_check`.
-        tolerance: As in :func:`membership_unlearning_check`.
-        confidence: As in :func:`membership_unlearning_check`.
+        probe: The check's records and settings (:class:`MembershipProbe`).
 
     Returns:
         The unlearning certificate with the check in its
@@ -344,13 +371,14 @@ def remove_client_verified(
 
     Raises:
         ParameterError: The matrix's buffer is empty, the client holds no
-            factory, the retrained matrix still holds the client, or a bad
-            argument of :func:`membership_unlearning_check` (the matrix is
-            then unchanged: everything is validated before the removal).
-        ParameterTypeError: ``retrain`` does not return a :class:`FactoryMatrix`.
+            factory, or the retrained matrix still holds the client (the matrix
+            is then unchanged: everything is validated before the removal).
+        ParameterTypeError: ``retrain`` does not return a :class:`FactoryMatrix`,
+            or ``probe`` is not a :class:`MembershipProbe`.
     """
     if not isinstance(matrix, FactoryMatrix):
         raise ParameterTypeError("matrix", "a FactoryMatrix", matrix)
+    check_instance("probe", probe, MembershipProbe)
     if not callable(retrain):
         raise ParameterTypeError("retrain", "a callable returning a FactoryMatrix", retrain)
     original = matrix.buffer
@@ -374,17 +402,7 @@ def remove_client_verified(
         fresh.synthesize(n_per_class, seed=seed)
 
     def check_against(unlearned: SyntheticDataset) -> MembershipUnlearningCheck:
-        return membership_unlearning_check(
-            original,
-            unlearned,
-            fresh.buffer,
-            members,
-            member_labels,
-            nonmembers,
-            nonmember_labels,
-            tolerance=tolerance,
-            confidence=confidence,
-        )
+        return membership_unlearning_check(original, unlearned, fresh.buffer, probe)
 
     # Validates every input before anything is removed (same inputs, original twice).
     check_against(original)

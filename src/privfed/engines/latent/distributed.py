@@ -81,6 +81,7 @@ from privfed.dp.distributed import WRAP_PROBABILITY_LIMIT
 from privfed.dp.distributed_blocks import (
     LAYER_SEED_BYTES,
     BlockNoise,
+    RingBlocks,
     calibrate_block_noise,
     check_layered_mechanism,
     excess_layer_noise,
@@ -660,7 +661,7 @@ class _Grid:
         noise = self.noise(epsilon, delta, names)
         means = self.layer_means(noise)
         wrap_noise = tuple(float(sum(m)) for m in means) if self.layers else noise.noise
-        log_p = ring_log_wrap_bound(
+        ring = RingBlocks(
             ring_bits=_RING_BITS,
             mechanism=self.mechanism,  # type: ignore[arg-type]
             noise=wrap_noise,
@@ -668,6 +669,7 @@ class _Grid:
             total_bounds=_total_bounds(spec, names, self.count_bits),
             num_summands=self.num_clients,
         )
+        log_p = ring_log_wrap_bound(ring)
         if log_p > math.log(WRAP_PROBABILITY_LIMIT):
             raise _GridRefusedError(
                 RingOverflowError(

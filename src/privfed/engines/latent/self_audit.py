@@ -50,23 +50,20 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privfed._checks import check_enum, check_float, check_int
+from privfed._checks import check_enum, check_float, check_instance, check_int
 from privfed.audit.canary import (
     RELEASE_CODE_TRIALS,
     AuditTrials,
     CanaryAuditResult,
     CanaryGame,
+    LatentCanaryNoise,
     ReleaseComponent,
     audit_canary_game,
     audit_latent_release,
     worst_case_latent_records,
 )
 from privfed.dp import Adjacency, PrivacyLedger, gdp_delta, joint_mu_squared
-from privfed.engines.latent.distributed import (
-    DistributedNoisePlan,
-    NoiseModel,
-    plan_distributed_noise,
-)
+from privfed.engines.latent.distributed import DistributedNoisePlan
 from privfed.engines.latent.distributed_round import aggregate_distributed
 from privfed.engines.latent.release import (
     NoisePlacement,
@@ -369,13 +366,7 @@ def neighbouring_statistics(
         max_records=max_records,
         fractional_bits=fractional_bits,
     )
-    z, z_prime = worst_case_latent_records(
-        clip_norm=plan.clip_norm,
-        dim=d,
-        noise_std_sum=plan.noise_std_sum,
-        noise_std_second_moment=plan.noise_std_second_moment,
-        adjacency=plan.adjacency,
-    )
+    z, z_prime = worst_case_latent_records(LatentCanaryNoise.of(plan))
     q_bg = _quantize(bg, config)
     q_in = np.concatenate([q_bg, _quantize(z[None, :], config)])
     q_out = q_bg if z_prime is None else np.concatenate([q_bg, _quantize(z_prime[None, :], config)])
@@ -610,74 +601,42 @@ def self_audit_release(
 
 
 def self_audit_distributed_release(
-    model: NoiseModel | str,
-    epsilon: float,
-    delta: float,
+    plan: DistributedNoisePlan,
     *,
-    clip_norm: float,
-    dim: int,
-    adjacency: Adjacency | None = None,
-    num_clients: int = 3,
-    threshold: int = 2,
-    corrupted: int = 0,
-    layers: bool = False,
     survivors: int | None = None,
     noise_scale: float = 1.0,
-    classes_per_release: int | None = None,
     trials: AuditTrials = RELEASE_CODE_TRIALS,
 ) -> CanaryAuditResult:
-    """Plan a DISTRIBUTED latent release and canary-audit the real round against its claim.
+    """Canary-audit the real round of a DISTRIBUTED latent plan against its claim.
 
     Every trial is a :class:`DistributedPlannedRelease` call: clients noise
     their ring vectors, a real secure-aggregation round sums them, the server
     decodes.  The claim audited is the plan's honest noise (what the ledger
     accounts for ``t − n_C`` contributors), written as the Gaussian plan of the
     same stds (:meth:`~privfed.engines.latent.distributed.DistributedNoisePlan.claimed_plan`)
-    with the target ε; the lower bound must stay below it.
+    with the target ε; the lower bound must stay below it.  Each call releases
+    all of the plan's K classes, K independent trials (plan a small round,
+    e.g. 3 clients, to keep trials cheap).
 
     Args:
-        model: ``"distributed-gaussian"`` or ``"distributed-skellam"``.
-        epsilon: Target ε.
-        delta: Target δ.
-        clip_norm: R.
-        dim: d.
-        adjacency: Default REPLACE_ONE.
-        num_clients: n of the simulated round (small keeps trials cheap).
-        threshold: t.
-        corrupted: n_C.
-        layers: Secret-shared noise layers (Skellam).
+        plan: The :class:`~privfed.engines.latent.distributed.DistributedNoisePlan`
+            under audit, from
+            :func:`~privfed.engines.latent.distributed.plan_distributed_noise`.
         survivors: u (default t).
         noise_scale: 0.5 audits the deliberately broken half-noise release.
-        classes_per_release: Trials per round (default from the dimension).
         trials: As in :func:`audit_latent_release_code`.
+
+    Raises:
+        ParameterTypeError: ``plan`` is not a ``DistributedNoisePlan``.
     """
-    adj = Adjacency.REPLACE_ONE if adjacency is None else adjacency
-    k = (
-        _default_classes(check_int("dim", dim, minimum=1, numpy=True))
-        if classes_per_release is None
-        else check_int("classes_per_release", classes_per_release, minimum=1, numpy=True)
-    )
-    dplan = plan_distributed_noise(
-        model,
-        epsilon,
-        delta,
-        clip_norm=clip_norm,
-        dim=dim,
-        num_classes=k,
-        adjacency=adj,
-        num_clients=num_clients,
-        threshold=threshold,
-        corrupted=corrupted,
-        layers=layers,
-    )
-    release = DistributedPlannedRelease(dplan, survivors=survivors, noise_scale=noise_scale)
-    claimed = dplan.claimed_plan()
+    check_instance("plan", plan, DistributedNoisePlan)
+    release = DistributedPlannedRelease(plan, survivors=survivors, noise_scale=noise_scale)
     game = latent_canary_game(
-        claimed,
+        plan.claimed_plan(),
         release=release,
-        classes_per_release=k,
-        fractional_bits=dplan.spec.bits,
-        max_records=dplan.spec.max_records,
+        classes_per_release=plan.spec.num_classes,
+        fractional_bits=plan.spec.bits,
+        max_records=plan.spec.max_records,
     )
     return audit_canary_game(game, trials=trials)
 
