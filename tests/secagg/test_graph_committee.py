@@ -410,7 +410,7 @@ def test_a_state_copy_that_never_revealed_refuses_its_own_seat() -> None:
     """Two copies of one member: copy A reveals; copy B (never revealed) is handed a part
     whose committee shows A's reveal in its seat. B refuses: only its own reveal for that
     very root may fill its seat."""
-    cfg, keys, clients, server, _ = _round(committee_size=4)
+    cfg, _, clients, server, _ = _round(committee_size=4)
     requests = server.committee_requests()
     member = min(requests)
     copy_b = _clone(cfg, clients, member)
