@@ -435,7 +435,8 @@ def test_a_semi_honest_client_refuses_a_committee_section() -> None:
         deliver(server, c.advertise_keys())
     part = server.roster(1)
     assert part.proof is not None
-    proof = dataclasses.replace(part.proof, committee=shown.committee[:1])
+    # A reveal from the active round, put at leaf 0 of this 10-leaf tree.
+    proof = dataclasses.replace(part.proof, committee=((0, *shown.committee[0][1:]),))
     bad = Roster._trusted(session_id=part.session_id, round_index=0, entries=part.entries,
                           proof=proof)  # fmt: skip
     with pytest.raises(ProtocolAbort, match="outside active SecAgg"):
