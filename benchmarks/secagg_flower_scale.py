@@ -28,6 +28,11 @@ thread's CPU time; in process: the runner's server time), bytes up / down
 per surviving client, and the exact-sum check.  The ratio Flower / in process
 is the transport's overhead (the issue's goal: at most 2x).
 
+``--loopback`` adds a diagnostic third way: the same Flower code (SecAggRound,
+the ClientApp, the policies, ``Context.state`` between messages) on a Grid
+double that calls the ClientApp in this process, without Ray -- it splits the
+overhead into privfed's Flower layer and Flower's engine.
+
 Ray runs with ``--cpus`` CPUs (default 2) and one CPU per ClientApp.  Writes
 ``benchmarks/results/secagg_flower_scale.json`` (``--output``) and prints a
 summary.  On a shared machine the timings are provisional; the ratio,
@@ -37,6 +42,7 @@ Usage::
 
     python benchmarks/secagg_flower_scale.py                          # N=1000, 83,850 values
     python benchmarks/secagg_flower_scale.py --clients 50 --length 1000 --output /tmp/x.json
+    python benchmarks/secagg_flower_scale.py --loopback --skip-flower --output /tmp/lb.json
 """
 
 from __future__ import annotations
@@ -52,7 +58,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -152,8 +158,8 @@ def _identities(n: int, nc: int) -> tuple[Path, Any]:
 def _record(
     out: dict[str, Any],
     result: Any,
-    mapping: dict[int, int],
-    partitions: dict[int, int],
+    mapping: Mapping[int, int],
+    partitions: Mapping[int, int],
     length: int,
 ) -> None:
     """A SecAggRoundResult's figures into ``out`` (sum checked against the demo inputs)."""
