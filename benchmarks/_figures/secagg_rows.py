@@ -216,6 +216,32 @@ def secagg_scale(results: Results) -> Row:
 
 
 @row
+def secagg_flower_scale(results: Results) -> Row:
+    data = results.load(
+        "secagg_flower_scale.json", "python benchmarks/secagg_flower_scale.py --clients 1000"
+    )
+    inproc, flower, ratios = data["in_process"], data["flower"], data["ratios"]
+    exact = inproc.flag("exact") and flower.flag("exact")
+    loop = data["loopback_run"]
+    what = (
+        f"one active SecAgg+ round, N = {count(data.num('clients'))} (k = "
+        f"{data.integer('degree')}, t = {data.integer('threshold')}, n_C = "
+        f"{data.integer('corrupted')}), {count(data.num('vector_length'))} values, 5 % dropping "
+        "before masked input: privfed's SecAgg app in Flower's simulation engine (2 Ray CPUs) "
+        "against run_protocol in the same run; shared loaded machine"
+    )
+    figure = (
+        f"Flower {seconds(flower.num('wall_s'))} vs in process {seconds(inproc.num('wall_s'))}: "
+        f"{times(ratios.num('flower_over_in_process_wall'))} (goal ≤ 2×, not met); server work "
+        f"{times(ratios.num('flower_over_in_process_server_work'))}; bytes up "
+        f"{times(ratios.num('flower_over_in_process_bytes_up'), 4)}; "
+        f"{'exact sums' if exact else 'sum NOT exact'}; without Ray (privfed's Flower layer "
+        f"alone) {times(loop['ratios'].num('loopback_over_in_process_wall'))}"
+    )
+    return Row("secagg_flower_scale.py", what, figure)
+
+
+@row
 def secagg_grinding(results: Results) -> Row:
     data = results.load("secagg_grinding.json", "python benchmarks/secagg.py --suite grinding")
     g = data["grinding"]
