@@ -273,6 +273,7 @@ INTERNAL: dict[str, frozenset[str]] = {
             "SECURITY_BITS",
             "committed_digest",
             "committee_positions",
+            "committee_seats",
             "committee_seed",
             "default_committee_size",
             "graph_commitment",
