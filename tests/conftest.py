@@ -12,6 +12,19 @@ from __future__ import annotations
 
 import os
 
+# -- one core per pytest-xdist worker ---------------------------------------------------
+#
+# torch (and numpy's BLAS) start one OpenMP thread per core.  Under ``pytest -n N``
+# every worker does, so on two cores with -n 2 four threads spin-wait for two cores:
+# tests/engines/test_training.py's Adam tests took 70 s instead of 14 s (-n 0,
+# loaded machine).  A worker and the processes it starts (Flower's, the examples',
+# ``privfed run``'s) get cores // N threads (at least one) unless the caller set
+# OMP_NUM_THREADS.  Set before anything imports torch; a test that needs a thread
+# count sets it itself (tests/engines/latent/test_latent_client.py).
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    _workers = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _workers)))
+
 import pytest
 from hypothesis import HealthCheck, settings
 
