@@ -81,27 +81,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # runs them alone while the other has nothing left: the run's tail.  Under -n N
 # the tests below start first (every worker collects the same list and sorts it
 # the same way, as xdist requires), so the short ones fill in around them.  The
-# figures are seconds of one run with -n 0 on two loaded cores (2026-12-03); only
-# their order matters.  A test not listed keeps its place after them.
+# figures are seconds of one run with -n 0 on two loaded cores (2026-12-03; the
+# examples' after they ran once, one OpenMP thread); only their order matters.  A
+# test not listed keeps its place after them.
 _LONGEST = {  # test function, or function[parameters]: seconds
-    "test_example_runs_twice[audit_lira.py]": 443,
     "test_latent_job_across_supernode_processes": 363,  # tests/flower/test_deployment.py
     "test_dp_training_example_across_supernode_processes": 226,  # ditto
     "test_a_short_soak_keeps_every_invariant": 136,  # tests/flower/test_soak.py
     "test_flwr_run_of_the_example_completes_its_rounds": 110,  # test_training_examples.py
     "test_flwr_run_of_the_app_folder_adds_the_noise_its_release_claims": 74,  # test_flwr_run.py
     "test_an_interrupted_soak_leaves_no_process": 55,  # tests/flower/test_soak.py
-    "test_example_runs_twice[audit_self.py]": 53,
+    "test_example_runs_twice[audit_lira.py]": 82,
+    "test_example_runs_twice[audit_self.py]": 60,
     "test_secagg_over_the_simulation_engine": 48,  # tests/flower/test_simulation.py
     "test_legacy_training_with_secagg_mod_in_the_simulation_engine": 29,
     "test_strangers_and_plaintext_clients_are_refused": 29,  # test_deploy_script.py
     "test_a_failing_job_on_real_processes": 25,  # ditto
     "test_interrupt_stops_everything_without_a_traceback": 22,  # ditto
-    "test_example_runs_twice[factory_unlearning.py]": 22,
+    "test_example_runs_twice[factory_unlearning.py]": 32,
     "test_mixture_ledger_events_match_dp_accounting_and_the_release_names_them": 18,
     "test_the_active_mode_over_the_simulation_engine": 16,  # test_active_simulation.py
     "test_page_blocks_run[docs/getting-started.rst]": 12,
-    "test_example_runs_twice[pipeline.py]": 11,
+    "test_example_runs_twice[pipeline.py]": 17,
+    "test_example_runs_twice[dp_property_test.py]": 19,
     "test_latent_classes_and_factory_cells_compose_sequentially": 11,  # test_dp_ledger.py
 }
 
