@@ -262,6 +262,7 @@ def test_canary_game_runs_the_injected_release() -> None:
     json.dumps(document, allow_nan=False)
 
 
+@pytest.mark.slow
 def test_canary_game_coverage_over_many_small_audits() -> None:
     # As test_audit_coverage_over_many_small_audits, for the real-release machinery, with
     # two informative blocks so that the attack (joint, "a" or "b") is chosen on the

@@ -155,6 +155,7 @@ def test_one_run_selection_states_its_rule(selection: str) -> None:
         one_run_audit_selected(scores, included, spec=BoundSpec(1e-5), selection="best")  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_one_run_estimators_false_exceedance_rate_is_at_most_alpha() -> None:
     # Known truth: each canary's score is N(μ·b, 1), a μ-GDP test, so the mechanism is
     # (gdp_epsilon(μ, δ), δ)-DP and any valid bound exceeds that ε with probability <= α.

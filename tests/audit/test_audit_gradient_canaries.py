@@ -68,6 +68,7 @@ def test_canaries_enter_the_sum_as_plus_or_minus_clip_at_their_coordinates() -> 
     assert canaries.subtracts_known_sum and canaries.steps == 1
 
 
+@pytest.mark.slow
 def test_white_box_one_run_bound_is_positive_and_below_the_claim() -> None:
     # Full batch, 4 steps, calibrated to (8, 1e-5) replace-one: each canary is a μ ≈ 1.7
     # Gaussian test, so ε_lb ≈ 2–3.5 on 2,000 canaries; the assertion ε_lb > 1.5 fails by

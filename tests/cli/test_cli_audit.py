@@ -85,6 +85,7 @@ def test_run_dir_audit(tmp_path: Path) -> None:
     assert document["attacks"]["dcr"]["auc"]["lower"] > 0.9
 
 
+@pytest.mark.slow
 def test_self_audit_passes_and_catches_half_noise(tmp_path: Path) -> None:
     base = ["--self-audit", "--epsilon", "2", "--dim", "4", "--trials", "20000",
             "--calibration-trials", "5000", "--no-plot", "--significance", "0.01"]  # fmt: skip
@@ -99,6 +100,7 @@ _REAL = "release code: privfed.engines.latent.release.release_latent_statistics"
 _SIMULATED = "simulated: checks the accounting arithmetic only, not the release code"
 
 
+@pytest.mark.slow
 def test_self_audit_runs_the_real_release_by_default(tmp_path: Path) -> None:
     # Default mode and default trials (50,000 + 12,500 per hypothesis of the real
     # release; ~4 s at d = 2).  α = 0.01 per bound, fixed seed: false-failure rate ≤ 2 %.

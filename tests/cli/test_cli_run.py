@@ -226,6 +226,7 @@ def test_a_missing_extra_is_named(module: str, extra: str, tmp_path: Path) -> No
     assert f"pip install 'privfed[{extra}]'" in line and repr(module) in line
 
 
+@pytest.mark.slow
 def test_run_needs_no_matplotlib(tmp_path: Path) -> None:
     """samples.png is written by privfed's own PNG encoder (matplotlib once cost ~1.5 s per run).
 

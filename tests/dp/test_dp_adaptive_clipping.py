@@ -33,6 +33,7 @@ def _plan(**overrides: object):  # type: ignore[no-untyped-def]
     return plan_training_noise(eps, 1e-5, **args)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_the_clip_converges_to_the_target_quantile() -> None:
     # Norms ~ lognormal(log 2, 0.5): the median (gamma = 0.5) is 2; the clip starts at 0.1.
     settings = AdaptiveClipping(target_quantile=0.5, learning_rate=0.5, count_noise_std=1.0)

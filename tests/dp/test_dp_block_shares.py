@@ -54,6 +54,7 @@ def _exact_shift(total_mean: float, shift: int, alpha: float) -> float:
         max_size=3,
     ),
 )
+@pytest.mark.slow
 def test_shares_bound_the_exact_divergence_of_the_tightest_pair(
     n: int, blocks: list[tuple[float, list[int]]]
 ) -> None:

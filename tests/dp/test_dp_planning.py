@@ -132,6 +132,7 @@ def test_plan_is_deterministic() -> None:
     split=st.one_of(st.sampled_from(["balanced", "optimal"]), st.floats(0.01, 0.99)),
     private_labels=st.booleans(),
 )
+@pytest.mark.slow
 def test_plan_guarantee_is_conservative_and_tight(
     epsilon: float,
     log10_delta: float,

@@ -83,6 +83,7 @@ def test_train_epochs_stops_early_and_counts_epochs() -> None:
     assert 0.0 < float(p.detach()) < 1.0
 
 
+@pytest.mark.slow
 def test_training_a_classifier_does_not_import_torch_dynamo() -> None:
     """The reason Adam exists: torch.optim's constructors import torch._dynamo (seconds)."""
     code = (

@@ -126,6 +126,7 @@ def test_every_cell_is_calibrated_to_the_target_on_its_own_rate(two_class_npz: P
     assert "sampling_rate_disclosure" in dp_section
 
 
+@pytest.mark.slow
 def test_a_fixed_rate_shares_one_calibration_and_keeps_counts_out(two_class_npz: Path) -> None:
     cfg = _config(two_class_npz, dp_sampling_rate=0.25)
     small, large = calibrated_dpsgd(cfg, 10), calibrated_dpsgd(cfg, 1000)
@@ -255,6 +256,7 @@ def _gaussian_epsilon(noise_multiplier: float) -> float:
     return float(accountant.get_epsilon(DELTA))
 
 
+@pytest.mark.slow
 def test_dp_gaussian_factories_meet_the_target_in_every_cell() -> None:
     from privfed.dp import Adjacency, GaussianRelease
     from privfed.engines.factory.job import public_codec
@@ -371,6 +373,7 @@ def test_a_noise_seed_makes_gaussian_factories_reproducible_per_cell(tmp_path: P
     assert cell_noise_seed(FactoryPipelineConfig(epsilon=2.0), 0, 0) is None
 
 
+@pytest.mark.slow
 def test_cli_gaussian_factories_to_a_target(tmp_path: Path) -> None:
     from privfed.cli import main
 
