@@ -16,7 +16,7 @@ import random
 
 import numpy as np
 import pytest
-from secagg_helpers import deliver, reveal_committee
+from secagg_helpers import active_harary_parties, deliver, reveal_committee
 
 from privfed.errors import MessageFormatError, ParameterError, ProtocolAbort
 from privfed.secagg import (
@@ -24,8 +24,6 @@ from privfed.secagg import (
     CommitteeRequest,
     CommitteeReveal,
     EncryptedSharesBundle,
-    IdentityKey,
-    IdentityRegistry,
     MemoryRevealJournal,
     Roster,
     SecAggClient,
@@ -61,22 +59,8 @@ def _round(
     advertise: range | tuple[int, ...] | None = None,
     **extra: object,
 ):
-    ids = tuple(range(1, n + 1))
-    keys = {c: IdentityKey.generate() for c in ids}
-    cfg = SecAggConfig(
-        client_ids=ids,
-        threshold=t,
-        vector_length=L,
-        graph="harary",
-        degree=degree,
-        mode="active",
-        corrupted=corrupted,
-        identities=IdentityRegistry.of(keys, assumed_corrupted=corrupted),
-        **extra,  # type: ignore[arg-type]
-    )
-    rng = np.random.default_rng(1)
-    inputs = {c: rng.integers(0, 2**32, L, dtype=np.uint64) for c in ids}
-    clients = {c: SecAggClient(cfg, c, inputs[c], identity=keys[c]) for c in ids}
+    cfg, keys, clients, inputs = active_harary_parties(n, degree, t, corrupted, L, seed=1, **extra)
+    ids = cfg.client_ids
     server = SecAggServer(cfg)
     for cid in ids if advertise is None else advertise:
         deliver(server, clients[cid].advertise_keys())

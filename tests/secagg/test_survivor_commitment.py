@@ -15,15 +15,12 @@ import math
 
 import numpy as np
 import pytest
-from secagg_helpers import deliver, reveal_committee
+from secagg_helpers import active_harary_parties, deliver, reveal_committee
 
 from privfed.errors import ProtocolAbort
 from privfed.secagg import (
     ConsistencyRequest,
     EncryptedSharesBundle,
-    IdentityKey,
-    IdentityRegistry,
-    SecAggClient,
     SecAggConfig,
     SecAggServer,
     SurvivorSignature,
@@ -40,21 +37,7 @@ L = 3
 
 def _to_consistency(n: int = 40, degree: int = 8, t: int = 6, corrupted: int = 1):
     """An active SecAgg+ round up to the ConsistencyCheck, 2 clients dropped before masking."""
-    ids = tuple(range(1, n + 1))
-    identity = {c: IdentityKey.generate() for c in ids}
-    cfg = SecAggConfig(
-        client_ids=ids,
-        threshold=t,
-        vector_length=L,
-        graph="harary",
-        degree=degree,
-        mode="active",
-        corrupted=corrupted,
-        identities=IdentityRegistry.of(identity, assumed_corrupted=corrupted),
-    )
-    rng = np.random.default_rng(5)
-    inputs = {c: rng.integers(0, 2**32, L, dtype=np.uint64) for c in ids}
-    clients = {c: SecAggClient(cfg, c, inputs[c], identity=identity[c]) for c in ids}
+    cfg, _, clients, inputs = active_harary_parties(n, degree, t, corrupted, L, seed=5)
     server = SecAggServer(cfg)
     for c in clients.values():
         deliver(server, c.advertise_keys())
