@@ -413,7 +413,7 @@ def test_two_roots_for_one_session_are_caught() -> None:
     server = SecAggServer(cfg)
     _advertise(clients, server)
     entries = {e.client_id: e for e in server.roster().entries}
-    tree_b, left_out = _disjoint_root(cfg, entries, server.committee)
+    tree_b, left_out = _disjoint_root(cfg, entries, server.committee | {1})
     group_b = set(range(13, 24)) - {left_out}
     for cid in group_b:
         part = _part_of_tree(cfg, server.roster(cid), tree_b, entries, cid, clients)
