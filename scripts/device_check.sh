@@ -15,11 +15,13 @@
 # PYTHONPATH=src), and runs the tests.  It never installs torch.
 #
 # Environment:
-#   OUT                   folder for cuda_tests.txt and cuda_check.json (optional)
+#   OUT                   folder for cuda_tests.txt, cuda_check.json and factory_timing.json (optional)
 #   PYTHON                interpreter holding a CUDA torch (default: python3)
 #   PRIVFED_WHEELS        wheel folder to install offline (default: .whl)
 #   PRIVFED_FAIL_FAST=1   stop at the first failing test (pytest -x; default: run all)
 #   PRIVFED_TEST_TIMEOUT  seconds allowed for the test run (default: 420)
+#   PRIVFED_FACTORY_TIMING=0  skip the EDM factory-training timing after the tests
+#   PRIVFED_FACTORY_TIMING_TIMEOUT  seconds allowed for that timing (default: 300)
 #   PRIVFED_TEST_DEVICE=cpu  dry run of this script without a GPU (the tests then run on
 #                         the CPU; a real device check leaves it unset)
 #
@@ -159,7 +161,26 @@ timeout "${PRIVFED_TEST_TIMEOUT:-420}" "$VPY" -m pytest -q --run-cuda -m cuda \
 RC=${PIPESTATUS[0]}
 set -e
 
-GPU=$GPU RC=$RC JUNIT=$JUNIT INSTALL=$INSTALL WHEELS_USED=$WHEELS_USED MISSING=$MISSING \
+# Issue 28's GPU path: pixel-space EDM factories trained on the device, timed
+# (benchmarks/factory_device_timing.py).  It never changes the exit status: the
+# tests above decide it; its own status goes into the JSON.
+FACTORY_JSON=$REPORT_DIR/factory_timing.json
+FACTORY_RC=skipped
+if [[ ${PRIVFED_FACTORY_TIMING:-1} == 1 ]]; then
+    echo "== factory timing"
+    FACTORY_ARGS=(--device "${PRIVFED_TEST_DEVICE:-cuda}" --output "$FACTORY_JSON")
+    if [[ $DRY_RUN == 1 ]]; then # the CPU cannot train the real size in a dry run
+        FACTORY_ARGS+=(--tiny --steps 2 --baseline-steps 1 --sampling-steps 2
+            --synthetic-per-class 20 --classifier-epochs 1 --epsilons inf)
+    fi
+    set +e
+    timeout "${PRIVFED_FACTORY_TIMING_TIMEOUT:-300}" "$VPY" benchmarks/factory_device_timing.py \
+        "${FACTORY_ARGS[@]}" 2>&1 | tee "$REPORT_DIR/factory_timing.txt"
+    FACTORY_RC=${PIPESTATUS[0]}
+    set -e
+fi
+
+FACTORY_RC=$FACTORY_RC FACTORY_JSON=$FACTORY_JSON GPU=$GPU RC=$RC JUNIT=$JUNIT INSTALL=$INSTALL WHEELS_USED=$WHEELS_USED MISSING=$MISSING \
     DRY_RUN=$DRY_RUN "$VPY" - "$JSON" <<'EOF' || echo "could not write $JSON"
 import json, os, sys, xml.etree.ElementTree as ET
 import torch
@@ -199,6 +220,9 @@ try:
 except (OSError, ET.ParseError) as exc:  # timeout or crash before the report
     out["junit_error"] = str(exc)
 out.update(counts, failed_tests=failed)
+out["factory_timing_exit"] = env["FACTORY_RC"]
+if os.path.exists(env["FACTORY_JSON"]):
+    out["factory_timing"] = json.load(open(env["FACTORY_JSON"]))
 text = json.dumps(out, indent=2)
 open(sys.argv[1], "w").write(text + "\n")
 print(text)
