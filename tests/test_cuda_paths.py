@@ -271,8 +271,10 @@ def test_diffusers_codec_on_device_matches_cpu(
 ) -> None:
     x, _ = digits
     _tiny_vae(tmp_path / "vae")
-    cpu = DiffusersCodec.from_pretrained(tmp_path / "vae", image_shape=(1, 8, 8))
-    dev = DiffusersCodec.from_pretrained(tmp_path / "vae", image_shape=(1, 8, 8), device=DEVICE)
+    cpu = DiffusersCodec.from_pretrained(tmp_path / "vae", kind="kl", image_shape=(1, 8, 8))
+    dev = DiffusersCodec.from_pretrained(
+        tmp_path / "vae", kind="kl", image_shape=(1, 8, 8), device=DEVICE
+    )
     _assert_on_device(list(dev._model.parameters()))
     z = dev.encode(x[:40], batch_size=16)
     assert z.device.type == "cpu" and z.shape == (40, 32)  # documented: latents on the CPU
@@ -459,12 +461,15 @@ TINY_LATENT = {
 
 @pytest.mark.parametrize("codec", ["pca", "diffusers"])
 def test_latent_pipeline_on_device_agrees_with_the_cpu(codec: str, tmp_path: Path) -> None:
+    kind = None
     if codec == "diffusers":
         _tiny_vae(tmp_path / "vae")
-        codec = str(tmp_path / "vae")
+        codec, kind = str(tmp_path / "vae"), "kl"
     with _no_tf32():  # TF32 convolutions would move the diffusers latents by many grid steps
         runs = {
-            device: run_pipeline(PipelineConfig(codec=codec, device=device, **TINY_LATENT))
+            device: run_pipeline(
+                PipelineConfig(codec=codec, codec_kind=kind, device=device, **TINY_LATENT)
+            )
             for device in ("cpu", DEVICE)
         }
     cpu, dev = runs["cpu"], runs[DEVICE]
@@ -496,6 +501,7 @@ def test_latent_pipeline_on_device_agrees_with_the_cpu(codec: str, tmp_path: Pat
 def test_cli_latent_run_on_device(tmp_path: Path) -> None:
     args = ["run", "--clients", "4", "--samples-per-class", "20", "--epochs", "1"]
     args += ["--latent-dim", "4", "--partition", "iid", "--noise-seed", "1", "--no-audit"]
+    args += ["--baselines"]  # the real-data baseline is opt-in: it trains on the device too
     code = main([*args, "--quiet", "--device", DEVICE, "--output-dir", str(tmp_path)])
     assert code == 0
     release = json.loads((tmp_path / "release.json").read_text())

@@ -112,13 +112,10 @@ def roster_graph(
             show the whole neighbourhood (see the module docstring).
     """
     session = config.bound_session_id
-    if config.committee:
-        if roster.proof is None or verify is None:
+    proof = roster.proof
+    if proof is None:
+        if config.committee:
             raise RosterRefusedError("a committed roster part must carry its proof")
-        seed, neighbours, members = _checked_proof(
-            config, client_id, roster, entries, verify=verify, revealed_root=revealed_root
-        )
-    elif roster.proof is None:
         root = RosterTree(
             session,
             [
@@ -130,22 +127,42 @@ def roster_graph(
         neighbours = config.neighbours(client_id, seed)
         members = set(entries)
     else:
-        seed, neighbours, members = _checked_proof(config, client_id, roster, entries)
+        if config.committee and verify is None:
+            raise RosterRefusedError("a committed roster part must carry its proof")
+        root, leaves, revealed = _proof_root(config, roster, entries)
+        hood = frozenset({client_id})
+        try:
+            if config.committee:
+                at = next(
+                    (
+                        i
+                        for i, e in zip(proof.positions, roster.entries, strict=True)
+                        if e.client_id == client_id
+                    ),
+                    None,
+                )
+                _check_committee(config, client_id, at, root, proof, verify, revealed_root)
+                seed = committee_seed(session, root, revealed)
+            else:
+                seed = graph_seed_of_root(session, root)
+            neighbours = config.neighbours(client_id, seed)
+            hood = neighbours | hood
+            members = check_coverage(proof.count, {i: cid for i, (cid, _) in leaves.items()}, hood)
+        except ProofError as exc:
+            raise RosterRefusedError(f"the roster's proof is refused: {exc}") from None
+        if not set(entries) <= hood:
+            raise RosterRefusedError("the roster part lists a client outside the neighbourhood")
     hood = neighbours | {client_id}
     if members & hood != set(entries) & hood:
         raise RosterRefusedError("the roster leaves out part of this client's neighbourhood")
     return seed, neighbours, frozenset(members & hood)
 
 
-def _checked_proof(
-    config: SecAggConfig,
-    client_id: int,
-    roster: Roster,
-    entries: dict[int, tuple[bytes, bytes]],
-    *,
-    verify: Verifier | None = None,
-    revealed_root: bytes | None = None,
-) -> tuple[bytes, frozenset[int], set[int]]:
+def _proof_root(
+    config: SecAggConfig, roster: Roster, entries: dict[int, tuple[bytes, bytes]]
+) -> tuple[bytes, dict[int, tuple[int, bytes]], list[tuple[int, bytes]]]:
+    """``(root, {position: (id, leaf digest)}, [(position, revealed value)])`` that a part's
+    proof rebuilds from its entries, brackets and committee reveals."""
     proof = roster.proof
     if proof is None:  # pragma: no cover -- the caller checked
         raise RosterRefusedError("the roster part carries no proof of the roster root")
@@ -173,28 +190,9 @@ def _checked_proof(
         revealed.append((index, value))
     try:
         root = root_of_proof(session, proof.count, leaves, proof.hashes)
-        if config.committee:
-            at = next(
-                (
-                    i
-                    for i, e in zip(proof.positions, roster.entries, strict=True)
-                    if e.client_id == client_id
-                ),
-                None,
-            )
-            _check_committee(config, client_id, at, root, proof, verify, revealed_root)
-            seed = committee_seed(session, root, revealed)
-        else:
-            seed = graph_seed_of_root(session, root)
-        neighbours = config.neighbours(client_id, seed)
-        members = check_coverage(
-            proof.count, {i: cid for i, (cid, _) in leaves.items()}, neighbours | {client_id}
-        )
     except ProofError as exc:
         raise RosterRefusedError(f"the roster's proof is refused: {exc}") from None
-    if not set(entries) <= neighbours | {client_id}:
-        raise RosterRefusedError("the roster part lists a client outside the neighbourhood")
-    return seed, neighbours, members
+    return root, leaves, revealed
 
 
 def _check_committee(

@@ -48,7 +48,8 @@ from __future__ import annotations
 
 import enum
 import hmac
-from collections.abc import Container
+from collections.abc import Callable, Container
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -111,15 +112,14 @@ from privfed.secagg.protocol.stages import Stage
 
 __all__ = ["SecAggServer"]
 
-
-_CLIENT_MESSAGES = (
-    AdvertiseKeys,
-    CommitteeReveal,
-    EncryptedShares,
-    EncryptedSharesBundle,
-    MaskedInput,
-    ConsistencySignature,
-    UnmaskResponse,
+_ClientMessage = (
+    AdvertiseKeys
+    | CommitteeReveal
+    | EncryptedShares
+    | EncryptedSharesBundle
+    | MaskedInput
+    | ConsistencySignature
+    | UnmaskResponse
 )
 
 
@@ -131,6 +131,15 @@ class _Phase(enum.Enum):
     UNMASK = Stage.UNMASKING
     DONE = "done"
     ABORTED = "aborted"
+
+
+# How a late-stage message from a client the stage does not expect, or a second one, is
+# refused: (what the unexpected sender did not do, what the message is called).
+_ADMISSION = {
+    _Phase.MASK: ("did not share keys", "masked input"),
+    _Phase.CONSIST: ("is not a survivor", "signature"),
+    _Phase.UNMASK: ("was not asked to unmask", "response"),
+}
 
 
 class SecAggServer(Party):
@@ -331,31 +340,18 @@ class SecAggServer(Party):
             MessageFormatError: An :class:`UnmaskResponse` carries a share that
                 is not a valid serialized Shamir share.
         """
-        if not isinstance(message, _CLIENT_MESSAGES):
+        receive = _RECEIVERS.get(type(message))
+        if receive is None:
             raise ParameterTypeError("message", "a client-to-server protocol message", message)
         if type(sender) is not int or not 1 <= sender <= MAX_CLIENT_ID:
             check_int("sender", sender, minimum=1, maximum=MAX_CLIENT_ID)
-        if message.sender != sender:
+        claimed = cast("_ClientMessage", message).sender
+        if claimed != sender:
             stage = self.stage
             raise self._refuse(
-                f"it names client {message.sender} but was delivered by client {sender}", stage
+                f"it names client {claimed} but was delivered by client {sender}", stage
             )
-        if isinstance(message, AdvertiseKeys):
-            self._receive_keys(message)
-        elif isinstance(message, CommitteeReveal):
-            self._receive_reveal(message)
-        elif isinstance(message, EncryptedShares):
-            self._receive_shares(message)
-        elif isinstance(message, EncryptedSharesBundle):
-            self._receive_bundle(message)
-        elif isinstance(message, MaskedInput):
-            self._receive_masked(message)
-        elif isinstance(message, ConsistencySignature):
-            self._receive_signature(message)
-        elif isinstance(message, UnmaskResponse):
-            self._receive_unmask(message)
-        else:
-            raise ParameterTypeError("message", "a client-to-server protocol message", message)
+        receive(self, message)
 
     def _precheck(self, message: Message, expected: _Phase) -> Stage:
         stage = expected.value
@@ -490,17 +486,13 @@ class SecAggServer(Party):
         message: MaskedInput | ConsistencySignature | UnmaskResponse,
         phase: _Phase,
         expected: Container[int],
-        unexpected: str,
         seen: Container[int],
-        what: str,
     ) -> Stage:
-        """:meth:`_precheck`, then refuse a sender not in ``expected`` or already in ``seen``.
-
-        ``unexpected`` words the first refusal, ``what`` names the message the second one
-        would receive twice.
-        """
+        """:meth:`_precheck`, then refuse a sender not in ``expected`` or already in ``seen``
+        (worded by :data:`_ADMISSION` for ``phase``)."""
         stage = self._precheck(message, phase)
         sender = message.sender
+        unexpected, what = _ADMISSION[phase]
         if sender not in expected:
             raise self._refuse(f"client {sender} {unexpected}", stage)
         if sender in seen:
@@ -508,9 +500,7 @@ class SecAggServer(Party):
         return stage
 
     def _receive_masked(self, message: MaskedInput) -> None:
-        stage = self._admit(
-            message, _Phase.MASK, self._shared, "did not share keys", self._masked, "masked input"
-        )
+        stage = self._admit(message, _Phase.MASK, self._shared, self._masked)
         sender = message.sender
         cfg = self._config
         if message.ring_bits != cfg.ring_bits or message.values.shape[0] != cfg.vector_length:
@@ -522,14 +512,7 @@ class SecAggServer(Party):
         self._masked.add(sender)
 
     def _receive_signature(self, message: ConsistencySignature) -> None:
-        stage = self._admit(
-            message,
-            _Phase.CONSIST,
-            self._masked,
-            "is not a survivor",
-            self._signatures,
-            "signature",
-        )
+        stage = self._admit(message, _Phase.CONSIST, self._masked, self._signatures)
         sender = message.sender
         cfg = self._config
         registry = cfg.identities
@@ -544,14 +527,7 @@ class SecAggServer(Party):
         self._signatures[sender] = message.signature
 
     def _receive_unmask(self, message: UnmaskResponse) -> None:
-        stage = self._admit(
-            message,
-            _Phase.UNMASK,
-            self._requests,
-            "was not asked to unmask",
-            self._responses,
-            "response",
-        )
+        stage = self._admit(message, _Phase.UNMASK, self._requests, self._responses)
         sender = message.sender
         request = self._requests[sender]
         packed = message._packed_shares()
@@ -987,3 +963,16 @@ class SecAggServer(Party):
             # The partner added +PRG if its id is below the dropped client's.
             pair_seeds += [(seed, partner < owner) for partner, seed in seeds.items()]
         return pair_seeds
+
+
+# What the server does with each client-to-server message type, looked up by exact
+# type (a subclass of a message is nothing the wire decodes to).
+_RECEIVERS: dict[type, Callable[[SecAggServer, Any], None]] = {
+    AdvertiseKeys: SecAggServer._receive_keys,
+    CommitteeReveal: SecAggServer._receive_reveal,
+    EncryptedShares: SecAggServer._receive_shares,
+    EncryptedSharesBundle: SecAggServer._receive_bundle,
+    MaskedInput: SecAggServer._receive_masked,
+    ConsistencySignature: SecAggServer._receive_signature,
+    UnmaskResponse: SecAggServer._receive_unmask,
+}
