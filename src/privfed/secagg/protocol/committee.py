@@ -13,8 +13,8 @@ With it:
    tree.  The root therefore commits to every member's value before anybody
    has revealed one.
 2. *Draw.*  Once the server has fixed the root, a committee of ``kappa``
-   leaves is drawn from it (:func:`committee_positions`: a keyed permutation
-   of the leaf positions, keyed by the root).
+   leaves is drawn from it (:func:`committee_positions`: a uniform subset of
+   the leaf positions, drawn by a stream keyed by the root).
 3. *Reveal.*  Each committee member checks its own leaf against the root (one
    inclusion proof), checks that the root draws it, and returns ``r`` signed
    with its identity key over the root (:func:`reveal_payload`).  It reveals
@@ -40,12 +40,11 @@ choose which of up to ``D`` reveals to leave out: at most
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Final
-
-from privfed.secagg.protocol.graph import _Permutation
 
 __all__ = [
     "GRAPH_VALUE_SIZE",
@@ -106,16 +105,35 @@ def committed_digest(advertisement: bytes, commitment: bytes) -> bytes:
 def committee_positions(session: bytes, root: bytes, count: int, size: int) -> tuple[int, ...]:
     """The leaf positions a root draws for its committee, increasing.
 
-    The first ``min(size, count)`` images of a pseudo-random permutation of
-    ``[0, count)`` keyed by the root: distinct, ``O(size)`` hashes, and fixed
-    by the root alone, so every client computes the same committee.
+    A uniform ``min(size, count)``-subset of ``[0, count)``, fixed by the root
+    alone, so every client computes the same committee: a partial Fisher--Yates
+    shuffle whose ``i``-th swap partner is drawn uniformly from ``[i, count)``
+    by rejection from a SHA-256 counter stream keyed by the root.  ``O(size)``
+    time and memory, whatever ``count`` (a million leaves cost what thirty do).
     """
     seats = min(size, count)
-    if count == 1:
-        return (0,) if seats else ()
     key = hashlib.sha256(_DRAW_DOMAIN + _framed(session) + root + count.to_bytes(4, "big")).digest()
-    draw = _Permutation(key, count)
-    return tuple(sorted(draw.forward(i) for i in range(seats)))
+    words = _words(key)
+    moved: dict[int, int] = {}  # the positions the swaps so far put elsewhere
+    chosen = []
+    for i in range(seats):
+        span = count - i
+        limit = (1 << 64) - (1 << 64) % span  # below it, x % span is exactly uniform
+        x = next(words)
+        while x >= limit:
+            x = next(words)
+        j = i + x % span
+        chosen.append(moved.get(j, j))
+        moved[j] = moved.get(i, i)
+    return tuple(sorted(chosen))
+
+
+def _words(key: bytes) -> Iterator[int]:
+    """64-bit words of ``SHA-256(key || counter)``, counter = 0, 1, 2, ..."""
+    for counter in itertools.count():
+        block = hashlib.sha256(key + counter.to_bytes(8, "big")).digest()
+        for at in range(0, 32, 8):
+            yield int.from_bytes(block[at : at + 8], "big")
 
 
 def reveal_payload(
