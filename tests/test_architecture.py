@@ -307,6 +307,7 @@ def real_graph() -> ImportGraph:
 # == tests on the real package ========================================================
 
 
+@pytest.mark.slow
 def test_graph_covers_the_package() -> None:
     graph = real_graph()
     files = sorted((SRC / ROOT).rglob("*.py"))
@@ -341,6 +342,7 @@ def test_import_ban(ban: ImportBan, source: str) -> None:
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("ban", "module"),
     [pytest.param(b, m, id=f"{b.name}:{m}") for b in LOAD_BANS for m in b.modules],

@@ -60,6 +60,7 @@ def quick(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return json.loads(out.read_text())  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 def test_the_quick_run_writes_every_arm_with_its_invariants(quick: dict[str, Any]) -> None:
     bench.check_schema(quick)
     meta, runs = quick["meta"], quick["runs"]

@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parent.parent / "src" / "privfed"
 MAX_FILE_LINES = 1000
 MAX_FUNCTION_LINES = 100
@@ -59,6 +61,7 @@ def test_no_module_over_a_thousand_lines() -> None:
     assert over == {}, f"modules over {MAX_FILE_LINES} lines: {over}"
 
 
+@pytest.mark.slow
 def test_no_function_over_a_hundred_lines() -> None:
     over = {
         f"{path.relative_to(SRC)}:{name}": span

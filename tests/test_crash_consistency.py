@@ -85,6 +85,7 @@ def _equal(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+@pytest.mark.slow
 def test_bytes_and_text(tmp_path: Path) -> None:
     path = tmp_path / "blob.bin"
     versions = (os.urandom(1 << 18), os.urandom(1 << 18))
@@ -99,6 +100,7 @@ def test_bytes_and_text(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_audit_inputs_npz(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     inputs = [
@@ -119,6 +121,7 @@ def test_audit_inputs_npz(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_sample_grid_png(tmp_path: Path) -> None:
     rng = np.random.default_rng(5)
     images = [rng.uniform(size=(80, 1, 28, 28)) for _ in range(2)]
@@ -137,6 +140,7 @@ def test_sample_grid_png(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_identity_registry(tmp_path: Path) -> None:
     registries = [
         IdentityRegistry({c: IdentityKey.generate().public_key for c in range(1, 60)}, 1)
@@ -151,6 +155,7 @@ def test_identity_registry(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_identity_key_file_is_complete_or_absent(tmp_path: Path) -> None:
     """A key is never overwritten: after a kill, no file or the whole key."""
     from privfed.flower.policy import load_identity_key, write_identity_key
@@ -168,6 +173,7 @@ def test_identity_key_file_is_complete_or_absent(tmp_path: Path) -> None:
         write_identity_key(done, IdentityKey.generate())
 
 
+@pytest.mark.slow
 def test_the_reveal_journal_keeps_every_complete_record(tmp_path: Path) -> None:
     """Appends killed mid-way: the journal reloads, holds a prefix, and takes new records."""
     rng = random.Random(9)
@@ -227,6 +233,7 @@ def run_versions() -> tuple[RunArtifacts, RunArtifacts]:
     return old, new
 
 
+@pytest.mark.slow
 def test_the_run_directory(tmp_path: Path, run_versions: tuple[RunArtifacts, RunArtifacts]) -> None:
     """Each file of a run directory is one run's or the other's, whole, after any kill."""
     refs = []

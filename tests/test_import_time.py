@@ -156,6 +156,7 @@ def test_forbidden_check_sees_a_heavy_import() -> None:
     assert "scipy.special" in _loaded(("scipy.special",), CORE_FORBIDDEN, False)
 
 
+@pytest.mark.slow
 def test_core_import_time_is_within_budget_relative_to_numpy() -> None:
     _timed()  # warm-up, not counted: bytecode caches and the file cache
     runs = [_timed() for _ in range(RUNS)]

@@ -169,6 +169,7 @@ def test_bound_never_exceeds_truth_by_much(seed: int) -> None:
     assert bound.mu_lower_bound < 1.3
 
 
+@pytest.mark.slow
 def test_held_out_bound_validity_rate() -> None:
     # 200 independent held-out audits of a 1-GDP Gaussian test at α = 0.05; exceedances
     # are ≤ Bin(200, 0.05), and P[> 20] ≈ 1.2e-3 (this test's false-failure rate).

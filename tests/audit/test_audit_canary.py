@@ -97,6 +97,7 @@ def test_half_noise_release_is_detected(epsilon: float) -> None:
     assert result.canary_mu == pytest.approx(2 * plan.mu, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_audit_coverage_over_many_small_audits() -> None:
     # 100 independent audits of a correct release, 2000 trials each.  Each bound exceeds its
     # claim with probability ≤ α = 0.05, so each count is ≤ Bin(100, 0.05) in distribution;

@@ -145,6 +145,7 @@ def test_normal_logpdf_equals_scipy() -> None:
 # -- beta quantiles (Clopper–Pearson) ------------------------------------------------
 
 
+@pytest.mark.slow
 def test_beta_isf_equals_scipy_everywhere() -> None:
     # The upper Clopper–Pearson end Beta⁻¹(1 − q; k + 1, n − k), k < n, down to
     # tails of 1e-300 (bounds.py splits a significance over many thresholds).
@@ -161,6 +162,7 @@ def test_beta_isf_equals_scipy_everywhere() -> None:
     assert np.isfinite(expected).mean() > 0.95  # mostly numbers, not NaN against NaN
 
 
+@pytest.mark.slow
 def test_beta_ppf_equals_scipy_for_tails_a_confidence_can_give() -> None:
     # The lower Clopper–Pearson end Beta⁻¹(q; k, n − k + 1), k > 0.  A confidence
     # level in (0, 1) gives tails >= 2⁻⁵⁴; agreement is checked down to 1e-60.

@@ -355,6 +355,7 @@ def test_missing_matplotlib_is_named_before_any_work(tmp_path: Path, score_file:
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_no_plot_needs_no_matplotlib(tmp_path: Path, score_file: Path) -> None:
     out = tmp_path / "out"
     proc = _audit_without_matplotlib(["--scores", str(score_file), "--out", str(out), "--no-plot"])

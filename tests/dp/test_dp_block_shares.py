@@ -96,6 +96,7 @@ def _lp_bound(alpha: float, n: int, lams: list[float], caps: list[float], big_m:
     return alpha * s / 2 + float(-res.fun)
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(
     n=st.integers(1, 50),

@@ -250,6 +250,7 @@ def test_skellam_curve_interpolates_between_integer_orders() -> None:
 # -- calibration ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @given(
     epsilon=st.floats(0.2, 16.0),
     delta=st.floats(1e-10, 1e-3),
@@ -280,6 +281,7 @@ def test_calibrated_discrete_gaussian_meets_the_target(
     PrivacyLedger(budget_epsilon=epsilon, budget_delta=delta).record(release)
 
 
+@pytest.mark.slow
 @given(
     epsilon=st.floats(0.2, 16.0),
     delta=st.floats(1e-10, 1e-3),

@@ -107,6 +107,7 @@ def release(
 # -- the target is met, tightly, by dp-accounting's own accountant ------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"eps={c[0]}-q={c[1]}-T={c[2]}-{c[3].value}")
 def test_multiplier_meets_the_target_and_is_tight(
     case: tuple[float, float, int, Adjacency],

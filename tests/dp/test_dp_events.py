@@ -121,6 +121,7 @@ def test_events_import_no_release_kind() -> None:
     assert not any(name.startswith("privfed.dp.releases") for name in imported)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tag", sorted(KINDS))
 def test_examples_cover_both_adjacencies(tag: str) -> None:
     examples = KINDS[tag].examples()
@@ -181,6 +182,7 @@ def test_from_dict_refuses_missing_unknown_and_mistyped(release: ReleaseEvent) -
 # -- accounting -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("release", EXAMPLES)
 def test_declared_accounting_is_honoured(release: ReleaseEvent) -> None:
     methods = release.accounting
@@ -238,6 +240,7 @@ def test_partition_semantics(release: ReleaseEvent) -> None:
 # -- dp-accounting export ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("release", EXAMPLES)
 def test_export_agrees_with_the_pld_accountant(release: ReleaseEvent) -> None:
     ledger = _ledger(release)

@@ -183,6 +183,7 @@ def test_budget_parameters_come_in_pairs() -> None:
 # -- cross-checks against dp-accounting --------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "releases",
     [
@@ -258,6 +259,7 @@ def test_mixed_ledger_composes_per_partition() -> None:
 # -- serialisation ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_json_round_trip_is_exact() -> None:
     ledger = PrivacyLedger(budget_epsilon=50.0, budget_delta=1e-6)
     ledger.record(gauss(0, 0.1 + 0.2, 1 / 3, adjacency=ADD_REMOVE, dimension=7))
@@ -300,6 +302,7 @@ def test_from_json_rejects_garbage() -> None:
         PrivacyLedger.from_json("[]")
 
 
+@pytest.mark.slow
 def test_export_for_either_accountant_relation() -> None:
     ledger = PrivacyLedger()
     ledger.record(gauss(0, 2.0, 1.5))
@@ -455,6 +458,7 @@ def test_latent_classes_and_factory_cells_compose_sequentially() -> None:
     assert budgeted.to_json() == before
 
 
+@pytest.mark.slow
 def test_exact_gdp_across_schemes_matches_an_independent_sum() -> None:
     mu_latent, mu_cell = 0.8, 1.3
     ledger = PrivacyLedger()
@@ -561,6 +565,7 @@ def test_method_selection_and_forcing() -> None:
         replace.epsilon(1e-5, method="rdp")  # no RDP bound for replace-one subsampling
 
 
+@pytest.mark.slow
 def test_subsampled_rdp_matches_dp_accounting() -> None:
     ledger = PrivacyLedger()
     ledger.record(sgd(partition=0, noise_multiplier=1.3, sampling_rate=0.05, steps=20))

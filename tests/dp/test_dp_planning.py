@@ -82,6 +82,7 @@ def test_float_weight_moves_noise_between_parts() -> None:
     assert high.noise_std_second_moment > low.noise_std_second_moment
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("adjacency", list(Adjacency))
 @pytest.mark.parametrize("private_labels", [False, True])
 @pytest.mark.parametrize("dim", [1, 16, 128])

@@ -291,6 +291,7 @@ def _check_guide(table, bits: int) -> None:  # type: ignore[no-untyped-def]
         assert decided.mean() > 0.5  # the guide decides most proposals (speed, not law)
 
 
+@pytest.mark.slow
 def test_poisson_bounds_hold_at_a_large_mean() -> None:
     # The M·2**e scale and the long float products: lo <= exact <= hi on every 97th bin.
     table = samplers._PoissonTable(5e5)

@@ -31,6 +31,7 @@ def _epochs_run(**kwargs: object) -> tuple[nn.Module, list[int]]:
     return model, seen
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("architecture", ARCHITECTURES)
 def test_each_architecture_learns_real_digits(
     digits: tuple[torch.Tensor, torch.Tensor], architecture: str
@@ -55,6 +56,7 @@ def test_each_architecture_learns_real_digits(
     assert len(seen) < 60
 
 
+@pytest.mark.slow
 def test_same_seed_same_model_and_the_fixed_epoch_mode(
     digits: tuple[torch.Tensor, torch.Tensor],
 ) -> None:

@@ -141,6 +141,7 @@ def test_latent_release_numbers_trace_to_the_ledger(latent_run: Any) -> None:
         assert counts is None
 
 
+@pytest.mark.slow
 def test_factory_release_carries_no_private_number(tmp_path: Path) -> None:
     config = FactoryPipelineConfig(
         scenario="dirichlet",

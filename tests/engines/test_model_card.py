@@ -434,6 +434,7 @@ def test_a_ledger_that_does_not_match_the_release_is_refused(
 # -- the factory engine ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_factory_card_fields_trace_to_the_run(factory_run: Any) -> None:
     report, full, release_dir = factory_run
     assert _check_traced_fields(full) >= 25

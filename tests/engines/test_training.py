@@ -25,6 +25,7 @@ def _train(
         optimiser.step()  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("architecture", ["cnn", "mlp"])
 @pytest.mark.parametrize("lr", [2e-3, 0.1])
 def test_adam_is_bit_identical_to_torch_adam(architecture: str, lr: float) -> None:

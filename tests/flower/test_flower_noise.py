@@ -239,6 +239,7 @@ def _old_client_app() -> ClientApp:
     return add_secagg_handlers(ClientApp(), values)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["distributed-gaussian", "central"])
 def test_a_node_that_declares_no_noise_is_refused(
     model: str, loopback: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -267,6 +268,7 @@ def test_a_node_that_declares_no_noise_is_refused(
     assert {d["noise_model"] for d in declared.values()} == {model}
 
 
+@pytest.mark.slow
 def test_too_many_outdated_nodes_abort_before_any_release(
     loopback: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -291,6 +293,7 @@ def test_too_many_outdated_nodes_abort_before_any_release(
     assert asked == []
 
 
+@pytest.mark.slow
 def test_a_node_with_another_plan_is_refused(
     loopback: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -535,6 +538,7 @@ def _no_hello_app() -> ClientApp:
     return ClientApp()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["distributed-gaussian", "central"])
 def test_a_node_missing_from_the_hello_is_a_dropout_not_the_end_of_the_job(
     model: str, loopback: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -554,6 +558,7 @@ def test_a_node_missing_from_the_hello_is_a_dropout_not_the_end_of_the_job(
     assert (tmp_path / "o" / "release.json").exists()
 
 
+@pytest.mark.slow
 def test_a_partition_id_outside_the_job_is_left_out(
     loopback: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -608,6 +613,7 @@ def test_a_node_refuses_a_round_in_another_security_mode() -> None:
         check_round_config(semi_honest, active_plan)
 
 
+@pytest.mark.slow
 def test_an_unseeded_run_noises_from_the_csprng_and_claims_no_seed(
     loopback: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -69,6 +69,7 @@ def _grid(loopback: Any, tmp_path: Path, run: dict[str, Any]) -> Any:
     return grid
 
 
+@pytest.mark.slow
 def test_an_active_distributed_round_delivers_the_in_process_noisy_total(
     loopback: Any, tmp_path: Path, run: dict[str, Any]
 ) -> None:
@@ -108,6 +109,7 @@ def test_an_active_distributed_round_delivers_the_in_process_noisy_total(
     np.testing.assert_array_equal(dist.noisy.sums, reference.noisy.sums)
 
 
+@pytest.mark.slow
 def test_a_node_whose_partition_is_not_its_registry_id_refuses(
     loopback: Any, tmp_path: Path, run: dict[str, Any]
 ) -> None:
@@ -150,6 +152,7 @@ def test_the_server_checks_its_registry_before_waiting(tmp_path: Path) -> None:
     assert active_fields(semi, pipeline_config(semi)) == {}
 
 
+@pytest.mark.slow
 def test_the_active_latent_job_writes_its_release(
     loopback: Any, tmp_path: Path, run: dict[str, Any]
 ) -> None:

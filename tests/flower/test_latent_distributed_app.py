@@ -54,6 +54,7 @@ needs_layers = pytest.mark.skipif(not layers_supported(), reason="no noise layer
 
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "model", [pytest.param("distributed-skellam", marks=needs_layers), "distributed-gaussian"]
 )
@@ -121,6 +122,7 @@ def test_flower_round_delivers_the_in_process_noisy_total(
     assert differs >= 0.99 * noised.size
 
 
+@pytest.mark.slow
 def test_a_node_refuses_a_round_its_plan_is_not_calibrated_for() -> None:
     config = pipeline_config({**RUN, "noise": "distributed-gaussian"})
     data = load_data(config)
@@ -205,6 +207,7 @@ def test_the_app_writes_the_in_process_jobs_release(loopback: Any, tmp_path: Pat
     assert "already carries the clients' noise" in evaluation["kind"]
 
 
+@pytest.mark.slow
 @needs_layers
 def test_fresh_layer_seeds_are_the_ones_shared_and_revealed(loopback: Any, tmp_path: Path) -> None:
     """Without a noise seed each node draws fresh layer seeds once per session.

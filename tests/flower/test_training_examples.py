@@ -155,6 +155,7 @@ def nodes_data(ex: types.SimpleNamespace, config: UserConfig) -> list[tuple[int,
 # -- the SecAgg+ example -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_secagg_example_trains_on_digits_and_no_model_leaves_a_node(
     loopback: type, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -240,6 +241,7 @@ def test_dp_example_clips_then_aggregates_then_the_server_adds_the_noise(
     assert abs(residual.mean()) < 6 * sigma / np.sqrt(size)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("noise", ["distributed-skellam", "distributed-gaussian"])
 def test_dp_example_with_distributed_noise_trains_and_writes_its_ledger(
     loopback: type, tmp_path: Path, capsys: pytest.CaptureFixture[str], noise: str
@@ -297,6 +299,7 @@ def test_the_data_follow_the_file(name: str, tmp_path: Path) -> None:
 # -- packaging -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_the_fab_flwr_run_builds_carries_the_package(name: str) -> None:
     """``flwr run`` installs the FAB built from the folder: the app's own modules are in it."""

@@ -376,6 +376,7 @@ def test_a_smaller_roster_draws_more_seats_with_the_same_bound(
             assert leaves ** (seats - 1) > gamma**size * (1 - 1e-9)
 
 
+@pytest.mark.slow
 def test_a_round_whose_server_left_clients_out_draws_a_larger_committee() -> None:
     # Only 36 of 40 advertise (4 "dropped" before the roster): a 36-leaf root.
     cfg, _, clients, _, inputs = _round(n=40, degree=12, t=8, corrupted=1, committee_size=4,

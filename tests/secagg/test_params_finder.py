@@ -254,6 +254,7 @@ def test_windowed_search_matches_full_tables() -> None:
         assert window.smallest_quantile(log_q) == full.smallest_quantile(log_q)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("n", "gamma", "delta", "model", "k", "t"), REFERENCE_FIGURES[:6])
 def test_reference_figures_agree_with_exact_oracle(
     n: int, gamma: float, delta: float, model: ThreatModel, k: int, t: int
@@ -353,6 +354,7 @@ def test_more_adversaries_or_dropouts_never_shrink_the_degree(
     assert _le(base, more)
 
 
+@pytest.mark.slow
 @given(
     n=st.integers(min_value=20, max_value=5000),
     gamma=_rates,
@@ -368,6 +370,7 @@ def test_more_security_bits_never_shrink_the_degree(
     assert _le(base, more)
 
 
+@pytest.mark.slow
 @given(
     n=st.integers(min_value=20, max_value=3000),
     gamma=_rates,

@@ -16,6 +16,7 @@ independently of the client's code:
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -217,3 +218,4 @@ AdversarialServer.TestCase.settings = settings(
     max_examples=40, stateful_step_count=12, deadline=None
 )
 TestAdversarialServer = AdversarialServer.TestCase
+TestAdversarialServer.pytestmark = [pytest.mark.slow]  # 40 examples of 12 steps: seconds

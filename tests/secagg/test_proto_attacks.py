@@ -203,6 +203,7 @@ def _split_attack(
     return seeds, keys_
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("colluders", [(), (6,)])
 def test_no_split_of_the_views_unmasks_the_victim_in_active_mode(
     colluders: tuple[int, ...],
@@ -478,6 +479,7 @@ def _grind_session_ids(n: int, k: int, colluders: frozenset[int], target: int, b
     return -1
 
 
+@pytest.mark.slow
 def test_grinding_session_ids_worked_against_a_session_seeded_graph() -> None:
     # n = 30, k = 6, 10 colluders: a target's 6 neighbours are all colluders with
     # probability C(10,6)/C(29,6) ~ 4.4e-4 per id; the search is deterministic.

@@ -67,6 +67,7 @@ def _complete_cases(draw: st.DrawFn) -> tuple[int, int, int, int, list[int], int
     return n, t, length, bits, counts, seed
 
 
+@pytest.mark.slow
 @given(case=_complete_cases())
 def test_exact_sum_with_dropouts_at_every_stage(
     case: tuple[int, int, int, int, list[int], int],
@@ -93,6 +94,7 @@ def _below_threshold_cases(draw: st.DrawFn) -> tuple[int, int, list[int], int]:
     return n, t, counts, seed
 
 
+@pytest.mark.slow
 @given(case=_below_threshold_cases())
 def test_below_threshold_aborts_at_the_first_short_stage(
     case: tuple[int, int, list[int], int],

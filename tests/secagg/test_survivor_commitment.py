@@ -57,6 +57,7 @@ def _hdr(cfg: SecAggConfig) -> dict[str, object]:
     return {"session_id": cfg.bound_session_id, "round_index": cfg.round_index}
 
 
+@pytest.mark.slow
 def test_each_survivor_gets_its_neighbourhood_and_the_round_sums_exactly() -> None:
     _cfg, clients, server, inputs, late = _to_consistency()
     requests = server.consistency_requests()
@@ -75,6 +76,7 @@ def test_each_survivor_gets_its_neighbourhood_and_the_round_sums_exactly() -> No
     np.testing.assert_array_equal(server.finalize(), expected)
 
 
+@pytest.mark.slow
 def test_a_request_that_leaves_out_a_survivor_of_the_neighbourhood_is_refused() -> None:
     cfg, clients, server, _, _late = _to_consistency()
     request = server.consistency_requests()[1]
@@ -95,6 +97,7 @@ def test_a_request_that_leaves_out_a_survivor_of_the_neighbourhood_is_refused() 
     assert clients[1].aborted and clients[1]._own_shares is None
 
 
+@pytest.mark.slow
 def test_a_request_that_lists_a_survivor_outside_the_neighbourhood_is_refused() -> None:
     cfg, clients, server, _, _late = _to_consistency()
     survivors = tuple(sorted(server.survivors))
@@ -111,6 +114,7 @@ def test_a_request_that_lists_a_survivor_outside_the_neighbourhood_is_refused() 
         )
 
 
+@pytest.mark.slow
 def test_a_tampered_survivor_proof_signs_another_root_which_nobody_accepts() -> None:
     _cfg, clients, server, _, _ = _to_consistency()
     request = server.consistency_requests()[1]
@@ -129,6 +133,7 @@ def test_a_tampered_survivor_proof_signs_another_root_which_nobody_accepts() -> 
         deliver(server, signature)
 
 
+@pytest.mark.slow
 def test_signatures_on_another_survivor_root_do_not_count() -> None:
     """A split view of the survivors: the victim's neighbours were shown another set."""
     cfg, clients, server, _, _late = _to_consistency()

@@ -97,6 +97,7 @@ def test_true_sum_bound_passes_and_is_reached(adjacency: Adjacency) -> None:
     assert largest == pytest.approx(bound, rel=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("adjacency", list(Adjacency))
 def test_true_second_moment_bound_passes_and_is_reached(adjacency: Adjacency) -> None:
     bound = second_moment_sensitivity(R, adjacency)
@@ -146,6 +147,7 @@ def whitened_release(plan_std: tuple[float, float, float], counts_noised: bool):
     return query
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("adjacency", "private_labels"),
     [(Adjacency.REPLACE_ONE, False), (Adjacency.REPLACE_ONE, True), (Adjacency.ADD_REMOVE, False)],

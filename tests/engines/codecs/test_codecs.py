@@ -82,6 +82,7 @@ def _tiny_taesd(path) -> None:
     ).save_pretrained(path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("builder", "kind"), [(_tiny_kl, "kl"), (_tiny_taesd, "tiny")])
 def test_diffusers_codec_loads_from_local_directory(tmp_path, builder, kind, digits) -> None:
     builder(tmp_path / "vae")

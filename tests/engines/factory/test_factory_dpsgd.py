@@ -135,6 +135,7 @@ def test_dp_sgd_factory_records_match_an_independent_accountant() -> None:
     assert ledger.epsilon(1e-5) == pytest.approx(acc.get_epsilon(1e-5), rel=1e-2)
 
 
+@pytest.mark.slow
 def test_ledger_budget_is_enforced_atomically() -> None:
     # One full-batch step at σ/C = 2 costs ε ≈ 2.9 at δ = 1e-5 (replace-one), over 1.0.
     record = DPSGDConfig(noise_multiplier=2.0, sampling_rate=1.0).privacy_record(

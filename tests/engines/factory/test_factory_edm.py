@@ -105,6 +105,7 @@ def test_heun_sampler_on_gaussian_data() -> None:
     assert torch.allclose(out.double(), ((expected + 1) / 2).clamp(0, 1), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_fit_sample_shapes_determinism_and_rng_isolation() -> None:
     images = torch.rand((10, 1, 8, 8), generator=torch.Generator().manual_seed(0))
     cfg = EDMTrainingConfig(steps=3, batch_size=4, seed=5)

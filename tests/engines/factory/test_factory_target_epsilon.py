@@ -345,6 +345,7 @@ def test_a_dp_gaussian_factory_ships_its_record_and_refuses_a_private_basis(
     assert info.value.parameter == "gaussian_basis"  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_a_noise_seed_makes_gaussian_factories_reproducible_per_cell(tmp_path: Path) -> None:
     from privfed.cli import main
 

@@ -93,6 +93,7 @@ def test_skellam_noise_is_within_ten_percent_of_central(
     assert ratio == pytest.approx(math.sqrt(plan.noise.scale), rel=1e-4)
 
 
+@pytest.mark.slow
 def test_counts_ride_their_own_grid_only_when_noised() -> None:
     add = _plan(Adjacency.ADD_REMOVE, 10.0)
     assert add.count_bits >= 1

@@ -45,6 +45,7 @@ def _plan(epsilon: float, adjacency: Adjacency, *, dim: int = 6) -> LatentReleas
     return plan_latent_release(epsilon, 1e-5, clip_norm=3.0, dim=dim, adjacency=adjacency)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("adjacency", "placement"),
     [
@@ -78,6 +79,7 @@ def test_real_release_keeps_its_claim(adjacency: Adjacency, placement: NoisePlac
     assert result.to_dict()["audited"] == result.audited
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("adjacency", [Adjacency.REPLACE_ONE, Adjacency.ADD_REMOVE])
 @pytest.mark.parametrize("epsilon", [1.0, 10.0])
 def test_half_noise_release_is_caught(adjacency: Adjacency, epsilon: float) -> None:
@@ -99,6 +101,7 @@ def test_half_noise_release_is_caught(adjacency: Adjacency, epsilon: float) -> N
     assert "DELIBERATELY BROKEN" in result.audited
 
 
+@pytest.mark.slow
 def test_release_that_forgets_the_count_noise_is_caught_but_not_by_simulation() -> None:
     # A bug in the release code itself: under ADD_REMOVE the counts go out exactly.
     # The simulated audit, built from the claimed noise stds, cannot see it; the audit of
@@ -189,6 +192,7 @@ def test_seeded_audit_is_reproducible() -> None:
     assert a == b
 
 
+@pytest.mark.slow
 def test_one_release_per_trial_gives_a_valid_audit() -> None:
     # classes_per_release=1 does not rely on the independence of the noise across
     # classes: one call per trial.  α = 0.01 per bound (fixed seed): false-failure rate
@@ -203,6 +207,7 @@ def test_one_release_per_trial_gives_a_valid_audit() -> None:
     assert result.mu_lower_bound > 0.0
 
 
+@pytest.mark.slow
 def test_self_audit_release_plans_and_runs_the_real_release() -> None:
     # α = 0.01 per bound, fixed seed: false-failure rate ≤ 2 %.
     small = dataclasses.replace(SMALL, seed=0)

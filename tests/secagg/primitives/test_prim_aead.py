@@ -42,6 +42,7 @@ def test_round_trip(seed: int, size: int) -> None:
     assert unseal(bytearray(key), bytearray(sealed), associated_data=bytearray(ad)) == msg
 
 
+@pytest.mark.slow
 @given(seed=SEEDS, size=st.integers(min_value=0, max_value=24))
 def test_every_single_bit_flip_is_rejected(seed: int, size: int) -> None:
     rng = random.Random(seed)
