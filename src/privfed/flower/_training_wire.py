@@ -36,7 +36,6 @@ import dataclasses
 import hashlib
 import io
 import json
-import logging
 import math
 import secrets
 from collections.abc import Mapping
@@ -55,6 +54,7 @@ from privfed.errors import (
     ParameterTypeError,
     RingOverflowError,
 )
+from privfed.flower._log import LOG
 from privfed.flower._wire import RECORD as RECORD_NAME
 from privfed.secagg.protocol.config import MAX_VECTOR_LENGTH
 
@@ -77,8 +77,6 @@ __all__ = [
     "instructions_digest",
     "training_session_id",
 ]
-
-_LOG = logging.getLogger("privfed.flower")
 
 #: Field of the privfed record naming the stage of a training round.
 STAGE_FIELD: Final = "train-stage"
@@ -378,7 +376,7 @@ class TrainingEncoding:
         metrics = self._metrics(reply, weight_at)
         w = min(weight, self.weight_cap)
         if weight > self.weight_cap:
-            _LOG.info("weight %d capped at max_weight %d", weight, self.weight_cap)
+            LOG.info("weight %d capped at max_weight %d", weight, self.weight_cap)
         out = np.zeros(self.vector_length, dtype=np.int64)
         out[0] = w
         rng = np.random.default_rng(secrets.randbits(128))
@@ -480,7 +478,7 @@ class TrainingEncoding:
             and not isinstance(value, bool)
         )
         if len(found) > self.metric_slots:
-            _LOG.warning(
+            LOG.warning(
                 "the train handler returned %d numeric metrics; privfed aggregates the first "
                 "%d by name (metric_slots) and sends none of the others",
                 len(found),

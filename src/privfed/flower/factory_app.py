@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import tempfile
 import time
 from collections.abc import Mapping
@@ -61,6 +60,7 @@ from flwr.serverapp import Grid
 from privfed._atomic import atomic_write_text
 from privfed.errors import MessageFormatError, ParameterError, PrivfedError, ProtocolAbort
 from privfed.flower import _wire
+from privfed.flower._log import LOG
 from privfed.flower.server import wait_for_federation
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -86,8 +86,6 @@ __all__ = [
     "receive_factories",
     "unlearn_client",
 ]
-
-_LOG = logging.getLogger("privfed.flower")
 
 #: Flower action of the fit-and-ship request.
 FACTORY_ACTION: Final = "privfed_factory_fit"
@@ -471,7 +469,7 @@ def _collect_factories(
             seconds = _fit_seconds(record, len(received))
         except (PrivfedError, ValueError) as exc:
             got.refused[pid] = str(exc)
-            _LOG.warning("refused the factories of client %d: %s", pid, exc)
+            LOG.warning("refused the factories of client %d: %s", pid, exc)
             continue
         got.shipped[pid] = _wire.content_bytes(reply.content)
         got.fit_seconds.extend(seconds)

@@ -54,7 +54,6 @@ holds a node's unmasked update.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -91,6 +90,7 @@ from privfed.errors import (
     ReconstructionError,
 )
 from privfed.flower import _wire
+from privfed.flower._log import LOG
 from privfed.flower._training_wire import (
     ENCODING_FIELD,
     INSTRUCTIONS_FIELD,
@@ -129,7 +129,6 @@ __all__ = [
     "TrainingRoundState",
 ]
 
-_LOG = logging.getLogger("privfed.flower")
 #: ``src_node_id`` of the one reply :class:`SecAggGrid` returns: no single node sent it.
 AGGREGATE_NODE_ID: Final = 0
 #: How a stage feeds one reply to the server (raises on a refused reply).
@@ -425,7 +424,7 @@ class SecAggWorkflow:
             server_round=current_round, parameters=parameters, client_manager=context.client_manager
         )
         if not pairs:
-            _LOG.info("configure_fit: no clients selected, cancel")
+            LOG.info("configure_fit: no clients selected, cancel")
             return None
         return TrainingRoundState(
             round_index=current_round,
@@ -447,7 +446,7 @@ class SecAggWorkflow:
             for stage, nodes in state.dropped.items()
             for node in nodes
         ]
-        _LOG.info(
+        LOG.info(
             "aggregate_fit: one secure aggregate (total weight %d) and %d failures",
             aggregate.total_weight,
             len(failures),
@@ -483,7 +482,7 @@ class SecAggWorkflow:
                 done = step(grid, state)
                 state.seconds[step.__name__] = time.perf_counter() - start
                 if not done:
-                    _LOG.warning(
+                    LOG.warning(
                         "privfed secure aggregation: round %d skipped (%s); the global model "
                         "is unchanged",
                         state.round_index,
@@ -623,7 +622,7 @@ class SecAggWorkflow:
         for node in left_out:
             known.pop(node, None)
         if left_out:
-            _LOG.warning("active mode: nodes %s gave no registry id of their own", left_out)
+            LOG.warning("active mode: nodes %s gave no registry id of their own", left_out)
         state.dropped["identify"] = tuple(left_out)
         return taking_part
 
@@ -793,7 +792,7 @@ class SecAggWorkflow:
             return GraphMode.COMPLETE, None, n
         degree = k - 1
         if degree % 2 == 1 and n % 2 == 1:
-            _LOG.info("num_shares %d is even with %d nodes: using %d", k, n, k + 1)
+            LOG.info("num_shares %d is even with %d nodes: using %d", k, n, k + 1)
             degree += 1
         if degree + 1 >= n:
             return GraphMode.COMPLETE, None, n
@@ -833,11 +832,11 @@ class SecAggWorkflow:
         for reply in grid.send_and_receive(messages, timeout=state.timeout):
             cid = state.clients.get(int(reply.metadata.src_node_id))
             if cid is None or cid not in payloads or cid in seen:
-                _LOG.warning("ignoring a reply from node %s", reply.metadata.src_node_id)
+                LOG.warning("ignoring a reply from node %s", reply.metadata.src_node_id)
                 continue
             seen.add(cid)
             if reply.has_error():
-                _LOG.warning(
+                LOG.warning(
                     "node %d dropped out at %s: %s",
                     node_of[cid],
                     _STAGE_NAMES[stage],
@@ -901,7 +900,7 @@ def _refuse(state: TrainingRoundState, cid: int, stage: Stage, why: object) -> N
     node = state.node_of[cid]
     text = f"{type(why).__name__}: {why}" if isinstance(why, BaseException) else str(why)
     state.refused[node] = text
-    _LOG.warning("refused node %d's %s reply: %s", node, _STAGE_NAMES[stage], text)
+    LOG.warning("refused node %d's %s reply: %s", node, _STAGE_NAMES[stage], text)
 
 
 def _note_dropouts(
