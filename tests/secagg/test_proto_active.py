@@ -116,6 +116,35 @@ def test_registry_file_round_trip(tmp_path: Path, encoding: str) -> None:
     assert loaded.assumed_corrupted == 1
 
 
+def test_a_parsed_registry_is_reused_only_for_the_very_same_text(tmp_path: Path) -> None:
+    """A node reads its registry file and its stored state at every message: the same text
+    gives the same (immutable) registry without a second parse; any other text is parsed
+    afresh and checked, so a changed file is never served from the cache."""
+    keys = _keys(3)
+    registry = IdentityRegistry.of(keys)
+    text = registry.to_json()
+    assert registry.to_json() is text  # the text is made once per encoding
+    assert registry.to_json(encoding="base64") != text
+    first = IdentityRegistry.from_json(text)
+    assert IdentityRegistry.from_json(text) is first and first == registry
+    path = tmp_path / "registry.json"
+    path.write_text(text)
+    assert IdentityRegistry.load(path) is first
+    # The file changes (one more client, then another policy): each is a new registry.
+    grown = IdentityRegistry.of({**keys, 4: IdentityKey.generate()})
+    path.write_text(grown.to_json())
+    loaded = IdentityRegistry.load(path)
+    assert loaded == grown and loaded.digest != first.digest and 4 in loaded.client_ids
+    stricter = IdentityRegistry.of(keys, assumed_corrupted=1)
+    path.write_text(stricter.to_json())
+    assert IdentityRegistry.load(path).assumed_corrupted == 1
+    # A malformed text is refused every time, never remembered.
+    broken = text.replace('"ed25519"', '"rsa"')
+    for _ in range(2):
+        with pytest.raises(ParameterError):
+            IdentityRegistry.from_json(broken)
+
+
 def _document(**changes: object) -> str:
     document = json.loads(IdentityRegistry.of(_keys(2)).to_json())
     document.update(changes)

@@ -46,6 +46,7 @@ import dataclasses
 import hashlib
 import json
 import os
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -84,6 +85,7 @@ _MAX_ID: Final = 2**32 - 1
 _ADVERTISEMENT_DOMAIN: Final = b"privfed/secagg/signed-advertisement/v1"
 _SURVIVORS_DOMAIN: Final = b"privfed/secagg/signed-survivor-set/v1"
 _REGISTRY_DOMAIN: Final = b"privfed/secagg/identity-registry/v1"
+_PARSED_KEPT: Final = 8  # registries from_json keeps parsed, by SHA-256 of their text
 
 
 class IdentityKey:
@@ -179,6 +181,7 @@ class IdentityRegistry:
         init=False, repr=False, compare=False
     )
     _digest: bytes = dataclasses.field(init=False, repr=False, compare=False)
+    _texts: dict[str, str] = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         keys = self.public_keys
@@ -214,6 +217,7 @@ class IdentityRegistry:
         ]
         parts += [cid.to_bytes(4, "big") + key for cid, key in checked.items()]
         object.__setattr__(self, "_digest", hashlib.sha256(b"".join(parts)).digest())
+        object.__setattr__(self, "_texts", {})  # to_json's text per encoding (immutable registry)
 
     def __hash__(self) -> int:
         return hash(self._digest)
@@ -264,6 +268,9 @@ class IdentityRegistry:
         """
         if encoding not in ("hex", "base64"):
             raise ParameterError("encoding", "'hex' or 'base64'", encoding)
+        cached = self._texts.get(encoding)
+        if cached is not None:
+            return cached
 
         def enc(key: bytes) -> str:
             return key.hex() if encoding == "hex" else base64.b64encode(key).decode("ascii")
@@ -276,7 +283,9 @@ class IdentityRegistry:
             "assumed_corrupted": self.assumed_corrupted,
             "clients": [{"id": cid, "public_key": enc(k)} for cid, k in self.public_keys.items()],
         }
-        return json.dumps(document, indent=2) + "\n"
+        text = json.dumps(document, indent=2) + "\n"
+        self._texts[encoding] = text
+        return text
 
     @classmethod
     def from_json(cls, text: str) -> IdentityRegistry:
@@ -290,6 +299,21 @@ class IdentityRegistry:
         """
         if not isinstance(text, str):
             raise ParameterTypeError("text", "a JSON string", text)
+        # A node reads its registry (its policy file, its stored round state) at every
+        # message; a registry is immutable, so the same text gives the same object.
+        key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+        if cls is IdentityRegistry and key in _PARSED:
+            _PARSED.move_to_end(key)
+            return _PARSED[key]
+        registry = cls._parse(text)
+        if cls is IdentityRegistry:
+            _PARSED[key] = registry
+            while len(_PARSED) > _PARSED_KEPT:
+                _PARSED.popitem(last=False)
+        return registry
+
+    @classmethod
+    def _parse(cls, text: str) -> IdentityRegistry:
         try:
             document: Any = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -337,6 +361,9 @@ class IdentityRegistry:
     ) -> IdentityRegistry:
         """The registry of the public halves of ``{client_id: IdentityKey}`` (for simulations)."""
         return cls({cid: key.public_key for cid, key in identities.items()}, assumed_corrupted)
+
+
+_PARSED: OrderedDict[bytes, IdentityRegistry] = OrderedDict()
 
 
 def advertisement_payload(
