@@ -218,17 +218,18 @@ def secagg_scale(results: Results) -> Row:
 @row
 def secagg_flower_scale(results: Results) -> Row:
     data = results.load(
-        "secagg_flower_scale.json", "python benchmarks/secagg_flower_scale.py --clients 1000"
+        "secagg_flower_scale.json",
+        "python benchmarks/secagg_flower_scale.py --clients 1000 --loopback",
     )
     inproc, flower, ratios = data["in_process"], data["flower"], data["ratios"]
     exact = inproc.flag("exact") and flower.flag("exact")
-    loop = data["loopback_run"]
     what = (
         f"one active SecAgg+ round, N = {count(data.num('clients'))} (k = "
         f"{data.integer('degree')}, t = {data.integer('threshold')}, n_C = "
         f"{data.integer('corrupted')}), {count(data.num('vector_length'))} values, 5 % dropping "
         "before masked input: privfed's SecAgg app in Flower's simulation engine (2 Ray CPUs) "
-        "against run_protocol in the same run; shared loaded machine"
+        "against run_protocol and against privfed's Flower code without Ray (a Grid double "
+        "in this process), all three in the same run"
     )
     figure = (
         f"Flower {seconds(flower.num('wall_s'))} vs in process {seconds(inproc.num('wall_s'))}: "
@@ -236,7 +237,8 @@ def secagg_flower_scale(results: Results) -> Row:
         f"{times(ratios.num('flower_over_in_process_server_work'))}; bytes up "
         f"{times(ratios.num('flower_over_in_process_bytes_up'), 4)}; "
         f"{'exact sums' if exact else 'sum NOT exact'}; without Ray (privfed's Flower layer "
-        f"alone) {times(loop['ratios'].num('loopback_over_in_process_wall'))}"
+        f"alone) {times(ratios.num('loopback_over_in_process_wall'))}; Flower's engine over "
+        f"that layer {times(ratios.num('flower_over_loopback_wall'))}"
     )
     return Row("secagg_flower_scale.py", what, figure)
 
@@ -247,9 +249,7 @@ def secagg_grinding(results: Results) -> Row:
     g = data["grinding"]
 
     def rates(rows: Node) -> str:
-        return " / ".join(
-            f"{100 * rows[str(i)].num('success_rate'):.0f} %" for i in range(4)
-        )
+        return " / ".join(f"{100 * rows[str(i)].num('success_rate'):.0f} %" for i in range(4))
 
     committee = g["committee"]
     settings = committee["settings"]
@@ -264,9 +264,7 @@ def secagg_grinding(results: Results) -> Row:
             f"committee κ = {setting.integer('committee_size')}, D = "
             f"{setting.integer('committee_dropouts')}: {rates(setting['by_excluded'])}"
         )
-    parts.append(
-        f"a fixed random graph: {100 * committee.num('fixed_random_graph_success'):.1f} %"
-    )
+    parts.append(f"a fixed random graph: {100 * committee.num('fixed_random_graph_success'):.1f} %")
     what = (
         f"graph grinding by a lying server, n = {g.integer('n')}, k = {g.integer('degree')}, "
         f"{g.integer('colluders')} colluders: how often some honest client ends up with only "
