@@ -7,14 +7,13 @@ what it writes (structure, the DP run's spent ε, the budget), never its timings
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "factory_device_timing.py"
@@ -22,16 +21,7 @@ SCRIPT = ROOT / "benchmarks" / "factory_device_timing.py"
 pytest.importorskip("diffusers")
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("_privfed_bench_factory_timing", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load()
+bench = load_script("benchmarks/factory_device_timing.py", "_privfed_bench_factory_timing")
 
 
 def test_arguments() -> None:

@@ -3,26 +3,15 @@ the script's full run, three jobs on two trees, takes minutes and is run by hand
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
+
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load() -> ModuleType:
-    path = ROOT / "scripts" / "release_identity.py"
-    spec = importlib.util.spec_from_file_location("_privfed_release_identity", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-script = _load()
+script = load_script("scripts/release_identity.py", "_privfed_release_identity")
 
 
 def _release(run_id: str, created: str, value: float) -> str:
