@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -60,6 +59,7 @@ from privfed.dp.rounding import DEFAULT_BETA
 from privfed.dp.training import TrainingNoisePlan, plan_training_noise, record_training_round
 from privfed.dp.training_codec import decode_noisy_sum, encode_update, noise_ratio
 from privfed.errors import BudgetExceededError, ParameterError, ParameterTypeError, ProtocolAbort
+from privfed.flower._log import LOG
 from privfed.flower._training_wire import Structure, TrainingEncoding, dtype_and_shape
 from privfed.flower.policy import NodePolicy
 from privfed.secagg import SecAggConfig
@@ -72,7 +72,6 @@ __all__ = [
     "rotation_seed",
 ]
 
-_LOG = logging.getLogger("privfed.flower")
 _SEEDS_KEY: Final = "privfed_train_noise_layers"
 _ROTATION_DOMAIN: Final = b"privfed.flower.dp_training/rotation/v1"
 
@@ -178,7 +177,7 @@ class DistributedDP:
         )  # fmt: skip
         if final:
             self.plan = plan
-            _LOG.info(
+            LOG.info(
                 "distributed DP: %s, b = %d bits, grid %.3g, noise/central %.3f, log wrap %.1f",
                 plan.mechanism, plan.ring_bits, plan.granularity,
                 noise_ratio(plan, plan.threshold), plan.log_wrap_probability,

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -60,6 +59,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from privfed._atomic import atomic_write_text
 from privfed.errors import DeclarationError, ParameterError, ProtocolAbort
+from privfed.flower._log import LOG
 from privfed.flower.client import JournalFn
 from privfed.flower.declaration import NoiseDeclaration
 from privfed.flower.latent_node import (
@@ -96,7 +96,6 @@ __all__ = [
     "server_app",
 ]
 
-_LOG = logging.getLogger("privfed.flower")
 
 #: Evaluation file the Flower server adds next to ``privfed run``'s artefacts:
 #: who survived, the transport's costs and a digest of the exact aggregate
@@ -365,7 +364,7 @@ def latent_main(
     partitions = wait_for_federation(grid, run, config.num_clients, registry=registry)
     outside = {node: p for node, p in partitions.items() if not 0 <= p < config.num_clients}
     for node, pid in sorted(outside.items()):
-        _LOG.warning("left out node %d: partition-id %d outside [0, num-clients)", node, pid)
+        LOG.warning("left out node %d: partition-id %d outside [0, num-clients)", node, pid)
     partitions = {node: p for node, p in partitions.items() if node not in outside}
     if len(partitions) < 2:
         raise ProtocolAbort(
@@ -389,7 +388,7 @@ def latent_main(
     result.write(output, overwrite=overwrite, release_only=release_only)
     if not release_only:
         _write_flower_evaluation(Path(output), aggregator, result)
-    _LOG.info("latent job over Flower: artefacts in %s", output)
+    LOG.info("latent job over Flower: artefacts in %s", output)
     if on_result is not None:
         on_result(result)
     return result

@@ -20,7 +20,6 @@ torch is imported only when a statistic is computed.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,6 +30,7 @@ from flwr.clientapp.typing import ClientAppCallable
 from flwr.common.constant import ErrorCode
 
 from privfed.errors import ParameterError, ProtocolAbort
+from privfed.flower._log import LOG
 from privfed.flower.declaration import DeclaredInput, NoiseDeclaration
 from privfed.secagg import ClientIds, GraphMode, SecAggConfig
 
@@ -41,8 +41,6 @@ __all__ = [
     "node_ring_vector",
     "pipeline_config",
 ]
-
-_LOG = logging.getLogger("privfed.flower")
 
 
 def pipeline_config(run_config: Mapping[str, Any]) -> Any:
@@ -171,7 +169,7 @@ class _ScriptedDropouts(_RunConfig):
                 if pid in who and stage >= when:
                     # An error reply, as a failing node's; one log line, no traceback.
                     reason = f"scripted dropout of partition {pid} at {when.name}"
-                    _LOG.info("%s (scripted-dropouts=true)", reason)
+                    LOG.info("%s (scripted-dropouts=true)", reason)
                     return Message(
                         Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION, reason=reason),
                         reply_to=message,

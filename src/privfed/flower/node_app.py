@@ -21,7 +21,6 @@ which the server counts as that node's dropout; a bug still raises.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,6 +33,7 @@ from flwr.common.constant import ErrorCode
 
 from privfed.errors import ParameterError, PrivfedError, ProtocolAbort
 from privfed.flower import _wire
+from privfed.flower._log import LOG
 from privfed.flower.client import JournalFn, add_secagg_handlers
 from privfed.flower.declaration import DeclaredInput
 from privfed.flower.faults import Fault, fault_mod
@@ -45,8 +45,6 @@ __all__ = ["JOBS", "demo_values", "job_of", "make_client_app"]
 
 #: The jobs privfed's Flower app runs (run config ``job``).
 JOBS = ("latent", "factory", "sum")
-
-_LOG = logging.getLogger("privfed.flower")
 
 
 def job_of(run: Mapping[str, Any]) -> str:
@@ -120,7 +118,7 @@ def _refusals_as_errors(
         where = stage.name if stage is not None else message.metadata.message_type
         pid = context.node_config.get("partition-id", "?")
         reason = f"{type(exc).__name__}: {exc}"
-        _LOG.warning("privfed node (partition %s) refused at %s: %s", pid, where, exc)
+        LOG.warning("privfed node (partition %s) refused at %s: %s", pid, where, exc)
         return Message(
             Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION, reason=reason), reply_to=message
         )

@@ -18,7 +18,6 @@ server's copy of the registry enrolling partition ``p`` as id ``p + 1``, and
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -28,6 +27,7 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from privfed.errors import ProtocolAbort
+from privfed.flower._log import LOG
 from privfed.flower.client import JournalFn
 from privfed.flower.faults import Fault
 from privfed.flower.node_app import demo_values, make_client_app
@@ -49,8 +49,6 @@ __all__ = [
     "sum_client_app",
     "sum_server_app",
 ]
-
-_LOG = logging.getLogger("privfed.flower")
 
 
 def expected_sum(
@@ -120,7 +118,7 @@ def sum_server_app(
                     [by_client[c] for c in outcome.survivors], r, flow.vector_length
                 )
                 exact = bool(np.array_equal(outcome.total, expected))
-                _LOG.info(
+                LOG.info(
                     "round %d: %d survivors, sum %s",
                     r,
                     len(outcome.survivors),
@@ -128,7 +126,7 @@ def sum_server_app(
                 )
             except ProtocolAbort as exc:
                 outcome = exc
-                _LOG.info("round %d aborted: %s", r, exc)
+                LOG.info("round %d aborted: %s", r, exc)
             if on_round is not None:
                 on_round(r, outcome, by_client)
 

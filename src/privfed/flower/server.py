@@ -53,6 +53,7 @@ from privfed.errors import (
     ProtocolAbort,
 )
 from privfed.flower import _wire
+from privfed.flower._log import LOG
 from privfed.flower.declaration import NoiseDeclaration
 from privfed.flower.policy import identify_payload
 from privfed.progress import ProgressEvent, ProgressFn
@@ -91,7 +92,6 @@ __all__ = [
 #: Message type of the hello round (each node reports its public partition id).
 HELLO_TYPE = "query." + _wire.HELLO_ACTION
 
-_LOG = logging.getLogger("privfed.flower")
 # What a refused reply raises: the reply is dropped, the round goes on.
 _REFUSALS = (
     ProtocolAbort,
@@ -328,7 +328,7 @@ def hello(
         try:
             pid = _wire.get_int(record, "partition-id")
             if registry is not None and not _signed_partition(registry, record, nonce, pid):
-                _LOG.warning("left out node %d: no signed identity for partition %d", node, pid)
+                LOG.warning("left out node %d: no signed identity for partition %d", node, pid)
                 continue
             found[node] = pid
         except MessageFormatError:
@@ -731,7 +731,7 @@ class _Drive:
         for reply in replies:
             found = state.mapping.get(int(reply.metadata.src_node_id))
             if found is None or found not in payloads or found in answered:
-                _LOG.warning("ignoring a reply from node %s", reply.metadata.src_node_id)
+                LOG.warning("ignoring a reply from node %s", reply.metadata.src_node_id)
                 continue
             answered.add(found)
             self._accept(stage, found, reply, accept)
@@ -743,7 +743,7 @@ class _Drive:
         state = self.state
         if reply.has_error():
             state.errors[cid] = str(reply.error.reason)
-            _LOG.warning("client %d dropped out at %s: %s", cid, stage.name, reply.error.reason)
+            LOG.warning("client %d dropped out at %s: %s", cid, stage.name, reply.error.reason)
             return
         content = reply.content
         state.received[cid] = state.received.get(cid, 0) + _wire.content_bytes(content)
@@ -751,10 +751,10 @@ class _Drive:
             accept(cid, content)
         except _REFUSALS as exc:
             state.refused[cid] = str(exc)
-            _LOG.warning("refused client %d's %s reply: %s", cid, stage.name, exc)
+            LOG.warning("refused client %d's %s reply: %s", cid, stage.name, exc)
         except Exception as exc:  # a peer's bytes must never end the round
             state.refused[cid] = f"{type(exc).__name__}: {exc}"
-            _LOG.error(
+            LOG.error(
                 "refused client %d's %s reply (unexpected %s)",
                 cid,
                 stage.name,

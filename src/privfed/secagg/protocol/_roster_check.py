@@ -130,7 +130,6 @@ def roster_graph(
         if config.committee and verify is None:
             raise RosterRefusedError("a committed roster part must carry its proof")
         root, leaves, revealed = _proof_root(config, roster, entries)
-        hood = frozenset({client_id})
         try:
             if config.committee:
                 at = next(
@@ -146,11 +145,12 @@ def roster_graph(
             else:
                 seed = graph_seed_of_root(session, root)
             neighbours = config.neighbours(client_id, seed)
-            hood = neighbours | hood
-            members = check_coverage(proof.count, {i: cid for i, (cid, _) in leaves.items()}, hood)
+            members = check_coverage(
+                proof.count, {i: cid for i, (cid, _) in leaves.items()}, neighbours | {client_id}
+            )
         except ProofError as exc:
             raise RosterRefusedError(f"the roster's proof is refused: {exc}") from None
-        if not set(entries) <= hood:
+        if not set(entries) <= neighbours | {client_id}:
             raise RosterRefusedError("the roster part lists a client outside the neighbourhood")
     hood = neighbours | {client_id}
     if members & hood != set(entries) & hood:
