@@ -4,12 +4,18 @@ A package that re-exports names from heavy modules (torch engines) lists them
 in a table ``{public name: defining module}``; the defining module is imported
 on first attribute access, so importing the package itself stays cheap.
 
-Such a package states its names three times, on purpose: the table
-``_EXPORTS`` (name -> defining module, for the runtime), :data:`__all__` (what
-``import *`` and the docs read) and ``from module import name`` under
-``if TYPE_CHECKING:`` (what type checkers and IDEs see, since they cannot
-follow a module ``__getattr__``).  ``tests/test_public_api.py`` checks the
-three against each other and against the defining modules' own ``__all__``.
+``privfed.secagg``, ``privfed.secagg.protocol`` and ``privfed.dp`` state their
+names twice, on purpose: the table ``_EXPORTS`` (name -> defining module, for
+the runtime) and ``from module import name as name`` under ``if TYPE_CHECKING:``
+(what type checkers and IDEs see, since they cannot follow a module
+``__getattr__``; the redundant alias is what makes each name an explicit
+re-export for them).  :data:`__all__` (what ``import *`` and the docs read) is
+derived from the table by :func:`public_names`, at run time only: a literal
+``__all__`` would be a third list, and one mypy could see would hide every name
+it did not list.  (``privfed.secagg.primitives`` and ``privfed.engines.latent``
+still keep a literal ``__all__`` beside the two.)  ``tests/test_public_api.py``
+checks the views against each other and against the defining modules' own
+``__all__``.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["lazy_exports"]
+__all__ = ["lazy_exports", "public_names"]
 
 
 def lazy_exports(
@@ -60,6 +66,18 @@ def lazy_exports(
         return sorted(set(names).union(vars(sys.modules[package])))
 
     return getattr_, dir_
+
+
+def public_names(table: Mapping[str, str]) -> list[str]:
+    """The names of ``table`` in the order of a sorted ``__all__`` (ruff's RUF022).
+
+    Constants (``UPPER_CASE``) first, then classes (``CamelCase``), then the rest,
+    each group sorted: what a package's :data:`__all__` reads when it is derived
+    from its lazy table rather than listed a second time.
+    """
+    return sorted(
+        table, key=lambda name: (0 if name.isupper() else 1 if name[0].isupper() else 2, name)
+    )
 
 
 def _imported(module: str, what: str) -> Any:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from privfed._lazy import lazy_exports
+from privfed._lazy import lazy_exports, public_names
 
 #: Public name -> the module that defines it.
 _EXPORTS: dict[str, str] = {
@@ -110,155 +110,96 @@ _EXPORTS: dict[str, str] = {
     "sum_sensitivity": "privfed.dp.sensitivity",
 }
 
-__all__ = [
-    "DEFAULT_SCHEME",
-    "DISCRETE_GAUSSIAN_SAMPLER",
-    "EXACT_DISCRETE_GAUSSIAN_SAMPLER",
-    "GAUSSIAN_SAMPLER",
-    "ROUNDED_GAUSSIAN_SAMPLER",
-    "SKELLAM_SAMPLER",
-    "Accountant",
-    "AccountantRelation",
-    "Accounting",
-    "Adjacency",
-    "Bisection",
-    "Bracket",
-    "DPSGDCalibration",
-    "DistributedBlockRelease",
-    "DistributedDiscreteGaussianRelease",
-    "DistributedSkellamRdpRelease",
-    "DistributedSkellamRelease",
-    "GaussianRelease",
-    "LedgerGuarantee",
-    "Nudge",
-    "Partition",
-    "PartitionKey",
-    "PrivacyLedger",
-    "Release",
-    "ReleaseEvent",
-    "SubsampledGaussianRelease",
-    "block_rdp",
-    "block_zcdp",
-    "calibrate",
-    "calibrate_analytic_gaussian",
-    "calibrate_block_noise",
-    "calibrate_distributed_discrete_gaussian",
-    "calibrate_distributed_skellam",
-    "calibrate_dpsgd",
-    "calibrate_noise_multiplier",
-    "check_ring",
-    "compose_gdp",
-    "count_sensitivity",
-    "ddg_rdp",
-    "ddg_zcdp",
-    "discrete_gaussian",
-    "dropout_inflation",
-    "exact_discrete_gaussian",
-    "exact_poisson",
-    "gaussian_delta",
-    "gaussian_epsilon",
-    "gaussian_noise",
-    "gdp_delta",
-    "gdp_epsilon",
-    "gdp_mu",
-    "in_scheme",
-    "joint_mu_squared",
-    "log_wrap_probability",
-    "min_honest_contributors",
-    "mu_for_epsilon_delta",
-    "partition_key",
-    "rdp_delta",
-    "rdp_epsilon",
-    "register_release",
-    "release_from_dict",
-    "release_kinds",
-    "rounded_gaussian",
-    "second_moment_sensitivity",
-    "skellam_noise",
-    "skellam_rdp",
-    "skellam_zcdp",
-    "sum_sensitivity",
-    "wrap_probability",
-]
-
 if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
-    from privfed.dp.calibration import (
-        calibrate_analytic_gaussian,
-        compose_gdp,
-        gaussian_delta,
-        gaussian_epsilon,
-        gdp_delta,
-        gdp_epsilon,
-        gdp_mu,
-        mu_for_epsilon_delta,
-    )
-    from privfed.dp.calibrator import Bisection, Bracket, Nudge, calibrate
+    from privfed.dp.calibration import calibrate_analytic_gaussian as calibrate_analytic_gaussian
+    from privfed.dp.calibration import compose_gdp as compose_gdp
+    from privfed.dp.calibration import gaussian_delta as gaussian_delta
+    from privfed.dp.calibration import gaussian_epsilon as gaussian_epsilon
+    from privfed.dp.calibration import gdp_delta as gdp_delta
+    from privfed.dp.calibration import gdp_epsilon as gdp_epsilon
+    from privfed.dp.calibration import gdp_mu as gdp_mu
+    from privfed.dp.calibration import mu_for_epsilon_delta as mu_for_epsilon_delta
+    from privfed.dp.calibrator import Bisection as Bisection
+    from privfed.dp.calibrator import Bracket as Bracket
+    from privfed.dp.calibrator import Nudge as Nudge
+    from privfed.dp.calibrator import calibrate as calibrate
     from privfed.dp.distributed import (
-        calibrate_distributed_discrete_gaussian,
-        calibrate_distributed_skellam,
-        check_ring,
-        ddg_rdp,
-        ddg_zcdp,
-        log_wrap_probability,
-        min_honest_contributors,
-        skellam_rdp,
-        skellam_zcdp,
-        wrap_probability,
+        calibrate_distributed_discrete_gaussian as calibrate_distributed_discrete_gaussian,
     )
-    from privfed.dp.distributed_blocks import (
-        block_rdp,
-        block_zcdp,
-        calibrate_block_noise,
-        dropout_inflation,
+    from privfed.dp.distributed import (
+        calibrate_distributed_skellam as calibrate_distributed_skellam,
     )
+    from privfed.dp.distributed import check_ring as check_ring
+    from privfed.dp.distributed import ddg_rdp as ddg_rdp
+    from privfed.dp.distributed import ddg_zcdp as ddg_zcdp
+    from privfed.dp.distributed import log_wrap_probability as log_wrap_probability
+    from privfed.dp.distributed import min_honest_contributors as min_honest_contributors
+    from privfed.dp.distributed import skellam_rdp as skellam_rdp
+    from privfed.dp.distributed import skellam_zcdp as skellam_zcdp
+    from privfed.dp.distributed import wrap_probability as wrap_probability
+    from privfed.dp.distributed_blocks import block_rdp as block_rdp
+    from privfed.dp.distributed_blocks import block_zcdp as block_zcdp
+    from privfed.dp.distributed_blocks import calibrate_block_noise as calibrate_block_noise
+    from privfed.dp.distributed_blocks import dropout_inflation as dropout_inflation
+    from privfed.dp.dpsgd_calibration import DPSGDCalibration as DPSGDCalibration
+    from privfed.dp.dpsgd_calibration import calibrate_dpsgd as calibrate_dpsgd
     from privfed.dp.dpsgd_calibration import (
-        DPSGDCalibration,
-        calibrate_dpsgd,
-        calibrate_noise_multiplier,
+        calibrate_noise_multiplier as calibrate_noise_multiplier,
     )
-    from privfed.dp.events import (
-        DEFAULT_SCHEME,
-        Accountant,
-        AccountantRelation,
-        Accounting,
-        Partition,
-        PartitionKey,
-        ReleaseEvent,
-        in_scheme,
-        partition_key,
+    from privfed.dp.events import DEFAULT_SCHEME as DEFAULT_SCHEME
+    from privfed.dp.events import Accountant as Accountant
+    from privfed.dp.events import AccountantRelation as AccountantRelation
+    from privfed.dp.events import Accounting as Accounting
+    from privfed.dp.events import Partition as Partition
+    from privfed.dp.events import PartitionKey as PartitionKey
+    from privfed.dp.events import ReleaseEvent as ReleaseEvent
+    from privfed.dp.events import in_scheme as in_scheme
+    from privfed.dp.events import partition_key as partition_key
+    from privfed.dp.ledger import LedgerGuarantee as LedgerGuarantee
+    from privfed.dp.ledger import PrivacyLedger as PrivacyLedger
+    from privfed.dp.ledger import Release as Release
+    from privfed.dp.noise import DISCRETE_GAUSSIAN_SAMPLER as DISCRETE_GAUSSIAN_SAMPLER
+    from privfed.dp.noise import GAUSSIAN_SAMPLER as GAUSSIAN_SAMPLER
+    from privfed.dp.noise import ROUNDED_GAUSSIAN_SAMPLER as ROUNDED_GAUSSIAN_SAMPLER
+    from privfed.dp.noise import discrete_gaussian as discrete_gaussian
+    from privfed.dp.noise import gaussian_noise as gaussian_noise
+    from privfed.dp.noise import rounded_gaussian as rounded_gaussian
+    from privfed.dp.rdp import rdp_delta as rdp_delta
+    from privfed.dp.rdp import rdp_epsilon as rdp_epsilon
+    from privfed.dp.registry import register_release as register_release
+    from privfed.dp.registry import release_from_dict as release_from_dict
+    from privfed.dp.registry import release_kinds as release_kinds
+    from privfed.dp.releases.distributed_blocks import (
+        DistributedBlockRelease as DistributedBlockRelease,
     )
-    from privfed.dp.ledger import LedgerGuarantee, PrivacyLedger, Release
-    from privfed.dp.noise import (
-        DISCRETE_GAUSSIAN_SAMPLER,
-        GAUSSIAN_SAMPLER,
-        ROUNDED_GAUSSIAN_SAMPLER,
-        discrete_gaussian,
-        gaussian_noise,
-        rounded_gaussian,
+    from privfed.dp.releases.distributed_gaussian import (
+        DistributedDiscreteGaussianRelease as DistributedDiscreteGaussianRelease,
     )
-    from privfed.dp.rdp import rdp_delta, rdp_epsilon
-    from privfed.dp.registry import register_release, release_from_dict, release_kinds
-    from privfed.dp.releases.distributed_blocks import DistributedBlockRelease
-    from privfed.dp.releases.distributed_gaussian import DistributedDiscreteGaussianRelease
-    from privfed.dp.releases.distributed_skellam import DistributedSkellamRelease
-    from privfed.dp.releases.distributed_skellam_rdp import DistributedSkellamRdpRelease
-    from privfed.dp.releases.gaussian import GaussianRelease
-    from privfed.dp.releases.subsampled_gaussian import SubsampledGaussianRelease
+    from privfed.dp.releases.distributed_skellam import (
+        DistributedSkellamRelease as DistributedSkellamRelease,
+    )
+    from privfed.dp.releases.distributed_skellam_rdp import (
+        DistributedSkellamRdpRelease as DistributedSkellamRdpRelease,
+    )
+    from privfed.dp.releases.gaussian import GaussianRelease as GaussianRelease
+    from privfed.dp.releases.subsampled_gaussian import (
+        SubsampledGaussianRelease as SubsampledGaussianRelease,
+    )
     from privfed.dp.samplers import (
-        EXACT_DISCRETE_GAUSSIAN_SAMPLER,
-        SKELLAM_SAMPLER,
-        exact_discrete_gaussian,
-        exact_poisson,
-        skellam_noise,
+        EXACT_DISCRETE_GAUSSIAN_SAMPLER as EXACT_DISCRETE_GAUSSIAN_SAMPLER,
     )
-    from privfed.dp.sensitivity import (
-        Adjacency,
-        count_sensitivity,
-        joint_mu_squared,
-        second_moment_sensitivity,
-        sum_sensitivity,
-    )
+    from privfed.dp.samplers import SKELLAM_SAMPLER as SKELLAM_SAMPLER
+    from privfed.dp.samplers import exact_discrete_gaussian as exact_discrete_gaussian
+    from privfed.dp.samplers import exact_poisson as exact_poisson
+    from privfed.dp.samplers import skellam_noise as skellam_noise
+    from privfed.dp.sensitivity import Adjacency as Adjacency
+    from privfed.dp.sensitivity import count_sensitivity as count_sensitivity
+    from privfed.dp.sensitivity import joint_mu_squared as joint_mu_squared
+    from privfed.dp.sensitivity import second_moment_sensitivity as second_moment_sensitivity
+    from privfed.dp.sensitivity import sum_sensitivity as sum_sensitivity
 else:
     # Hidden from type checkers, so that a name missing from the imports above is
-    # an error for them rather than an ``Any`` from a module ``__getattr__``.
+    # an error for them rather than an ``Any`` from a module ``__getattr__``; the
+    # imports' ``X as X`` is what exports each name to them.
+    __all__ = public_names(_EXPORTS)
     __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=True)

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from privfed._lazy import lazy_exports
+from privfed._lazy import lazy_exports, public_names
 from privfed.secagg.protocol import _EXPORTS as _PROTOCOL_EXPORTS
 
 #: Public name -> the module that defines it.
@@ -71,103 +71,58 @@ _EXPORTS: dict[str, str] = {
     "majority_threshold": "privfed.secagg.threshold",
 }
 
-__all__ = [
-    "AdvertiseKeys",
-    "ClientId",
-    "ClientIds",
-    "ClientRecord",
-    "CommitteeRequest",
-    "CommitteeReveal",
-    "ConsistencyRequest",
-    "ConsistencySignature",
-    "EncryptedShares",
-    "EncryptedSharesBundle",
-    "FileRevealJournal",
-    "GraphMode",
-    "IdentityKey",
-    "IdentityRegistry",
-    "MaskedInput",
-    "MemoryRevealJournal",
-    "Message",
-    "MessageType",
-    "RevealJournal",
-    "RevealedNoiseShare",
-    "RevealedShare",
-    "Roster",
-    "RosterEntry",
-    "RoutedShares",
-    "RunReport",
-    "SecAggClient",
-    "SecAggConfig",
-    "SecAggPlusBounds",
-    "SecAggPlusParameters",
-    "SecAggServer",
-    "SecurityMode",
-    "Stage",
-    "SurvivorSignature",
-    "ThresholdPolicy",
-    "UnmaskRequest",
-    "UnmaskResponse",
-    "decode_message",
-    "export_client_state",
-    "find_secagg_plus_parameters",
-    "harary_neighbourhoods",
-    "majority_threshold",
-    "new_session_id",
-    "noise_layers_to_reveal",
-    "restore_client_state",
-    "run_in_memory",
-    "run_protocol",
-    "secagg_plus_bounds",
-    "self_mask_commitment",
-]
-
 if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
-    from privfed.secagg.client_ids import ClientId, ClientIds
-    from privfed.secagg.parameters import (
-        SecAggPlusBounds,
-        SecAggPlusParameters,
-        find_secagg_plus_parameters,
-        secagg_plus_bounds,
-    )
-    from privfed.secagg.protocol.client import SecAggClient
-    from privfed.secagg.protocol.commitment import noise_layers_to_reveal, self_mask_commitment
-    from privfed.secagg.protocol.config import SecAggConfig, SecurityMode, new_session_id
-    from privfed.secagg.protocol.graph import GraphMode, harary_neighbourhoods
-    from privfed.secagg.protocol.identity import IdentityKey, IdentityRegistry
-    from privfed.secagg.protocol.messages import (
-        AdvertiseKeys,
-        CommitteeRequest,
-        CommitteeReveal,
-        ConsistencyRequest,
-        ConsistencySignature,
-        EncryptedShares,
-        EncryptedSharesBundle,
-        MaskedInput,
-        Message,
-        MessageType,
-        RevealedNoiseShare,
-        RevealedShare,
-        Roster,
-        RosterEntry,
-        RoutedShares,
-        SurvivorSignature,
-        UnmaskRequest,
-        UnmaskResponse,
-        decode_message,
-    )
-    from privfed.secagg.protocol.server import SecAggServer
-    from privfed.secagg.protocol.stages import Stage
-    from privfed.secagg.protocol.state import (
-        FileRevealJournal,
-        MemoryRevealJournal,
-        RevealJournal,
-        export_client_state,
-        restore_client_state,
-    )
-    from privfed.secagg.runner import ClientRecord, RunReport, run_in_memory, run_protocol
-    from privfed.secagg.threshold import ThresholdPolicy, majority_threshold
+    from privfed.secagg.client_ids import ClientId as ClientId
+    from privfed.secagg.client_ids import ClientIds as ClientIds
+    from privfed.secagg.parameters import SecAggPlusBounds as SecAggPlusBounds
+    from privfed.secagg.parameters import SecAggPlusParameters as SecAggPlusParameters
+    from privfed.secagg.parameters import find_secagg_plus_parameters as find_secagg_plus_parameters
+    from privfed.secagg.parameters import secagg_plus_bounds as secagg_plus_bounds
+    from privfed.secagg.protocol.client import SecAggClient as SecAggClient
+    from privfed.secagg.protocol.commitment import noise_layers_to_reveal as noise_layers_to_reveal
+    from privfed.secagg.protocol.commitment import self_mask_commitment as self_mask_commitment
+    from privfed.secagg.protocol.config import SecAggConfig as SecAggConfig
+    from privfed.secagg.protocol.config import SecurityMode as SecurityMode
+    from privfed.secagg.protocol.config import new_session_id as new_session_id
+    from privfed.secagg.protocol.graph import GraphMode as GraphMode
+    from privfed.secagg.protocol.graph import harary_neighbourhoods as harary_neighbourhoods
+    from privfed.secagg.protocol.identity import IdentityKey as IdentityKey
+    from privfed.secagg.protocol.identity import IdentityRegistry as IdentityRegistry
+    from privfed.secagg.protocol.messages import AdvertiseKeys as AdvertiseKeys
+    from privfed.secagg.protocol.messages import CommitteeRequest as CommitteeRequest
+    from privfed.secagg.protocol.messages import CommitteeReveal as CommitteeReveal
+    from privfed.secagg.protocol.messages import ConsistencyRequest as ConsistencyRequest
+    from privfed.secagg.protocol.messages import ConsistencySignature as ConsistencySignature
+    from privfed.secagg.protocol.messages import EncryptedShares as EncryptedShares
+    from privfed.secagg.protocol.messages import EncryptedSharesBundle as EncryptedSharesBundle
+    from privfed.secagg.protocol.messages import MaskedInput as MaskedInput
+    from privfed.secagg.protocol.messages import Message as Message
+    from privfed.secagg.protocol.messages import MessageType as MessageType
+    from privfed.secagg.protocol.messages import RevealedNoiseShare as RevealedNoiseShare
+    from privfed.secagg.protocol.messages import RevealedShare as RevealedShare
+    from privfed.secagg.protocol.messages import Roster as Roster
+    from privfed.secagg.protocol.messages import RosterEntry as RosterEntry
+    from privfed.secagg.protocol.messages import RoutedShares as RoutedShares
+    from privfed.secagg.protocol.messages import SurvivorSignature as SurvivorSignature
+    from privfed.secagg.protocol.messages import UnmaskRequest as UnmaskRequest
+    from privfed.secagg.protocol.messages import UnmaskResponse as UnmaskResponse
+    from privfed.secagg.protocol.messages import decode_message as decode_message
+    from privfed.secagg.protocol.server import SecAggServer as SecAggServer
+    from privfed.secagg.protocol.stages import Stage as Stage
+    from privfed.secagg.protocol.state import FileRevealJournal as FileRevealJournal
+    from privfed.secagg.protocol.state import MemoryRevealJournal as MemoryRevealJournal
+    from privfed.secagg.protocol.state import RevealJournal as RevealJournal
+    from privfed.secagg.protocol.state import export_client_state as export_client_state
+    from privfed.secagg.protocol.state import restore_client_state as restore_client_state
+    from privfed.secagg.runner import ClientRecord as ClientRecord
+    from privfed.secagg.runner import RunReport as RunReport
+    from privfed.secagg.runner import run_in_memory as run_in_memory
+    from privfed.secagg.runner import run_protocol as run_protocol
+    from privfed.secagg.threshold import ThresholdPolicy as ThresholdPolicy
+    from privfed.secagg.threshold import majority_threshold as majority_threshold
 else:
     # Hidden from type checkers, so that a name missing from the imports above is
-    # an error for them rather than an ``Any`` from a module ``__getattr__``.
+    # an error for them rather than an ``Any`` from a module ``__getattr__``; the
+    # imports' ``X as X`` is what exports each name to them.
+    __all__ = public_names(_EXPORTS)
     __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=True)

@@ -14,18 +14,7 @@ first runs; importing this package loads nothing heavier than numpy.
 
 from __future__ import annotations
 
-from privfed.testing.strategies import (
-    LabelledDataset,
-    adjacent_pairs,
-    assert_sensitivity_bound,
-    clipped_vectors,
-    labelled_datasets,
-)
-
-__all__ = [
-    "LabelledDataset",
-    "adjacent_pairs",
-    "assert_sensitivity_bound",
-    "clipped_vectors",
-    "labelled_datasets",
-]
+# The package is its strategies module: it re-exports that module's ``__all__``
+# (the one list of these names) rather than listing them again.
+from privfed.testing.strategies import *  # noqa: F403
+from privfed.testing.strategies import __all__ as __all__
