@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -209,54 +210,50 @@ class DistributedBlockRelease(events.ReleaseEvent):
     def examples(cls) -> tuple[DistributedBlockRelease, ...]:
         """Both mechanisms and adjacencies; a class-scheme partition and the whole dataset."""
         add, replace = Adjacency.ADD_REMOVE, Adjacency.REPLACE_ONE
+        # Each mechanism with its own exact sampler; the Skellam ones over 11 clients.
+        skellam = functools.partial(
+            cls, mechanism="skellam", num_contributors=11, sampler=SKELLAM_SAMPLER, seeded=False
+        )
+        ddg = functools.partial(
+            cls, mechanism="discrete-gaussian", sampler=EXACT_DISCRETE_GAUSSIAN_SAMPLER
+        )
+        lam = (2000.0, 4.0e6, 2.0e6)
         return (
-            cls(
-                "latent/class",
-                PartitionKey("class", 0),
-                "skellam",
-                11,
-                (2000.0, 4.0e6, 2.0e6),
-                (8, 8, 28),
-                0.9,
-                replace,
-                SKELLAM_SAMPLER,
-                False,
+            skellam(
+                name="latent/class",
+                partition=PartitionKey("class", 0),
+                noise=lam,
+                dimensions=(8, 8, 28),
+                unit_mu_squared=0.9,
+                adjacency=replace,
             ),
-            cls(
-                "latent/class",
-                PartitionKey("class", 1),
-                "discrete-gaussian",
-                5,
-                (40.0, 900.0, 636.5, 3.0),
-                (4, 4, 6, 1),
-                2.5,
-                add,
-                EXACT_DISCRETE_GAUSSIAN_SAMPLER,
-                True,
+            ddg(
+                name="latent/class",
+                partition=PartitionKey("class", 1),
+                num_contributors=5,
+                noise=(40.0, 900.0, 636.5, 3.0),
+                dimensions=(4, 4, 6, 1),
+                unit_mu_squared=2.5,
+                adjacency=add,
+                seeded=True,
             ),
-            cls(
-                "latent/class",
-                PartitionKey("class", 2),
-                "skellam",
-                11,
-                (2000.0, 4.0e6, 2.0e6, 3.0),
-                (8, 8, 28, 1),
-                1.1,
-                add,
-                SKELLAM_SAMPLER,
-                False,
-                (0.3, 0.4, 0.4, 1.0 / 6.0),
+            skellam(
+                name="latent/class",
+                partition=PartitionKey("class", 2),
+                noise=(*lam, 3.0),
+                dimensions=(8, 8, 28, 1),
+                unit_mu_squared=1.1,
+                adjacency=add,
+                block_mu_squared=(0.3, 0.4, 0.4, 1.0 / 6.0),
             ),
-            cls(
-                "counts",
-                None,
-                "discrete-gaussian",
-                3,
-                (1.5,),
-                (10,),
-                0.4,
-                replace,
-                EXACT_DISCRETE_GAUSSIAN_SAMPLER,
-                False,
+            ddg(
+                name="counts",
+                partition=None,
+                num_contributors=3,
+                noise=(1.5,),
+                dimensions=(10,),
+                unit_mu_squared=0.4,
+                adjacency=replace,
+                seeded=False,
             ),
         )
