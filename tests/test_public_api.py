@@ -22,7 +22,7 @@ import pkgutil
 import subprocess
 import sys
 import types
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -434,8 +434,16 @@ def _public_modules(package: str) -> Iterator[str]:
         yield info.name
 
 
-def type_checking_imports(source: str) -> dict[str, str]:
-    """``{name: module}`` of the ``from module import name`` under ``if TYPE_CHECKING:``."""
+def type_checking_imports(
+    source: str, read: Callable[[str], str] | None = None
+) -> dict[str, str]:
+    """``{name: module}`` of the ``from module import name`` under ``if TYPE_CHECKING:``.
+
+    A ``from package import *`` there stands for the public names of that
+    package's own TYPE_CHECKING imports (what mypy sees through it), read with
+    ``read(package) -> source`` (by default the installed package's file).
+    """
+    read = read or _package_source
     found: dict[str, str] = {}
     for node in ast.parse(source).body:
         if (
@@ -445,9 +453,23 @@ def type_checking_imports(source: str) -> dict[str, str]:
         ):
             for stmt in node.body:
                 if isinstance(stmt, ast.ImportFrom) and stmt.module:
+                    if [alias.name for alias in stmt.names] == ["*"]:
+                        starred = type_checking_imports(read(stmt.module), read)
+                        found.update(
+                            (name, module)
+                            for name, module in starred.items()
+                            if not name.startswith("_")
+                        )
+                        continue
                     for alias in stmt.names:
                         found[alias.asname or alias.name] = stmt.module
     return found
+
+
+def _package_source(name: str) -> str:
+    module = _package(name)
+    assert module.__file__ is not None
+    return Path(module.__file__).read_text(encoding="utf-8")
 
 
 def table_mismatches(
@@ -555,6 +577,13 @@ def test_checkers_report_each_kind_of_mismatch() -> None:
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from m.one import a, b as c\n"
     )
     assert type_checking_imports(source) == {"a": "m.one", "c": "m.one"}
+    # A star import stands for the starred package's own public TYPE_CHECKING names.
+    sources = {
+        "m.sub": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from m.sub.x import p as p, _q as _q\n"
+    }
+    starred = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from m.sub import *\n"
+    assert type_checking_imports(starred, sources.__getitem__) == {"p": "m.sub.x"}
 
 
 # -- in a fresh interpreter, where nothing is loaded yet ----------------------------

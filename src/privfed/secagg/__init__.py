@@ -78,42 +78,9 @@ if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
     from privfed.secagg.parameters import SecAggPlusParameters as SecAggPlusParameters
     from privfed.secagg.parameters import find_secagg_plus_parameters as find_secagg_plus_parameters
     from privfed.secagg.parameters import secagg_plus_bounds as secagg_plus_bounds
-    from privfed.secagg.protocol.client import SecAggClient as SecAggClient
-    from privfed.secagg.protocol.commitment import noise_layers_to_reveal as noise_layers_to_reveal
-    from privfed.secagg.protocol.commitment import self_mask_commitment as self_mask_commitment
-    from privfed.secagg.protocol.config import SecAggConfig as SecAggConfig
-    from privfed.secagg.protocol.config import SecurityMode as SecurityMode
-    from privfed.secagg.protocol.config import new_session_id as new_session_id
-    from privfed.secagg.protocol.graph import GraphMode as GraphMode
-    from privfed.secagg.protocol.graph import harary_neighbourhoods as harary_neighbourhoods
-    from privfed.secagg.protocol.identity import IdentityKey as IdentityKey
-    from privfed.secagg.protocol.identity import IdentityRegistry as IdentityRegistry
-    from privfed.secagg.protocol.messages import AdvertiseKeys as AdvertiseKeys
-    from privfed.secagg.protocol.messages import CommitteeRequest as CommitteeRequest
-    from privfed.secagg.protocol.messages import CommitteeReveal as CommitteeReveal
-    from privfed.secagg.protocol.messages import ConsistencyRequest as ConsistencyRequest
-    from privfed.secagg.protocol.messages import ConsistencySignature as ConsistencySignature
-    from privfed.secagg.protocol.messages import EncryptedShares as EncryptedShares
-    from privfed.secagg.protocol.messages import EncryptedSharesBundle as EncryptedSharesBundle
-    from privfed.secagg.protocol.messages import MaskedInput as MaskedInput
-    from privfed.secagg.protocol.messages import Message as Message
-    from privfed.secagg.protocol.messages import MessageType as MessageType
-    from privfed.secagg.protocol.messages import RevealedNoiseShare as RevealedNoiseShare
-    from privfed.secagg.protocol.messages import RevealedShare as RevealedShare
-    from privfed.secagg.protocol.messages import Roster as Roster
-    from privfed.secagg.protocol.messages import RosterEntry as RosterEntry
-    from privfed.secagg.protocol.messages import RoutedShares as RoutedShares
-    from privfed.secagg.protocol.messages import SurvivorSignature as SurvivorSignature
-    from privfed.secagg.protocol.messages import UnmaskRequest as UnmaskRequest
-    from privfed.secagg.protocol.messages import UnmaskResponse as UnmaskResponse
-    from privfed.secagg.protocol.messages import decode_message as decode_message
-    from privfed.secagg.protocol.server import SecAggServer as SecAggServer
-    from privfed.secagg.protocol.stages import Stage as Stage
-    from privfed.secagg.protocol.state import FileRevealJournal as FileRevealJournal
-    from privfed.secagg.protocol.state import MemoryRevealJournal as MemoryRevealJournal
-    from privfed.secagg.protocol.state import RevealJournal as RevealJournal
-    from privfed.secagg.protocol.state import export_client_state as export_client_state
-    from privfed.secagg.protocol.state import restore_client_state as restore_client_state
+
+    # The protocol layer's names, as its own TYPE_CHECKING imports export them.
+    from privfed.secagg.protocol import *  # noqa: F403
     from privfed.secagg.runner import ClientRecord as ClientRecord
     from privfed.secagg.runner import RunReport as RunReport
     from privfed.secagg.runner import run_in_memory as run_in_memory
@@ -123,6 +90,7 @@ if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
 else:
     # Hidden from type checkers, so that a name missing from the imports above is
     # an error for them rather than an ``Any`` from a module ``__getattr__``; the
-    # imports' ``X as X`` is what exports each name to them.
+    # imports' ``X as X`` (and the star import of the protocol layer's own
+    # ``X as X`` imports) is what exports each name to them.
     __all__ = public_names(_EXPORTS)
     __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=True)
