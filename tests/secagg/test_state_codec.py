@@ -310,10 +310,10 @@ def test_an_active_mode_client_round_trips_with_its_identity_key_supplied_at_res
 
 def test_a_version_1_state_is_refused_by_version() -> None:
     """Version 1 held the identity key, version 2 no signed survivor root, version 3 no
-    committed graph value; this build reads 4."""
+    committed graph value, version 4 an unprefixed config; this build reads 5."""
     blob = _state()
-    assert STATE_VERSION == 4
-    for version in (1, 2, 3):
+    assert STATE_VERSION == 5
+    for version in (1, 2, 3, 4):
         old = blob[:4] + bytes([version]) + blob[5:]
         with pytest.raises(MessageFormatError, match=f"version {version}"):
             restore_client_state(old, journal=MemoryRevealJournal())
@@ -382,3 +382,58 @@ def test_a_state_whose_journal_was_lost_refuses_at_every_stage(tmp_path: Path) -
     assert refused == 2 * 4
     # A state that answered nothing (step 0) reveals nothing by being restored.
     assert client_step(restore_client_state(history[0], journal=MemoryRevealJournal())) == 0
+
+
+def test_a_config_is_encoded_and_parsed_once_and_only_for_the_very_same_object_or_bytes() -> None:
+    """The config body caches (state version 5) change no byte and serve nothing else.
+
+    Every state of a round holds the same O(N) config: its body is encoded once per
+    config object and parsed once per body.  A hit must give exactly what encoding or
+    parsing would; an equal but distinct config is encoded afresh to the same bytes,
+    and a changed or malformed body is parsed (and refused) every time.
+    """
+    from privfed.secagg.protocol import state
+
+    config = SecAggConfig(client_ids=tuple(range(1, 41)), threshold=21, vector_length=LENGTH)
+    journal = _started(config, 3)
+    client = SecAggClient(config, 3)
+    first = export_client_state(client)
+    state._config_bodies.clear()
+    state._configs_by_body.clear()
+    assert export_client_state(client) == first  # uncached: the same bytes
+    assert export_client_state(client) == first  # cached: the same bytes
+    twin = SecAggConfig(
+        client_ids=tuple(range(1, 41)),
+        threshold=21,
+        vector_length=LENGTH,
+        session_id=config.session_id,
+    )
+    assert twin is not config and twin == config
+    assert state.encode_config(twin) == state.encode_config(config)
+    # Two states of the same config share one parsed config; it equals the original.
+    one = restore_client_state(first, journal=journal)
+    two = restore_client_state(first, journal=_started(config, 3))
+    assert one.config is two.config and one.config == config
+    # Another threshold is another body: parsed afresh, never the cached config.
+    other = SecAggConfig(
+        client_ids=tuple(range(1, 41)),
+        threshold=22,
+        vector_length=LENGTH,
+        session_id=config.session_id,
+    )
+    restored = restore_client_state(
+        export_client_state(SecAggClient(other, 3)), journal=_started(other, 3)
+    )
+    assert restored.config.threshold == 22 and restored.config is not one.config
+    # A malformed body is refused at every try, never remembered.
+    from privfed.secagg.protocol.state import CONFIG_VERSION, decode_config
+
+    bad = STATE_MAGIC + bytes([CONFIG_VERSION, 13]) + struct.pack(">I", 1) + bytes([0])
+    for _ in range(2):
+        with pytest.raises(MessageFormatError, match="malformed config"):
+            decode_config(bad)
+    # Both caches stay bounded.
+    for threshold in range(21, 41):
+        cfg = SecAggConfig(client_ids=tuple(range(1, 41)), threshold=threshold, vector_length=2)
+        decode_config(state.encode_config(cfg))
+    assert len(state._config_bodies) <= 8 and len(state._configs_by_body) <= 8

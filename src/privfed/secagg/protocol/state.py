@@ -108,10 +108,13 @@ __all__ = [
 STATE_MAGIC: Final = b"PFCS"
 #: Client-state format version written and accepted (2: no identity key inside;
 #: 3: a SecAgg+ client keeps the survivor-tree root it signed; 4: an active
-#: SecAgg+ client keeps its committed graph value and the root it revealed it for).
-STATE_VERSION: Final = 4
-#: Format version of a config on its own (:func:`encode_config`).
-CONFIG_VERSION: Final = 1
+#: SecAgg+ client keeps its committed graph value and the root it revealed it for;
+#: 5: a config is one length-prefixed body, so that it is parsed once, not at
+#: every restore).
+STATE_VERSION: Final = 5
+#: Format version of a config on its own (:func:`encode_config`; 2: the
+#: length-prefixed config body of state version 5).
+CONFIG_VERSION: Final = 2
 #: Client attributes never exported: supplied again at each restore.
 _NOT_EXPORTED: Final = frozenset({"_identity"})
 
@@ -242,8 +245,7 @@ def _encode(value: object, out: bytearray, depth: int = 0) -> None:
         _put_blob(out, value.private_key)
     elif type(value) is SecAggConfig:
         out.append(_CONFIG)
-        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
-        _encode(fields, out, depth + 1)
+        _put_blob(out, _config_body(value, depth + 1))
     elif isinstance(value, Message):
         out.append(_MESSAGE)
         _put_blob(out, value.to_bytes())
@@ -351,10 +353,7 @@ def _decode(reader: _Reader, depth: int = 0) -> Any:
     if tag == _KEYPAIR:
         return _rebuild(keys.KeyPair.from_private_bytes, reader.blob())
     if tag == _CONFIG:
-        fields = _decode(reader, depth + 1)
-        if not isinstance(fields, dict):
-            raise MessageFormatError("client state holds a malformed config")
-        return _rebuild(lambda f: SecAggConfig(**f), fields)
+        return _config_from_body(reader.blob(), depth + 1)
     if tag == _MESSAGE:
         return _rebuild(decode_message, reader.blob())
     if tag == _EXTENSION:
@@ -363,6 +362,53 @@ def _decode(reader: _Reader, depth: int = 0) -> Any:
             raise MessageFormatError("client state names an unknown value type")
         return _rebuild(entry[2], reader.blob())
     raise MessageFormatError(f"client state holds an unknown tag {tag}")
+
+
+# A config is immutable and O(N) (its ids, in active mode its registry): every
+# state of a round holds the same one, so its body is encoded once per config
+# object and parsed once per body.  Both caches are keyed by exactly what they
+# stand for (the very object; the very bytes), so a hit returns what encoding
+# or parsing those would give, and any other config or body is handled afresh.
+_CONFIG_CACHE_SIZE: Final = 8
+_config_bodies: dict[int, tuple[SecAggConfig, bytes]] = {}
+_configs_by_body: dict[bytes, SecAggConfig] = {}
+_config_cache_lock = threading.Lock()
+
+
+def _config_body(config: SecAggConfig, depth: int) -> bytes:
+    with _config_cache_lock:
+        hit = _config_bodies.get(id(config))
+    if hit is not None and hit[0] is config:
+        return hit[1]
+    fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.init}
+    body = _encoded(fields, depth)
+    with _config_cache_lock:
+        _remember(_config_bodies, id(config), (config, body))
+    return body
+
+
+def _config_from_body(body: bytes, depth: int) -> SecAggConfig:
+    with _config_cache_lock:
+        hit = _configs_by_body.get(body)
+    if hit is not None:
+        return hit
+    reader = _Reader(body)
+    fields = _decode(reader, depth)
+    reader.finish()
+    if not isinstance(fields, dict):
+        raise MessageFormatError("client state holds a malformed config")
+    config: SecAggConfig = _rebuild(lambda f: SecAggConfig(**f), fields)
+    with _config_cache_lock:
+        _remember(_configs_by_body, body, config)
+    return config
+
+
+def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
+    """Insert ``key`` as the newest entry, dropping the oldest beyond the cache size."""
+    cache.pop(key, None)
+    cache[key] = value
+    while len(cache) > _CONFIG_CACHE_SIZE:
+        del cache[next(iter(cache))]
 
 
 def _text(raw: bytes) -> str:
