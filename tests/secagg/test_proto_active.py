@@ -185,6 +185,16 @@ def test_registry_refuses_duplicates_and_binds_its_policy() -> None:
     assert IdentityRegistry.of(keys).digest != IdentityRegistry.of(keys, assumed_corrupted=1).digest
 
 
+def test_registry_finds_the_id_enrolled_with_a_key() -> None:
+    """What a node's policy asks at every message: the id its own key is enrolled as."""
+    keys = _keys(5)
+    registry = IdentityRegistry.of(keys)
+    for cid, key in keys.items():
+        assert registry.client_id_of(key.public_key) == cid
+    assert registry.client_id_of(IdentityKey.generate().public_key) is None
+    assert registry.client_id_of(keys[1].public_key.hex()) is None  # type: ignore[arg-type]
+
+
 def test_registry_with_a_non_integer_id_gets_a_typed_error_naming_it() -> None:
     """Mixed id types do not sort: the ids are checked first, with the parameter named."""
     keys = _keys(2)

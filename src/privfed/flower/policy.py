@@ -246,14 +246,13 @@ class NodePolicy:
         client_id = None
         if self.identity is not None and self.registry is not None:
             own = self.identity.public_key
-            found = [c for c, k in self.registry.public_keys.items() if k == own]
-            if not found:
+            client_id = self.registry.client_id_of(own)
+            if client_id is None:
                 raise ParameterError(
                     _PREFIX + "identity-key",
                     "a key the registry enrols",
                     f"public key {own.hex()[:16]}...",
                 )
-            client_id = found[0]
         object.__setattr__(self, "_client_id", client_id)
 
     @property

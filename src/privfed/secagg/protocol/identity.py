@@ -182,6 +182,7 @@ class IdentityRegistry:
     )
     _digest: bytes = dataclasses.field(init=False, repr=False, compare=False)
     _texts: dict[str, str] = dataclasses.field(init=False, repr=False, compare=False)
+    _owners: Mapping[bytes, int] = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         keys = self.public_keys
@@ -205,11 +206,13 @@ class IdentityRegistry:
                     f"public_keys[{cid}]", "a valid Ed25519 public key", key.hex()
                 ) from None
             checked[cid] = key
-        if len(set(checked.values())) != len(checked):
+        owners = {key: cid for cid, key in checked.items()}
+        if len(owners) != len(checked):
             raise ParameterError("public_keys", "one distinct key per client", "a repeated key")
         check_int("assumed_corrupted", self.assumed_corrupted, minimum=0, maximum=_MAX_ID)
         object.__setattr__(self, "public_keys", dict(checked))
         object.__setattr__(self, "_verifiers", verifiers)
+        object.__setattr__(self, "_owners", owners)
         parts = [
             _REGISTRY_DOMAIN,
             self.assumed_corrupted.to_bytes(4, "big"),
@@ -242,6 +245,10 @@ class IdentityRegistry:
             return self.public_keys[client_id]
         except (KeyError, TypeError):
             raise ParameterError("client_id", "an enrolled client id", client_id) from None
+
+    def client_id_of(self, public_key: bytes) -> int | None:
+        """The id enrolled with ``public_key`` (32 raw bytes), or ``None``: O(1), any N."""
+        return self._owners.get(public_key) if isinstance(public_key, bytes) else None
 
     def verify(self, client_id: int, payload: bytes, signature: bytes) -> bool:
         """Whether ``signature`` is ``client_id``'s valid Ed25519 signature of ``payload``.
