@@ -24,6 +24,8 @@ import hashlib
 from collections.abc import Callable, Sequence
 from typing import Final
 
+import numpy as np
+
 from privfed.secagg.protocol.committee import (
     committed_digest,
     committee_positions,
@@ -47,6 +49,7 @@ from privfed.secagg.protocol.roster_tree import (
     RosterTree,
     check_coverage,
     root_of_proof,
+    without,
 )
 
 __all__ = [
@@ -55,7 +58,9 @@ __all__ = [
     "entry_digest",
     "member_root",
     "neighbourhood_proof",
+    "neighbourhood_proofs",
     "roster_graph",
+    "roster_parts",
     "signed_reveal",
     "survivor_payload",
     "survivor_root",
@@ -385,3 +390,81 @@ def neighbourhood_proof(
         },
     )
     return positions, proof
+
+
+#: The client sets :func:`neighbourhood_proofs` walks together (bounds its arrays).
+PROOF_BATCH: Final = 256
+
+
+def neighbourhood_proofs(
+    tree: RosterTree,
+    index_of: dict[int, int],
+    hoods: Sequence[frozenset[int]],
+    committee: tuple[tuple[int, int, bytes, bytes, bytes], ...] = (),
+) -> list[tuple[tuple[int, ...], RosterProof]]:
+    """:func:`neighbourhood_proof` of each of ``hoods`` (the same values), batched.
+
+    The windows and the multiproofs of up to :data:`PROOF_BATCH` neighbourhoods
+    are found with array operations over all of them at once
+    (:meth:`~RosterTree.windows_many`, :meth:`~RosterTree.prove_many`): the
+    same leaves and hashes, without a Python step per tree node.
+    """
+    out: list[tuple[tuple[int, ...], RosterProof]] = []
+    for start in range(0, len(hoods), PROOF_BATCH):
+        out += _proof_batch(tree, index_of, hoods[start : start + PROOF_BATCH], committee)
+    return out
+
+
+def _proof_batch(
+    tree: RosterTree,
+    index_of: dict[int, int],
+    hoods: Sequence[frozenset[int]],
+    committee: tuple[tuple[int, int, bytes, bytes, bytes], ...],
+) -> list[tuple[tuple[int, ...], RosterProof]]:
+    windows, members = tree.windows_many(hoods)
+    rows = np.arange(len(hoods), dtype=np.int64)[:, None] << 32
+    seats = (rows | np.asarray([item[0] for item in committee], dtype=np.int64)).ravel()
+    hashes = tree.prove_many(np.concatenate([windows, seats]), len(hoods))
+    # Brackets: the windows' leaves that are neither entries nor committee seats.
+    brackets = without(windows, np.concatenate([members, seats]))
+    counts = np.bincount(brackets >> 32, minlength=len(hoods))
+    bounds = np.concatenate([[0], np.cumsum(counts)]).tolist()
+    leaves = (brackets & np.int64(0xFFFFFFFF)).tolist()
+    out = []
+    for row, hood in enumerate(hoods):
+        positions = tuple(index_of[c] for c in sorted(hood) if c in index_of)
+        picked = leaves[bounds[row] : bounds[row + 1]]
+        proof = _unchecked(
+            RosterProof,
+            {
+                "count": tree.count,
+                "positions": positions,
+                "brackets": tree.leaf_items(picked),
+                "hashes": hashes[row],
+                "committee": committee,
+            },
+        )
+        out.append((positions, proof))
+    return out
+
+
+def roster_parts(
+    roster: Roster,
+    tree: RosterTree,
+    index_of: dict[int, int],
+    hoods: Sequence[frozenset[int]],
+    committee: tuple[tuple[int, int, bytes, bytes, bytes], ...],
+) -> list[Roster]:
+    """The server's SecAgg+ roster part for each of ``hoods`` (a client and its neighbours)."""
+    entries = roster.entries
+    # A sorted subset of the validated full roster with the proof the recipient
+    # needs to rebuild the root: valid by construction.
+    return [
+        Roster._trusted(
+            session_id=roster.session_id,
+            round_index=roster.round_index,
+            entries=tuple(entries[i] for i in positions),
+            proof=proof,
+        )
+        for positions, proof in neighbourhood_proofs(tree, index_of, hoods, committee)
+    ]

@@ -65,8 +65,10 @@ from privfed.secagg.primitives import keys, prg
 from privfed.secagg.protocol._committee_round import CommitteeRefusedError, CommitteeRound
 from privfed.secagg.protocol._party import Party, refusal
 from privfed.secagg.protocol._roster_check import (
+    PROOF_BATCH,
     entry_digest,
-    neighbourhood_proof,
+    neighbourhood_proofs,
+    roster_parts,
     survivor_payload,
     survivor_tree,
 )
@@ -186,6 +188,10 @@ class SecAggServer(Party):
         self._roster: Roster | None = None
         self._tree: RosterTree | None = None
         self._leaf_of: dict[int, int] = {}
+        # SecAgg+ roster parts built ahead (asked in id order), and where the next one is.
+        self._parts: dict[int, Roster] = {}
+        self._part_at: dict[int, int] = {}
+        self._next_part = 0
         # Active SecAgg+: the committee that reveals the graph seed's values.
         self._committee: CommitteeRound | None = None
         self._committee_items: tuple[tuple[int, int, bytes, bytes, bytes], ...] = ()
@@ -690,20 +696,27 @@ class SecAggServer(Party):
         self._round_session = graph_session(self._config.bound_session_id, seed)
 
     def _roster_part(self, client_id: int) -> Roster:
-        """SecAgg+: the neighbourhood's entries of the roster, with their Merkle multiproof."""
+        """SecAgg+: the neighbourhood's entries of the roster, with their Merkle multiproof.
+
+        Asked in id order (as a driver sends the parts), the parts of the next
+        :data:`PROOF_BATCH` clients are built together and kept until asked.
+        """
         roster, tree = self._roster, self._tree
         if roster is None or tree is None:  # pragma: no cover -- roster() built both
             raise TypeError("no roster yet")
-        hood = self._hood(client_id) | {client_id}
-        positions, proof = neighbourhood_proof(tree, self._leaf_of, hood, self._committee_items)
-        # A sorted subset of the validated full roster with the proof the
-        # recipient needs to rebuild the root: valid by construction.
-        return Roster._trusted(
-            session_id=roster.session_id,
-            round_index=roster.round_index,
-            entries=tuple(roster.entries[i] for i in positions),
-            proof=proof,
-        )
+        if not self._part_at:
+            self._part_at = {c: i for i, c in enumerate(self._config.client_ids)}
+        at = self._part_at[client_id]
+        part = self._parts.pop(client_id, None)
+        if part is None:
+            ids = self._config.client_ids
+            batch = ids[at : at + PROOF_BATCH] if at == self._next_part else (client_id,)
+            hoods = [self._hood(c) | {c} for c in batch]
+            parts = roster_parts(roster, tree, self._leaf_of, hoods, self._committee_items)
+            self._parts = dict(zip(batch, parts, strict=True))
+            part = self._parts.pop(client_id)
+        self._next_part = at + 1
+        return part
 
     def routed_shares(self) -> dict[int, RoutedShares]:
         """Close SHARE_KEYS and route every ciphertext to its recipient.
@@ -732,6 +745,7 @@ class SecAggServer(Party):
                 self._unpack_bundle(sender)
             routed = route_items(self._config, complete, self._ciphertexts, self._hood)
         self._shared = complete
+        self._parts = {}
         self._ciphertexts = {}
         self._bundles = {}
         self._received = {}
@@ -773,9 +787,11 @@ class SecAggServer(Party):
         tree = survivor_tree(self._round_session, survivors)
         self._survivor_root = tree.root
         index_of = {c: i for i, c in enumerate(survivors)}
+        hoods = [self._hood(client) | {client} for client in survivors]
         requests = {}
-        for client in survivors:
-            positions, proof = neighbourhood_proof(tree, index_of, self._hood(client) | {client})
+        for client, (positions, proof) in zip(
+            survivors, neighbourhood_proofs(tree, index_of, hoods), strict=True
+        ):
             requests[client] = ConsistencyRequest._trusted(
                 session_id=cfg.bound_session_id,
                 round_index=cfg.round_index,
