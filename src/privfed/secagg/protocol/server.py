@@ -830,7 +830,11 @@ class SecAggServer(Party):
         t = cfg.threshold
         requests: dict[int, UnmaskRequest] = {}
         asked = sorted(self._signatures) if cfg.active else sorted(survivors)
-        signed = self._signatures
+        # Each signature was verified on receipt: the checks hold by construction.
+        signed = {
+            c: _unchecked(SurvivorSignature, {"signer": c, "signature": sig})
+            for c, sig in self._signatures.items()
+        }
         for client in asked:
             hood = self._hood(client) | {client}
             signatures: tuple[SurvivorSignature, ...] = ()
@@ -838,11 +842,7 @@ class SecAggServer(Party):
                 cosigners = sorted(hood.intersection(signed))[:t]
                 if len(cosigners) < t:
                     continue
-                # Each signature was verified on receipt: the checks hold by construction.
-                signatures = tuple(
-                    _unchecked(SurvivorSignature, {"signer": c, "signature": signed[c]})
-                    for c in cosigners
-                )
+                signatures = tuple(signed[c] for c in cosigners)
             # Ids of the config, sorted: the UnmaskRequest checks hold by construction.
             requests[client] = UnmaskRequest._trusted(
                 session_id=cfg.bound_session_id,

@@ -191,6 +191,10 @@ class RosterEntry:
         return cached
 
 
+#: The last committee section encoded: ``(committee tuple, its wire bytes)``.
+_COMMITTEE_WIRE: tuple[object, bytes] = (None, b"")
+
+
 @dataclasses.dataclass(frozen=True)
 class RosterProof:
     """SecAgg+: what ties a roster part's entries to the roster's Merkle root.
@@ -254,11 +258,19 @@ class RosterProof:
             raise ParameterError("committee", "indices strictly increasing", indices)
 
     def _committee_wire(self) -> bytes:
+        # A server puts one committee section, the same tuple, into every roster
+        # part: its encoding is kept for that tuple (held, so never another's id).
+        global _COMMITTEE_WIRE
+        held, wire = _COMMITTEE_WIRE  # one tuple, read and replaced whole (thread-safe)
+        if held is self.committee:
+            return wire
         pack = _U32.pack
-        return pack(len(self.committee)) + b"".join(
+        wire = pack(len(self.committee)) + b"".join(
             pack(i) + pack(cid) + digest + value + signature
             for i, cid, digest, value, signature in self.committee
         )
+        _COMMITTEE_WIRE = (self.committee, wire)
+        return wire
 
     @staticmethod
     def _parse_committee(
