@@ -68,6 +68,7 @@ from privfed.secagg.protocol._roster_check import (
     PROOF_BATCH,
     entry_digest,
     neighbourhood_proofs,
+    pick,
     roster_parts,
     survivor_payload,
     survivor_tree,
@@ -712,7 +713,7 @@ class SecAggServer(Party):
             ids = self._config.client_ids
             batch = ids[at : at + PROOF_BATCH] if at == self._next_part else (client_id,)
             hoods = [self._hood(c) | {c} for c in batch]
-            parts = roster_parts(roster, tree, self._leaf_of, hoods, self._committee_items)
+            parts = roster_parts(roster, tree, hoods, self._committee_items)
             self._parts = dict(zip(batch, parts, strict=True))
             part = self._parts.pop(client_id)
         self._next_part = at + 1
@@ -786,17 +787,16 @@ class SecAggServer(Party):
         # SecAgg+: commit to the set; each survivor gets its neighbourhood's part.
         tree = survivor_tree(self._round_session, survivors)
         self._survivor_root = tree.root
-        index_of = {c: i for i, c in enumerate(survivors)}
         hoods = [self._hood(client) | {client} for client in survivors]
         requests = {}
         for client, (positions, proof) in zip(
-            survivors, neighbourhood_proofs(tree, index_of, hoods), strict=True
+            survivors, neighbourhood_proofs(tree, hoods), strict=True
         ):
             requests[client] = ConsistencyRequest._trusted(
                 session_id=cfg.bound_session_id,
                 round_index=cfg.round_index,
                 recipient=client,
-                survivors=tuple(survivors[i] for i in positions),
+                survivors=pick(survivors, positions),
                 proof=proof,
             )
         return requests
