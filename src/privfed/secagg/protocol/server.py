@@ -203,6 +203,7 @@ class SecAggServer(Party):
         # Active mode: the survivor set sent for signing and the valid signatures.
         self._survivor_set: tuple[int, ...] = ()
         self._survivor_root = b""
+        self._survivor_payload = b""
         self._signatures: dict[int, bytes] = {}
         # Noise layers: the seeds rebuilt under the reveal rule.
         self._noise_seeds: dict[int, dict[int, bytes]] = {}
@@ -523,12 +524,13 @@ class SecAggServer(Party):
         sender = message.sender
         cfg = self._config
         registry = cfg.identities
-        payload = survivor_payload(
+        payload = self._survivor_payload or survivor_payload(
             session=self._round_session,
             config_digest=cfg.digest,
             survivors=self._survivor_set,
             root=None if cfg.graph is GraphMode.COMPLETE else self._survivor_root,
         )
+        self._survivor_payload = payload  # fixed for the stage: made once, not per signer
         if registry is None or not registry.verify(sender, payload, message.signature):
             raise self._refuse(f"client {sender}'s signature on the survivor set is invalid", stage)
         self._signatures[sender] = message.signature
