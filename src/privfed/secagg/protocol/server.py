@@ -841,7 +841,7 @@ class SecAggServer(Party):
             hood = self._hood(client) | {client}
             signatures: tuple[SurvivorSignature, ...] = ()
             if cfg.active:
-                cosigners = sorted(hood.intersection(signed))[:t]
+                cosigners = sorted(c for c in hood if c in signed)[:t]  # O(k), not O(n)
                 if len(cosigners) < t:
                     continue
                 signatures = tuple(signed[c] for c in cosigners)
