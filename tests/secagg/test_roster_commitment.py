@@ -31,7 +31,11 @@ from privfed.secagg import (
     SecAggServer,
 )
 from privfed.secagg.protocol import roster_tree
-from privfed.secagg.protocol._roster_check import entry_digest
+from privfed.secagg.protocol._roster_check import (
+    entry_digest,
+    neighbourhood_proof,
+    neighbourhood_proofs,
+)
 from privfed.secagg.protocol.committee import (
     committed_digest,
     committee_positions,
@@ -146,6 +150,32 @@ def test_the_windows_are_what_coverage_needs() -> None:
         assert found == clients & set(ids)
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 64, 333])
+def test_batched_parts_are_the_single_parts(n: int) -> None:
+    # The server builds its parts in batches (array operations over many
+    # neighbourhoods at once); every part must be the one built alone, byte for byte.
+    members = _members(n, seed=n + 7)
+    ids = [cid for cid, _ in members]
+    tree = RosterTree(SESSION, members)
+    index_of = {cid: i for i, cid in enumerate(ids)}
+    rng = random.Random(n)
+    seats = sorted(rng.sample(range(n), min(n, 4)))
+    committee = tuple((i, ids[i], members[i][1], b"v" * 32, b"g" * 64) for i in seats)
+    hoods = [
+        frozenset(rng.sample(range(1, 10 * n + 3), rng.randint(1, min(40, 10 * n))))
+        for _ in range(300)  # more than one batch of PROOF_BATCH
+    ]
+    batched = neighbourhood_proofs(tree, hoods, committee)
+    for hood, (positions, proof) in zip(hoods, batched, strict=True):
+        alone = neighbourhood_proof(tree, index_of, hood, committee)
+        assert (positions, proof) == alone
+        assert proof._wire() == alone[1]._wire()
+    for size in (1, 5, n):
+        wanted = sorted(rng.sample(range(n), min(n, size)))
+        keys = np.asarray(wanted, dtype=np.int64)
+        assert tree.prove_many(keys, 1) == [tree.prove(wanted)]
+
+
 # -- the protocol -------------------------------------------------------------------------
 
 
@@ -194,6 +224,23 @@ def test_a_part_is_the_neighbourhood_and_a_short_proof() -> None:
         assert len(part.to_bytes()) < len(full.to_bytes()) / 3
         shared = clients[cid].share_keys(Roster.from_bytes(part.to_bytes()))
         assert set(shared) == server.neighbours(cid)
+
+
+def test_parts_asked_in_any_order_are_the_same_bytes() -> None:
+    # Asked in id order the server builds parts ahead in batches; asked out of
+    # order, twice, or for a client that did not advertise, each part is the same.
+    cfg, clients, _ = _harary(300, 8, 5)
+    sent = [c.advertise_keys() for cid, c in clients.items() if cid != 9]
+    in_order, shuffled = SecAggServer(cfg), SecAggServer(cfg)
+    for server in (in_order, shuffled):
+        for message in sent:
+            deliver(server, message)
+        server.roster()
+    wanted = {cid: in_order.roster(cid).to_bytes() for cid in cfg.client_ids}
+    order = list(cfg.client_ids)
+    random.Random(5).shuffle(order)
+    for cid in [*order[:40], 3, 3, 4, *order[40:]]:
+        assert shuffled.roster(cid).to_bytes() == wanted[cid]
 
 
 def test_a_round_with_dropouts_before_the_roster_gives_the_exact_sum() -> None:

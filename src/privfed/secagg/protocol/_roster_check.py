@@ -21,8 +21,13 @@ signatures.
 from __future__ import annotations
 
 import hashlib
+import itertools
+import operator
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Final, TypeVar
+
+import numpy as np
+import numpy.typing as npt
 
 from privfed.secagg.protocol.committee import (
     committed_digest,
@@ -47,6 +52,7 @@ from privfed.secagg.protocol.roster_tree import (
     RosterTree,
     check_coverage,
     root_of_proof,
+    without,
 )
 
 __all__ = [
@@ -55,13 +61,19 @@ __all__ = [
     "entry_digest",
     "member_root",
     "neighbourhood_proof",
+    "neighbourhood_proofs",
+    "pick",
     "roster_graph",
+    "roster_parts",
     "signed_reveal",
     "survivor_payload",
     "survivor_root",
     "survivor_root_payload",
     "survivor_tree",
 ]
+
+
+_T = TypeVar("_T")
 
 
 class RosterRefusedError(Exception):
@@ -385,3 +397,90 @@ def neighbourhood_proof(
         },
     )
     return positions, proof
+
+
+#: The client sets :func:`neighbourhood_proofs` walks together (bounds its arrays).
+PROOF_BATCH: Final = 256
+
+
+def neighbourhood_proofs(
+    tree: RosterTree,
+    hoods: Sequence[frozenset[int]],
+    committee: tuple[tuple[int, int, bytes, bytes, bytes], ...] = (),
+) -> list[tuple[tuple[int, ...], RosterProof]]:
+    """:func:`neighbourhood_proof` of each of ``hoods`` (the same values), batched.
+
+    The leaf positions are the tree's own (``index_of`` of
+    :func:`neighbourhood_proof` is the position of each id in the sorted
+    ids the tree was built from).  The windows and the multiproofs of up to
+    :data:`PROOF_BATCH` neighbourhoods are found with array operations over
+    all of them at once (:meth:`~RosterTree.windows_many`,
+    :meth:`~RosterTree.prove_many`): the same leaves and hashes, without a
+    Python step per tree node.
+    """
+    out: list[tuple[tuple[int, ...], RosterProof]] = []
+    for start in range(0, len(hoods), PROOF_BATCH):
+        out += _proof_batch(tree, hoods[start : start + PROOF_BATCH], committee)
+    return out
+
+
+def _split(keys: npt.NDArray[np.int64], rows: int) -> list[list[int]]:
+    """The leaves of sorted keys ``row << 32 | leaf``, one list per row."""
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(keys >> 32, minlength=rows))]).tolist()
+    leaves = (keys & np.int64(0xFFFFFFFF)).tolist()
+    return [leaves[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def _proof_batch(
+    tree: RosterTree,
+    hoods: Sequence[frozenset[int]],
+    committee: tuple[tuple[int, int, bytes, bytes, bytes], ...],
+) -> list[tuple[tuple[int, ...], RosterProof]]:
+    windows, members = tree.windows_many(hoods)
+    rows = np.arange(len(hoods), dtype=np.int64)[:, None] << 32
+    seats = (rows | np.asarray([item[0] for item in committee], dtype=np.int64)).ravel()
+    hashes = tree.prove_many(np.concatenate([windows, seats]), len(hoods))
+    # Brackets: the windows' leaves that are neither entries nor committee seats.
+    brackets = _split(without(windows, np.concatenate([members, seats])), len(hoods))
+    out = []
+    for row, positions in enumerate(_split(members, len(hoods))):
+        proof = _unchecked(
+            RosterProof,
+            {
+                "count": tree.count,
+                "positions": tuple(positions),
+                "brackets": tree.leaf_items(brackets[row]),
+                "hashes": hashes[row],
+                "committee": committee,
+            },
+        )
+        out.append((proof.positions, proof))
+    return out
+
+
+def pick(values: Sequence[_T], positions: Sequence[int]) -> tuple[_T, ...]:
+    """``tuple(values[i] for i in positions)``, in one C call."""
+    if len(positions) < 2:
+        return tuple(values[i] for i in positions)
+    return tuple(operator.itemgetter(*positions)(values))
+
+
+def roster_parts(
+    roster: Roster,
+    tree: RosterTree,
+    hoods: Sequence[frozenset[int]],
+    committee: tuple[tuple[int, int, bytes, bytes, bytes], ...],
+) -> list[Roster]:
+    """The server's SecAgg+ roster part for each of ``hoods`` (a client and its neighbours)."""
+    entries = roster.entries
+    # A sorted subset of the validated full roster with the proof the recipient
+    # needs to rebuild the root: valid by construction.
+    return [
+        Roster._trusted(
+            session_id=roster.session_id,
+            round_index=roster.round_index,
+            entries=pick(entries, positions),
+            proof=proof,
+        )
+        for positions, proof in neighbourhood_proofs(tree, hoods, committee)
+    ]

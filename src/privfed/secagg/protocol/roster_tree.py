@@ -33,7 +33,11 @@ from __future__ import annotations
 import bisect
 import hashlib
 import itertools
+import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
 
 __all__ = [
     "ProofError",
@@ -126,6 +130,11 @@ class RosterTree:
             levels.append(upper)
         self._levels = levels
         self.root = _root(session, len(ids), levels[-1][0])
+        self._id_array = np.asarray(ids, dtype=np.int64)
+        # Every stored node in one list (level by level), for the batched proofs.
+        self._flat = [node for level in levels for node in level]
+        self._offsets = list(itertools.accumulate((len(level) for level in levels), initial=0))
+        self._items: list[tuple[int, int, bytes]] | None = None
 
     @property
     def count(self) -> int:
@@ -163,6 +172,102 @@ class RosterTree:
             level = upper
             size = (size + 1) // 2
         return tuple(out)
+
+    def leaf_items(self, indices: Sequence[int]) -> tuple[tuple[int, int, bytes], ...]:
+        """``(index, client_id, advertisement hash)`` of each leaf of ``indices``, in order."""
+        items = self._items
+        if items is None:
+            items = self._items = [(i, *member) for i, member in enumerate(self._members)]
+        if len(indices) < 2:
+            return tuple(items[i] for i in indices)
+        return tuple(operator.itemgetter(*indices)(items))
+
+    def windows_many(
+        self, sets: Sequence[Iterable[int]]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """:meth:`windows` of every client set, and its members' leaves, for all sets at once.
+
+        Returns ``(windows, members)`` as sorted *keys* ``set << 32 | leaf``
+        (``set``: the position in ``sets``), one ``searchsorted`` for all.
+        """
+        row_of, wanted = _keyed(sets)
+        ids, count = self._id_array, self.count
+        at = np.searchsorted(ids, wanted)
+        member = ids[np.minimum(at, count - 1)] == wanted
+        member &= at < count
+        # A member: leaves at-1, at, at+1; a non-member: at-1 and at (between them).
+        leaves = np.concatenate([at - 1, at, np.where(member, at + 1, count)])
+        rows = np.concatenate([row_of, row_of, row_of])
+        inside = (leaves >= 0) & (leaves < count)
+        windows = sorted_unique((rows[inside] << 32) | leaves[inside])
+        return windows, (row_of[member] << 32) | at[member]
+
+    def prove_many(self, keys: npt.NDArray[np.int64], sets: int) -> list[tuple[bytes, ...]]:
+        """:meth:`prove` of ``sets`` leaf sets given as keys ``set << 32 | leaf``.
+
+        The same walk as :meth:`prove` (hence the same hashes, in the same
+        order), done level by level on the keys of all sets together: a
+        sibling is known iff it is the key next to its own (keys sorted,
+        unique, the set in the high bits).
+        """
+        keys = sorted_unique(keys)
+        low = np.int64(0xFFFFFFFF)
+        rows_out: list[npt.NDArray[np.int64]] = []
+        nodes_out: list[npt.NDArray[np.int64]] = []
+        size = self.count
+        for depth in range(len(self._levels) - 1):
+            leaf = keys & low
+            sibling = leaf ^ 1
+            pair = (keys[1:] == keys[:-1] + 1) & ((keys[:-1] & 1) == 0)
+            known = np.zeros(keys.size, dtype=bool)
+            known[1:] = pair
+            known[:-1] |= pair
+            need = ~known & (sibling < size)
+            rows_out.append(keys[need] >> 32)
+            nodes_out.append(sibling[need] + self._offsets[depth])
+            parents = (keys & ~low) | (leaf >> 1)
+            keep = np.ones(parents.size, dtype=bool)
+            keep[1:] = parents[1:] != parents[:-1]
+            keys = parents[keep]
+            size = (size + 1) // 2
+        if not rows_out:
+            return [() for _ in range(sets)]
+        rows = np.concatenate(rows_out)
+        order = np.argsort(rows, kind="stable")  # per set: level by level, in walk order
+        nodes = np.concatenate(nodes_out)[order].tolist()
+        flat = self._flat
+        picked: tuple[bytes, ...] = (
+            operator.itemgetter(*nodes)(flat) if len(nodes) > 1 else tuple(flat[i] for i in nodes)
+        )
+        bounds = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=sets))]).tolist()
+        return [picked[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def sorted_unique(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The distinct values, increasing (a sort, not ``np.unique``'s hashing: faster here)."""
+    ordered = np.sort(values)
+    keep = np.ones(ordered.size, dtype=bool)
+    keep[1:] = ordered[1:] != ordered[:-1]
+    return ordered[keep]
+
+
+def without(values: npt.NDArray[np.int64], drop: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The sorted unique ``values`` that are not in ``drop``."""
+    if drop.size == 0 or values.size == 0:
+        return values
+    other = np.sort(drop)
+    at = np.minimum(np.searchsorted(other, values), other.size - 1)
+    kept: npt.NDArray[np.int64] = values[other[at] != values]
+    return kept
+
+
+def _keyed(sets: Sequence[Iterable[int]]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """``(set position, value)`` of every value of ``sets``, sorted by set then value, unique."""
+    lists = [list(s) for s in sets]
+    rows = np.repeat(np.arange(len(lists), dtype=np.int64), [len(v) for v in lists])
+    values = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=rows.size)
+    keys = sorted_unique((rows << 32) | values)
+    return keys >> 32, keys & np.int64(0xFFFFFFFF)
 
 
 def window_indices(ids: Sequence[int], clients: Iterable[int]) -> set[int]:

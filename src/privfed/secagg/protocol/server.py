@@ -65,8 +65,11 @@ from privfed.secagg.primitives import keys, prg
 from privfed.secagg.protocol._committee_round import CommitteeRefusedError, CommitteeRound
 from privfed.secagg.protocol._party import Party, refusal
 from privfed.secagg.protocol._roster_check import (
+    PROOF_BATCH,
     entry_digest,
-    neighbourhood_proof,
+    neighbourhood_proofs,
+    pick,
+    roster_parts,
     survivor_payload,
     survivor_tree,
 )
@@ -186,6 +189,10 @@ class SecAggServer(Party):
         self._roster: Roster | None = None
         self._tree: RosterTree | None = None
         self._leaf_of: dict[int, int] = {}
+        # SecAgg+ roster parts built ahead (asked in id order), and where the next one is.
+        self._parts: dict[int, Roster] = {}
+        self._part_at: dict[int, int] = {}
+        self._next_part = 0
         # Active SecAgg+: the committee that reveals the graph seed's values.
         self._committee: CommitteeRound | None = None
         self._committee_items: tuple[tuple[int, int, bytes, bytes, bytes], ...] = ()
@@ -196,6 +203,7 @@ class SecAggServer(Party):
         # Active mode: the survivor set sent for signing and the valid signatures.
         self._survivor_set: tuple[int, ...] = ()
         self._survivor_root = b""
+        self._survivor_payload = b""
         self._signatures: dict[int, bytes] = {}
         # Noise layers: the seeds rebuilt under the reveal rule.
         self._noise_seeds: dict[int, dict[int, bytes]] = {}
@@ -516,12 +524,13 @@ class SecAggServer(Party):
         sender = message.sender
         cfg = self._config
         registry = cfg.identities
-        payload = survivor_payload(
+        payload = self._survivor_payload or survivor_payload(
             session=self._round_session,
             config_digest=cfg.digest,
             survivors=self._survivor_set,
             root=None if cfg.graph is GraphMode.COMPLETE else self._survivor_root,
         )
+        self._survivor_payload = payload  # fixed for the stage: made once, not per signer
         if registry is None or not registry.verify(sender, payload, message.signature):
             raise self._refuse(f"client {sender}'s signature on the survivor set is invalid", stage)
         self._signatures[sender] = message.signature
@@ -690,20 +699,27 @@ class SecAggServer(Party):
         self._round_session = graph_session(self._config.bound_session_id, seed)
 
     def _roster_part(self, client_id: int) -> Roster:
-        """SecAgg+: the neighbourhood's entries of the roster, with their Merkle multiproof."""
+        """SecAgg+: the neighbourhood's entries of the roster, with their Merkle multiproof.
+
+        Asked in id order (as a driver sends the parts), the parts of the next
+        :data:`PROOF_BATCH` clients are built together and kept until asked.
+        """
         roster, tree = self._roster, self._tree
         if roster is None or tree is None:  # pragma: no cover -- roster() built both
             raise TypeError("no roster yet")
-        hood = self._hood(client_id) | {client_id}
-        positions, proof = neighbourhood_proof(tree, self._leaf_of, hood, self._committee_items)
-        # A sorted subset of the validated full roster with the proof the
-        # recipient needs to rebuild the root: valid by construction.
-        return Roster._trusted(
-            session_id=roster.session_id,
-            round_index=roster.round_index,
-            entries=tuple(roster.entries[i] for i in positions),
-            proof=proof,
-        )
+        if not self._part_at:
+            self._part_at = {c: i for i, c in enumerate(self._config.client_ids)}
+        at = self._part_at[client_id]
+        part = self._parts.pop(client_id, None)
+        if part is None:
+            ids = self._config.client_ids
+            batch = ids[at : at + PROOF_BATCH] if at == self._next_part else (client_id,)
+            hoods = [self._hood(c) | {c} for c in batch]
+            parts = roster_parts(roster, tree, hoods, self._committee_items)
+            self._parts = dict(zip(batch, parts, strict=True))
+            part = self._parts.pop(client_id)
+        self._next_part = at + 1
+        return part
 
     def routed_shares(self) -> dict[int, RoutedShares]:
         """Close SHARE_KEYS and route every ciphertext to its recipient.
@@ -732,6 +748,7 @@ class SecAggServer(Party):
                 self._unpack_bundle(sender)
             routed = route_items(self._config, complete, self._ciphertexts, self._hood)
         self._shared = complete
+        self._parts = {}
         self._ciphertexts = {}
         self._bundles = {}
         self._received = {}
@@ -772,15 +789,16 @@ class SecAggServer(Party):
         # SecAgg+: commit to the set; each survivor gets its neighbourhood's part.
         tree = survivor_tree(self._round_session, survivors)
         self._survivor_root = tree.root
-        index_of = {c: i for i, c in enumerate(survivors)}
+        hoods = [self._hood(client) | {client} for client in survivors]
         requests = {}
-        for client in survivors:
-            positions, proof = neighbourhood_proof(tree, index_of, self._hood(client) | {client})
+        for client, (positions, proof) in zip(
+            survivors, neighbourhood_proofs(tree, hoods), strict=True
+        ):
             requests[client] = ConsistencyRequest._trusted(
                 session_id=cfg.bound_session_id,
                 round_index=cfg.round_index,
                 recipient=client,
-                survivors=tuple(survivors[i] for i in positions),
+                survivors=pick(survivors, positions),
                 proof=proof,
             )
         return requests
@@ -814,19 +832,19 @@ class SecAggServer(Party):
         t = cfg.threshold
         requests: dict[int, UnmaskRequest] = {}
         asked = sorted(self._signatures) if cfg.active else sorted(survivors)
-        signed = self._signatures
+        # Each signature was verified on receipt: the checks hold by construction.
+        signed = {
+            c: _unchecked(SurvivorSignature, {"signer": c, "signature": sig})
+            for c, sig in self._signatures.items()
+        }
         for client in asked:
             hood = self._hood(client) | {client}
             signatures: tuple[SurvivorSignature, ...] = ()
             if cfg.active:
-                cosigners = sorted(hood.intersection(signed))[:t]
+                cosigners = sorted(c for c in hood if c in signed)[:t]  # O(k), not O(n)
                 if len(cosigners) < t:
                     continue
-                # Each signature was verified on receipt: the checks hold by construction.
-                signatures = tuple(
-                    _unchecked(SurvivorSignature, {"signer": c, "signature": signed[c]})
-                    for c in cosigners
-                )
+                signatures = tuple(signed[c] for c in cosigners)
             # Ids of the config, sorted: the UnmaskRequest checks hold by construction.
             requests[client] = UnmaskRequest._trusted(
                 session_id=cfg.bound_session_id,

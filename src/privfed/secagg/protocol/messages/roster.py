@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import operator
+import struct
 from typing import Any, ClassVar
 
 from privfed._checks import check_int
@@ -191,6 +193,14 @@ class RosterEntry:
         return cached
 
 
+#: A bracket leaf on the wire: ``index u32 | client_id u32 | hash 32``.
+_BRACKET = struct.Struct(f">II{COMMITMENT_SIZE}s")
+_HASH_OF = operator.itemgetter(2)
+
+#: The last committee section encoded: ``(committee tuple, its wire bytes)``.
+_COMMITTEE_WIRE: tuple[object, bytes] = (None, b"")
+
+
 @dataclasses.dataclass(frozen=True)
 class RosterProof:
     """SecAgg+: what ties a roster part's entries to the roster's Merkle root.
@@ -254,11 +264,19 @@ class RosterProof:
             raise ParameterError("committee", "indices strictly increasing", indices)
 
     def _committee_wire(self) -> bytes:
+        # A server puts one committee section, the same tuple, into every roster
+        # part: its encoding is kept for that tuple (held, so never another's id).
+        global _COMMITTEE_WIRE
+        held, wire = _COMMITTEE_WIRE  # one tuple, read and replaced whole (thread-safe)
+        if held is self.committee:
+            return wire
         pack = _U32.pack
-        return pack(len(self.committee)) + b"".join(
+        wire = pack(len(self.committee)) + b"".join(
             pack(i) + pack(cid) + digest + value + signature
             for i, cid, digest, value, signature in self.committee
         )
+        _COMMITTEE_WIRE = (self.committee, wire)
+        return wire
 
     @staticmethod
     def _parse_committee(
@@ -281,12 +299,18 @@ class RosterProof:
 
     def _wire(self) -> bytes:
         pack = _U32.pack
+        brackets = self.brackets
+        if set(map(len, map(_HASH_OF, brackets))) <= {COMMITMENT_SIZE}:
+            # One C call per bracket (the same bytes: ids u32 big-endian, the hash).
+            items = b"".join(itertools.starmap(_BRACKET.pack, brackets))
+        else:  # pragma: no cover -- every bracket hash is checked to be 32 bytes
+            items = b"".join(pack(i) + pack(cid) + digest for i, cid, digest in brackets)
         return b"".join(
             [
                 pack(self.count),
-                *(pack(i) for i in self.positions),
-                pack(len(self.brackets)),
-                *(pack(i) + pack(cid) + digest for i, cid, digest in self.brackets),
+                struct.pack(f">{len(self.positions)}I", *self.positions),
+                pack(len(brackets)),
+                items,
                 pack(len(self.hashes)),
                 *self.hashes,
             ]
