@@ -379,6 +379,10 @@ def neighbourhood_proof(
 ) -> tuple[tuple[int, ...], RosterProof]:
     """The server's side: the leaf positions of ``hood``'s members and their multiproof.
 
+    One neighbourhood at a time: the plain statement of what
+    :func:`neighbourhood_proofs` computes in batches (the server calls that;
+    the tests check the two agree byte for byte).
+
     ``committee`` (active SecAgg+): the reveals every part carries; the
     multiproof covers their leaves too.
     """
