@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Final, Literal
+from typing import Final, Literal, TypedDict, Unpack
 
 import numpy as np
 import numpy.typing as npt
@@ -638,6 +638,21 @@ def min_honest_contributors(
     return t - c
 
 
+class _RingTotal(TypedDict):
+    """The keywords :func:`wrap_probability` and :func:`check_ring` pass on as they are.
+
+    Documented at :func:`wrap_probability`; the signature of
+    :func:`log_wrap_probability` checks them (an unknown or missing one is a ``TypeError``).
+    """
+
+    ring_bits: int
+    mechanism: DistributedMechanism
+    noise: float
+    num_summands: int
+    total_bound: int
+    dimension: int
+
+
 def _log_tail(mechanism: str, noise: float, summands: int, t: float) -> float:
     """log of a bound on P[S >= t] for S the sum of ``summands`` noise draws (t > 0)."""
     if mechanism == "discrete-gaussian":
@@ -649,15 +664,7 @@ def _log_tail(mechanism: str, noise: float, summands: int, t: float) -> float:
     return -(t * math.asinh(ratio) - big_m * (math.hypot(1.0, ratio) - 1.0))
 
 
-def wrap_probability(
-    *,
-    ring_bits: int,
-    mechanism: DistributedMechanism,
-    noise: float,
-    num_summands: int,
-    total_bound: int,
-    dimension: int,
-) -> float:
+def wrap_probability(**total: Unpack[_RingTotal]) -> float:
     """An upper bound on the probability that a noisy total wraps around ``Z_{2**k}``.
 
     The total of coordinate j is ``x_j + Σ_i Z_ij`` with ``|x_j| <= B`` (the
@@ -686,16 +693,7 @@ def wrap_probability(
         underflows to 0.0 below about ``exp(-745)``: write
         :func:`log_wrap_probability` instead.
     """
-    return math.exp(
-        log_wrap_probability(
-            ring_bits=ring_bits,
-            mechanism=mechanism,
-            noise=noise,
-            num_summands=num_summands,
-            total_bound=total_bound,
-            dimension=dimension,
-        )
-    )
+    return math.exp(log_wrap_probability(**total))
 
 
 def log_wrap_probability(
@@ -727,16 +725,7 @@ def log_wrap_probability(
     return min(log_p, 0.0)
 
 
-def check_ring(
-    *,
-    ring_bits: int,
-    mechanism: DistributedMechanism,
-    noise: float,
-    num_summands: int,
-    total_bound: int,
-    dimension: int,
-    limit: float = WRAP_PROBABILITY_LIMIT,
-) -> float:
+def check_ring(*, limit: float = WRAP_PROBABILITY_LIMIT, **total: Unpack[_RingTotal]) -> float:
     """Refuse a ring too small for a noisy total; return the wrap bound otherwise.
 
     Args: As :func:`wrap_probability`, plus ``limit``: the largest acceptable
@@ -750,15 +739,8 @@ def check_ring(
             coarser grid (smaller B and σ in grid units) or less noise.
     """
     cap = _check_wrap_limit(limit)
-    p = wrap_probability(
-        ring_bits=ring_bits,
-        mechanism=mechanism,
-        noise=noise,
-        num_summands=num_summands,
-        total_bound=total_bound,
-        dimension=dimension,
-    )
-    return _refuse_wrap(ring_bits, p, cap)
+    p = wrap_probability(**total)
+    return _refuse_wrap(total["ring_bits"], p, cap)
 
 
 def _check_wrap_limit(limit: object) -> float:
