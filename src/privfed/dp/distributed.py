@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Final, Literal, TypedDict, Unpack
+from typing import Final, Literal, Required, TypedDict, Unpack
 
 import numpy as np
 import numpy.typing as npt
@@ -165,6 +165,39 @@ def _check_ddg_std(noise_std: object) -> float:
     )
 
 
+class _Total(TypedDict, total=False):
+    """The keywords that describe a noisy total, shared by the accounting and the calibrations.
+
+    Documented at :func:`ddg_rdp` (``l1_sensitivity`` absent: ``None``); the
+    signatures of :func:`_check_total` and :func:`_check_calibration` check them
+    (an unknown or missing one is a ``TypeError``).
+    """
+
+    num_clients: Required[int]
+    l2_sensitivity: Required[float]
+    dimension: Required[int]
+    l1_sensitivity: float | None
+
+
+def _check_total(
+    noise: Callable[[], float],
+    /,
+    num_clients: object,
+    l2_sensitivity: float,
+    dimension: object,
+    l1_sensitivity: float | None = None,
+) -> tuple[int, float, int, float, float]:
+    """``(n, noise(), d, Δ₂, Δ₁)`` of a noisy total, checked in this order (Δ₂, Δ₁ effective).
+
+    ``noise`` checks and returns the kind's noise parameter (σ or λ).
+    """
+    n = _check_clients(num_clients)
+    value = noise()
+    d = check_count("dimension", dimension, minimum=1)
+    d2, d1 = effective_sensitivities(l2_sensitivity, l1_sensitivity, d)
+    return n, value, d, d2, d1
+
+
 def _tau_increments(num_clients: int, noise_std: float) -> npt.NDArray[np.float64]:
     """c_k = 10·exp(−2π²σ²·k/(k+1)) for k = 1..n−1 (so τ_n = Σ c_k)."""
     k = np.arange(1, num_clients, dtype=np.float64)
@@ -217,13 +250,7 @@ def ddg_tau(num_clients: int, noise_std: float) -> float:
 
 
 def ddg_rdp(
-    orders: Sequence[float],
-    *,
-    num_clients: int,
-    noise_std: float,
-    l2_sensitivity: float,
-    dimension: int,
-    l1_sensitivity: float | None = None,
+    orders: Sequence[float], *, noise_std: float, **total: Unpack[_Total]
 ) -> npt.NDArray[np.float64]:
     """RDP of the distributed discrete Gaussian sum, for at least ``num_clients`` honest clients.
 
@@ -255,10 +282,7 @@ def ddg_rdp(
         float64 array of ε(α), rounded up by a relative 1e-12 (never under).
     """
     alpha = check_orders(orders)
-    n = _check_clients(num_clients)
-    sigma = _check_ddg_std(noise_std)
-    d = check_count("dimension", dimension, minimum=1)
-    d2, d1 = effective_sensitivities(l2_sensitivity, l1_sensitivity, d)
+    n, sigma, d, d2, d1 = _check_total(lambda: _check_ddg_std(noise_std), **total)
     if d2 == 0.0 or d1 == 0.0:
         return np.zeros_like(alpha)
     big_a = d2 * d2 / (sigma * sigma)  # n'·a₂(n')²
@@ -276,14 +300,7 @@ def ddg_rdp(
     return np.asarray(np.minimum(term1, term23) * _SAFE, dtype=np.float64)
 
 
-def ddg_zcdp(
-    *,
-    num_clients: int,
-    noise_std: float,
-    l2_sensitivity: float,
-    dimension: int,
-    l1_sensitivity: float | None = None,
-) -> tuple[float, float]:
+def ddg_zcdp(*, noise_std: float, **total: Unpack[_Total]) -> tuple[float, float]:
     """The (ρ, ξ)-zCDP line of the distributed discrete Gaussian: ``ε(α) <= ξ + ρα`` for all α.
 
     The first term of :func:`ddg_rdp` at n: ``ρ = Δ₂²/(2nσ²)``, ``ξ = τd``
@@ -297,10 +314,7 @@ def ddg_zcdp(
     Returns:
         ``(rho, xi)``, both >= 0; ``(0, 0)`` when a sensitivity is 0.
     """
-    n = _check_clients(num_clients)
-    sigma = _check_ddg_std(noise_std)
-    d = check_count("dimension", dimension, minimum=1)
-    d2, d1 = effective_sensitivities(l2_sensitivity, l1_sensitivity, d)
+    n, sigma, d, d2, d1 = _check_total(lambda: _check_ddg_std(noise_std), **total)
     if d2 == 0.0 or d1 == 0.0:
         return 0.0, 0.0
     big_a = d2 * d2 / (sigma * sigma)
@@ -312,17 +326,11 @@ def ddg_zcdp(
     return big_a / (2.0 * n) * _SAFE * _ABOVE, d * tau * _SAFE * _ABOVE
 
 
-def _check_skellam_args(
-    num_clients: object,
-    poisson_mean: object,
-    l2_sensitivity: float,
-    l1_sensitivity: float | None,
-    dimension: object,
-) -> tuple[float, float, float]:
-    n = _check_clients(num_clients)
-    lam = check_finite_positive("poisson_mean", poisson_mean)
-    d = check_count("dimension", dimension, minimum=1)
-    d2, d1 = effective_sensitivities(l2_sensitivity, l1_sensitivity, d)
+def _check_skellam_args(poisson_mean: object, total: _Total) -> tuple[float, float, float]:
+    """``(μ = 2nλ, Δ₂, Δ₁)`` of a Skellam total, checked as :func:`_check_total` does."""
+    n, lam, _, d2, d1 = _check_total(
+        lambda: check_finite_positive("poisson_mean", poisson_mean), **total
+    )
     return 2.0 * n * lam, d2, d1
 
 
@@ -335,13 +343,7 @@ def _skellam_integer(
 
 
 def skellam_rdp(
-    orders: Sequence[float],
-    *,
-    num_clients: int,
-    poisson_mean: float,
-    l2_sensitivity: float,
-    dimension: int,
-    l1_sensitivity: float | None = None,
+    orders: Sequence[float], *, poisson_mean: float, **total: Unpack[_Total]
 ) -> npt.NDArray[np.float64]:
     """RDP of the distributed Skellam sum for at least ``num_clients`` honest clients.
 
@@ -368,9 +370,7 @@ def skellam_rdp(
         float64 array of ε(α), rounded up by a relative 1e-12.
     """
     alpha = check_orders(orders)
-    mu, d2, d1 = _check_skellam_args(
-        num_clients, poisson_mean, l2_sensitivity, l1_sensitivity, dimension
-    )
+    mu, d2, d1 = _check_skellam_args(poisson_mean, total)
     if d2 == 0.0 or d1 == 0.0:
         return np.zeros_like(alpha)
     low = np.maximum(np.floor(alpha), 2.0)
@@ -383,14 +383,7 @@ def skellam_rdp(
     return np.asarray(interpolated * _SAFE, dtype=np.float64)
 
 
-def skellam_zcdp(
-    *,
-    num_clients: int,
-    poisson_mean: float,
-    l2_sensitivity: float,
-    dimension: int,
-    l1_sensitivity: float | None = None,
-) -> tuple[float, float]:
+def skellam_zcdp(*, poisson_mean: float, **total: Unpack[_Total]) -> tuple[float, float]:
     """A (ρ, ξ)-zCDP line above :func:`skellam_rdp` at *every* real order α > 1.
 
     At integers ``ε(α) <= α·ρ + c`` with ``ρ = Δ₂²/(2μ)·(1 + 1/μ)`` and
@@ -405,9 +398,7 @@ def skellam_zcdp(
     Returns:
         ``(rho, xi)`` rounded up by 1e-12; ``(0, 0)`` when a sensitivity is 0.
     """
-    mu, d2, d1 = _check_skellam_args(
-        num_clients, poisson_mean, l2_sensitivity, l1_sensitivity, dimension
-    )
+    mu, d2, d1 = _check_skellam_args(poisson_mean, total)
     if d2 == 0.0 or d1 == 0.0:
         return 0.0, 0.0
     rho = d2 * d2 / (2.0 * mu) * (1.0 + 1.0 / mu)
@@ -473,26 +464,20 @@ def _check_calibration(
     l2_sensitivity: object,
     dimension: object,
     num_clients: object,
-    l1_sensitivity: float | None,
-) -> tuple[float, float, float, int, int]:
-    """``(ε, δ, Δ₂, n, d)`` of a calibration, checked in this order (Δ₁ against them)."""
+    l1_sensitivity: float | None = None,
+) -> tuple[float, float, float, int, int, float | None]:
+    """``(ε, δ, Δ₂, n, d, Δ₁)`` of a calibration, checked in this order (Δ₁ against them)."""
     eps = check_finite_positive("epsilon", epsilon)
     dlt = check_delta(delta)
     d2 = check_finite_positive("l2_sensitivity", l2_sensitivity)
     n = _check_clients(num_clients)
     d = check_count("dimension", dimension, minimum=1)
     effective_sensitivities(d2, l1_sensitivity, d)
-    return eps, dlt, d2, n, d
+    return eps, dlt, d2, n, d, l1_sensitivity
 
 
 def calibrate_distributed_discrete_gaussian(
-    epsilon: float,
-    delta: float,
-    *,
-    l2_sensitivity: float,
-    dimension: int,
-    num_clients: int,
-    l1_sensitivity: float | None = None,
+    epsilon: float, delta: float, **total: Unpack[_Total]
 ) -> float:
     """The smallest per-client σ (grid units) making the distributed discrete Gaussian (ε, δ)-DP.
 
@@ -520,9 +505,7 @@ def calibrate_distributed_discrete_gaussian(
         ParameterError: A value outside its domain (Δ₂ must be > 0).
         CalibrationError: No σ up to 2**40 meets the target.
     """
-    eps, dlt, d2, n, d = _check_calibration(
-        epsilon, delta, l2_sensitivity, dimension, num_clients, l1_sensitivity
-    )
+    eps, dlt, d2, n, d, l1 = _check_calibration(epsilon, delta, **total)
 
     def curve_of(sigma: float) -> npt.NDArray[np.float64]:
         return ddg_rdp(
@@ -531,7 +514,7 @@ def calibrate_distributed_discrete_gaussian(
             noise_std=sigma,
             l2_sensitivity=d2,
             dimension=d,
-            l1_sensitivity=l1_sensitivity,
+            l1_sensitivity=l1,
         )
 
     guess = d2 * math.sqrt(2.0 * math.log(1.25 / dlt)) / (eps * math.sqrt(n))
@@ -540,15 +523,7 @@ def calibrate_distributed_discrete_gaussian(
     )
 
 
-def calibrate_distributed_skellam(
-    epsilon: float,
-    delta: float,
-    *,
-    l2_sensitivity: float,
-    dimension: int,
-    num_clients: int,
-    l1_sensitivity: float | None = None,
-) -> float:
+def calibrate_distributed_skellam(epsilon: float, delta: float, **total: Unpack[_Total]) -> float:
     """The smallest per-client Poisson mean λ making the distributed Skellam (ε, δ)-DP.
 
     Accounted on the :func:`skellam_zcdp` line (what the Skellam release kind
@@ -564,9 +539,7 @@ def calibrate_distributed_skellam(
         ParameterError: A value outside its domain.
         CalibrationError: No λ up to 2**80 meets the target.
     """
-    eps, dlt, d2, n, d = _check_calibration(
-        epsilon, delta, l2_sensitivity, dimension, num_clients, l1_sensitivity
-    )
+    eps, dlt, d2, n, d, l1 = _check_calibration(epsilon, delta, **total)
     alpha = np.asarray(RDP_ORDERS, dtype=np.float64)
 
     def curve_of(lam: float) -> npt.NDArray[np.float64]:
@@ -575,7 +548,7 @@ def calibrate_distributed_skellam(
             poisson_mean=lam,
             l2_sensitivity=d2,
             dimension=d,
-            l1_sensitivity=l1_sensitivity,
+            l1_sensitivity=l1,
         )
         return np.asarray(xi + rho * alpha, dtype=np.float64)
 
