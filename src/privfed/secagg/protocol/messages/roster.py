@@ -21,7 +21,6 @@ from privfed.secagg.protocol.messages._codec import (
     _check_id,
     _check_increasing_ids,
     _check_signature,
-    _flags,
     _Reader,
     _unchecked,
 )
@@ -128,7 +127,7 @@ class AdvertiseKeys(Message):
         encryption = reader.take(PUBLIC_KEY_SIZE)
         mask = reader.take(PUBLIC_KEY_SIZE)
         commitment = reader.take(COMMITMENT_SIZE)
-        flags = _flags(reader, 0b111)
+        flags = reader.flags(0b111)
         signature = reader.take(SIGNATURE_SIZE) if flags & 1 else None
         noise: tuple[bytes, ...] = ()
         if flags & 2:
@@ -434,7 +433,7 @@ class Roster(Message):
                     },
                 )
             )
-        flags = _flags(reader, 0b1111)
+        flags = reader.flags(0b1111)
         if flags & 1:
             if not entries:
                 raise MessageFormatError("signatures of an empty roster")

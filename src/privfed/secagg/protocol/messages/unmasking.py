@@ -19,7 +19,6 @@ from privfed.secagg.protocol.messages._codec import (
     _check_id,
     _check_increasing_ids,
     _check_signature,
-    _flags,
     _ids,
     _ids_shared,
     _PackedBlobs,
@@ -108,7 +107,7 @@ class UnmaskRequest(Message):
         recipient = reader.client_id()
         survivors = reader.increasing_ids()
         dropped = reader.increasing_ids()
-        flags = _flags(reader, 0b11)
+        flags = reader.flags(0b11)
         signatures: list[SurvivorSignature] = []
         if flags & 1:
             count = reader.count(4 + SIGNATURE_SIZE)
@@ -406,7 +405,7 @@ class ConsistencyRequest(Message):
     def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> ConsistencyRequest:
         recipient = reader.client_id()
         survivors = reader.increasing_ids()
-        proof = RosterProof._parse(reader, len(survivors)) if _flags(reader, 1) else None
+        proof = RosterProof._parse(reader, len(survivors)) if reader.flags(1) else None
         return cls(**header, recipient=recipient, survivors=survivors, proof=proof)
 
 
