@@ -24,7 +24,7 @@ from privfed.secagg.protocol.messages._codec import (
     _Reader,
     _unchecked,
 )
-from privfed.secagg.protocol.messages.base import Message, MessageType
+from privfed.secagg.protocol.messages.base import Message, MessageType, _ClientMessage
 
 __all__ = [
     "AdvertiseKeys",
@@ -40,7 +40,7 @@ __all__ = [
 
 
 @dataclasses.dataclass(frozen=True)
-class AdvertiseKeys(Message):
+class AdvertiseKeys(_ClientMessage):
     """Stage ADVERTISE_KEYS, client to server: the client's public keys.
 
     Body: ``sender u32 | encryption_public_key 32 | mask_public_key 32 |
@@ -70,7 +70,6 @@ class AdvertiseKeys(Message):
 
     MESSAGE_TYPE: ClassVar[MessageType] = MessageType.ADVERTISE_KEYS
 
-    sender: int
     encryption_public_key: bytes
     mask_public_key: bytes
     self_mask_commitment: bytes
@@ -80,7 +79,6 @@ class AdvertiseKeys(Message):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_id("sender", self.sender)
         if self.graph_commitment is not None:
             _check_bytes("graph_commitment", self.graph_commitment, size=COMMITMENT_SIZE)
         _check_bytes("encryption_public_key", self.encryption_public_key, size=PUBLIC_KEY_SIZE)
@@ -503,7 +501,7 @@ class CommitteeRequest(Message):
 
 
 @dataclasses.dataclass(frozen=True)
-class CommitteeReveal(Message):
+class CommitteeReveal(_ClientMessage):
     """Stage ADVERTISE_KEYS, committee member to server: its graph value, signed for one root.
 
     Body: ``sender u32 | value 32 | signature 64``.
@@ -518,13 +516,11 @@ class CommitteeReveal(Message):
 
     MESSAGE_TYPE: ClassVar[MessageType] = MessageType.COMMITTEE_REVEAL
 
-    sender: int
     value: bytes = dataclasses.field(repr=False)
     signature: bytes = dataclasses.field(repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_id("sender", self.sender)
         _check_bytes("value", self.value, size=COMMITMENT_SIZE)
         _check_signature("signature", self.signature)
 

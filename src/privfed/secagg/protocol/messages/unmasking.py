@@ -25,7 +25,7 @@ from privfed.secagg.protocol.messages._codec import (
     _Reader,
     _unchecked,
 )
-from privfed.secagg.protocol.messages.base import Message, MessageType
+from privfed.secagg.protocol.messages.base import Message, MessageType, _ClientMessage
 from privfed.secagg.protocol.messages.roster import RosterProof
 
 __all__ = [
@@ -237,7 +237,7 @@ class RevealedNoiseShare:
 
 
 @dataclasses.dataclass(frozen=True)
-class UnmaskResponse(Message):
+class UnmaskResponse(_ClientMessage):
     """Stage UNMASKING, client to server: the shares the request called for.
 
     For each survivor in the request, the sender's share of that survivor's
@@ -259,14 +259,12 @@ class UnmaskResponse(Message):
 
     MESSAGE_TYPE: ClassVar[MessageType] = MessageType.UNMASK_RESPONSE
 
-    sender: int
     self_mask_shares: tuple[RevealedShare, ...] = dataclasses.field(repr=False)
     key_shares: tuple[RevealedShare, ...] = dataclasses.field(repr=False)
     noise_shares: tuple[RevealedNoiseShare, ...] = dataclasses.field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_id("sender", self.sender)
         _check_revealed("self_mask_shares", self.self_mask_shares)
         _check_revealed("key_shares", self.key_shares)
         both = {v.owner for v in self.self_mask_shares} & {v.owner for v in self.key_shares}
@@ -410,7 +408,7 @@ class ConsistencyRequest(Message):
 
 
 @dataclasses.dataclass(frozen=True)
-class ConsistencySignature(Message):
+class ConsistencySignature(_ClientMessage):
     """Stage CONSISTENCY_CHECK, client to server: its signature on the survivor set.
 
     Body: ``sender u32 | signature 64``.
@@ -423,12 +421,10 @@ class ConsistencySignature(Message):
 
     MESSAGE_TYPE: ClassVar[MessageType] = MessageType.CONSISTENCY_SIGNATURE
 
-    sender: int
     signature: bytes = dataclasses.field(repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_id("sender", self.sender)
         _check_signature("signature", self.signature)
 
     def _body(self) -> bytes:
