@@ -36,6 +36,7 @@ import enum
 import hmac
 import secrets
 from collections.abc import Sequence
+from typing import TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -120,6 +121,15 @@ _STAGE_OF_PHASE = {
 
 # Serialized (key share, seed share, noise-layer shares) of one owner's secrets.
 _HeldShares = tuple[bytes, bytes, tuple[bytes, ...]]
+
+
+class _Header(TypedDict):
+    """The fields that every message a client sends starts with."""
+
+    session_id: bytes
+    round_index: int
+    sender: int
+
 
 # The client module re-exports the mode enum so the state codec whitelists it.
 _MODES = SecurityMode
@@ -319,6 +329,13 @@ class SecAggClient(Party):
                 stage=stage.name,
             )
 
+    def _header(self) -> _Header:
+        """The bound session, the round and this client's id, for a message it sends."""
+        cfg = self._config
+        return _Header(
+            session_id=cfg.bound_session_id, round_index=cfg.round_index, sender=self._id
+        )
+
     def _abort(self, reason: str, stage: Stage) -> ProtocolAbort:
         self._phase = _Phase.ABORTED
         self._wipe()
@@ -402,9 +419,7 @@ class SecAggClient(Party):
                 )
             )
         message = AdvertiseKeys(
-            session_id=cfg.bound_session_id,
-            round_index=cfg.round_index,
-            sender=self._id,
+            **self._header(),
             encryption_public_key=self._encryption_keys.public_key,
             mask_public_key=self._mask_keys.public_key,
             self_mask_commitment=self._commitment,
@@ -582,6 +597,7 @@ class SecAggClient(Party):
         )
         out: dict[int, EncryptedShares] = {}
         own: _HeldShares | None = None
+        header = self._header()
         for position, (holder, key_share, seed_share) in enumerate(
             zip(holders, key_shares, seed_shares, strict=True)
         ):
@@ -606,13 +622,7 @@ class SecAggClient(Party):
                     recipient=holder,
                 ),
             )
-            out[holder] = EncryptedShares(
-                session_id=cfg.bound_session_id,
-                round_index=cfg.round_index,
-                sender=self._id,
-                recipient=holder,
-                ciphertext=ciphertext,
-            )
+            out[holder] = EncryptedShares(**header, recipient=holder, ciphertext=ciphertext)
         return out, own
 
     # -- stage 2 ---------------------------------------------------------------------
@@ -692,13 +702,7 @@ class SecAggClient(Party):
         self._held = held
         self._masked_with = frozenset(senders)
         self._phase = _Phase.CONSIST if cfg.active else _Phase.UNMASK
-        return MaskedInput(
-            session_id=cfg.bound_session_id,
-            round_index=cfg.round_index,
-            sender=self._id,
-            ring_bits=cfg.ring_bits,
-            values=buffer,
-        )
+        return MaskedInput(**self._header(), ring_bits=cfg.ring_bits, values=buffer)
 
     def _open_shares(self, routed: RoutedShares, stage: Stage) -> dict[int, _HeldShares]:
         """Decrypt the shares each sender holds for this client (abort on any failure)."""
@@ -819,12 +823,7 @@ class SecAggClient(Party):
                 root=root,
             )
         )
-        message = ConsistencySignature(
-            session_id=cfg.bound_session_id,
-            round_index=cfg.round_index,
-            sender=self._id,
-            signature=signature,
-        )
+        message = ConsistencySignature(**self._header(), signature=signature)
         self._signed_survivors = request.survivors
         self._signed_root = root
         self._consistency = message
@@ -933,7 +932,6 @@ class SecAggClient(Party):
         self._check_context(request, stage)
         survivors, dropped = self._check_view(request, stage)
         layers = self._layers_to_reveal(request, survivors, stage)
-        cfg = self._config
         own = self._own_shares
         if own is None:  # pragma: no cover -- only None after an abort
             raise self._abort("shares already wiped", stage)
@@ -941,9 +939,7 @@ class SecAggClient(Party):
         held[self._id] = own
         ordered = sorted(survivors)
         response = UnmaskResponse(
-            session_id=cfg.bound_session_id,
-            round_index=cfg.round_index,
-            sender=self._id,
+            **self._header(),
             self_mask_shares=tuple(RevealedShare(owner=v, share=held[v][1]) for v in ordered),
             key_shares=tuple(RevealedShare(owner=v, share=held[v][0]) for v in sorted(dropped)),
             noise_shares=tuple(

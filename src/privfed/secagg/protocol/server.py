@@ -88,28 +88,24 @@ from privfed.secagg.protocol.graph import (
     graph_session,
 )
 from privfed.secagg.protocol.identity import advertisement_payload
-from privfed.secagg.protocol.messages._codec import _unchecked
-from privfed.secagg.protocol.messages.base import Message
-from privfed.secagg.protocol.messages.masked import MaskedInput
-from privfed.secagg.protocol.messages.roster import (
+from privfed.secagg.protocol.messages import (
     AdvertiseKeys,
     CommitteeRequest,
     CommitteeReveal,
-    Roster,
-    RosterEntry,
-)
-from privfed.secagg.protocol.messages.shares import (
-    EncryptedShares,
-    EncryptedSharesBundle,
-    RoutedShares,
-)
-from privfed.secagg.protocol.messages.unmasking import (
     ConsistencyRequest,
     ConsistencySignature,
+    EncryptedShares,
+    EncryptedSharesBundle,
+    MaskedInput,
+    Message,
+    Roster,
+    RosterEntry,
+    RoutedShares,
     SurvivorSignature,
     UnmaskRequest,
     UnmaskResponse,
 )
+from privfed.secagg.protocol.messages._codec import _unchecked
 from privfed.secagg.protocol.roster_tree import RosterTree
 from privfed.secagg.protocol.stages import Stage
 

@@ -125,6 +125,17 @@ class _Reader:
             raise MessageFormatError("client id 0 is not allowed")
         return value
 
+    def flags(self, allowed: int) -> int:
+        """The flags byte that says which optional sections follow (only ``allowed`` bits).
+
+        An absent section is announced by a clear bit, never by an empty one, so
+        every message has exactly one encoding and no truncation parses.
+        """
+        flags = self.u8()
+        if flags & ~allowed:
+            raise MessageFormatError(f"invalid section flags {flags:#04x}")
+        return flags
+
     def count(self, item_size: int) -> int:
         """A u32 count whose items (of at least ``item_size`` bytes) fit in what is left."""
         n = self.u32()
@@ -323,18 +334,6 @@ class _PackedBlobs:
 
 def _check_signature(name: str, value: object) -> None:
     _check_bytes(name, value, size=SIGNATURE_SIZE)
-
-
-def _flags(reader: _Reader, allowed: int) -> int:
-    """The flags byte that says which optional sections follow (only ``allowed`` bits).
-
-    An absent section is announced by a clear bit, never by an empty one, so
-    every message has exactly one encoding and no truncation parses.
-    """
-    flags = reader.u8()
-    if flags & ~allowed:
-        raise MessageFormatError(f"invalid section flags {flags:#04x}")
-    return flags
 
 
 @functools.lru_cache(maxsize=256)

@@ -3,7 +3,8 @@
 Each message class registers its :class:`MessageType` when it is defined;
 importing any module of this package first runs the package ``__init__``,
 which imports every message module, so :func:`decode_message` always knows
-every type.
+every type.  ``_ClientMessage`` adds the sender's id, for the messages a
+client sends.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from privfed.secagg.protocol.messages._codec import (
     _U32,
     WIRE_MAGIC,
     WIRE_VERSION,
+    _check_id,
     _Reader,
     _unchecked,
 )
@@ -139,6 +141,20 @@ class Message:
                 f"expected a {cls.__name__} message, got {type(message).__name__}"
             )
         return message
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _ClientMessage(Message):
+    """Base of the messages a client sends: the header, then the sender's id.
+
+    Each message class documents ``sender`` and defines its own equality.
+    """
+
+    sender: int
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_id("sender", self.sender)
 
 
 def decode_message(data: bytes | bytearray | memoryview) -> Message:

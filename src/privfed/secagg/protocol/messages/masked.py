@@ -14,10 +14,9 @@ from privfed.secagg.protocol.config import MAX_VECTOR_LENGTH
 from privfed.secagg.protocol.messages._codec import (
     _U32,
     _backed_by_bytes,
-    _check_id,
     _Reader,
 )
-from privfed.secagg.protocol.messages.base import Message, MessageType
+from privfed.secagg.protocol.messages.base import MessageType, _ClientMessage
 
 __all__ = ["MaskedInput"]
 
@@ -26,7 +25,7 @@ __all__ = ["MaskedInput"]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class MaskedInput(Message):
+class MaskedInput(_ClientMessage):
     """Stage MASKED_INPUT, client to server: the masked input vector.
 
     ``values = x + PRG(b_u) + sum_v ±PRG(s_uv)  (mod 2**ring_bits)``; to anyone
@@ -49,13 +48,11 @@ class MaskedInput(Message):
 
     MESSAGE_TYPE: ClassVar[MessageType] = MessageType.MASKED_INPUT
 
-    sender: int
     ring_bits: int
     values: npt.NDArray[np.uint64] = dataclasses.field(repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_id("sender", self.sender)
         bits = check_int("ring_bits", self.ring_bits, minimum=8, maximum=64)
         values = self.values
         if not isinstance(values, np.ndarray) or values.dtype != np.uint64:

@@ -21,11 +21,10 @@ from privfed.secagg.protocol.messages._codec import (
     _check_id,
     _check_increasing_ids,
     _check_signature,
-    _flags,
     _Reader,
     _unchecked,
 )
-from privfed.secagg.protocol.messages.base import Message, MessageType
+from privfed.secagg.protocol.messages.base import Message, MessageType, _ClientMessage
 
 __all__ = [
     "AdvertiseKeys",
@@ -41,7 +40,7 @@ __all__ = [
 
 
 @dataclasses.dataclass(frozen=True)
-class AdvertiseKeys(Message):
+class AdvertiseKeys(_ClientMessage):
     """Stage ADVERTISE_KEYS, client to server: the client's public keys.
 
     Body: ``sender u32 | encryption_public_key 32 | mask_public_key 32 |
@@ -71,7 +70,6 @@ class AdvertiseKeys(Message):
 
     MESSAGE_TYPE: ClassVar[MessageType] = MessageType.ADVERTISE_KEYS
 
-    sender: int
     encryption_public_key: bytes
     mask_public_key: bytes
     self_mask_commitment: bytes
@@ -81,7 +79,6 @@ class AdvertiseKeys(Message):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_id("sender", self.sender)
         if self.graph_commitment is not None:
             _check_bytes("graph_commitment", self.graph_commitment, size=COMMITMENT_SIZE)
         _check_bytes("encryption_public_key", self.encryption_public_key, size=PUBLIC_KEY_SIZE)
@@ -128,7 +125,7 @@ class AdvertiseKeys(Message):
         encryption = reader.take(PUBLIC_KEY_SIZE)
         mask = reader.take(PUBLIC_KEY_SIZE)
         commitment = reader.take(COMMITMENT_SIZE)
-        flags = _flags(reader, 0b111)
+        flags = reader.flags(0b111)
         signature = reader.take(SIGNATURE_SIZE) if flags & 1 else None
         noise: tuple[bytes, ...] = ()
         if flags & 2:
@@ -434,7 +431,7 @@ class Roster(Message):
                     },
                 )
             )
-        flags = _flags(reader, 0b1111)
+        flags = reader.flags(0b1111)
         if flags & 1:
             if not entries:
                 raise MessageFormatError("signatures of an empty roster")
@@ -504,7 +501,7 @@ class CommitteeRequest(Message):
 
 
 @dataclasses.dataclass(frozen=True)
-class CommitteeReveal(Message):
+class CommitteeReveal(_ClientMessage):
     """Stage ADVERTISE_KEYS, committee member to server: its graph value, signed for one root.
 
     Body: ``sender u32 | value 32 | signature 64``.
@@ -519,13 +516,11 @@ class CommitteeReveal(Message):
 
     MESSAGE_TYPE: ClassVar[MessageType] = MessageType.COMMITTEE_REVEAL
 
-    sender: int
     value: bytes = dataclasses.field(repr=False)
     signature: bytes = dataclasses.field(repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_id("sender", self.sender)
         _check_bytes("value", self.value, size=COMMITMENT_SIZE)
         _check_signature("signature", self.signature)
 

@@ -24,7 +24,7 @@ from privfed.secagg.protocol.messages._codec import (
     _PackedBlobs,
     _Reader,
 )
-from privfed.secagg.protocol.messages.base import Message, MessageType
+from privfed.secagg.protocol.messages.base import Message, MessageType, _ClientMessage
 
 __all__ = ["EncryptedShares", "EncryptedSharesBundle", "RoutedShares"]
 
@@ -33,7 +33,7 @@ __all__ = ["EncryptedShares", "EncryptedSharesBundle", "RoutedShares"]
 
 
 @dataclasses.dataclass(frozen=True)
-class EncryptedShares(Message):
+class EncryptedShares(_ClientMessage):
     """Stage SHARE_KEYS, from ``sender`` to ``recipient`` via the server.
 
     The ciphertext is an AEAD encryption, under a key only ``sender`` and
@@ -52,13 +52,11 @@ class EncryptedShares(Message):
 
     MESSAGE_TYPE: ClassVar[MessageType] = MessageType.ENCRYPTED_SHARES
 
-    sender: int
     recipient: int
     ciphertext: bytes = dataclasses.field(repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_id("sender", self.sender)
         _check_id("recipient", self.recipient)
         if self.sender == self.recipient:
             raise ParameterError("recipient", "a client other than the sender", self.recipient)
@@ -199,7 +197,7 @@ class RoutedShares(_ShareGroup):
 
 
 @dataclasses.dataclass(frozen=True)
-class EncryptedSharesBundle(_ShareGroup):
+class EncryptedSharesBundle(_ShareGroup, _ClientMessage):
     """Stage SHARE_KEYS, client to server: all of one sender's ciphertexts in one message.
 
     The same content as the :class:`EncryptedShares` messages it bundles, for
@@ -223,12 +221,10 @@ class EncryptedSharesBundle(_ShareGroup):
     _FIXED: ClassVar[str] = "sender"
     _EMPTY: ClassVar[str | None] = "an empty bundle"
 
-    sender: int
     shares: tuple[EncryptedShares, ...] = dataclasses.field(repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_id("sender", self.sender)
         if isinstance(self.shares, tuple) and not self.shares:
             raise ParameterError("shares", "at least one ciphertext", 0)
         _check_group(self, self.shares, fixed="sender")

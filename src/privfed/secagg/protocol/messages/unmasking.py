@@ -19,14 +19,13 @@ from privfed.secagg.protocol.messages._codec import (
     _check_id,
     _check_increasing_ids,
     _check_signature,
-    _flags,
     _ids,
     _ids_shared,
     _PackedBlobs,
     _Reader,
     _unchecked,
 )
-from privfed.secagg.protocol.messages.base import Message, MessageType
+from privfed.secagg.protocol.messages.base import Message, MessageType, _ClientMessage
 from privfed.secagg.protocol.messages.roster import RosterProof
 
 __all__ = [
@@ -108,7 +107,7 @@ class UnmaskRequest(Message):
         recipient = reader.client_id()
         survivors = reader.increasing_ids()
         dropped = reader.increasing_ids()
-        flags = _flags(reader, 0b11)
+        flags = reader.flags(0b11)
         signatures: list[SurvivorSignature] = []
         if flags & 1:
             count = reader.count(4 + SIGNATURE_SIZE)
@@ -238,7 +237,7 @@ class RevealedNoiseShare:
 
 
 @dataclasses.dataclass(frozen=True)
-class UnmaskResponse(Message):
+class UnmaskResponse(_ClientMessage):
     """Stage UNMASKING, client to server: the shares the request called for.
 
     For each survivor in the request, the sender's share of that survivor's
@@ -260,14 +259,12 @@ class UnmaskResponse(Message):
 
     MESSAGE_TYPE: ClassVar[MessageType] = MessageType.UNMASK_RESPONSE
 
-    sender: int
     self_mask_shares: tuple[RevealedShare, ...] = dataclasses.field(repr=False)
     key_shares: tuple[RevealedShare, ...] = dataclasses.field(repr=False)
     noise_shares: tuple[RevealedNoiseShare, ...] = dataclasses.field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_id("sender", self.sender)
         _check_revealed("self_mask_shares", self.self_mask_shares)
         _check_revealed("key_shares", self.key_shares)
         both = {v.owner for v in self.self_mask_shares} & {v.owner for v in self.key_shares}
@@ -406,12 +403,12 @@ class ConsistencyRequest(Message):
     def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> ConsistencyRequest:
         recipient = reader.client_id()
         survivors = reader.increasing_ids()
-        proof = RosterProof._parse(reader, len(survivors)) if _flags(reader, 1) else None
+        proof = RosterProof._parse(reader, len(survivors)) if reader.flags(1) else None
         return cls(**header, recipient=recipient, survivors=survivors, proof=proof)
 
 
 @dataclasses.dataclass(frozen=True)
-class ConsistencySignature(Message):
+class ConsistencySignature(_ClientMessage):
     """Stage CONSISTENCY_CHECK, client to server: its signature on the survivor set.
 
     Body: ``sender u32 | signature 64``.
@@ -424,12 +421,10 @@ class ConsistencySignature(Message):
 
     MESSAGE_TYPE: ClassVar[MessageType] = MessageType.CONSISTENCY_SIGNATURE
 
-    sender: int
     signature: bytes = dataclasses.field(repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_id("sender", self.sender)
         _check_signature("signature", self.signature)
 
     def _body(self) -> bytes:
