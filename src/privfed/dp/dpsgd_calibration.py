@@ -66,7 +66,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from privfed._checks import (
@@ -251,19 +251,13 @@ class DPSGDCalibration:
     def events(
         self, *, name: str, partition: Partition, sampler: str, seeded: bool
     ) -> tuple[SubsampledGaussianRelease]:
-        """The one event a run with these parameters spends."""
-        return (
-            SubsampledGaussianRelease(
-                name=name,
-                partition=partition,
-                noise_multiplier=self.noise_multiplier,
-                sampling_rate=self.sampling_rate,
-                steps=self.steps,
-                adjacency=self.adjacency,
-                sampler=sampler,
-                seeded=seeded,
-            ),
-        )
+        """The one event a run with these parameters spends.
+
+        It is the release the calibration certified, under the run's own name,
+        partition and sampler.
+        """
+        certified = _release(self.noise_multiplier, self.sampling_rate, self.steps, self.adjacency)
+        return (replace(certified, name=name, partition=partition, sampler=sampler, seeded=seeded),)
 
     def ledger(self) -> PrivacyLedger:
         """A fresh ledger whose budget is the target this plan was made for."""

@@ -133,6 +133,16 @@ __all__ = [
 AGGREGATE_NODE_ID: Final = 0
 #: How a stage feeds one reply to the server (raises on a refused reply).
 _Receiver = Callable[[SecAggServer, int, RecordDict], None]
+#: The :class:`TrainingEncoding` arguments the workflow holds, under the same names.
+_ENCODING_ARGUMENTS: Final = (
+    "clipping_range",
+    "quantization_range",
+    "max_weight",
+    "metric_clipping_range",
+    "metric_quantization_range",
+    "metric_slots",
+    "rounding",
+)
 _STAGE_NAMES: Final = {
     Stage.ADVERTISE_KEYS: "advertise",
     Stage.SHARE_KEYS: "share",
@@ -381,13 +391,7 @@ class SecAggWorkflow:
         """
         return TrainingEncoding(
             arrays=arrays,
-            clipping_range=self.clipping_range,
-            quantization_range=self.quantization_range,
-            max_weight=self.max_weight,
-            metric_clipping_range=self.metric_clipping_range,
-            metric_quantization_range=self.metric_quantization_range,
-            metric_slots=self.metric_slots,
-            rounding=self.rounding,
+            **{name: getattr(self, name) for name in _ENCODING_ARGUMENTS},
             reply_format=reply_format,
             weight_key=weight_key,
             privacy=privacy,

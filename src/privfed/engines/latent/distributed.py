@@ -67,6 +67,7 @@ import numpy as np
 import numpy.typing as npt
 
 from privfed._checks import check_bool, check_enum, check_float, check_int
+from privfed._records import field_dict
 from privfed.dp import (
     EXACT_DISCRETE_GAUSSIAN_SAMPLER,
     SKELLAM_SAMPLER,
@@ -124,6 +125,8 @@ __all__ = [
 _RING_BITS = 64
 _MAX_FRACTIONAL_BITS = 24
 _FAST_SCALE = 2.0**11
+#: The fields of a candidate grid that its plan carries under the same names.
+_ROUND_FIELDS = ("central", "num_clients", "threshold", "corrupted", "layers")
 
 
 class NoiseModel(enum.StrEnum):
@@ -681,12 +684,8 @@ class _Grid:
         return DistributedNoisePlan(
             model=self.kind,
             spec=spec,
-            central=self.central,
             noise=noise,
-            num_clients=self.num_clients,
-            threshold=self.threshold,
-            corrupted=self.corrupted,
-            layers=self.layers,
+            **field_dict(self, *_ROUND_FIELDS),
             layer_means=means,
             log_wrap_probability=log_p,
             block_names=names,

@@ -29,10 +29,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
-from privfed.engines.latent.release import NoisyLatentStatistics
+from privfed.engines.latent.release import NoisyLatentStatistics, _PerClassRecord
 from privfed.errors import ParameterError, ParameterTypeError
 
 __all__ = ["ClassGaussians", "fit_class_gaussians", "project_psd"]
@@ -61,7 +62,7 @@ def project_psd(matrix: np.ndarray, eigenvalue_floor: float) -> tuple[np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
-class ClassGaussians:
+class ClassGaussians(_PerClassRecord):
     """One Gaussian per class in latent space.
 
     Attributes:
@@ -79,15 +80,7 @@ class ClassGaussians:
     present: np.ndarray
     counts: np.ndarray
 
-    @property
-    def num_classes(self) -> int:
-        """``K``."""
-        return int(self.means.shape[0])
-
-    @property
-    def dim(self) -> int:
-        """``d``."""
-        return int(self.means.shape[1])
+    _ROWS: ClassVar[str] = "means"
 
     def sample(
         self,

@@ -36,6 +36,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -80,8 +81,27 @@ class NoisePlacement(enum.StrEnum):
     CONTINUOUS = "continuous"
 
 
+class _PerClassRecord:
+    """``num_classes`` and ``dim`` of a record of per-class arrays.
+
+    ``_ROWS`` names the record's ``(K, d)`` array.
+    """
+
+    _ROWS: ClassVar[str]
+
+    @property
+    def num_classes(self) -> int:
+        """``K``."""
+        return int(getattr(self, self._ROWS).shape[0])
+
+    @property
+    def dim(self) -> int:
+        """``d``."""
+        return int(getattr(self, self._ROWS).shape[1])
+
+
 @dataclass(frozen=True, eq=False)
-class NoisyLatentStatistics:
+class NoisyLatentStatistics(_PerClassRecord):
     """A differentially private release of per-class latent statistics.
 
     Everything here is public output of the mechanism (safe to log or publish).
@@ -111,6 +131,8 @@ class NoisyLatentStatistics:
     placement: NoisePlacement
     seeded: bool
 
+    _ROWS: ClassVar[str] = "sums"
+
     def __post_init__(self) -> None:
         if self.sums.ndim != 2:
             raise ParameterError("sums", "an array of shape (K, d)", self.sums.shape)
@@ -123,16 +145,6 @@ class NoisyLatentStatistics:
             view = getattr(self, name).view()
             view.setflags(write=False)
             object.__setattr__(self, name, view)
-
-    @property
-    def num_classes(self) -> int:
-        """``K``."""
-        return int(self.sums.shape[0])
-
-    @property
-    def dim(self) -> int:
-        """``d``."""
-        return int(self.sums.shape[1])
 
     @property
     def counts_public(self) -> bool:
