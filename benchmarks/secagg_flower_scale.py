@@ -179,9 +179,10 @@ def _record(
         np.mean([result.bytes_received[c] for c in result.survivors])
     )
     out["bytes_down_per_client"] = float(np.mean([result.bytes_sent[c] for c in result.survivors]))
-    # Flower's down figure counts the round's config (its registry: 32 B a client) sent
-    # with ADVERTISE_KEYS; the in-process runner's counts protocol messages only.
-    out["config_bytes"] = len(encode_config(result.config))
+    # Flower's down figure counts the round's config sent with ADVERTISE_KEYS (its ids;
+    # the registry by its digest, as the server sends it); the in-process runner's counts
+    # protocol messages only.
+    out["config_bytes"] = len(encode_config(result.config, registry_by_digest=True))
     out["bytes_down_per_client_without_config"] = out["bytes_down_per_client"] - out["config_bytes"]
 
 

@@ -62,7 +62,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import NamedTuple, NoReturn
@@ -317,6 +317,10 @@ def _name(proc: subprocess.Popen[bytes]) -> str:
     return Path(str(first)).name
 
 
+#: How often a SuperNode is started before its exit at start is final.
+_NODE_START_TRIES = 3
+
+
 def _wait_port(port: int, timeout: float, proc: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -516,12 +520,17 @@ def _wait_online(
     node_ids: Sequence[int],
     timeout: float,
     procs: Sequence[subprocess.Popen[bytes]],
+    restart: Callable[[subprocess.Popen[bytes]], bool] = lambda proc: False,
 ) -> list[int]:
-    """Wait until the SuperLink lists ``expected`` SuperNodes online (``node_ids`` if known)."""
+    """Wait until the SuperLink lists ``expected`` SuperNodes online (``node_ids`` if known).
+
+    A process that exits meanwhile is passed to ``restart``; unless that starts it
+    again (True), the wait fails naming it.
+    """
     deadline = time.monotonic() + timeout
     online: list[int] = []
     while True:
-        dead = [_name(p) for p in procs if p.poll() is not None]
+        dead = [_name(p) for p in list(procs) if p.poll() is not None and not restart(p)]
         if dead:
             raise RuntimeError(f"{', '.join(dead)} exited at start")
         listed = list_nodes(connection, env) or []
@@ -671,9 +680,28 @@ def deployment(
         info.address, info.credentials, info.node_ids = address, credentials, []
     procs: list[subprocess.Popen[bytes]] = []
 
-    def start(name: str, argv: list[str]) -> subprocess.Popen[bytes]:
-        procs.append(spawn(argv, workdir / f"{name}.log", cli_env, cwd or workdir))
+    def start(name: str, argv: list[str], *, append: bool = False) -> subprocess.Popen[bytes]:
+        procs.append(spawn(argv, workdir / f"{name}.log", cli_env, cwd or workdir, append=append))
         return procs[-1]
+
+    nodes_started: dict[int, tuple[int, int]] = {}  # pid -> (node index, starts so far)
+
+    def start_node(i: int, tries: int = 0) -> None:
+        journal = workdir / "journals" / f"node-{i}.jsonl"
+        node_config = f'partition-id={i} num-partitions={nodes} privfed-journal="{journal}"'
+        argv = supernode_argv(i, address, node_config, credentials)
+        proc = start(f"supernode-{i}", argv, append=tries > 0)
+        nodes_started[proc.pid] = (i, tries + 1)
+
+    def restart(dead: subprocess.Popen[bytes]) -> bool:
+        """A SuperNode that exited at start is started again on another port, a few times:
+        the free port it was given can be taken by another process before it binds it."""
+        i, tries = nodes_started.get(dead.pid, (-1, _NODE_START_TRIES))
+        if tries >= _NODE_START_TRIES:
+            return False
+        procs.remove(dead)
+        start_node(i, tries)
+        return True
 
     try:
         link = start("superlink", superlink_argv(link_port, workdir / "superlink.db", credentials))
@@ -682,9 +710,7 @@ def deployment(
         if credentials is not None:
             node_ids = [register_node(CONNECTION, cli_env, key.public) for key in credentials.nodes]
         for i in range(nodes):
-            journal = workdir / "journals" / f"node-{i}.jsonl"
-            node_config = f'partition-id={i} num-partitions={nodes} privfed-journal="{journal}"'
-            start(f"supernode-{i}", supernode_argv(i, address, node_config, credentials))
+            start_node(i)
         try:
             node_ids = _wait_online(
                 CONNECTION,
@@ -693,6 +719,7 @@ def deployment(
                 node_ids=node_ids,
                 timeout=startup_timeout,
                 procs=procs,
+                restart=restart,
             )
         except (RuntimeError, TimeoutError) as exc:
             raise RuntimeError(f"{exc} (see {workdir}/*.log)") from None

@@ -37,11 +37,13 @@ from privfed.secagg import (
     IdentityRegistry,
     Roster,
     SecAggConfig,
+    SecurityMode,
     Stage,
     UnmaskRequest,
     decode_message,
 )
 from privfed.secagg.protocol.messages import ConsistencyRequest, SurvivorSignature
+from privfed.secagg.protocol.state import encode_config
 
 N = 5
 L = 6
@@ -245,6 +247,49 @@ def test_the_identity_key_never_reaches_context_state(
         assert key.public_key.hex().encode() in blob
 
 
+# -- the registry by digest -------------------------------------------------------------------
+
+
+def _active_config(registry: IdentityRegistry, corrupted: int) -> SecAggConfig:
+    return SecAggConfig(
+        client_ids=tuple(range(1, N + 1)),
+        threshold=4,
+        vector_length=L,
+        mode=SecurityMode.ACTIVE,
+        corrupted=corrupted,
+        identities=registry,
+    )
+
+
+def test_the_config_names_the_registry_by_digest_and_the_node_pins_it(
+    federation: Federation,
+) -> None:
+    policy = NodePolicy.from_node_config(federation.node_config(1))
+    config = _active_config(federation.registry, corrupted=1)
+    sent = encode_config(config, registry_by_digest=True)
+    # No one's key travels: 32 bytes stand for the registry.
+    assert all(key.public_key.hex().encode() not in sent for key in federation.keys.values())
+    assert federation.registry.digest in sent
+    assert len(sent) < len(encode_config(config)) - N * 32
+    got = policy.proposed_config(sent)
+    assert got == config and got.identities is policy.registry
+    policy.check(got, 1)  # the proposal the node runs
+    # A registry of the server's own (one field changed) is refused by its digest alone ...
+    other = IdentityRegistry(federation.registry.public_keys, 0)
+    forged = encode_config(_active_config(other, corrupted=0), registry_by_digest=True)
+    with pytest.raises(ProtocolAbort, match="identity registry is not this node's own"):
+        policy.proposed_config(forged)
+    # ... a node without an identity says what it lacks ...
+    plain = NodePolicy.from_node_config({"privfed-mode": "semi-honest"})
+    with pytest.raises(ProtocolAbort, match="needs this node's identity"):
+        plain.proposed_config(sent)
+    # ... and sent in full, the same registry is refused by the policy's n_C rule.
+    lowered = NodePolicy.from_node_config(federation.node_config(1, corrupted=0))
+    inline = lowered.proposed_config(encode_config(_active_config(other, corrupted=0)))
+    with pytest.raises(ProtocolAbort, match="n_C"):
+        lowered.check(inline, 1)
+
+
 # -- a node refuses a weaker round -----------------------------------------------------------
 
 #: (case, node policy override, SecAggRound changes, the refusal's words)
@@ -252,7 +297,10 @@ WEAKER: list[tuple[str, dict[str, object], dict[str, object], str]] = [
     ("semi-honest mode", {}, {"mode": None, "identities": None, "corrupted": None}, "mode"),
     ("threshold below the minimum", {"min_threshold": 5}, {}, "privfed-min-threshold 5"),
     ("corrupted below the policy", {"corrupted": 2}, {"threshold": 5}, "corrupted 1 is below"),
-    ("corrupted below the registry", {"corrupted": 0}, {"corrupted": 0, "registry_nc": 0}, "n_C"),
+    # The server can only lower n_C below the registry's with a registry of its own: its
+    # digest (all a node is sent) is not the node's; sent in full, see the test below.
+    ("corrupted below the registry", {"corrupted": 0}, {"corrupted": 0, "registry_nc": 0},
+     "identity registry is not this node's own"),
     ("sparse graph lowers the threshold", {}, {"graph": "harary", "degree": 2, "threshold": 3},
      "per neighbourhood"),
 ]  # fmt: skip

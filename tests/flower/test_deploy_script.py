@@ -663,3 +663,38 @@ def test_strangers_and_plaintext_clients_are_refused(deploy: ModuleType, tmp_pat
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     assert leaked == []
+
+
+@pytest.mark.slow
+@needs_proc
+def test_a_supernode_whose_port_was_taken_starts_again_on_another(
+    deploy: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A free port can be taken before the SuperNode binds it (parallel jobs on one host).
+
+    The first port the node is given is held by a listening socket of this test: its
+    Runtime API fails to start and it exits; the deployment starts it again on another
+    port and comes up with every node online.  Without free ports left to try, the
+    exit is reported as before.
+    """
+    tag = uuid.uuid4().hex
+    workdir = tmp_path / "deploy"
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    ports = iter([deploy.free_port(), taken.getsockname()[1]])  # the SuperLink's, the node's
+    real = deploy.free_port
+    monkeypatch.setattr(deploy, "free_port", lambda: next(ports, None) or real())
+    info = deploy.DeploymentInfo()
+    try:
+        env = {"PRIVFED_DEPLOY_TEST": tag}
+        with deploy.deployment(1, workdir=workdir, env=env, info=info) as (_, _, procs):
+            assert len(info.node_ids) == 1
+            nodes = [p for p in procs if p.args[0].endswith("flower-supernode")]
+            assert len(nodes) == 1 and nodes[0].poll() is None
+            assert str(taken.getsockname()[1]) not in nodes[0].args
+            log = (workdir / "supernode-0.log").read_text()
+            assert "Runtime HTTP API failed to start" in log  # the first start, kept in the log
+    finally:
+        taken.close()
+    assert not _tagged(f"PRIVFED_DEPLOY_TEST={tag}")

@@ -437,3 +437,53 @@ def test_a_config_is_encoded_and_parsed_once_and_only_for_the_very_same_object_o
         cfg = SecAggConfig(client_ids=tuple(range(1, 41)), threshold=threshold, vector_length=2)
         decode_config(state.encode_config(cfg))
     assert len(state._config_bodies) <= 8 and len(state._configs_by_body) <= 8
+
+
+def test_a_config_sent_with_its_registry_by_digest_stands_for_that_registry_only() -> None:
+    """``registry_by_digest``: 32 bytes instead of every key; decoded only against that registry."""
+    from privfed.secagg.protocol.identity import IdentityKey, IdentityRegistry
+    from privfed.secagg.protocol.state import decode_config, encode_config
+
+    ids = tuple(range(1, 201))
+    keys = {cid: IdentityKey.generate() for cid in ids}
+    registry = IdentityRegistry.of(keys, assumed_corrupted=1)
+    config = SecAggConfig(
+        client_ids=ids,
+        threshold=120,
+        vector_length=LENGTH,
+        mode="active",  # type: ignore[arg-type]
+        corrupted=1,
+        identities=registry,
+    )
+    full, short = encode_config(config), encode_config(config, registry_by_digest=True)
+    assert decode_config(full) == config  # the registry in full needs none supplied
+    assert decode_config(full, registry=registry) == config
+    # Every key is left out: what remains is the ids and the other fields.
+    assert not any(key.public_key in short or key.public_key.hex().encode() in short
+                   for key in keys.values())  # fmt: skip
+    assert len(short) < len(full) - len(ids) * 32
+    got = decode_config(short, registry=IdentityRegistry.from_json(registry.to_json()))
+    assert got == config and got.session_id == config.session_id
+    # The bytes are the same for any equal config; the semi-honest config is unchanged.
+    plain = SecAggConfig(client_ids=ids, threshold=120, vector_length=LENGTH)
+    assert encode_config(plain, registry_by_digest=True) == encode_config(plain)
+    # Another registry (one key or only n_C changed), or none, is refused.
+    other_key = dict(registry.public_keys) | {7: IdentityKey.generate().public_key}
+    for wrong in (IdentityRegistry(other_key, 1), IdentityRegistry(registry.public_keys, 0), None):
+        with pytest.raises(ProtocolAbort, match="not the registry this client holds"):
+            decode_config(short, registry=wrong)
+    with pytest.raises(ParameterTypeError, match="registry"):
+        decode_config(short, registry=registry.digest)  # type: ignore[arg-type]
+    # A digest of another type, or cut short, is not a config at all.
+    from privfed.secagg.protocol import state
+
+    fields = state._config_fields(config)
+    fields.pop("identities")
+    fields[state._REGISTRY_DIGEST] = 7
+    out = bytearray(state.STATE_MAGIC)
+    out.append(state.CONFIG_VERSION)
+    state._encode(fields, out)
+    with pytest.raises(MessageFormatError, match="not a privfed config"):
+        decode_config(bytes(out), registry=registry)
+    with pytest.raises(MessageFormatError):
+        decode_config(short.replace(registry.digest, b""), registry=registry)

@@ -58,7 +58,6 @@ from privfed.secagg import (
 from privfed.secagg.protocol.state import (
     FileRevealJournal,
     RevealJournal,
-    decode_config,
     export_client_state,
     record_answer,
     restore_client_state,
@@ -224,9 +223,9 @@ class _Handlers:
             ProtocolAbort: The round is weaker than the node's policy.
         """
         record = _wire.config_record(message.content)
-        config = decode_config(_wire.get_bytes(record, "config"))
-        client_id = _wire.get_int(record, "client-id")
         policy = self.policy(context)
+        config = policy.proposed_config(_wire.get_bytes(record, "config"))
+        client_id = _wire.get_int(record, "client-id")
         policy.check(config, client_id)
         return config, client_id, policy
 

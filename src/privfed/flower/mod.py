@@ -75,7 +75,7 @@ from privfed.flower.client import JournalFn, _Handlers, _wire_session, default_j
 from privfed.flower.dp_training import check_private_round, encode_private_reply, layer_seeds
 from privfed.flower.policy import PolicyFn, identify_payload
 from privfed.secagg import SecAggConfig
-from privfed.secagg.protocol.state import JournalEntry, decode_config
+from privfed.secagg.protocol.state import JournalEntry
 
 __all__ = [
     "TRAIN_STAGES",
@@ -184,7 +184,8 @@ class SecAggMod:
         record = _wire.config_record(msg.content)
         raw = _wire.get_bytes(record, ENCODING_FIELD)
         encoding = TrainingEncoding.from_bytes(raw)
-        config = decode_config(_wire.get_bytes(record, "config"))
+        policy = handlers.policy(ctxt)
+        config = policy.proposed_config(_wire.get_bytes(record, "config"))
         instructions = _wire.get_bytes(record, INSTRUCTIONS_FIELD)
         nonce = _wire.get_bytes(record, NONCE_FIELD)
         if config.session_id != training_session_id(nonce, raw, instructions):
@@ -196,7 +197,7 @@ class SecAggMod:
         # Before any key exists: a sum of this round could not wrap.
         encoding.check_no_wrap(len(config.client_ids))
         # A DP round must be the one its plan is calibrated for (and within this node's pin).
-        check_private_round(encoding, config, handlers.policy(ctxt))
+        check_private_round(encoding, config, policy)
         reply = handlers.advertise(msg, ctxt)
         ctxt.state[_ENCODING_KEY] = ConfigRecord(
             {

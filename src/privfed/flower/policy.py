@@ -67,6 +67,7 @@ from privfed._checks import check_finite_positive
 from privfed.errors import MessageFormatError, ParameterError, ParameterTypeError, ProtocolAbort
 from privfed.secagg import IdentityKey, IdentityRegistry, SecAggConfig, SecurityMode
 from privfed.secagg.protocol.committee import default_committee_size, seeds_per_root
+from privfed.secagg.protocol.state import decode_config
 from privfed.secagg.threshold import MIN_THRESHOLD, ThresholdPolicy, ThresholdRule
 
 __all__ = [
@@ -311,6 +312,26 @@ class NodePolicy:
 
     # -- the check -------------------------------------------------------------------
 
+    def proposed_config(self, data: bytes) -> SecAggConfig:
+        """Decode the config a server proposes, its registry sent by digest or in full.
+
+        A registry sent by digest (:func:`~privfed.secagg.protocol.state.encode_config`
+        with ``registry_by_digest``, what privfed's servers send) stands for this
+        node's pinned registry, and only if the digests agree; one sent in full
+        is checked by :meth:`check`.
+
+        Raises:
+            MessageFormatError: Malformed bytes.
+            ProtocolAbort: A registry digest without an identity at this node,
+                or not its registry's.
+        """
+        try:
+            return decode_config(data, registry=self.registry)
+        except ProtocolAbort:
+            if self.identity is None or self.registry is None:
+                _refuse(_NO_IDENTITY)
+            _refuse(_OTHER_REGISTRY)
+
     def check(self, config: SecAggConfig, client_id: int) -> None:
         """Refuse a proposed round that is weaker than this policy (before any key exists).
 
@@ -339,7 +360,7 @@ class NodePolicy:
         if self.mode is SecurityMode.ACTIVE and not config.active:
             refuse("mode 'semi-honest' is below this node's policy (privfed-mode = 'active')")
         if config.active and (self.identity is None or self.registry is None):
-            refuse("an active round needs this node's identity (privfed-identity-key, -registry)")
+            refuse(_NO_IDENTITY)
         t, s, n_c = config.threshold, config.neighbourhood_size, self.assumed_corrupted
         if config.corrupted < n_c:
             refuse(f"corrupted {config.corrupted} is below this node's assumed n_C = {n_c}")
@@ -360,7 +381,7 @@ class NodePolicy:
         registry = self.registry
         assert registry is not None  # noqa: S101 -- checked by the caller
         if config.identities is None or config.identities.digest != registry.digest:
-            refuse("the round's identity registry is not this node's own (privfed-registry)")
+            refuse(_OTHER_REGISTRY)
         if client_id != self.client_id:
             refuse(
                 f"client id {client_id} is not this node's identity in its registry "
@@ -404,6 +425,10 @@ def _threshold_reason(broken: ThresholdRule, config: SecAggConfig, minimum: int 
     }
     # The config itself holds t in [2, s]: no other rule can break.
     return reasons.get(broken, f"threshold {t} is outside [2, {s}]")
+
+
+_NO_IDENTITY: Final = "an active round needs this node's identity (privfed-identity-key, -registry)"
+_OTHER_REGISTRY: Final = "the round's identity registry is not this node's own (privfed-registry)"
 
 
 def _refuse(reason: str) -> NoReturn:

@@ -626,7 +626,9 @@ class _Drive:
         server, state, config = self.server, self.state, self.state.config
         state.stage_start = time.perf_counter()
         start = time.perf_counter()
-        config_bytes = encode_config(config)
+        # An active node pins the registry (its policy refuses any other): the
+        # digest is all it needs, so the download holds no one's keys.
+        config_bytes = encode_config(config, registry_by_digest=True)
         fields = dict(extra)
         advertise = {
             cid: RecordDict(

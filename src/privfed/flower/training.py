@@ -556,7 +556,7 @@ class SecAggWorkflow:
         state.encoding = encoding
         fields: dict[str, str | bytes] = {
             STAGE_FIELD: "advertise",
-            "config": encode_config(config),
+            "config": encode_config(config, registry_by_digest=True),
             ENCODING_FIELD: encoded,
             NONCE_FIELD: nonce,
             INSTRUCTIONS_FIELD: instructions,

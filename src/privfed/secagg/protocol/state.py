@@ -83,7 +83,7 @@ from privfed.secagg.protocol import messages as _messages_module
 from privfed.secagg.protocol import stages as _stages_module
 from privfed.secagg.protocol.client import SecAggClient
 from privfed.secagg.protocol.config import SecAggConfig
-from privfed.secagg.protocol.identity import IdentityKey
+from privfed.secagg.protocol.identity import IdentityKey, IdentityRegistry
 from privfed.secagg.protocol.messages import Message, UnmaskResponse, decode_message
 from privfed.secagg.protocol.stages import Stage
 
@@ -380,11 +380,19 @@ def _config_body(config: SecAggConfig, depth: int) -> bytes:
         hit = _config_bodies.get(id(config))
     if hit is not None and hit[0] is config:
         return hit[1]
-    fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.init}
-    body = _encoded(fields, depth)
+    body = _encoded(_config_fields(config), depth)
     with _config_cache_lock:
         _remember(_config_bodies, id(config), (config, body))
     return body
+
+
+def _config_fields(config: SecAggConfig) -> dict[str, Any]:
+    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.init}
+
+
+#: The key under which a config sent with ``registry_by_digest`` carries the
+#: registry's digest (never a field name: a config's fields are identifiers).
+_REGISTRY_DIGEST: Final = "identities-digest"
 
 
 def _config_from_body(body: bytes, depth: int) -> SecAggConfig:
@@ -428,8 +436,18 @@ def _rebuild(build: Callable[[Any], Any], raw: Any) -> Any:
 # -- the config on its own (what a transport sends to a new client) ------------------------
 
 
-def encode_config(config: SecAggConfig) -> bytes:
+def encode_config(config: SecAggConfig, *, registry_by_digest: bool = False) -> bytes:
     """A :class:`SecAggConfig` as bytes in this module's tagged format (public data).
+
+    Args:
+        config: The config.
+        registry_by_digest: In active mode, send the identity registry as its
+            32-byte digest instead of in full (about 117 B a client): for
+            clients that hold the registry already -- an active client must
+            pin it anyway, or the server could hand it keys of its own -- so
+            the config a client downloads stays O(N) ids, not O(N) keys.  The
+            receiver passes its registry to :func:`decode_config`.  No effect
+            without a registry.
 
     Raises:
         ParameterTypeError: ``config`` is not a :class:`SecAggConfig`.
@@ -438,24 +456,49 @@ def encode_config(config: SecAggConfig) -> bytes:
         raise ParameterTypeError("config", "a SecAggConfig", config)
     out = bytearray(STATE_MAGIC)
     out.append(CONFIG_VERSION)
-    _encode(config, out)
+    if registry_by_digest and config.identities is not None:
+        fields = _config_fields(config)
+        fields[_REGISTRY_DIGEST] = fields.pop("identities").digest
+        _encode(fields, out)
+    else:
+        _encode(config, out)
     return bytes(out)
 
 
-def decode_config(data: bytes) -> SecAggConfig:
+def decode_config(data: bytes, *, registry: IdentityRegistry | None = None) -> SecAggConfig:
     """Parse :func:`encode_config` bytes (the config's own checks run again).
 
+    Args:
+        data: The bytes.
+        registry: The identity registry this client holds: what a config
+            sent with ``registry_by_digest`` stands for.  Not consulted for a
+            config that carries its registry (or has none): checking that one
+            against the client's own is the caller's policy.
+
     Raises:
-        ParameterTypeError: ``data`` is not bytes.
+        ParameterTypeError: ``data`` is not bytes, or ``registry`` is not an
+            :class:`~privfed.secagg.IdentityRegistry` or ``None``.
         MessageFormatError: Not a config of this format version, or invalid.
+        ProtocolAbort: The config names its registry by a digest that is not
+            ``registry``'s, or ``registry`` is ``None``.
     """
     if not isinstance(data, bytes):
         raise ParameterTypeError("data", "bytes", data)
+    if registry is not None and not isinstance(registry, IdentityRegistry):
+        raise ParameterTypeError("registry", "an IdentityRegistry or None", registry)
     reader = _Reader(data)
     if reader.take(4) != STATE_MAGIC or reader.u8() != CONFIG_VERSION:
         raise MessageFormatError("not a privfed config of this format version")
     config = _decode(reader)
     reader.finish()
+    if isinstance(config, dict) and type(config.get(_REGISTRY_DIGEST)) is bytes:
+        digest = config.pop(_REGISTRY_DIGEST)
+        if registry is None or not hmac.compare_digest(digest, registry.digest):
+            raise ProtocolAbort(
+                "the config names its identity registry by a digest that is not "
+                "the registry this client holds"
+            )
+        config = _rebuild(lambda f: SecAggConfig(**f, identities=registry), config)
     if not isinstance(config, SecAggConfig):
         raise MessageFormatError("not a privfed config")
     return config
