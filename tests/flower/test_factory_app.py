@@ -111,13 +111,18 @@ def _files(folder: Path) -> set[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "kind",
+    [{}, {"factory": "mixture", "mixture-components": 2}],
+    ids=["gaussian", "mixture"],
+)
 def test_over_flower_the_factory_job_writes_what_privfed_run_writes(
-    loopback: Any, tmp_path: Path
+    loopback: Any, tmp_path: Path, kind: dict[str, Any]
 ) -> None:
     """The same artefact set as the in-process job; the release is byte-identical."""
     from privfed.engines.factory.job import run_factory_pipeline
 
-    run = _Recording({**SMALL, "output-dir": str(tmp_path / "flower")})
+    run = _Recording({**SMALL, **kind, "output-dir": str(tmp_path / "flower")})
     doc = factory_main(loopback(client_app, 3, run_config=dict(run)), run)
     assert run.read <= set(_app_config())  # every key the server read is declared
     report = run_factory_pipeline(factory_config(run))
@@ -136,6 +141,10 @@ def test_over_flower_the_factory_job_writes_what_privfed_run_writes(
     release = json.loads((flower / "release.json").read_text())
     assert release["dp"] == report.release_dict()["dp"]
     assert release["dp"]["guarantee"] is None
+    assert factory_config(run).factory == kind.get("factory", "gaussian")
+    assert release["public"]["config"]["factory"] == kind.get("factory", "gaussian")
+    card = (flower / "model_card.md").read_text()
+    assert f"| Factory kind | {kind.get('factory', 'gaussian')} | verified |" in card
     with np.load(flower / "synthetic.npz") as ours, np.load(local / "synthetic.npz") as theirs:
         assert ours["images"].shape == theirs["images"].shape == (200, 1, 8, 8)
         assert np.array_equal(ours["labels"], theirs["labels"])
