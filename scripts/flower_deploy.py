@@ -699,6 +699,8 @@ def deployment(
         i, tries = nodes_started.get(dead.pid, (-1, _NODE_START_TRIES))
         if tries >= _NODE_START_TRIES:
             return False
+        # Its group goes with it: _stop only stops what is still in procs.
+        _signal(dead.pid, signal.SIGKILL, group=True)
         procs.remove(dead)
         start_node(i, tries)
         return True

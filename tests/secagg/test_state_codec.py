@@ -464,6 +464,7 @@ def test_a_config_sent_with_its_registry_by_digest_stands_for_that_registry_only
     assert len(short) < len(full) - len(ids) * 32
     got = decode_config(short, registry=IdentityRegistry.from_json(registry.to_json()))
     assert got == config and got.session_id == config.session_id
+    assert decode_config(short, registry=registry) is got  # the same bytes: parsed once
     # The bytes are the same for any equal config; the semi-honest config is unchanged.
     plain = SecAggConfig(client_ids=ids, threshold=120, vector_length=LENGTH)
     assert encode_config(plain, registry_by_digest=True) == encode_config(plain)

@@ -113,8 +113,9 @@ STATE_MAGIC: Final = b"PFCS"
 #: every restore).
 STATE_VERSION: Final = 5
 #: Format version of a config on its own (:func:`encode_config`; 2: the
-#: length-prefixed config body of state version 5).
-CONFIG_VERSION: Final = 2
+#: length-prefixed config body of state version 5; 3: the registry may be sent
+#: by its digest, ``registry_by_digest``).
+CONFIG_VERSION: Final = 3
 #: Client attributes never exported: supplied again at each restore.
 _NOT_EXPORTED: Final = frozenset({"_identity"})
 
@@ -372,6 +373,9 @@ def _decode(reader: _Reader, depth: int = 0) -> Any:
 _CONFIG_CACHE_SIZE: Final = 8
 _config_bodies: dict[int, tuple[SecAggConfig, bytes]] = {}
 _configs_by_body: dict[bytes, SecAggConfig] = {}
+# decode_config of a config sent with its registry by digest: by the very bytes, and
+# returned only for an equal registry (a node decodes its proposal more than once).
+_configs_by_digest_form: dict[bytes, SecAggConfig] = {}
 _config_cache_lock = threading.Lock()
 
 
@@ -498,7 +502,13 @@ def decode_config(data: bytes, *, registry: IdentityRegistry | None = None) -> S
                 "the config names its identity registry by a digest that is not "
                 "the registry this client holds"
             )
+        with _config_cache_lock:
+            hit = _configs_by_digest_form.get(data)
+        if hit is not None and hit.identities is not None and hit.identities.digest == digest:
+            return hit
         config = _rebuild(lambda f: SecAggConfig(**f, identities=registry), config)
+        with _config_cache_lock:
+            _remember(_configs_by_digest_form, data, config)
     if not isinstance(config, SecAggConfig):
         raise MessageFormatError("not a privfed config")
     return config
