@@ -227,6 +227,22 @@ def test_the_file_journal_survives_the_process(tmp_path: Path) -> None:
         FileRevealJournal(path).latest_step(sid, 0, 9)
 
 
+def _active(n: int, *, threshold: int) -> tuple[dict[int, Any], SecAggConfig]:
+    """Identity keys of clients 1..n and an active config over their registry (n_C = 1)."""
+    from privfed.secagg.protocol.identity import IdentityKey, IdentityRegistry
+
+    keys = {cid: IdentityKey.generate() for cid in range(1, n + 1)}
+    config = SecAggConfig(
+        client_ids=tuple(keys),
+        threshold=threshold,
+        vector_length=LENGTH,
+        mode="active",  # type: ignore[arg-type]
+        corrupted=1,
+        identities=IdentityRegistry.of(keys, assumed_corrupted=1),
+    )
+    return keys, config
+
+
 def _state() -> bytes:
     config = SecAggConfig(client_ids=IDS, threshold=3, vector_length=LENGTH)
     return export_client_state(SecAggClient(config, 2))
@@ -275,18 +291,8 @@ def test_bad_arguments_are_typed_errors() -> None:
 def test_an_active_mode_client_round_trips_with_its_identity_key_supplied_at_restore() -> None:
     """Active mode: the registry travels in the state, the identity key never does."""
     from privfed.errors import ParameterError
-    from privfed.secagg.protocol.identity import IdentityKey, IdentityRegistry
 
-    ids = tuple(range(1, 9))
-    keys = {cid: IdentityKey.generate() for cid in ids}
-    config = SecAggConfig(
-        client_ids=ids,
-        threshold=6,
-        vector_length=LENGTH,
-        mode="active",  # type: ignore[arg-type]
-        corrupted=1,
-        identities=IdentityRegistry.of(keys, assumed_corrupted=1),
-    )
+    keys, config = _active(8, threshold=6)
     journal = MemoryRevealJournal()
     client = SecAggClient(config, 3, identity=keys[3])
     answer = client.advertise_keys()
@@ -444,17 +450,9 @@ def test_a_config_sent_with_its_registry_by_digest_stands_for_that_registry_only
     from privfed.secagg.protocol.identity import IdentityKey, IdentityRegistry
     from privfed.secagg.protocol.state import decode_config, encode_config
 
-    ids = tuple(range(1, 201))
-    keys = {cid: IdentityKey.generate() for cid in ids}
-    registry = IdentityRegistry.of(keys, assumed_corrupted=1)
-    config = SecAggConfig(
-        client_ids=ids,
-        threshold=120,
-        vector_length=LENGTH,
-        mode="active",  # type: ignore[arg-type]
-        corrupted=1,
-        identities=registry,
-    )
+    keys, config = _active(200, threshold=120)
+    ids, registry = config.client_ids, config.identities
+    assert registry is not None
     full, short = encode_config(config), encode_config(config, registry_by_digest=True)
     assert decode_config(full) == config  # the registry in full needs none supplied
     assert decode_config(full, registry=registry) == config
