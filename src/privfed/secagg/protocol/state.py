@@ -374,7 +374,7 @@ _CONFIG_CACHE_SIZE: Final = 8
 _config_bodies: dict[int, tuple[SecAggConfig, bytes]] = {}
 _configs_by_body: dict[bytes, SecAggConfig] = {}
 # decode_config of a config sent with its registry by digest: by the very bytes, and
-# returned only for an equal registry (a node decodes its proposal more than once).
+# returned only for a registry of the same digest (a node decodes its proposal twice).
 _configs_by_digest_form: dict[bytes, SecAggConfig] = {}
 _config_cache_lock = threading.Lock()
 
@@ -490,6 +490,11 @@ def decode_config(data: bytes, *, registry: IdentityRegistry | None = None) -> S
         raise ParameterTypeError("data", "bytes", data)
     if registry is not None and not isinstance(registry, IdentityRegistry):
         raise ParameterTypeError("registry", "an IdentityRegistry or None", registry)
+    with _config_cache_lock:
+        hit = _configs_by_digest_form.get(data)
+    known = None if hit is None or hit.identities is None else hit.identities.digest
+    if hit is not None and registry is not None and known == registry.digest:
+        return hit  # these very bytes, decoded before against this registry
     reader = _Reader(data)
     if reader.take(4) != STATE_MAGIC or reader.u8() != CONFIG_VERSION:
         raise MessageFormatError("not a privfed config of this format version")
@@ -502,10 +507,6 @@ def decode_config(data: bytes, *, registry: IdentityRegistry | None = None) -> S
                 "the config names its identity registry by a digest that is not "
                 "the registry this client holds"
             )
-        with _config_cache_lock:
-            hit = _configs_by_digest_form.get(data)
-        if hit is not None and hit.identities is not None and hit.identities.digest == digest:
-            return hit
         config = _rebuild(lambda f: SecAggConfig(**f, identities=registry), config)
         with _config_cache_lock:
             _remember(_configs_by_digest_form, data, config)
