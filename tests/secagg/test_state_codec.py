@@ -316,10 +316,11 @@ def test_an_active_mode_client_round_trips_with_its_identity_key_supplied_at_res
 
 def test_a_version_1_state_is_refused_by_version() -> None:
     """Version 1 held the identity key, version 2 no signed survivor root, version 3 no
-    committed graph value, version 4 an unprefixed config; this build reads 5."""
+    committed graph value, version 4 an unprefixed config, version 5 its ids one by one;
+    this build reads 6."""
     blob = _state()
-    assert STATE_VERSION == 5
-    for version in (1, 2, 3, 4):
+    assert STATE_VERSION == 6
+    for version in (1, 2, 3, 4, 5):
         old = blob[:4] + bytes([version]) + blob[5:]
         with pytest.raises(MessageFormatError, match=f"version {version}"):
             restore_client_state(old, journal=MemoryRevealJournal())

@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "new_session_id": "privfed.secagg.protocol.config",
     "GraphMode": "privfed.secagg.protocol.graph",
     "harary_neighbourhoods": "privfed.secagg.protocol.graph",
+    "IdRuns": "privfed.secagg.protocol.id_runs",
     "IdentityKey": "privfed.secagg.protocol.identity",
     "IdentityRegistry": "privfed.secagg.protocol.identity",
     "AdvertiseKeys": "privfed.secagg.protocol.messages",
@@ -64,6 +65,7 @@ if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
     from privfed.secagg.protocol.config import new_session_id as new_session_id
     from privfed.secagg.protocol.graph import GraphMode as GraphMode
     from privfed.secagg.protocol.graph import harary_neighbourhoods as harary_neighbourhoods
+    from privfed.secagg.protocol.id_runs import IdRuns as IdRuns
     from privfed.secagg.protocol.identity import IdentityKey as IdentityKey
     from privfed.secagg.protocol.identity import IdentityRegistry as IdentityRegistry
     from privfed.secagg.protocol.messages import AdvertiseKeys as AdvertiseKeys

@@ -187,14 +187,14 @@ def _proof_root(
         for index, e in zip(proof.positions, roster.entries, strict=True)
     }
     for index, member, digest in proof.brackets:
-        if index in leaves or member not in config.client_id_set:
+        if index in leaves or member not in config.client_ids:
             raise RosterRefusedError("the roster's proof is malformed")
         leaves[index] = (member, digest)
     if proof.committee and not config.committee:
         raise RosterRefusedError("committee reveals outside active SecAgg+")
     revealed = []
     for index, member, digest, value, _ in proof.committee:
-        if member not in config.client_id_set:
+        if member not in config.client_ids:
             raise RosterRefusedError("the roster's committee names a client outside the config")
         leaf = (member, committed_digest(digest, graph_commitment(session, member, value)))
         if leaves.setdefault(index, leaf) != leaf:

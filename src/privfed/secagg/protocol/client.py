@@ -532,7 +532,7 @@ class SecAggClient(Party):
         }
         if len(entries) != len(roster.entries):
             raise self._abort("the roster lists a client twice", stage)
-        if not cfg.client_id_set.issuperset(entries):
+        if not all(member in cfg.client_ids for member in entries):
             raise self._abort("the roster lists a client outside the configuration", stage)
         mine = (self._encryption_keys.public_key, self._mask_keys.public_key)
         own = [e.graph_commitment for e in roster.entries if e.client_id == self._id]
@@ -811,7 +811,8 @@ class SecAggClient(Party):
             raise self._abort("the survivor set does not list this client", stage)
         # SecAgg+: a client knows the roster within its neighbourhood only.
         hood = self._neighbours | {self._id}
-        if not survivors <= cfg.client_id_set or not survivors & hood <= self._roster_members:
+        outside = not all(member in cfg.client_ids for member in survivors)
+        if outside or not survivors & hood <= self._roster_members:
             raise self._abort("the survivor set lists a client outside the roster", stage)
         view = self._masked_with | {self._id}
         self._require_quorum(len(survivors & view), "survivors this client masked with", stage)

@@ -7,12 +7,13 @@ import enum
 import hashlib
 import secrets
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar, cast
 
 from privfed._checks import check_enum, check_int
 from privfed.errors import ParameterError, ParameterTypeError
 from privfed.secagg.protocol.committee import committee_seats, default_committee_size
 from privfed.secagg.protocol.graph import GraphMode, build_neighbourhoods, harary_neighbours
+from privfed.secagg.protocol.id_runs import IdRuns
 from privfed.secagg.threshold import (
     check_active_threshold,
     check_corrupted,
@@ -81,8 +82,12 @@ class SecAggConfig:
 
     Args:
         client_ids: Distinct client ids, ints in ``[1, 2**32 - 1]``; at least
-            two.  Stored sorted.  An id is also the client's Shamir evaluation
-            point.
+            two.  Stored sorted, as an :class:`~privfed.secagg.IdRuns` (runs
+            of consecutive ids), which compares equal to the tuple of them.
+            A ``range`` (e.g. ``range(1, n + 1)``) or an ``IdRuns`` is taken
+            in ``O(runs)``, so a config of a million ids numbered ``1..n``
+            costs bytes, not megabytes.  An id is also the client's Shamir
+            evaluation point.
         threshold: Shamir threshold ``t``: the number of shares needed to
             rebuild a client's secrets, and the fewest surviving clients (per
             neighbourhood, the client itself included) with which a client
@@ -148,7 +153,7 @@ class SecAggConfig:
         ParameterTypeError: A value has the wrong type.
     """
 
-    client_ids: tuple[int, ...]
+    client_ids: Sequence[int]
     threshold: int
     vector_length: int
     ring_bits: int = 64
@@ -170,18 +175,11 @@ class SecAggConfig:
     _graph_cache: dict[bytes, Mapping[int, frozenset[int]]] = dataclasses.field(
         init=False, repr=False, compare=False
     )
-    _id_set: frozenset[int] = dataclasses.field(init=False, repr=False, compare=False)
+    _id_set: list[frozenset[int]] = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        ids = self.client_ids
-        if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
-            raise ParameterTypeError("client_ids", "a sequence of ints", ids)
-        checked = [check_int("client_ids", i, minimum=1, maximum=MAX_CLIENT_ID) for i in ids]
-        if len(checked) < 2:
-            raise ParameterError("client_ids", "at least two ids", len(checked))
-        if len(set(checked)) != len(checked):
-            raise ParameterError("client_ids", "distinct ids", "duplicates")
-        n = len(checked)
+        ordered = _client_ids(self.client_ids)
+        n = len(ordered)
         graph = _graph_mode(self.graph)
         neighbourhood_size = _neighbourhood_size(graph, self.degree, n)
         check_protocol_threshold(self.threshold, neighbourhood_size)
@@ -209,7 +207,6 @@ class SecAggConfig:
             raise ParameterError(
                 "noise_layers", f"an int in [0, n - t] = [0, {n - self.threshold}]", layers
             )
-        ordered = tuple(sorted(checked))
         if mode is SecurityMode.ACTIVE:
             _check_active(self.identities, ordered, corrupted)
             check_active_threshold(self.threshold, neighbourhood_size, corrupted)
@@ -238,7 +235,7 @@ class SecAggConfig:
             else {},
         )
         object.__setattr__(self, "_graph_cache", {})
-        object.__setattr__(self, "_id_set", frozenset(ordered))
+        object.__setattr__(self, "_id_set", [])
         digest = self._canonical_digest()
         object.__setattr__(self, "_digest", digest)
         object.__setattr__(
@@ -247,7 +244,7 @@ class SecAggConfig:
 
     def _canonical_digest(self) -> bytes:
         u32 = 4
-        ids = self.client_ids
+        ids = self.ids
         registry = self.identities
         parts = [
             _DIGEST_DOMAIN,
@@ -255,7 +252,7 @@ class SecAggConfig:
             self.session_id,
             self.round_index.to_bytes(u32, "big"),
             len(ids).to_bytes(u32, "big"),
-            *(i.to_bytes(u32, "big") for i in ids),
+            *ids.big_endian_chunks(),
             self.threshold.to_bytes(u32, "big"),
             self.vector_length.to_bytes(u32, "big"),
             bytes((self.ring_bits,)),
@@ -358,9 +355,20 @@ class SecAggConfig:
         )
 
     @property
+    def ids(self) -> IdRuns:
+        """:attr:`client_ids`, typed as what the config holds: an :class:`IdRuns`.
+
+        Membership, the position of an id and the ``i``-th id cost
+        ``O(log runs)``; a round numbered ``1..n`` is one run.
+        """
+        return cast(IdRuns, self.client_ids)  # what __post_init__ stores
+
+    @property
     def client_id_set(self) -> frozenset[int]:
-        """:attr:`client_ids` as a frozenset (for membership tests)."""
-        return self._id_set
+        """:attr:`client_ids` as a frozenset, built on first use (``in client_ids`` is as fast)."""
+        if not self._id_set:
+            self._id_set.append(frozenset(self.client_ids))
+        return self._id_set[0]
 
     @property
     def num_clients(self) -> int:
@@ -430,6 +438,27 @@ class SecAggConfig:
         return self.neighbours(client_id, graph_seed) | {client_id}
 
 
+def _client_ids(ids: object) -> IdRuns:
+    """The config's ids as runs (an ``IdRuns`` or a step-1 ``range`` checked in ``O(runs)``)."""
+    if isinstance(ids, IdRuns) or (isinstance(ids, range) and ids.step == 1):
+        if ids and (ids[0] < 1 or ids[-1] > MAX_CLIENT_ID):
+            # Name the first out-of-domain id a pass in order would meet.
+            first_bad = ids[0] if ids[0] < 1 else max(ids[0], MAX_CLIENT_ID + 1)
+            check_int("client_ids", first_bad, minimum=1, maximum=MAX_CLIENT_ID)
+        runs = ids if isinstance(ids, IdRuns) else IdRuns.from_range(ids)
+        if len(runs) < 2:
+            raise ParameterError("client_ids", "at least two ids", len(runs))
+        return runs
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+        raise ParameterTypeError("client_ids", "a sequence of ints", ids)
+    checked = [check_int("client_ids", i, minimum=1, maximum=MAX_CLIENT_ID) for i in ids]
+    if len(checked) < 2:
+        raise ParameterError("client_ids", "at least two ids", len(checked))
+    if len(set(checked)) != len(checked):
+        raise ParameterError("client_ids", "distinct ids", "duplicates")
+    return IdRuns.from_sorted(sorted(checked))
+
+
 def _graph_mode(graph: object) -> GraphMode:
     return _member("graph", graph, GraphMode, "'complete' or 'harary'")
 
@@ -488,7 +517,7 @@ def _committee(
     return resolved
 
 
-def _check_active(registry: object, client_ids: tuple[int, ...], corrupted: int) -> None:
+def _check_active(registry: object, client_ids: Sequence[int], corrupted: int) -> None:
     """Refuse an active config whose registry is missing, incomplete or assumes more n_C."""
     # Only active mode needs the registry type (and the Ed25519 code behind it).
     from privfed.secagg.protocol.identity import IdentityRegistry

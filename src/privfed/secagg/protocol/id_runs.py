@@ -1,0 +1,206 @@
+"""A round's client ids held as runs of consecutive ids: ``O(runs)`` memory, not ``O(n)``.
+
+A config names every client of the round.  Held as a tuple, a million ids cost
+a phone about 36 MB of Python ints and seconds of parsing, though a server
+usually numbers its clients ``1..n`` (:class:`~privfed.secagg.ClientIds`) and
+a round's ids are one run, or a few.  :class:`IdRuns` keeps only where each
+run starts and stops: membership and the position of an id cost
+``O(log runs)``, the ``i``-th id as much, and the wire form is 8 bytes a run.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import operator
+import struct
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Final, overload
+
+import numpy as np
+
+from privfed.errors import MessageFormatError
+
+__all__ = ["IdRuns"]
+
+_RUN: Final = struct.Struct(">II")
+_COUNT: Final = struct.Struct(">I")
+#: Largest id a run may hold (ids travel as unsigned 32-bit integers).
+_MAX_ID: Final = 2**32 - 1
+#: Ids hashed per numpy block by :meth:`IdRuns.big_endian_bytes` (bounds its memory).
+_BLOCK: Final = 1 << 20
+
+
+class IdRuns(Sequence[int]):
+    """Distinct client ids in increasing order, stored as maximal runs of consecutive ids.
+
+    A read-only sequence: it compares equal to any sequence (a tuple, a list,
+    a ``range``) holding the same ids in the same order, and hashes as the
+    tuple of them.  Build one with :meth:`from_sorted` (validated ids, strictly
+    increasing) or :meth:`from_range`; :class:`~privfed.secagg.SecAggConfig`
+    does so from whatever ids it is given.
+    """
+
+    __slots__ = ("_hash", "_offsets", "_starts", "_stops")
+
+    def __init__(self, runs: Iterable[tuple[int, int]]) -> None:
+        """Runs ``(start, stop)`` (``stop`` exclusive), increasing, non-empty and non-touching.
+
+        Internal: callers pass canonical runs (see :meth:`from_sorted`,
+        :meth:`from_bytes`).
+        """
+        starts: list[int] = []
+        stops: list[int] = []
+        offsets = [0]
+        for start, stop in runs:
+            starts.append(start)
+            stops.append(stop)
+            offsets.append(offsets[-1] + stop - start)
+        self._starts = tuple(starts)
+        self._stops = tuple(stops)
+        self._offsets = tuple(offsets)
+        self._hash: int | None = None
+
+    @classmethod
+    def from_sorted(cls, ids: Sequence[int]) -> IdRuns:
+        """The runs of ``ids``: ints, strictly increasing (not checked here)."""
+        if not ids:
+            return cls(())
+        values = np.asarray(ids, dtype=np.int64)
+        breaks = np.flatnonzero(np.diff(values) != 1) + 1
+        starts = values[np.concatenate(([0], breaks))].tolist()
+        stops = (values[np.concatenate((breaks - 1, [len(values) - 1]))] + 1).tolist()
+        return cls(zip(starts, stops, strict=True))
+
+    @classmethod
+    def from_range(cls, ids: range) -> IdRuns:
+        """One run: a ``range`` of step 1 (its bounds are not checked here)."""
+        return cls(((ids.start, ids.stop),) if len(ids) else ())
+
+    @property
+    def runs(self) -> tuple[range, ...]:
+        """The runs, each a ``range`` of consecutive ids, in increasing order."""
+        return tuple(map(range, self._starts, self._stops))
+
+    @property
+    def first(self) -> int:
+        """The smallest id (raises ``IndexError`` when empty)."""
+        return self[0]
+
+    @property
+    def last(self) -> int:
+        """The largest id (raises ``IndexError`` when empty)."""
+        return self[-1]
+
+    def __len__(self) -> int:
+        return self._offsets[-1]
+
+    def __iter__(self) -> Iterator[int]:
+        return itertools.chain.from_iterable(self.runs)
+
+    def __reversed__(self) -> Iterator[int]:
+        return itertools.chain.from_iterable(reversed(r) for r in reversed(self.runs))
+
+    def __contains__(self, value: object) -> bool:
+        key = _as_id(value)
+        if key is None:
+            return False
+        run = bisect.bisect_right(self._starts, key) - 1
+        return run >= 0 and key < self._stops[run]
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[int, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> int | tuple[int, ...]:
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(*index.indices(len(self))))
+        size = len(self)
+        position = index + size if index < 0 else index
+        if not 0 <= position < size:
+            raise IndexError("IdRuns index out of range")
+        run = bisect.bisect_right(self._offsets, position) - 1
+        return self._starts[run] + position - self._offsets[run]
+
+    def index(self, value: object, start: int = 0, stop: int | None = None) -> int:
+        """The position of ``value`` (``ValueError`` when absent), in ``O(log runs)``."""
+        key = _as_id(value)
+        if key is not None and key in self:
+            run = bisect.bisect_right(self._starts, key) - 1
+            position = self._offsets[run] + key - self._starts[run]
+            if start <= position and (stop is None or position < stop):
+                return position
+        raise ValueError(f"{value!r} is not in IdRuns")
+
+    def count(self, value: object) -> int:
+        return 1 if value in self else 0
+
+    def __eq__(self, other: object) -> bool:
+        # Equal where the tuple of the same ids is (so the hash below stays consistent).
+        if isinstance(other, IdRuns):
+            return self._starts == other._starts and self._stops == other._stops
+        if isinstance(other, tuple):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(tuple(self))
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"IdRuns({list(self.runs)!r})"
+
+    def big_endian_chunks(self) -> Iterator[bytes]:
+        """Every id as 4 big-endian bytes, in order, in chunks of at most 4 MiB.
+
+        Their concatenation is what a config digest hashes; chunked so that a
+        million ids never stand in memory as one buffer.
+        """
+        for start, stop in zip(self._starts, self._stops, strict=True):
+            for low in range(start, stop, _BLOCK):
+                block = np.arange(low, min(low + _BLOCK, stop), dtype=np.uint32)
+                yield block.astype(">u4").tobytes()
+
+    def to_bytes(self) -> bytes:
+        """The wire form: a 4-byte run count, then 8 bytes a run (start, length)."""
+        return _COUNT.pack(len(self._starts)) + b"".join(
+            _RUN.pack(start, stop - start)
+            for start, stop in zip(self._starts, self._stops, strict=True)
+        )
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> IdRuns:
+        """Parse :meth:`to_bytes`; only the canonical form is accepted.
+
+        Raises:
+            MessageFormatError: Truncated or trailing bytes, an empty run, a
+                run starting at 0, past ``2**32 - 1``, or not after the
+                previous one with a gap (so one set has one encoding).
+        """
+        if len(data) < _COUNT.size:
+            raise MessageFormatError("client-id runs are truncated")
+        (count,) = _COUNT.unpack_from(data)
+        if len(data) != _COUNT.size + count * _RUN.size:
+            raise MessageFormatError("client-id runs have the wrong length")
+        runs = []
+        previous_stop = 0
+        for start, length in _RUN.iter_unpack(data[_COUNT.size :]):
+            stop = start + length
+            if length == 0 or start <= previous_stop or stop - 1 > _MAX_ID:
+                raise MessageFormatError("client-id runs are not canonical")
+            runs.append((start, stop))
+            previous_stop = stop
+        return cls(runs)
+
+
+def _as_id(value: object) -> int | None:
+    """``value`` as the int a tuple of ints would find it equal to, or ``None``."""
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return None
