@@ -578,8 +578,11 @@ def _zero_denominators(missing: list[tuple[int, ...]], threshold: int) -> list[i
         rows = np.ones((g, t, width), dtype=np.int64)
         rows[:, :, :t] = block[:, :, None] - block[:, None, :]
         rows[:, diagonal, diagonal] = 1
-        partial = rows.reshape(g * t, width // per, per).prod(axis=2)
-        out += [math.prod(row) % PRIME for row in partial.tolist()]
+        # One flat list of ints (no list per row: nothing for the garbage
+        # collector to track), then one big-int product per i.
+        chunks = width // per
+        flat = rows.reshape(g * t * chunks, per).prod(axis=1).tolist()
+        out += [math.prod(flat[j : j + chunks]) % PRIME for j in range(0, len(flat), chunks)]
     return out
 
 
