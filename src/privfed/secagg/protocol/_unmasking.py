@@ -184,10 +184,9 @@ class RevealedShares:
         sizes = [r[1].shape[0] for r in records]
         if records:
             ids = np.concatenate([r[1] for r in records])
-            which = np.repeat(np.arange(len(records)), sizes)
-            rows = np.concatenate([np.arange(n) for n in sizes])
+            holder_of = np.repeat(np.asarray([r[0] for r in records], dtype=np.int64), sizes)
         else:
-            ids = which = rows = np.empty(0, dtype=np.int64)
+            ids = holder_of = np.empty(0, dtype=np.int64)
         # Stable: within one owner, entries keep the increasing holder order.
         order = np.argsort(ids, kind="stable")
         ids = ids[order]
@@ -206,18 +205,12 @@ class RevealedShares:
         else:
             take = (starts[:, None] + np.arange(t)[None, :]).ravel()
             bounds = list(range(0, t * len(owners) + 1, t))
-        used = which[order][take]
-        used_rows = rows[order][take]
+        used = order[take]  # positions in the records' concatenation
         width = shamir.FIELD_BYTES
-        values: list[list[int]] = [[] for _ in records]
-        for record in set(used.tolist()):
-            flat = records[record][2].tobytes()
-            values[record] = [
-                int.from_bytes(flat[i : i + width], "big") for i in range(0, len(flat), width)
-            ]
-        holder_of = np.asarray([r[0] for r in records], dtype=np.int64)
         holders: list[int] = holder_of[used].tolist()
-        ys = [values[r][row] for r, row in zip(used.tolist(), used_rows.tolist(), strict=True)]
+        # The used share values only, gathered in one copy, then one int each.
+        flat = np.concatenate([r[2] for r in records])[used].tobytes() if records else b""
+        ys = [int.from_bytes(flat[i : i + width], "big") for i in range(0, len(flat), width)]
         return [(tuple(holders[a:b]), ys[a:b]) for a, b in itertools.pairwise(bounds)]
 
     def rebuild(self, owners: list[int], kind: int, stage: Stage) -> list[bytes]:
