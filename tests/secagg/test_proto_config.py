@@ -174,8 +174,9 @@ def test_the_config_gives_one_neighbourhood_without_building_the_graph() -> None
 def test_the_ring_permutation_is_a_bijection_with_its_inverse() -> None:
     from privfed.secagg.protocol.graph import _Permutation
 
-    for n in (*range(1, 70), 255, 256, 257, 1000):
+    for n in (*range(1, 70), 255, 256, 257, 1000, 1023, 1024, 1025, 4097):
         perm = _Permutation(bytes([n % 256]) * 32, n)
         images = [perm.forward(i) for i in range(n)]
         assert sorted(images) == list(range(n))
+        assert perm.forward_all() == images  # the table path: the same permutation
         assert [perm.inverse(y) for y in images] == list(range(n))

@@ -270,6 +270,58 @@ def test_parsed_badly_encoded_share_is_refused_and_state_kept(
     assert np.array_equal(server.finalize(), np.zeros(L, dtype=np.uint64))
 
 
+def _canonical_reference(blobs: np.ndarray, index: bytes) -> bool:
+    """The per-share checks, one share at a time, on integers."""
+    fb = shamir.FIELD_BYTES
+    return blobs.shape[1] == shamir.SHARE_SIZE and all(
+        bytes(row[:fb]) == index and int.from_bytes(bytes(row[fb:]), "big") < shamir.PRIME
+        for row in blobs
+    )
+
+
+def test_batched_share_check_refuses_exactly_what_the_per_share_check_refuses() -> None:
+    fb, size = shamir.FIELD_BYTES, shamir.SHARE_SIZE
+    rng = random.Random(7)
+    index = (5).to_bytes(fb, "big")
+    prime = shamir.PRIME.to_bytes(fb, "big")
+    edge_values = [
+        prime,  # the prime itself
+        (shamir.PRIME - 1).to_bytes(fb, "big"),
+        b"\x01" + b"\xff" * (fb - 2) + b"\xfe",
+        b"\x02" + bytes(fb - 1),
+        b"\xff" * fb,
+        bytes(fb),
+        b"\x01" + bytes(fb - 1),
+    ]
+    for trial in range(400):
+        n = rng.randrange(0, 60)
+        rows = [index + rng.randrange(shamir.PRIME).to_bytes(fb, "big") for _ in range(n)]
+        if n and trial % 2:
+            at = rng.randrange(n)
+            kind = rng.randrange(4)
+            if kind == 0:
+                rows[at] = index + rng.choice(edge_values)
+            elif kind == 1:
+                rows[at] = (6).to_bytes(fb, "big") + rows[at][fb:]
+            elif kind == 2:
+                rows[at] = rows[at][:fb] + (1 + shamir.PRIME).to_bytes(fb, "big")[:fb]
+            elif n > 1 and at + 1 < n:
+                # PRIME's bytes across two rows (the second row's index then differs).
+                cut = rng.randrange(1, fb)
+                rows[at] = rows[at][: size - cut] + prime[:cut]
+                rows[at + 1] = prime[cut:] + rows[at + 1][fb - cut :]
+        flat = np.frombuffer(b"".join(rows), dtype=np.uint8).reshape(n, size)
+        # The fast path sees strided views of the message bytes.
+        padded = np.zeros((n, size + 8), dtype=np.uint8)
+        padded[:, 8:] = flat
+        for blobs in (flat, padded[:, 8:]):
+            assert unmasking_module._canonical_shares(blobs, index) == _canonical_reference(
+                blobs, index
+            )
+    wrong_width = np.zeros((3, size - 1), dtype=np.uint8)
+    assert not unmasking_module._canonical_shares(wrong_width, index)
+
+
 def test_parsed_shares_that_do_not_match_the_request_are_refused() -> None:
     server, responses = _unmasking_round()
     response = responses[2]

@@ -367,3 +367,33 @@ def test_combine_many_names_the_failing_group() -> None:
     with pytest.raises(ParameterTypeError, match=r"groups\[0\]"):
         shamir.combine_many([[b"x"] * 3], threshold=3)  # type: ignore[list-item]
     assert shamir.combine_many([], threshold=3) == []
+
+
+@pytest.mark.parametrize("top", [7, 1000, 2**20, 2**31 - 1, 2**31, 2**40, PRIME - 1])
+def test_zero_denominators_are_the_exact_products(top: int) -> None:
+    # The int64 chunked products (indices below 2**31) and the big-int loop
+    # (larger indices) both give prod_{m != i} (x_i - x_m) mod PRIME.
+    rng = random.Random(top)
+    for threshold in (t for t in (2, 3, 5, 37) if t <= top):
+        span = max(threshold, min(top, 10**6)) if top < 2**31 else top
+        low = max(1, top - span + 1)
+        tuples = [
+            tuple(sorted(rng.sample(range(low, top + 1), threshold)))
+            if span < 10**7
+            else tuple(sorted({rng.randrange(low, top + 1) for _ in range(threshold)}))
+            for _ in range(300 + threshold)  # more than one block of tuples
+        ]
+        tuples = [xs for xs in tuples if len(xs) == threshold]
+        expected = [
+            _product_mod([xi - xm for m, xm in enumerate(xs) if m != i])
+            for xs in tuples
+            for i, xi in enumerate(xs)
+        ]
+        assert shamir._zero_denominators(tuples, threshold) == expected
+
+
+def _product_mod(values: list[int]) -> int:
+    out = 1
+    for v in values:
+        out *= v
+    return out % PRIME

@@ -42,6 +42,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+import numpy as np
+
 from privfed._checks import check_bytes, check_int
 from privfed.errors import ParameterError, ParameterTypeError, ReconstructionError
 
@@ -529,21 +531,59 @@ def _zero_weights(distinct: list[tuple[int, ...]], threshold: int) -> list[tuple
     if missing:
         sign = -1 if threshold % 2 == 0 else 1  # (-1)**(t - 1)
         numerators: list[int] = []
-        denominators: list[int] = []
         for xs in missing:
             # prod_{m != i} (0 - x_m) = (-1)**(t-1) * prod(xs) / x_i, exactly.
             whole = math.prod(xs)
             numerators += [sign * (whole // x) % PRIME for x in xs]
-            for i, xi in enumerate(xs):
-                row = [xi - xm for xm in xs]
-                row[i] = 1
-                denominators.append(math.prod(row) % PRIME)
+        denominators = _zero_denominators(missing, threshold)
         weights = list(map(_mulmod, numerators, _batch_inverse(denominators)))
         if len(_ZERO_WEIGHTS) + len(missing) > _ZERO_WEIGHTS_LIMIT:
             _ZERO_WEIGHTS.clear()
         for g, xs in enumerate(missing):
             found[xs] = _ZERO_WEIGHTS[xs] = tuple(weights[g * threshold : (g + 1) * threshold])
     return [found[xs] for xs in distinct]
+
+
+# Tuples per block of :func:`_zero_denominators` (a block's differences: at most a
+# few MiB of int64 for the thresholds a round uses).
+_DIFFERENCE_BLOCK: Final[int] = 256
+
+
+def _zero_denominators(missing: list[tuple[int, ...]], threshold: int) -> list[int]:
+    """``prod_{m != i} (x_i - x_m) % PRIME`` for each tuple and each ``i``, flattened.
+
+    The products are exact.  With indices below ``2**31`` (client ids of any
+    realistic round), the differences are multiplied ``63 // bits`` at a time
+    in int64 (``|x_i - x_m| < 2**bits`` for ``bits`` the largest index's bit
+    length, so no partial product reaches ``2**63``), which leaves Python a
+    few big-int products per ``i`` instead of ``t - 1``.
+    """
+    bits = max(max(xs) for xs in missing).bit_length()
+    per = 63 // bits
+    if per < 2:
+        out: list[int] = []
+        for xs in missing:
+            for i, xi in enumerate(xs):
+                row = [xi - xm for xm in xs]
+                row[i] = 1
+                out.append(math.prod(row) % PRIME)
+        return out
+    t = threshold
+    width = -(-t // per) * per  # the differences of one i, padded with ones
+    out = []
+    diagonal = np.arange(t)
+    for start in range(0, len(missing), _DIFFERENCE_BLOCK):
+        block = np.array(missing[start : start + _DIFFERENCE_BLOCK], dtype=np.int64)
+        g = block.shape[0]
+        rows = np.ones((g, t, width), dtype=np.int64)
+        rows[:, :, :t] = block[:, :, None] - block[:, None, :]
+        rows[:, diagonal, diagonal] = 1
+        # One flat list of ints (no list per row: nothing for the garbage
+        # collector to track), then one big-int product per i.
+        chunks = width // per
+        flat = rows.reshape(g * t * chunks, per).prod(axis=1).tolist()
+        out += [math.prod(flat[j : j + chunks]) % PRIME for j in range(0, len(flat), chunks)]
+    return out
 
 
 def _is_sequence(value: object) -> bool:

@@ -40,10 +40,9 @@ _SECRET_NAMES = {0: "self-mask seed", 1: "mask key"}
 # One response's revealed shares of one kind: (holder, owners, values), see RevealedShares.
 _Revealed = tuple[int, npt.NDArray[np.int64], npt.NDArray[np.uint8]]
 
-_PRIME_ROW = np.frombuffer(shamir.PRIME.to_bytes(shamir.FIELD_BYTES, "big"), dtype=np.uint8)
-
-
 _PRIME_BYTES = shamir.PRIME.to_bytes(shamir.FIELD_BYTES, "big")
+if _PRIME_BYTES != b"\x01" + b"\xff" * (shamir.FIELD_BYTES - 1):  # pragma: no cover
+    raise RuntimeError("_canonical_shares assumes PRIME = 2**521 - 1 in 66 bytes")
 # Share lists longer than this are checked with array operations (about where
 # those start to pay off), shorter ones share by share.
 _ARRAY_CHECK_MIN = 32
@@ -55,7 +54,7 @@ def _canonical(group: _PackedBlobs, index: bytes) -> bool:
     Equal-length big-endian byte strings compare as the numbers they encode.
     """
     if len(group) > _ARRAY_CHECK_MIN:
-        return _canonical_shares(group.blobs, np.frombuffer(index, dtype=np.uint8))
+        return _canonical_shares(group.blobs, index)
     width = shamir.FIELD_BYTES
     return all(
         len(share) == shamir.SHARE_SIZE and share[:width] == index and share[width:] < _PRIME_BYTES
@@ -63,25 +62,31 @@ def _canonical(group: _PackedBlobs, index: bytes) -> bool:
     )
 
 
-def _canonical_shares(blobs: npt.NDArray[np.uint8], index: npt.NDArray[np.uint8]) -> bool:
+def _canonical_shares(blobs: npt.NDArray[np.uint8], index: bytes) -> bool:
     """Whether every row is a serialized share ``index | value`` with ``value < PRIME``.
 
-    The vectorised form of the per-share checks of ``_receive_unmask``: the
+    The batched form of the per-share checks of ``_receive_unmask``: the
     length, the index bytes equal to the sender's, and the value (big-endian)
-    below the field prime, compared lexicographically with ``PRIME``'s bytes.
+    below the field prime.  ``PRIME = 2**521 - 1`` fills its 66 bytes but for
+    the top 7 bits, so a value is below it exactly when its first byte is 0 or
+    1 and its bytes are not ``PRIME``'s own: a few C-level byte operations on
+    the whole list instead of one array operation per check.
     """
-    if blobs.shape[0] == 0:
+    n, size = blobs.shape
+    if n == 0:
         return True
-    if blobs.shape[1] != shamir.SHARE_SIZE:
+    if size != shamir.SHARE_SIZE:
         return False
     width = shamir.FIELD_BYTES
-    if not (blobs[:, :width] == index).all():
+    if blobs[:, :width].tobytes() != index * n:
         return False
-    values = blobs[:, width:]
-    differs = values != _PRIME_ROW
-    first = differs.argmax(axis=1)
-    above = values[np.arange(values.shape[0]), first] > _PRIME_ROW[first]
-    return bool((differs.any(axis=1) & ~above).all())
+    flat = blobs.tobytes()
+    if flat[width::size].translate(None, b"\x00\x01"):
+        return False  # a value's first byte is above PRIME's (1)
+    # Any occurrence of PRIME's bytes, aligned or not, is looked at row by row.
+    return _PRIME_BYTES not in flat or all(
+        flat[start + width : start + size] != _PRIME_BYTES for start in range(0, len(flat), size)
+    )
 
 
 class RevealedShares:
@@ -179,10 +184,9 @@ class RevealedShares:
         sizes = [r[1].shape[0] for r in records]
         if records:
             ids = np.concatenate([r[1] for r in records])
-            which = np.repeat(np.arange(len(records)), sizes)
-            rows = np.concatenate([np.arange(n) for n in sizes])
+            holder_of = np.repeat(np.asarray([r[0] for r in records], dtype=np.int64), sizes)
         else:
-            ids = which = rows = np.empty(0, dtype=np.int64)
+            ids = holder_of = np.empty(0, dtype=np.int64)
         # Stable: within one owner, entries keep the increasing holder order.
         order = np.argsort(ids, kind="stable")
         ids = ids[order]
@@ -201,18 +205,12 @@ class RevealedShares:
         else:
             take = (starts[:, None] + np.arange(t)[None, :]).ravel()
             bounds = list(range(0, t * len(owners) + 1, t))
-        used = which[order][take]
-        used_rows = rows[order][take]
+        used = order[take]  # positions in the records' concatenation
         width = shamir.FIELD_BYTES
-        values: list[list[int]] = [[] for _ in records]
-        for record in set(used.tolist()):
-            flat = records[record][2].tobytes()
-            values[record] = [
-                int.from_bytes(flat[i : i + width], "big") for i in range(0, len(flat), width)
-            ]
-        holder_of = np.asarray([r[0] for r in records], dtype=np.int64)
         holders: list[int] = holder_of[used].tolist()
-        ys = [values[r][row] for r, row in zip(used.tolist(), used_rows.tolist(), strict=True)]
+        # The used share values only, gathered in one copy, then one int each.
+        flat = np.concatenate([r[2] for r in records])[used].tobytes() if records else b""
+        ys = [int.from_bytes(flat[i : i + width], "big") for i in range(0, len(flat), width)]
         return [(tuple(holders[a:b]), ys[a:b]) for a, b in itertools.pairwise(bounds)]
 
     def rebuild(self, owners: list[int], kind: int, stage: Stage) -> list[bytes]:

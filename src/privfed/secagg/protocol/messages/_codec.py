@@ -315,6 +315,12 @@ class _PackedBlobs:
     @property
     def blobs(self) -> npt.NDArray[np.uint8]:
         """An ``(n, width)`` ``uint8`` view of the blobs."""
+        if self._arrays is None and self._data and self.ids:
+            # A plain byte view of the items, no structured array (cheaper
+            # when the records are not needed: shares checked, not routed).
+            n, step = len(self.ids), (8 if self._wide else 6) + self.width
+            rows = np.frombuffer(self._data, dtype=np.uint8, count=n * step, offset=self._offset)
+            return rows.reshape(n, step)[:, step - self.width :]
         return self._views()[1]
 
     def items(self) -> list[tuple[int, bytes]]:
