@@ -13,9 +13,10 @@ SecAgg+ round at ``N = 500``, 2.4 s at ``M = 500`` (measured on a 2-core
 machine; four times as much at ``N = 1000``).  The thread then never
 sleeps, and takes a core from the ClientApps.  For the duration of
 :func:`run_simulation` that thread runs :func:`_deliver_pending` instead:
-the same messages (each node's first undelivered one, in store order,
-marked delivered; every stored message's expiry checked first, as Flower
-checks it), found in one pass over the store.  Outside flwr 1.42 or another
+the same messages (each node's first undelivered one in store order,
+marked delivered and handed out in node order; every stored message's
+expiry checked first, as Flower checks it), found in one pass over the
+store.  Outside flwr 1.42 or another
 link state, Flower's own thread runs.
 """
 
