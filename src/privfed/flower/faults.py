@@ -15,7 +15,8 @@ Kinds of fault:
   (the server must refuse it);
 * ``"rollback"`` -- before the step, the node's stored protocol state is
   replaced by the one it held before its previous answer (the journal must
-  make the node refuse).
+  make the node refuse).  Only a node with a rollback fault in some round
+  keeps that earlier state in its ``Context.state``.
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ def fault_mod(faults: Mapping[tuple[int, int], Fault], *, delay: float = 5.0) ->
     for _, kind in table.values():
         if kind not in FAULT_KINDS:
             raise ParameterError("faults", f"kinds among {FAULT_KINDS}", kind)
+    # Only these nodes need their previous state; kept by every node, it would double
+    # every Context that Flower's engine ships to a ClientApp and back.
+    rolling_back = frozenset(p for (_, p), (_, kind) in table.items() if kind == "rollback")
 
     def mod(message: Message, context: Context, call_next: ClientAppCallable) -> Message:
         stage = _wire.STAGE_OF_TYPE.get(message.metadata.message_type)
@@ -77,7 +81,7 @@ def fault_mod(faults: Mapping[tuple[int, int], Fault], *, delay: float = 5.0) ->
             raise InjectedFaultError(f"injected fault at {stage.name}")
         if kind == "rollback" and _PREVIOUS in context.state.config_records:
             context.state[STATE_KEY] = context.state.config_records[_PREVIOUS]
-        before = context.state.config_records.get(STATE_KEY)
+        before = context.state.config_records.get(STATE_KEY) if partition in rolling_back else None
         reply = call_next(message, context)
         if before is not None:
             context.state[_PREVIOUS] = ConfigRecord(dict(before))

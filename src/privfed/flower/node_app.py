@@ -155,8 +155,9 @@ def make_client_app(
         mods.append(fault_mod(faults, delay=fault_delay))
     mods.append(_LatentDropouts(run_config))
     seeds = _LayerSeeds(run_config)
-    app = add_secagg_handlers(
-        ClientApp(mods=mods),
+    app = _NodeApp(mods=mods)
+    add_secagg_handlers(
+        app,
         _JobValues(run_config, _Values(run_config, seeds)),
         journal=journal,
         noise_seeds=_JobSeeds(run_config, seeds),
@@ -164,7 +165,67 @@ def make_client_app(
     )
     from privfed.flower.factory_app import add_factory_handlers
 
-    return add_factory_handlers(app)
+    add_factory_handlers(app)
+    # What each part copied when it was built: the copies the app holds.
+    app._seal(
+        (
+            None if run_config is None else dict(run_config),
+            journal,
+            None if faults is None else dict(faults),
+            fault_delay,
+            policy,
+        )
+    )
+    return app
+
+
+def _rebuilt(
+    run_config: Mapping[str, Any] | None,
+    journal: JournalFn | None,
+    faults: Mapping[tuple[int, int], Fault] | None,
+    fault_delay: float,
+    policy: PolicyFn | None,
+) -> ClientApp:
+    """:func:`make_client_app` of a pickled :class:`_NodeApp`'s arguments."""
+    return make_client_app(
+        run_config, journal=journal, faults=faults, fault_delay=fault_delay, policy=policy
+    )
+
+
+class _NodeApp(ClientApp):
+    """The ClientApp :func:`make_client_app` returns, pickled as the arguments it was built from.
+
+    Flower's simulation engine pickles the ClientApp with every message it
+    hands to a worker: in full, the app's handlers and mods are some 10 KB
+    of closures, pickled in 1.6 ms (measured with Ray's cloudpickle).  As
+    long as nothing was registered on the app since :func:`make_client_app`
+    built it (same handlers, mods, lifespan: compared by identity), it
+    pickles as :func:`_rebuilt` of those arguments, which builds the same
+    app; otherwise in full, as any ClientApp.
+    """
+
+    _built: tuple[tuple[Any, ...], tuple[Any, ...]] | None = None
+
+    def _parts(self) -> tuple[Any, ...]:
+        return (*self._registered_funcs.items(), *self._mods, self._call, self._lifespan)
+
+    def _seal(self, arguments: tuple[Any, ...]) -> None:
+        self._built = (arguments, self._parts())
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        built = self._built
+        if built is not None:
+            then, now = built[1], self._parts()
+            if len(then) == len(now) and all(_same(a, b) for a, b in zip(then, now, strict=True)):
+                return (_rebuilt, built[0])
+        return super().__reduce_ex__(protocol)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """``a`` and ``b`` are the same objects (pairs: item by item)."""
+    if type(a) is tuple and type(b) is tuple:
+        return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+    return a is b
 
 
 class _LatentDropouts(_ScriptedDropouts):
