@@ -285,7 +285,13 @@ INTERNAL: dict[str, frozenset[str]] = {
         )
     ),
     "privfed.secagg.protocol.config": frozenset(
-        ("CONFIG_DIGEST_VERSION", "MAX_CLIENT_ID", "MAX_VECTOR_LENGTH", "SESSION_ID_LENGTHS")
+        (
+            "CONFIG_DIGEST_VERSION",
+            "MAX_CLIENT_ID",
+            "MAX_COMPLETE_GRAPH_CLIENTS",
+            "MAX_VECTOR_LENGTH",
+            "SESSION_ID_LENGTHS",
+        )
     ),
     "privfed.secagg.protocol.graph": frozenset(
         (

@@ -123,3 +123,18 @@ def test_flowers_thread_is_restored() -> None:
         assert vce_api.add_messages_to_queue is not flower_thread
         assert vce_api.add_messages_to_queue.__module__ == simulation.__name__
     assert vce_api.add_messages_to_queue is flower_thread
+
+
+def test_overlapping_runs_share_one_patch_and_the_last_out_restores_flower() -> None:
+    """Enter A, enter B, leave A, leave B: Flower's own thread is back, and in between
+    both runs see the one-pass thread."""
+    flower_thread = vce_api.add_messages_to_queue
+    first, second = simulation._one_pass_delivery(), simulation._one_pass_delivery()
+    first.__enter__()
+    ours = vce_api.add_messages_to_queue
+    second.__enter__()
+    assert vce_api.add_messages_to_queue is ours is not flower_thread
+    first.__exit__(None, None, None)
+    assert vce_api.add_messages_to_queue is ours
+    second.__exit__(None, None, None)
+    assert vce_api.add_messages_to_queue is flower_thread

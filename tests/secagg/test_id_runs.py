@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from privfed.errors import MessageFormatError, ParameterError, ParameterTypeError
 from privfed.secagg import IdentityKey, IdentityRegistry, IdRuns, SecAggConfig
-from privfed.secagg.protocol.config import MAX_CLIENT_ID
+from privfed.secagg.protocol.config import MAX_CLIENT_ID, MAX_COMPLETE_GRAPH_CLIENTS
 from privfed.secagg.protocol.state import decode_config, encode_config
 
 # Sets of ids with runs and gaps: small ids (many touching), and ids near the top.
@@ -66,7 +66,6 @@ def test_the_wire_form_is_eight_bytes_a_run_and_round_trips(ids: list[int]) -> N
     wire = runs.to_bytes()
     assert len(wire) == 4 + 8 * len(runs.runs)
     assert IdRuns.from_bytes(wire) == runs
-    assert b"".join(runs.big_endian_chunks()) == b"".join(i.to_bytes(4, "big") for i in ids)
 
 
 @pytest.mark.parametrize(
@@ -176,3 +175,120 @@ def test_an_active_config_of_runs_is_the_config_of_its_tuple() -> None:
         SecAggConfig(
             client_ids=range(1, 10), threshold=5, vector_length=2, session_id=b"a" * 32, **common
         )
+
+
+def _one_run_config(graph: str) -> bytes:
+    """A small config's wire form, its one run then stretched to ``2**32 - 2`` ids."""
+    kwargs: dict[str, object] = {"graph": "harary", "degree": 6} if graph == "harary" else {}
+    config = SecAggConfig(
+        client_ids=range(1, 11), threshold=3, vector_length=4, session_id=b"x" * 16, **kwargs
+    )
+    wire = encode_config(config)
+    run = struct.pack(">II", 1, 10)
+    assert wire.count(run) == 1
+    return wire.replace(run, struct.pack(">II", 1, MAX_CLIENT_ID - 1))
+
+
+def test_a_few_bytes_claiming_four_billion_ids_cost_a_harary_node_o_runs() -> None:
+    """What a lying server can make a node build from 8 bytes of runs: nothing of size n.
+
+    The digest hashes the runs, not each id, and one client's Harary
+    neighbourhood is O(degree): were either O(n), this would hash 17 GB.
+    """
+    config = decode_config(_one_run_config("harary"))
+    assert config.num_clients == MAX_CLIENT_ID - 1
+    assert len(config.neighbours(MAX_CLIENT_ID - 1, b"\x01" * 32)) == 6
+
+
+def test_a_complete_graph_is_capped_so_runs_cannot_make_a_node_build_n_squared() -> None:
+    with pytest.raises(MessageFormatError):
+        decode_config(_one_run_config("complete"))
+    with pytest.raises(ParameterError, match="at most 65,536 ids with the complete graph"):
+        SecAggConfig(
+            client_ids=range(1, MAX_COMPLETE_GRAPH_CLIENTS + 2), threshold=2, vector_length=1
+        )
+    # At the cap a client's neighbours are built for it alone, not the n**2 map.
+    config = SecAggConfig(
+        client_ids=range(1, MAX_COMPLETE_GRAPH_CLIENTS + 1), threshold=2, vector_length=1
+    )
+    assert len(config.neighbours(7)) == MAX_COMPLETE_GRAPH_CLIENTS - 1
+    with pytest.raises(ParameterError, match="client_id"):
+        config.neighbours(MAX_COMPLETE_GRAPH_CLIENTS + 1)
+
+
+def test_an_active_config_of_four_billion_ids_is_refused_after_the_registry_s_size() -> None:
+    keys = {c: IdentityKey.generate() for c in range(1, 9)}
+    registry = IdentityRegistry({c: k.public_key for c, k in keys.items()})
+    with pytest.raises(ParameterError, match=r"missing \[9, 10, 11, 12, 13\]"):
+        SecAggConfig(
+            client_ids=range(1, MAX_CLIENT_ID),
+            threshold=5,
+            vector_length=2,
+            mode="active",
+            identities=registry,
+            corrupted=1,
+            graph="harary",
+            degree=6,
+        )
+
+
+@pytest.mark.parametrize(
+    ("build", "error"),
+    [
+        (lambda: IdRuns.from_sorted([1, 1, 2, 3]), ParameterError),  # a duplicate
+        (lambda: IdRuns.from_sorted([3, 2]), ParameterError),  # not increasing
+        (lambda: IdRuns.from_sorted([1.5, 2.7]), ParameterTypeError),  # not ints
+        (lambda: IdRuns([(1, 4), (2, 5)]), ParameterError),  # overlapping
+        (lambda: IdRuns([(5, 7), (0, 2)]), ParameterError),  # out of order
+        (lambda: IdRuns([(1, 3), (3, 5)]), ParameterError),  # touching: 1..4 is one run
+        (lambda: IdRuns([(1, 3), (4, 4)]), ParameterError),  # empty
+        (lambda: IdRuns([(1, True)]), ParameterTypeError),  # a bool bound
+        (lambda: IdRuns.from_range(range(1, 10, 2)), ParameterError),  # step 2
+    ],
+)
+def test_only_canonical_runs_can_be_built(build: object, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        build()  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("runs", "message"),
+    [
+        ([(0, 3)], "client_ids"),  # id 0: the secret's Shamir point
+        ([(2**32, 2**32 + 2)], "client_ids"),  # past the largest id
+        ([(5, 6)], "at least two ids"),
+    ],
+)
+def test_a_config_of_runs_checks_their_ids_domain(
+    runs: list[tuple[int, int]], message: str
+) -> None:
+    with pytest.raises(ParameterError, match=message):
+        _config(IdRuns(runs))
+
+
+def test_membership_and_index_of_other_numbers_answer_as_the_tuple() -> None:
+    from fractions import Fraction
+
+    runs, oracle = IdRuns.from_sorted([1, 2, 3, 7]), (1, 2, 3, 7)
+    for value in (
+        np.float32(2.0),
+        np.True_,
+        Fraction(2),
+        Fraction(5, 2),
+        float("inf"),
+        float("nan"),
+    ):
+        assert (value in runs) is (value in oracle)
+    for start, stop in ((0, -1), (-3, 4), (1, 2), (2, 10), (-10, -2)):
+        for value in oracle:
+            try:
+                expected: int | None = oracle.index(value, start, stop)
+            except ValueError:
+                expected = None
+            if expected is None:
+                with pytest.raises(ValueError):
+                    runs.index(value, start, stop)
+            else:
+                assert runs.index(value, start, stop) == expected
+    with pytest.raises(TypeError):
+        runs[1.0]  # type: ignore[call-overload]

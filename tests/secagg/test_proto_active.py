@@ -10,6 +10,7 @@ import base64
 import dataclasses
 import hashlib
 import json
+import random
 import secrets
 from pathlib import Path
 
@@ -206,6 +207,19 @@ def test_registry_with_a_non_integer_id_gets_a_typed_error_naming_it() -> None:
 # -- the configuration digest -------------------------------------------------------------
 
 
+def _oracle_runs(ids: list[int]) -> bytes:
+    """The ids' maximal runs of consecutive ids: a count, then (start, length) per run."""
+    runs: list[list[int]] = []
+    for i in ids:
+        if runs and runs[-1][0] + runs[-1][1] == i:
+            runs[-1][1] += 1
+        else:
+            runs.append([i, 1])
+    return len(runs).to_bytes(4, "big") + b"".join(
+        start.to_bytes(4, "big") + length.to_bytes(4, "big") for start, length in runs
+    )
+
+
 def _oracle_digest(cfg: SecAggConfig) -> bytes:
     """The digest recomputed from the encoding documented in SecAggConfig.digest."""
     registry = cfg.identities
@@ -221,11 +235,11 @@ def _oracle_digest(cfg: SecAggConfig) -> bytes:
     data = b"".join(
         [
             b"privfed/secagg/config-digest",
-            bytes((1, len(cfg.session_id))),
+            bytes((2, len(cfg.session_id))),
             cfg.session_id,
             cfg.round_index.to_bytes(4, "big"),
             len(cfg.client_ids).to_bytes(4, "big"),
-            b"".join(i.to_bytes(4, "big") for i in cfg.client_ids),
+            _oracle_runs(sorted(cfg.client_ids)),
             cfg.threshold.to_bytes(4, "big"),
             cfg.vector_length.to_bytes(4, "big"),
             bytes((cfg.ring_bits,)),
@@ -252,7 +266,7 @@ def test_config_digest_known_answer() -> None:
     cfg = SecAggConfig(**BASE)  # type: ignore[arg-type]
     assert cfg.digest == _oracle_digest(cfg)
     # Pinned: a change of the encoding must be deliberate (and bump its version).
-    assert cfg.digest.hex() == "abb188c81860335ea2aa241c94fd912c50921aa7d5c34cf71e8d42b31647e435"
+    assert cfg.digest.hex() == "48f3e188cacae94653d7261d7021746fd25e8b17766b506aafc7697a72acc8ef"
     assert (
         cfg.bound_session_id
         == hashlib.sha256(b"privfed/secagg/bound-session/v1" + cfg.digest).digest()
@@ -288,6 +302,18 @@ def test_every_field_changes_the_digest(change: dict[str, object]) -> None:
     assert other.digest != base.digest
     assert other.bound_session_id != base.bound_session_id
     assert other.digest == _oracle_digest(other)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_digest_of_ids_with_gaps_is_the_oracle_s(seed: int) -> None:
+    """Runs and gaps of every shape: the digest commits to exactly the set of ids."""
+    rng = random.Random(seed)
+    ids = rng.sample(range(1, 40), rng.randint(2, 30))
+    cfg = SecAggConfig(**{**BASE, "client_ids": ids, "threshold": 2})  # type: ignore[arg-type]
+    assert cfg.digest == _oracle_digest(cfg)
+    moved = [*sorted(ids)[:-1], max(ids) + 1]  # the same count and first runs, one id moved
+    other = SecAggConfig(**{**BASE, "client_ids": moved, "threshold": 2})  # type: ignore[arg-type]
+    assert other.digest != cfg.digest and other.digest == _oracle_digest(other)
 
 
 def test_the_registry_is_in_the_digest() -> None:

@@ -156,20 +156,37 @@ def _one_pass_thread(flower_thread: Callable[..., None]) -> Callable[..., None]:
     return add_messages_to_queue
 
 
+#: Guards the patch below: runs that overlap in one process share one patch,
+#: installed by the first to enter and removed by the last to leave.
+_PATCH_LOCK: Final = threading.Lock()
+_patch: dict[str, Any] = {"users": 0, "flower": None, "ours": None}
+
+
 @contextmanager
 def _one_pass_delivery() -> Iterator[None]:
     """Flower's delivery thread replaced by :func:`_one_pass_thread` (flwr 1.42), then restored."""
     import flwr
     from flwr.server.superlink.fleet.vce import vce_api
 
-    flower_thread = getattr(vce_api, "add_messages_to_queue", None)
-    if not str(flwr.__version__).startswith(_CHECKED_FLWR) or flower_thread is None:
+    if not str(flwr.__version__).startswith(_CHECKED_FLWR):
         yield
         return
-    ours = _one_pass_thread(flower_thread)
-    vce_api.add_messages_to_queue = ours
+    with _PATCH_LOCK:
+        if _patch["users"] == 0:
+            flower_thread = getattr(vce_api, "add_messages_to_queue", None)
+            if flower_thread is None:
+                ours = None
+            else:
+                ours = _one_pass_thread(flower_thread)
+                vce_api.add_messages_to_queue = ours
+            _patch.update(flower=flower_thread, ours=ours)
+        _patch["users"] += 1
     try:
         yield
     finally:
-        if vce_api.add_messages_to_queue is ours:
-            vce_api.add_messages_to_queue = flower_thread
+        with _PATCH_LOCK:
+            _patch["users"] -= 1
+            if _patch["users"] == 0:
+                if _patch["ours"] is not None and vce_api.add_messages_to_queue is _patch["ours"]:
+                    vce_api.add_messages_to_queue = _patch["flower"]
+                _patch.update(flower=None, ours=None)

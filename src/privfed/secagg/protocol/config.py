@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import hashlib
+import itertools
 import secrets
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Final, TypeVar, cast
@@ -26,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover - imported where active mode checks a regi
 __all__ = [
     "CONFIG_DIGEST_VERSION",
     "MAX_CLIENT_ID",
+    "MAX_COMPLETE_GRAPH_CLIENTS",
     "MAX_VECTOR_LENGTH",
     "SESSION_ID_LENGTHS",
     "SecAggConfig",
@@ -43,7 +45,11 @@ SESSION_ID_LENGTHS: Final = (16, 64)
 
 _DEFAULT_SESSION_ID_BYTES: Final = 32
 #: Version of the canonical configuration encoding hashed into :attr:`SecAggConfig.digest`.
-CONFIG_DIGEST_VERSION: Final = 1
+CONFIG_DIGEST_VERSION: Final = 2
+#: Most clients a complete-graph config may name: each client masks with all
+#: others and the server holds ``n**2`` pairs (use the Harary graph beyond).
+#: It also bounds what a few bytes of runs can make a node build.
+MAX_COMPLETE_GRAPH_CLIENTS: Final = 2**16
 _DIGEST_DOMAIN: Final = b"privfed/secagg/config-digest"
 _BOUND_SESSION_DOMAIN: Final = b"privfed/secagg/bound-session/v1"
 
@@ -105,7 +111,9 @@ class SecAggConfig:
             modulo ``2**ring_bits``; an int in ``[8, 64]`` (default 64).  The
             wire carries each value in the smallest of 1, 2, 4 or 8 bytes that
             holds ``ring_bits`` bits.
-        graph: :class:`GraphMode` (or its value ``"complete"``/``"harary"``).
+        graph: :class:`GraphMode` (or its value ``"complete"``/``"harary"``);
+            the complete graph takes at most :data:`MAX_COMPLETE_GRAPH_CLIENTS`
+            clients.
         degree: Neighbours per client in Harary mode, an int in
             ``[2, n - 1]``; if odd, the number of clients ``n`` must be even.
             Must be ``None`` in complete mode.
@@ -167,7 +175,7 @@ class SecAggConfig:
     identities: IdentityRegistry | None = dataclasses.field(default=None, repr=False)
     committee_size: int | None = None
     committee_dropouts: int = 0
-    _neighbours: Mapping[int, frozenset[int]] = dataclasses.field(
+    _neighbours: dict[int, frozenset[int]] = dataclasses.field(
         init=False, repr=False, compare=False
     )
     _digest: bytes = dataclasses.field(init=False, repr=False, compare=False)
@@ -225,15 +233,10 @@ class SecAggConfig:
         object.__setattr__(self, "client_ids", ordered)
         object.__setattr__(self, "graph", graph)
         object.__setattr__(self, "mode", mode)
-        # The complete graph is fixed by the ids; a Harary graph is seeded after
-        # the roster is known (see :meth:`neighbourhoods`).
-        object.__setattr__(
-            self,
-            "_neighbours",
-            build_neighbourhoods(ordered, mode=graph, degree=None, session_id=sid, round_index=0)
-            if graph is GraphMode.COMPLETE
-            else {},
-        )
+        # The complete graph is fixed by the ids and built on first use (a client
+        # needs its own neighbours only); a Harary graph is seeded after the
+        # roster is known (see :meth:`neighbourhoods`).
+        object.__setattr__(self, "_neighbours", {})
         object.__setattr__(self, "_graph_cache", {})
         object.__setattr__(self, "_id_set", [])
         digest = self._canonical_digest()
@@ -252,7 +255,7 @@ class SecAggConfig:
             self.session_id,
             self.round_index.to_bytes(u32, "big"),
             len(ids).to_bytes(u32, "big"),
-            *ids.big_endian_chunks(),
+            ids.to_bytes(),
             self.threshold.to_bytes(u32, "big"),
             self.vector_length.to_bytes(u32, "big"),
             bytes((self.ring_bits,)),
@@ -276,7 +279,9 @@ class SecAggConfig:
         """SHA-256 of the canonical encoding of everything that fixes the computation.
 
         Covers (version-tagged, fixed-width or length-prefixed): the session
-        id, round, sorted client ids, threshold, vector length, ring width,
+        id, round, the client ids (their number, then their canonical runs as
+        :meth:`IdRuns.to_bytes <privfed.secagg.IdRuns.to_bytes>` writes them,
+        so hashing costs ``O(runs)``, not ``O(n)``), threshold, vector length, ring width,
         graph kind and degree, security mode, ``corrupted``, ``noise_layers``
         and, in active mode, the identity registry's digest.
         """
@@ -320,6 +325,16 @@ class SecAggConfig:
             ParameterError: A Harary config without a 32-byte seed.
         """
         if self.graph is GraphMode.COMPLETE:
+            if not self._neighbours:
+                self._neighbours.update(
+                    build_neighbourhoods(
+                        self.client_ids,
+                        mode=GraphMode.COMPLETE,
+                        degree=None,
+                        session_id=self.session_id,
+                        round_index=0,
+                    )
+                )
             return self._neighbours
         if not isinstance(graph_seed, bytes) or len(graph_seed) != 32:
             raise ParameterError(
@@ -427,6 +442,11 @@ class SecAggConfig:
                 raise ParameterError(
                     "client_id", "one of the config's client ids", client_id
                 ) from None
+        if self.graph is GraphMode.COMPLETE and not self._neighbours:
+            # One client's neighbours without the n**2 map: everyone else.
+            if client_id in self.client_ids:
+                return frozenset(self.client_ids) - {client_id}
+            raise ParameterError("client_id", "one of the config's client ids", client_id)
         hood = self.neighbourhoods(graph_seed)
         try:
             return hood[client_id]
@@ -480,6 +500,13 @@ def _neighbourhood_size(graph: GraphMode, degree: object, n: int) -> int:
     if graph is GraphMode.COMPLETE:
         if degree is not None:
             raise ParameterError("degree", "None for the complete graph", degree)
+        if n > MAX_COMPLETE_GRAPH_CLIENTS:
+            raise ParameterError(
+                "client_ids",
+                f"at most {MAX_COMPLETE_GRAPH_CLIENTS:,} ids with the complete graph "
+                "(graph='harary' beyond)",
+                f"{n:,} ids",
+            )
         return n
     if degree is None:
         raise ParameterError("degree", "an int for the Harary graph", None)
@@ -526,10 +553,13 @@ def _check_active(registry: object, client_ids: Sequence[int], corrupted: int) -
         raise ParameterTypeError(
             "identities", "an IdentityRegistry (required in active mode)", registry
         )
-    missing = set(client_ids) - set(registry.client_ids)
+    enrolled = frozenset(registry.client_ids)
+    # The first five ids (in order) the registry lacks: at most len(registry) + 5
+    # steps, however many ids the config names.
+    missing = list(itertools.islice((c for c in client_ids if c not in enrolled), 5))
     if missing:
         raise ParameterError(
-            "identities", "a registry enrolling every client id", f"missing {sorted(missing)[:5]}"
+            "identities", "a registry enrolling every client id", f"missing {missing}"
         )
     if corrupted < registry.assumed_corrupted:
         raise ParameterError(

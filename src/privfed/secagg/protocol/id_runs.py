@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import numbers
 import operator
 import struct
 from collections.abc import Iterable, Iterator, Sequence
@@ -19,7 +20,7 @@ from typing import Final, overload
 
 import numpy as np
 
-from privfed.errors import MessageFormatError
+from privfed.errors import MessageFormatError, ParameterError, ParameterTypeError
 
 __all__ = ["IdRuns"]
 
@@ -27,16 +28,14 @@ _RUN: Final = struct.Struct(">II")
 _COUNT: Final = struct.Struct(">I")
 #: Largest id a run may hold (ids travel as unsigned 32-bit integers).
 _MAX_ID: Final = 2**32 - 1
-#: Ids hashed per numpy block by :meth:`IdRuns.big_endian_bytes` (bounds its memory).
-_BLOCK: Final = 1 << 20
 
 
 class IdRuns(Sequence[int]):
     """Distinct client ids in increasing order, stored as maximal runs of consecutive ids.
 
-    A read-only sequence: it compares equal to any sequence (a tuple, a list,
-    a ``range``) holding the same ids in the same order, and hashes as the
-    tuple of them.  Build one with :meth:`from_sorted` (validated ids, strictly
+    A read-only sequence: it compares equal to another ``IdRuns`` or a tuple
+    holding the same ids (as the tuple a config held before did), and hashes
+    as that tuple.  Build one with :meth:`from_sorted` (validated ids, strictly
     increasing) or :meth:`from_range`; :class:`~privfed.secagg.SecAggConfig`
     does so from whatever ids it is given.
     """
@@ -44,15 +43,27 @@ class IdRuns(Sequence[int]):
     __slots__ = ("_hash", "_offsets", "_starts", "_stops")
 
     def __init__(self, runs: Iterable[tuple[int, int]]) -> None:
-        """Runs ``(start, stop)`` (``stop`` exclusive), increasing, non-empty and non-touching.
+        """Runs ``(start, stop)`` of ints (``stop`` exclusive): non-empty, increasing, with gaps.
 
-        Internal: callers pass canonical runs (see :meth:`from_sorted`,
-        :meth:`from_bytes`).
+        Raises:
+            ParameterTypeError: A bound is not an int.
+            ParameterError: An empty run, or a run that does not start after
+                the previous one's stop plus one (overlapping, touching or
+                out of order: one set of ids has one form).
         """
         starts: list[int] = []
         stops: list[int] = []
         offsets = [0]
         for start, stop in runs:
+            for bound in (start, stop):
+                if type(bound) is not int:
+                    raise ParameterTypeError("runs", "(start, stop) pairs of ints", bound)
+            if stop <= start or (stops and start <= stops[-1]):
+                raise ParameterError(
+                    "runs",
+                    "non-empty runs (start, stop), each starting past the previous stop",
+                    (start, stop),
+                )
             starts.append(start)
             stops.append(stop)
             offsets.append(offsets[-1] + stop - start)
@@ -63,18 +74,38 @@ class IdRuns(Sequence[int]):
 
     @classmethod
     def from_sorted(cls, ids: Sequence[int]) -> IdRuns:
-        """The runs of ``ids``: ints, strictly increasing (not checked here)."""
+        """The runs of ``ids``, ints in strictly increasing order.
+
+        Raises:
+            ParameterTypeError: An id is not an int.
+            ParameterError: The ids are not strictly increasing.
+        """
         if not ids:
             return cls(())
-        values = np.asarray(ids, dtype=np.int64)
-        breaks = np.flatnonzero(np.diff(values) != 1) + 1
-        starts = values[np.concatenate(([0], breaks))].tolist()
-        stops = (values[np.concatenate((breaks - 1, [len(values) - 1]))] + 1).tolist()
+        if any(type(i) is not int for i in ids):
+            bad = next(i for i in ids if type(i) is not int)
+            raise ParameterTypeError("ids", "ints", bad)
+        values = np.asarray(ids, dtype=object if max(map(abs, ids)) >= 2**62 else np.int64)
+        steps = np.diff(values)
+        if (steps <= 0).any():
+            raise ParameterError("ids", "strictly increasing ints", "an id not above the previous")
+        breaks = np.flatnonzero(steps != 1) + 1
+        starts = values[np.concatenate(([0], breaks)).astype(np.intp)].tolist()
+        stops = [
+            int(v) + 1
+            for v in values[np.concatenate((breaks - 1, [len(values) - 1])).astype(np.intp)]
+        ]
         return cls(zip(starts, stops, strict=True))
 
     @classmethod
     def from_range(cls, ids: range) -> IdRuns:
-        """One run: a ``range`` of step 1 (its bounds are not checked here)."""
+        """One run: a ``range`` of step 1.
+
+        Raises:
+            ParameterError: A step other than 1.
+        """
+        if ids.step != 1:
+            raise ParameterError("ids", "a range of step 1", ids)
         return cls(((ids.start, ids.stop),) if len(ids) else ())
 
     @property
@@ -117,6 +148,7 @@ class IdRuns(Sequence[int]):
     def __getitem__(self, index: int | slice) -> int | tuple[int, ...]:
         if isinstance(index, slice):
             return tuple(self[i] for i in range(*index.indices(len(self))))
+        index = operator.index(index)  # a TypeError for a float, as a tuple's
         size = len(self)
         position = index + size if index < 0 else index
         if not 0 <= position < size:
@@ -130,7 +162,8 @@ class IdRuns(Sequence[int]):
         if key is not None and key in self:
             run = bisect.bisect_right(self._starts, key) - 1
             position = self._offsets[run] + key - self._starts[run]
-            if start <= position and (stop is None or position < stop):
+            low, high, _ = slice(start, stop).indices(len(self))  # as a tuple bounds them
+            if low <= position < high:
                 return position
         raise ValueError(f"{value!r} is not in IdRuns")
 
@@ -152,17 +185,6 @@ class IdRuns(Sequence[int]):
 
     def __repr__(self) -> str:
         return f"IdRuns({list(self.runs)!r})"
-
-    def big_endian_chunks(self) -> Iterator[bytes]:
-        """Every id as 4 big-endian bytes, in order, in chunks of at most 4 MiB.
-
-        Their concatenation is what a config digest hashes; chunked so that a
-        million ids never stand in memory as one buffer.
-        """
-        for start, stop in zip(self._starts, self._stops, strict=True):
-            for low in range(start, stop, _BLOCK):
-                block = np.arange(low, min(low + _BLOCK, stop), dtype=np.uint32)
-                yield block.astype(">u4").tobytes()
 
     def to_bytes(self) -> bytes:
         """The wire form: a 4-byte run count, then 8 bytes a run (start, length)."""
@@ -201,6 +223,11 @@ def _as_id(value: object) -> int | None:
     try:
         return operator.index(value)  # type: ignore[arg-type]
     except TypeError:
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        return None
+        pass
+    if isinstance(value, (numbers.Real, np.generic)):  # floats, numpy scalars, fractions
+        try:
+            whole = int(value)  # type: ignore[arg-type]
+        except (OverflowError, TypeError, ValueError):  # infinities, NaN, numpy non-numbers
+            return None
+        return whole if whole == value else None
+    return None
