@@ -80,22 +80,19 @@ class IdRuns(Sequence[int]):
             ParameterTypeError: An id is not an int.
             ParameterError: The ids are not strictly increasing.
         """
-        if not ids:
-            return cls(())
-        if any(type(i) is not int for i in ids):
-            bad = next(i for i in ids if type(i) is not int)
-            raise ParameterTypeError("ids", "ints", bad)
-        values = np.asarray(ids, dtype=object if max(map(abs, ids)) >= 2**62 else np.int64)
-        steps = np.diff(values)
-        if (steps <= 0).any():
-            raise ParameterError("ids", "strictly increasing ints", "an id not above the previous")
-        breaks = np.flatnonzero(steps != 1) + 1
-        starts = values[np.concatenate(([0], breaks)).astype(np.intp)].tolist()
-        stops = [
-            int(v) + 1
-            for v in values[np.concatenate((breaks - 1, [len(values) - 1])).astype(np.intp)]
-        ]
-        return cls(zip(starts, stops, strict=True))
+        runs: list[list[int]] = []
+        for i in ids:
+            if type(i) is not int:
+                raise ParameterTypeError("ids", "ints", i)
+            if runs and i <= runs[-1][1] - 1:
+                raise ParameterError(
+                    "ids", "strictly increasing ints", "an id not above the previous"
+                )
+            if runs and i == runs[-1][1]:
+                runs[-1][1] = i + 1
+            else:
+                runs.append([i, i + 1])
+        return cls((start, stop) for start, stop in runs)
 
     @classmethod
     def from_range(cls, ids: range) -> IdRuns:
@@ -112,16 +109,6 @@ class IdRuns(Sequence[int]):
     def runs(self) -> tuple[range, ...]:
         """The runs, each a ``range`` of consecutive ids, in increasing order."""
         return tuple(map(range, self._starts, self._stops))
-
-    @property
-    def first(self) -> int:
-        """The smallest id (raises ``IndexError`` when empty)."""
-        return self[0]
-
-    @property
-    def last(self) -> int:
-        """The largest id (raises ``IndexError`` when empty)."""
-        return self[-1]
 
     def __len__(self) -> int:
         return self._offsets[-1]
