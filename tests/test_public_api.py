@@ -46,8 +46,10 @@ EXPECTED_ALL: dict[str, list[str]] = {
         "FileRevealJournal",
         "GraphMode",
         "IdRuns",
+        "IdentityEnrolment",
         "IdentityKey",
         "IdentityRegistry",
+        "IdentityRoot",
         "MaskedInput",
         "MemoryRevealJournal",
         "Message",
@@ -94,8 +96,10 @@ EXPECTED_ALL: dict[str, list[str]] = {
         "FileRevealJournal",
         "GraphMode",
         "IdRuns",
+        "IdentityEnrolment",
         "IdentityKey",
         "IdentityRegistry",
+        "IdentityRoot",
         "MaskedInput",
         "MemoryRevealJournal",
         "Message",
@@ -313,7 +317,17 @@ INTERNAL: dict[str, frozenset[str]] = {
             "window_indices",
         )
     ),
-    "privfed.secagg.protocol.messages.roster": frozenset(("RosterProof",)),
+    "privfed.secagg.protocol.messages.roster": frozenset(("IdentityProof", "RosterProof")),
+    "privfed.secagg.protocol.identity_root": frozenset(
+        (
+            "ENROLMENT_FORMAT",
+            "ROOT_FORMAT",
+            "identity_tree",
+            "key_digest",
+            "proven_keys",
+            "registry_digest",
+        )
+    ),
     "privfed.secagg.protocol.identity": frozenset(
         (
             "IDENTITY_PUBLIC_KEY_SIZE",
@@ -322,6 +336,7 @@ INTERNAL: dict[str, frozenset[str]] = {
             "SIGNATURE_SIZE",
             "advertisement_payload",
             "survivor_set_payload",
+            "verify_signature",
         )
     ),
     "privfed.secagg.protocol.messages": frozenset(

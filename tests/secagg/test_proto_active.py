@@ -220,18 +220,40 @@ def _oracle_runs(ids: list[int]) -> bytes:
     )
 
 
+def _oracle_registry_digest(registry: IdentityRegistry) -> bytes:
+    """The registry digest from the identity tree documented in identity_root, rebuilt here."""
+
+    def sha(*parts: bytes) -> bytes:
+        return hashlib.sha256(b"".join(parts)).digest()
+
+    level = [
+        sha(
+            b"privfed/secagg/roster-leaf/v1",
+            cid.to_bytes(4, "big"),
+            sha(b"privfed/secagg/identity-key/v1", registry.public_keys[cid]),
+        )
+        for cid in sorted(registry.public_keys)
+    ]
+    while len(level) > 1:
+        pairs = [
+            sha(b"privfed/secagg/roster-node/v1", level[i], level[i + 1])
+            for i in range(0, len(level) - 1, 2)
+        ]
+        level = pairs + ([level[-1]] if len(level) % 2 else [])
+    label = b"privfed/secagg/identity-tree/v1"
+    count = len(registry.public_keys).to_bytes(4, "big")
+    root = sha(b"privfed/secagg/roster-root/v1", bytes((len(label),)), label, count, level[0])
+    corrupted = registry.assumed_corrupted.to_bytes(4, "big")
+    return sha(b"privfed/secagg/identity-registry/v2", corrupted, count, root)
+
+
 def _oracle_digest(cfg: SecAggConfig) -> bytes:
     """The digest recomputed from the encoding documented in SecAggConfig.digest."""
     registry = cfg.identities
     registry_part = b"\x00"
     if registry is not None:
-        body = b"privfed/secagg/identity-registry/v1" + registry.assumed_corrupted.to_bytes(
-            4, "big"
-        )
-        body += len(registry.public_keys).to_bytes(4, "big")
-        for cid in sorted(registry.public_keys):
-            body += cid.to_bytes(4, "big") + registry.public_keys[cid]
-        registry_part = b"\x01" + hashlib.sha256(body).digest()
+        assert isinstance(registry, IdentityRegistry)
+        registry_part = b"\x01" + _oracle_registry_digest(registry)
     data = b"".join(
         [
             b"privfed/secagg/config-digest",
@@ -279,6 +301,12 @@ def test_config_digest_known_answer() -> None:
         identities=IdentityRegistry.of(keys, assumed_corrupted=1),
     )
     assert active.digest == _oracle_digest(active)
+    # A registry of 11 (odd levels carried up), and the config over its root alone.
+    wider = IdentityRegistry.of({**keys, **{i: IdentityKey.generate() for i in range(9, 12)}})
+    for registry in (wider, wider.commitment):
+        over = SecAggConfig(**BASE, mode="active", identities=registry)  # type: ignore[arg-type]
+        assert over.digest == _oracle_digest(dataclasses.replace(over, identities=wider))
+    assert wider.digest == _oracle_registry_digest(wider) == wider.commitment.digest
 
 
 @pytest.mark.parametrize(
@@ -696,7 +724,11 @@ def test_a_roster_part_that_misstates_the_members_is_refused() -> None:
         for e in part.entries
     )
     try:
-        clients[1].share_keys(Roster._trusted(**_header(part), entries=entries, proof=part.proof))
+        clients[1].share_keys(
+            Roster._trusted(
+                **_header(part), entries=entries, proof=part.proof, identities=part.identities
+            )
+        )
     except ProtocolAbort:
         assert clients[1].aborted
     else:
@@ -722,7 +754,11 @@ def test_a_roster_part_that_misstates_the_members_is_refused() -> None:
         brackets=(*part2.proof.brackets, (leaf, dropped, digest)),
     )
     with pytest.raises(ProtocolAbort, match="leaves out"):
-        clients[2].share_keys(Roster._trusted(**_header(part2), entries=kept, proof=proof))
+        clients[2].share_keys(
+            Roster._trusted(
+                **_header(part2), entries=kept, proof=proof, identities=part2.identities
+            )
+        )
 
 
 def _header(message: Roster) -> dict[str, object]:

@@ -405,7 +405,9 @@ def _substitute(cfg: SecAggConfig, roster: Roster, fakes: dict[int, keys.KeyPair
         else e
         for e in roster.entries
     )
-    return Roster._trusted(**_hdr(cfg), entries=entries, proof=roster.proof)
+    return Roster._trusted(
+        **_hdr(cfg), entries=entries, proof=roster.proof, identities=roster.identities
+    )
 
 
 def test_key_substitution_reveals_the_victims_secrets_in_semi_honest_mode() -> None:

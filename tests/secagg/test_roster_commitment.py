@@ -33,6 +33,7 @@ from privfed.secagg import (
 from privfed.secagg.protocol import roster_tree
 from privfed.secagg.protocol._roster_check import (
     entry_digest,
+    identity_proofs,
     neighbourhood_proof,
     neighbourhood_proofs,
 )
@@ -351,8 +352,17 @@ def _part_of_tree(
         hashes=tree.prove(windows | seats),
         committee=tuple(committee),
     )
+    # The server holds the registry: it proves the identity keys of a made-up part too.
+    signers = [ids[i] for i in positions] + [c[1] for c in committee]
+    registry = cfg.identities
+    keys = (
+        identity_proofs(registry, [signers])[0] if isinstance(registry, IdentityRegistry) else None
+    )
     return Roster._trusted(
-        **_hdr(honest), entries=tuple(entries[ids[i]] for i in positions), proof=proof
+        **_hdr(honest),
+        entries=tuple(entries[ids[i]] for i in positions),
+        proof=proof,
+        identities=keys,
     )
 
 
@@ -533,7 +543,9 @@ def test_a_second_root_gets_no_reveals_from_members_of_the_first_committee() -> 
         committee=good.proof.committee[1:],
         brackets=(*good.proof.brackets, *moved),
     )
-    bad = Roster._trusted(**_hdr(good), entries=good.entries, proof=proof)
+    bad = Roster._trusted(
+        **_hdr(good), entries=good.entries, proof=proof, identities=good.identities
+    )
     with pytest.raises(ProtocolAbort, match=r"committee members revealed|reveal is missing"):
         fresh[5].share_keys(bad)
 

@@ -16,7 +16,8 @@ client sends its ciphertexts as one :class:`~privfed.secagg.EncryptedSharesBundl
 
 ``mode="active"`` plays the actively secure protocol: every client gets a
 fresh Ed25519 identity key (unless ``identity_keys`` are given), the registry
-of their public keys goes into the config, and the ConsistencyCheck round runs
+of their public keys goes into the server's config (each client's holds the
+registry's :class:`~privfed.secagg.IdentityRoot` only), and the ConsistencyCheck round runs
 between masked input and unmasking.  A client dropping at
 :attr:`~privfed.secagg.Stage.CONSISTENCY_CHECK` sent its masked input (it is in
 the sum) but signs nothing.
@@ -559,10 +560,12 @@ def run_protocol(
         committee_dropouts=options.get("committee_dropouts", 0),
     )
     # Inputs are handed over at the masked-input stage, so only one client's
-    # copy is alive at a time.
+    # copy is alive at a time.  Active clients hold the registry's root only, as
+    # a deployment's would: every key they use comes with its proof.
+    client_config = config.for_clients()
     clients = [
         SecAggClient(
-            config,
+            client_config,
             i + 1,
             identity=None if identity_keys is None else identity_keys[i + 1],
             noise_seeds=() if noise_seeds is None else noise_seeds[i],

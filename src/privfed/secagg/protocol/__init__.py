@@ -28,6 +28,8 @@ _EXPORTS: dict[str, str] = {
     "IdRuns": "privfed.secagg.protocol.id_runs",
     "IdentityKey": "privfed.secagg.protocol.identity",
     "IdentityRegistry": "privfed.secagg.protocol.identity",
+    "IdentityEnrolment": "privfed.secagg.protocol.identity_root",
+    "IdentityRoot": "privfed.secagg.protocol.identity_root",
     "AdvertiseKeys": "privfed.secagg.protocol.messages",
     "CommitteeRequest": "privfed.secagg.protocol.messages",
     "CommitteeReveal": "privfed.secagg.protocol.messages",
@@ -68,6 +70,8 @@ if TYPE_CHECKING:  # pragma: no cover - the static view of the lazy names
     from privfed.secagg.protocol.id_runs import IdRuns as IdRuns
     from privfed.secagg.protocol.identity import IdentityKey as IdentityKey
     from privfed.secagg.protocol.identity import IdentityRegistry as IdentityRegistry
+    from privfed.secagg.protocol.identity_root import IdentityEnrolment as IdentityEnrolment
+    from privfed.secagg.protocol.identity_root import IdentityRoot as IdentityRoot
     from privfed.secagg.protocol.messages import AdvertiseKeys as AdvertiseKeys
     from privfed.secagg.protocol.messages import CommitteeRequest as CommitteeRequest
     from privfed.secagg.protocol.messages import CommitteeReveal as CommitteeReveal

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Final, TypeVar
 
 import numpy as np
@@ -38,11 +38,13 @@ from privfed.secagg.protocol.committee import (
 )
 from privfed.secagg.protocol.config import SecAggConfig
 from privfed.secagg.protocol.graph import advertisement_hash, graph_seed_of_root
-from privfed.secagg.protocol.identity import survivor_set_payload
+from privfed.secagg.protocol.identity import IdentityRegistry, survivor_set_payload
+from privfed.secagg.protocol.identity_root import proven_keys
 from privfed.secagg.protocol.messages._codec import _unchecked
 from privfed.secagg.protocol.messages.roster import (
     CommitteeRequest,
     CommitteeReveal,
+    IdentityProof,
     Roster,
     RosterProof,
 )
@@ -59,11 +61,13 @@ __all__ = [
     "SURVIVOR_LEAF",
     "RosterRefusedError",
     "entry_digest",
+    "identity_proofs",
     "member_root",
     "neighbourhood_proof",
     "neighbourhood_proofs",
     "pick",
     "roster_graph",
+    "roster_identities",
     "roster_parts",
     "signed_reveal",
     "survivor_payload",
@@ -82,6 +86,37 @@ class RosterRefusedError(Exception):
 
 #: ``verify(signer, payload, signature)``: the client's check against the registry.
 Verifier = Callable[[int, bytes, bytes], bool]
+
+
+def roster_identities(
+    config: SecAggConfig, client_id: int, public_key: bytes, roster: Roster
+) -> dict[int, bytes]:
+    """Active mode: ``{id: identity key}`` a roster part proves against the config's root.
+
+    The keys come from the part's :class:`IdentityProof`, checked against
+    the root of the config's registry (the registry itself, or the
+    :class:`~privfed.secagg.IdentityRoot` a client pins), so a client checks
+    signatures with enrolled keys only, and never needs the whole registry.
+    The proof must enrol ``public_key`` as ``client_id``'s own.
+
+    Raises:
+        RosterRefusedError: No proof, a proof that does not rebuild the root,
+            or one that does not hold this client's own key.
+    """
+    identities = roster.identities
+    registry = config.identities
+    if identities is None:
+        raise RosterRefusedError("the roster carries no proof of its signers' identity keys")
+    root = registry.commitment if isinstance(registry, IdentityRegistry) else registry
+    if root is None:  # pragma: no cover -- active configs hold a registry
+        raise RosterRefusedError("no identity registry to check the roster against")
+    try:
+        keys = proven_keys(root, identities.count, identities.items, identities.hashes)
+    except ProofError as exc:
+        raise RosterRefusedError(f"the roster's identity proof is refused: {exc}") from None
+    if keys.get(client_id) != public_key:
+        raise RosterRefusedError("the identity root does not enrol this client's key under its id")
+    return keys
 
 
 def entry_digest(
@@ -469,14 +504,39 @@ def pick(values: Sequence[_T], positions: Sequence[int]) -> tuple[_T, ...]:
     return tuple(operator.itemgetter(*positions)(values))
 
 
+def identity_proofs(
+    registry: IdentityRegistry, sets: Sequence[Iterable[int]]
+) -> list[IdentityProof]:
+    """The server's :class:`IdentityProof` of each of ``sets`` of enrolled ids (batched)."""
+    count = len(registry.public_keys)
+    return [
+        _unchecked(IdentityProof, {"count": count, "items": items, "hashes": hashes})
+        for items, hashes in registry.key_proofs(sets)
+    ]
+
+
 def roster_parts(
     roster: Roster,
     tree: RosterTree,
     hoods: Sequence[frozenset[int]],
     committee: tuple[tuple[int, int, bytes, bytes, bytes], ...],
+    registry: IdentityRegistry | None = None,
 ) -> list[Roster]:
-    """The server's SecAgg+ roster part for each of ``hoods`` (a client and its neighbours)."""
+    """The server's SecAgg+ roster part for each of ``hoods`` (a client and its neighbours).
+
+    With ``registry`` (active mode) each part carries the identity keys of its
+    entries and of the committee, with their proof (:func:`identity_proofs`).
+    """
     entries = roster.entries
+    proofs = neighbourhood_proofs(tree, hoods, committee)
+    signers: list[IdentityProof | None] = [None] * len(proofs)
+    if registry is not None:
+        seats = [item[1] for item in committee]
+        signers = list(
+            identity_proofs(
+                registry, [[entries[i].client_id for i in at] + seats for at, _ in proofs]
+            )
+        )
     # A sorted subset of the validated full roster with the proof the recipient
     # needs to rebuild the root: valid by construction.
     return [
@@ -485,6 +545,7 @@ def roster_parts(
             round_index=roster.round_index,
             entries=pick(entries, positions),
             proof=proof,
+            identities=keys,
         )
-        for positions, proof in neighbourhood_proofs(tree, hoods, committee)
+        for (positions, proof), keys in zip(proofs, signers, strict=True)
     ]

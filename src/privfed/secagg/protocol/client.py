@@ -56,6 +56,7 @@ from privfed.secagg.protocol._roster_check import (
     RosterRefusedError,
     member_root,
     roster_graph,
+    roster_identities,
     signed_reveal,
     survivor_payload,
     survivor_root,
@@ -75,7 +76,9 @@ from privfed.secagg.protocol.graph import (
 )
 from privfed.secagg.protocol.identity import (
     IdentityKey,
+    IdentityRegistry,
     advertisement_payload,
+    verify_signature,
 )
 from privfed.secagg.protocol.messages.base import Message
 from privfed.secagg.protocol.messages.masked import MaskedInput
@@ -199,7 +202,9 @@ class SecAggClient(Party):
             if not isinstance(identity, IdentityKey):
                 raise ParameterTypeError("identity", "an IdentityKey (active mode)", identity)
             registry = config.identities
-            if registry is None or not hmac.compare_digest(
+            # With the registry's root only, the roster proves this client's key
+            # (roster_identities); with the registry, it is checked here as well.
+            if isinstance(registry, IdentityRegistry) and not hmac.compare_digest(
                 registry.public_key(client_id), identity.public_key
             ):
                 raise ParameterError(
@@ -245,6 +250,8 @@ class SecAggClient(Party):
         # Filled as the round goes on.
         self._roster: dict[int, tuple[bytes, bytes]] = {}
         self._roster_members: frozenset[int] = frozenset()
+        # Active mode: the identity keys the roster proved against the registry's root.
+        self._identity_keys: dict[int, bytes] = {}
         self._graph_seed: bytes | None = None
         # The session pairwise keys, share AEADs and survivor-set signatures are
         # bound to: the bound session id, and for SecAgg+ also the graph seed.
@@ -353,6 +360,12 @@ class SecAggClient(Party):
         if message.session_id != cfg.bound_session_id or message.round_index != cfg.round_index:
             raise self._abort("message belongs to another session, round or configuration", stage)
 
+    def _identity_public_key(self) -> bytes:
+        identity = self._identity
+        if identity is None:  # pragma: no cover -- active mode guarantees a key
+            raise TypeError("no identity key")
+        return identity.public_key
+
     def _sign(self, payload: bytes) -> bytes:
         identity = self._identity
         if identity is None:  # pragma: no cover -- active mode guarantees a key
@@ -361,11 +374,11 @@ class SecAggClient(Party):
         return identity.sign(payload)
 
     def _verify(self, signer: int, payload: bytes, signature: bytes | None) -> bool:
-        registry = self._config.identities
-        if registry is None or signature is None:
+        key = self._identity_keys.get(signer)
+        if key is None or signature is None:
             return False
         self._signatures_verified += 1
-        return registry.verify(signer, payload, signature)
+        return verify_signature(key, payload, signature)
 
     # -- stage 0 ---------------------------------------------------------------------
 
@@ -506,6 +519,13 @@ class SecAggClient(Party):
         stage = Stage.SHARE_KEYS
         self._require(_Phase.REVEAL if self._phase is _Phase.REVEAL else _Phase.SHARE, stage)
         self._check_context(roster, stage)
+        if self._config.active:
+            try:
+                self._identity_keys = roster_identities(
+                    self._config, self._id, self._identity_public_key(), roster
+                )
+            except RosterRefusedError as exc:
+                raise self._abort(str(exc), stage) from None
         entries = self._roster_entries(roster, stage)
         members = self._fix_graph(roster, entries, stage)
         peers = sorted(self._neighbours & set(entries))

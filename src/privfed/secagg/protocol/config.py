@@ -23,6 +23,7 @@ from privfed.secagg.threshold import (
 
 if TYPE_CHECKING:  # pragma: no cover - imported where active mode checks a registry
     from privfed.secagg.protocol.identity import IdentityRegistry
+    from privfed.secagg.protocol.identity_root import IdentityRoot
 
 __all__ = [
     "CONFIG_DIGEST_VERSION",
@@ -137,7 +138,11 @@ class SecAggConfig:
             graph only, and ``L <= n - threshold``.
         identities: The :class:`~privfed.secagg.IdentityRegistry` of client
             identity keys (the PKI); required in active mode and must enrol
-            every client id, ``None`` in semi-honest mode.
+            every client id, ``None`` in semi-honest mode.  A client's config
+            may hold the registry's :class:`~privfed.secagg.IdentityRoot`
+            instead (the same config digest): the client then checks every
+            key it uses against the root, and needs nothing of size ``n``.  A
+            server needs the registry.
         committee_size: Active SecAgg+ only (:attr:`committee`): ``kappa``,
             the roster leaves drawn from the roster root to reveal the values
             that seed the graph (:mod:`~privfed.secagg.protocol.committee`);
@@ -172,7 +177,7 @@ class SecAggConfig:
     mode: SecurityMode = SecurityMode.SEMI_HONEST
     corrupted: int = 0
     noise_layers: int = 0
-    identities: IdentityRegistry | None = dataclasses.field(default=None, repr=False)
+    identities: IdentityRegistry | IdentityRoot | None = dataclasses.field(default=None, repr=False)
     committee_size: int | None = None
     committee_dropouts: int = 0
     _neighbours: dict[int, frozenset[int]] = dataclasses.field(
@@ -301,6 +306,20 @@ class SecAggConfig:
     def active(self) -> bool:
         """Whether the round runs in :attr:`SecurityMode.ACTIVE`."""
         return self.mode is SecurityMode.ACTIVE
+
+    def for_clients(self) -> SecAggConfig:
+        """This config with its identity registry replaced by the registry's root.
+
+        What an active client needs (:class:`~privfed.secagg.IdentityRoot`):
+        the same digest and session, nothing of size ``n``.  Returns ``self``
+        when there is no full registry to replace.
+        """
+        from privfed.secagg.protocol.identity import IdentityRegistry
+
+        registry = self.identities
+        if not isinstance(registry, IdentityRegistry):
+            return self
+        return dataclasses.replace(self, identities=registry.commitment)
 
     @property
     def committee(self) -> bool:
@@ -548,18 +567,31 @@ def _check_active(registry: object, client_ids: Sequence[int], corrupted: int) -
     """Refuse an active config whose registry is missing, incomplete or assumes more n_C."""
     # Only active mode needs the registry type (and the Ed25519 code behind it).
     from privfed.secagg.protocol.identity import IdentityRegistry
+    from privfed.secagg.protocol.identity_root import IdentityRoot
 
-    if not isinstance(registry, IdentityRegistry):
+    if isinstance(registry, IdentityRoot):
+        # A client's view: it checks each key it uses against the root, and a root
+        # of fewer leaves than the config has ids cannot enrol every one of them.
+        if len(client_ids) > registry.count:
+            raise ParameterError(
+                "identities",
+                "a registry enrolling every client id",
+                f"a root of {registry.count} keys for {len(client_ids)} ids",
+            )
+    elif isinstance(registry, IdentityRegistry):
+        enrolled = registry.public_keys
+        # The first five ids (in order) the registry lacks: at most len(registry) + 5
+        # steps, however many ids the config names.
+        missing = list(itertools.islice((c for c in client_ids if c not in enrolled), 5))
+        if missing:
+            raise ParameterError(
+                "identities", "a registry enrolling every client id", f"missing {missing}"
+            )
+    else:
         raise ParameterTypeError(
-            "identities", "an IdentityRegistry (required in active mode)", registry
-        )
-    enrolled = frozenset(registry.client_ids)
-    # The first five ids (in order) the registry lacks: at most len(registry) + 5
-    # steps, however many ids the config names.
-    missing = list(itertools.islice((c for c in client_ids if c not in enrolled), 5))
-    if missing:
-        raise ParameterError(
-            "identities", "a registry enrolling every client id", f"missing {missing}"
+            "identities",
+            "an IdentityRegistry or its IdentityRoot (required in active mode)",
+            registry,
         )
     if corrupted < registry.assumed_corrupted:
         raise ParameterError(

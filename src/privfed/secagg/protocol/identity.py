@@ -44,13 +44,16 @@ import base64
 import binascii
 import dataclasses
 import hashlib
+import itertools
 import json
 import os
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+import numpy as np
+import numpy.typing as npt
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PrivateKey,
@@ -60,6 +63,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 from privfed._atomic import atomic_write_text
 from privfed._checks import check_int
 from privfed.errors import ParameterError, ParameterTypeError
+from privfed.secagg.protocol.identity_root import (
+    IdentityEnrolment,
+    IdentityRoot,
+    identity_tree,
+)
+from privfed.secagg.protocol.roster_tree import RosterTree
 
 __all__ = [
     "IDENTITY_PUBLIC_KEY_SIZE",
@@ -70,6 +79,7 @@ __all__ = [
     "IdentityRegistry",
     "advertisement_payload",
     "survivor_set_payload",
+    "verify_signature",
 ]
 
 #: Size of an Ed25519 public key.
@@ -84,7 +94,6 @@ REGISTRY_VERSION: Final = 1
 _MAX_ID: Final = 2**32 - 1
 _ADVERTISEMENT_DOMAIN: Final = b"privfed/secagg/signed-advertisement/v1"
 _SURVIVORS_DOMAIN: Final = b"privfed/secagg/signed-survivor-set/v1"
-_REGISTRY_DOMAIN: Final = b"privfed/secagg/identity-registry/v1"
 _PARSED_KEPT: Final = 8  # registries from_json keeps parsed, by SHA-256 of their text
 
 
@@ -180,7 +189,7 @@ class IdentityRegistry:
     _verifiers: Mapping[int, Ed25519PublicKey] = dataclasses.field(
         init=False, repr=False, compare=False
     )
-    _digest: bytes = dataclasses.field(init=False, repr=False, compare=False)
+    _lazy: dict[str, Any] = dataclasses.field(init=False, repr=False, compare=False)
     _texts: dict[str, str] = dataclasses.field(init=False, repr=False, compare=False)
     _owners: Mapping[bytes, int] = dataclasses.field(init=False, repr=False, compare=False)
 
@@ -190,6 +199,8 @@ class IdentityRegistry:
             raise ParameterTypeError("public_keys", "a mapping from client id to bytes", keys)
         checked: dict[int, bytes] = {}
         verifiers: dict[int, Ed25519PublicKey] = {}
+        if not keys:
+            raise ParameterError("public_keys", "at least one enrolled client", "none")
         for cid in keys:  # every id checked before sorting (mixed types do not sort)
             check_int("public_keys", cid, minimum=1, maximum=_MAX_ID)
         for cid, key in sorted(keys.items()):
@@ -213,17 +224,85 @@ class IdentityRegistry:
         object.__setattr__(self, "public_keys", dict(checked))
         object.__setattr__(self, "_verifiers", verifiers)
         object.__setattr__(self, "_owners", owners)
-        parts = [
-            _REGISTRY_DOMAIN,
-            self.assumed_corrupted.to_bytes(4, "big"),
-            len(checked).to_bytes(4, "big"),
-        ]
-        parts += [cid.to_bytes(4, "big") + key for cid, key in checked.items()]
-        object.__setattr__(self, "_digest", hashlib.sha256(b"".join(parts)).digest())
+        # The Merkle tree, its root and the digest, built on first use (O(n) hashes).
+        object.__setattr__(self, "_lazy", {})
         object.__setattr__(self, "_texts", {})  # to_json's text per encoding (immutable registry)
 
     def __hash__(self) -> int:
-        return hash(self._digest)
+        return hash(self.digest)
+
+    @property
+    def tree(self) -> RosterTree:
+        """The Merkle tree over the enrolled keys (see
+        :mod:`~privfed.secagg.protocol.identity_root`)."""
+        tree = self._lazy.get("tree")
+        if tree is None:
+            tree = self._lazy["tree"] = identity_tree(self.public_keys)
+            self._lazy["ids"] = np.fromiter(self.public_keys, dtype=np.int64)
+        return tree
+
+    @property
+    def commitment(self) -> IdentityRoot:
+        """The registry's :class:`~privfed.secagg.IdentityRoot` (what a client may pin instead)."""
+        root = self._lazy.get("root")
+        if root is None:
+            root = self._lazy["root"] = IdentityRoot(
+                self.tree.root, len(self.public_keys), self.assumed_corrupted
+            )
+        return root
+
+    def enrolment(self, client_id: int) -> IdentityEnrolment:
+        """The :class:`~privfed.secagg.IdentityEnrolment` of ``client_id`` (for its node).
+
+        Raises:
+            ParameterError: ``client_id`` is not enrolled.
+        """
+        key = self.public_key(client_id)
+        position = int(np.searchsorted(self._ids(), client_id))
+        return IdentityEnrolment(
+            self.commitment, client_id, key, position, self.tree.prove([position])
+        )
+
+    def _ids(self) -> npt.NDArray[np.int64]:
+        self.tree  # noqa: B018 -- builds the id array with the tree
+        ids: npt.NDArray[np.int64] = self._lazy["ids"]
+        return ids
+
+    def key_proofs(
+        self, sets: Sequence[Iterable[int]]
+    ) -> list[tuple[tuple[tuple[int, int, bytes], ...], tuple[bytes, ...]]]:
+        """``(items, hashes)`` of an identity multiproof for each of ``sets`` of enrolled ids.
+
+        ``items`` are ``(leaf index, client_id, public key)``, increasing;
+        ``hashes`` the multiproof of their leaves, in walk order (what
+        :func:`~privfed.secagg.protocol.identity_root.proven_keys` checks).
+        All sets are walked together with array operations.
+
+        Raises:
+            ParameterError: An id that is not enrolled.
+        """
+        ids, tree = self._ids(), self.tree
+        lists = [sorted(set(s)) for s in sets]
+        flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64)
+        at = np.searchsorted(ids, flat)
+        inside = at < ids.size
+        if not (inside.all() and (ids[at[inside]] == flat).all()):
+            missing = sorted(set(flat.tolist()) - set(self.public_keys))[:5]
+            raise ParameterError("sets", "enrolled client ids", f"not enrolled: {missing}")
+        rows = np.repeat(np.arange(len(lists), dtype=np.int64), [len(v) for v in lists])
+        hashes = tree.prove_many((rows << 32) | at, len(lists))
+        keys = self.public_keys
+        positions = at.tolist()
+        out = []
+        start = 0
+        for members, proof in zip(lists, hashes, strict=True):
+            end = start + len(members)
+            items = tuple(
+                (p, cid, keys[cid]) for p, cid in zip(positions[start:end], members, strict=True)
+            )
+            out.append((items, proof))
+            start = end
+        return out
 
     @property
     def client_ids(self) -> tuple[int, ...]:
@@ -232,8 +311,9 @@ class IdentityRegistry:
 
     @property
     def digest(self) -> bytes:
-        """SHA-256 of the canonical encoding (ids increasing, raw keys); in the config digest."""
-        return self._digest
+        """The digest of the registry's :attr:`commitment` (the same for the registry and its
+        root); in the config digest."""
+        return self.commitment.digest
 
     def public_key(self, client_id: int) -> bytes:
         """The public key of ``client_id``.
@@ -256,14 +336,7 @@ class IdentityRegistry:
         Never raises for a bad signature or an unknown id (returns ``False``),
         so callers decide how to fail.
         """
-        verifier = self._verifiers.get(client_id)
-        if verifier is None or not isinstance(signature, bytes) or len(signature) != 64:
-            return False
-        try:
-            verifier.verify(signature, payload)
-        except InvalidSignature:
-            return False
-        return True
+        return _verified(self._verifiers.get(client_id), payload, signature)
 
     # -- file format -------------------------------------------------------------
 
@@ -371,6 +444,26 @@ class IdentityRegistry:
 
 
 _PARSED: OrderedDict[bytes, IdentityRegistry] = OrderedDict()
+
+
+def _verified(verifier: Ed25519PublicKey | None, payload: bytes, signature: object) -> bool:
+    if verifier is None or not isinstance(signature, bytes) or len(signature) != SIGNATURE_SIZE:
+        return False
+    try:
+        verifier.verify(signature, payload)
+    except InvalidSignature:
+        return False
+    return True
+
+
+def verify_signature(public_key: bytes, payload: bytes, signature: bytes) -> bool:
+    """Whether ``signature`` is a valid Ed25519 signature of ``payload`` under ``public_key``
+    (32 raw bytes, e.g. one proven against an :class:`IdentityRoot`); never raises."""
+    try:
+        verifier = Ed25519PublicKey.from_public_bytes(public_key)
+    except (ValueError, TypeError):
+        return False
+    return _verified(verifier, payload, signature)
 
 
 def advertisement_payload(

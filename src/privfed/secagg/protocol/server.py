@@ -67,6 +67,7 @@ from privfed.secagg.protocol._party import Party, refusal
 from privfed.secagg.protocol._roster_check import (
     PROOF_BATCH,
     entry_digest,
+    identity_proofs,
     neighbourhood_proofs,
     pick,
     roster_parts,
@@ -87,7 +88,7 @@ from privfed.secagg.protocol.graph import (
     graph_seed_of_root,
     graph_session,
 )
-from privfed.secagg.protocol.identity import advertisement_payload
+from privfed.secagg.protocol.identity import IdentityRegistry, advertisement_payload
 from privfed.secagg.protocol.messages import (
     AdvertiseKeys,
     CommitteeRequest,
@@ -165,6 +166,13 @@ class SecAggServer(Party):
         if not isinstance(config, SecAggConfig):
             raise ParameterTypeError("config", "a SecAggConfig", config)
         check_bool("check_all_shares", check_all_shares)
+        if config.active and not isinstance(config.identities, IdentityRegistry):
+            raise ParameterError(
+                "config",
+                "an active config holding the full IdentityRegistry (a server checks "
+                "every client's signatures and proves their keys to the others)",
+                "a config holding the registry's root only",
+            )
         self._check_all = check_all_shares
         self._config = config
         self._phase = _Phase.ADVERTISE
@@ -665,7 +673,17 @@ class SecAggServer(Party):
             for cid, msg in sorted(self._advertised.items())
         )
         session = cfg.bound_session_id
-        self._roster = Roster(session_id=session, round_index=cfg.round_index, entries=entries)
+        registry = self._registry()
+        self._roster = Roster(
+            session_id=session,
+            round_index=cfg.round_index,
+            entries=entries,
+            identities=(
+                None
+                if registry is None
+                else identity_proofs(registry, [[e.client_id for e in entries]])[0]
+            ),
+        )
         if cfg.graph is not GraphMode.HARARY:
             return None
         tree = RosterTree(
@@ -690,6 +708,11 @@ class SecAggServer(Party):
             self._fix_graph(graph_seed_of_root(session, tree.root))
         return tree
 
+    def _registry(self) -> IdentityRegistry | None:
+        """Active mode: the registry whose keys the roster proves (checked at construction)."""
+        registry = self._config.identities
+        return registry if isinstance(registry, IdentityRegistry) else None
+
     def _fix_graph(self, seed: bytes) -> None:
         self._graph_seed = seed
         self._round_session = graph_session(self._config.bound_session_id, seed)
@@ -711,7 +734,7 @@ class SecAggServer(Party):
             ids = self._config.client_ids
             batch = ids[at : at + PROOF_BATCH] if at == self._next_part else (client_id,)
             hoods = [self._hood(c) | {c} for c in batch]
-            parts = roster_parts(roster, tree, hoods, self._committee_items)
+            parts = roster_parts(roster, tree, hoods, self._committee_items, self._registry())
             self._parts = dict(zip(batch, parts, strict=True))
             part = self._parts.pop(client_id)
         self._next_part = at + 1

@@ -85,6 +85,7 @@ from privfed.secagg.protocol.client import SecAggClient
 from privfed.secagg.protocol.config import SecAggConfig
 from privfed.secagg.protocol.id_runs import IdRuns
 from privfed.secagg.protocol.identity import IdentityKey, IdentityRegistry
+from privfed.secagg.protocol.identity_root import IdentityRoot
 from privfed.secagg.protocol.messages import Message, UnmaskResponse, decode_message
 from privfed.secagg.protocol.stages import Stage
 
@@ -175,11 +176,17 @@ def _register_identity_types() -> None:
     codec type: encoding one anywhere raises, so it cannot reach a state.
     """
     from privfed.secagg.protocol.identity import IdentityRegistry
+    from privfed.secagg.protocol.identity_root import IdentityRoot
 
     _EXTENSIONS["identity.IdentityRegistry"] = (
         IdentityRegistry,
         lambda registry: registry.to_json().encode(),
         lambda raw: IdentityRegistry.from_json(raw.decode()),
+    )
+    _EXTENSIONS["identity.IdentityRoot"] = (
+        IdentityRoot,
+        lambda root: root.to_json().encode(),
+        lambda raw: IdentityRoot.from_json(raw.decode()),
     )
 
 
@@ -473,27 +480,33 @@ def encode_config(config: SecAggConfig, *, registry_by_digest: bool = False) -> 
     return bytes(out)
 
 
-def decode_config(data: bytes, *, registry: IdentityRegistry | None = None) -> SecAggConfig:
+def decode_config(
+    data: bytes, *, registry: IdentityRegistry | IdentityRoot | None = None
+) -> SecAggConfig:
     """Parse :func:`encode_config` bytes (the config's own checks run again).
 
     Args:
         data: The bytes.
-        registry: The identity registry this client holds: what a config
-            sent with ``registry_by_digest`` stands for.  Not consulted for a
+        registry: The identity registry this client holds, or its
+            :class:`~privfed.secagg.IdentityRoot`: what a config sent with
+            ``registry_by_digest`` stands for (the decoded config holds it).  Not consulted for a
             config that carries its registry (or has none): checking that one
             against the client's own is the caller's policy.
 
     Raises:
         ParameterTypeError: ``data`` is not bytes, or ``registry`` is not an
-            :class:`~privfed.secagg.IdentityRegistry` or ``None``.
+            :class:`~privfed.secagg.IdentityRegistry`, an
+            :class:`~privfed.secagg.IdentityRoot` or ``None``.
         MessageFormatError: Not a config of this format version, or invalid.
         ProtocolAbort: The config names its registry by a digest that is not
             ``registry``'s, or ``registry`` is ``None``.
     """
     if not isinstance(data, bytes):
         raise ParameterTypeError("data", "bytes", data)
-    if registry is not None and not isinstance(registry, IdentityRegistry):
-        raise ParameterTypeError("registry", "an IdentityRegistry or None", registry)
+    if registry is not None and not isinstance(registry, (IdentityRegistry, IdentityRoot)):
+        raise ParameterTypeError(
+            "registry", "an IdentityRegistry, its IdentityRoot or None", registry
+        )
     with _config_cache_lock:
         hit = _configs_by_digest_form.get(data)
     known = None if hit is None or hit.identities is None else hit.identities.digest
@@ -643,7 +656,11 @@ def restore_client_state(
         raise MessageFormatError("client state lacks its config, id or phase") from None
     if not isinstance(config, SecAggConfig) or client_id not in config.client_ids:
         raise MessageFormatError("client state's id is not one of its config's clients")
-    object.__setattr__(client, "_identity", _restored_identity(config, client_id, identity))
+    proven = getattr(client, "_identity_keys", None)
+    proven_key = proven.get(client_id) if isinstance(proven, dict) else None
+    object.__setattr__(
+        client, "_identity", _restored_identity(config, client_id, identity, proven_key)
+    )
     latest = journal.latest_step(config.session_id, config.round_index, client_id)
     if latest is None and step > 0:
         # Every answer is journaled before the state after it is stored, so a state that
@@ -663,9 +680,13 @@ def restore_client_state(
 
 
 def _restored_identity(
-    config: SecAggConfig, client_id: int, identity: IdentityKey | None
+    config: SecAggConfig, client_id: int, identity: IdentityKey | None, proven: bytes | None
 ) -> IdentityKey | None:
-    """The identity key a restored client holds: the supplied one (active mode), else ``None``."""
+    """The identity key a restored client holds: the supplied one (active mode), else ``None``.
+
+    It must be the registry's key for the client -- with the registry's root
+    only, the key the roster proved for it, once a roster has been checked.
+    """
     if not config.active:
         return None
     if not isinstance(identity, IdentityKey):
@@ -673,8 +694,9 @@ def _restored_identity(
             "identity", "the client's IdentityKey (an active-mode state never holds it)", identity
         )
     registry = config.identities
-    if registry is None or not hmac.compare_digest(
-        registry.public_key(client_id), identity.public_key
+    enrolled = registry.public_key(client_id) if isinstance(registry, IdentityRegistry) else proven
+    if registry is None or (
+        enrolled is not None and not hmac.compare_digest(enrolled, identity.public_key)
     ):
         raise ParameterError("identity", "the key the registry holds for this client", identity)
     return identity

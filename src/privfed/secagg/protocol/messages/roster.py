@@ -30,6 +30,7 @@ __all__ = [
     "AdvertiseKeys",
     "CommitteeRequest",
     "CommitteeReveal",
+    "IdentityProof",
     "Roster",
     "RosterEntry",
     "RosterProof",
@@ -333,6 +334,77 @@ class RosterProof:
 
 
 @dataclasses.dataclass(frozen=True)
+class IdentityProof:
+    """Active mode: the identity keys a roster part's signers enrolled, and their proof.
+
+    The recipient checks them against the identity root it pins (see
+    :mod:`~privfed.secagg.protocol.identity_root`) before it checks any
+    signature with them, so it needs neither the whole registry nor the
+    server's word for a key.
+
+    Attributes:
+        count: Leaves of the identity tree (enrolled clients), ``>= 1``.
+        items: ``(leaf index, client_id, public key)`` of each key, indices
+            strictly increasing (in SecAgg+: the part's entries and the
+            committee; in a complete graph: every entry).
+        hashes: The multiproof's sibling hashes, in walk order.
+    """
+
+    count: int
+    items: tuple[tuple[int, int, bytes], ...]
+    hashes: tuple[bytes, ...] = dataclasses.field(default=(), repr=False)
+
+    def __post_init__(self) -> None:
+        check_int("count", self.count, minimum=1, maximum=_MAX_U32)
+        if not isinstance(self.items, tuple) or not all(
+            isinstance(item, tuple) and len(item) == 3 for item in self.items
+        ):
+            raise ParameterTypeError("items", "a tuple of (index, id, public key)", self.items)
+        if not self.items:
+            raise ParameterError("items", "at least one key", "none")
+        for index, client_id, key in self.items:
+            check_int("items", index, minimum=0, maximum=self.count - 1)
+            _check_id("items", client_id)
+            _check_bytes("items", key, size=PUBLIC_KEY_SIZE)
+        if any(b[0] <= a[0] for a, b in itertools.pairwise(self.items)):
+            raise ParameterError("items", "indices strictly increasing", [i[0] for i in self.items])
+        if not isinstance(self.hashes, tuple):
+            raise ParameterTypeError("hashes", "a tuple", self.hashes)
+        for digest in self.hashes:
+            _check_bytes("hashes", digest, size=COMMITMENT_SIZE)
+
+    def _wire(self) -> bytes:
+        pack = _U32.pack
+        return b"".join(
+            [
+                pack(self.count),
+                pack(len(self.items)),
+                *itertools.starmap(_BRACKET.pack, self.items),
+                pack(len(self.hashes)),
+                *self.hashes,
+            ]
+        )
+
+    @classmethod
+    def _parse(cls, reader: _Reader) -> IdentityProof:
+        count = reader.u32()
+        if count == 0:
+            raise MessageFormatError("an identity tree without leaves")
+        items = []
+        previous = -1
+        for _ in range(reader.count(8 + PUBLIC_KEY_SIZE)):
+            index = reader.u32()
+            if index >= count or index <= previous:
+                raise MessageFormatError("identity leaves out of the tree or out of order")
+            previous = index
+            items.append((index, reader.client_id(), reader.take(PUBLIC_KEY_SIZE)))
+        if not items:
+            raise MessageFormatError("an empty identity section must be left out")
+        hashes = tuple(reader.take(COMMITMENT_SIZE) for _ in range(reader.count(COMMITMENT_SIZE)))
+        return _unchecked(cls, {"count": count, "items": tuple(items), "hashes": hashes})
+
+
+@dataclasses.dataclass(frozen=True)
 class Roster(Message):
     """End of stage ADVERTISE_KEYS, server to every client: who advertised keys.
 
@@ -343,7 +415,9 @@ class Roster(Message):
     position u32 | b u32 | b x (index u32 | client_id u32 | hash 32) | h u32 |
     h x hash 32``; bit 2: ``count x graph_commitment 32``, one per entry;
     bit 3, with bit 1 only, the proof's committee: ``c u32 | c x (index u32 |
-    client_id u32 | hash 32 | value 32 | signature 64)``), in that order.
+    client_id u32 | hash 32 | value 32 | signature 64)``; bit 4, active mode,
+    the :class:`IdentityProof`: ``leaves u32 | m u32 | m x (index u32 |
+    client_id u32 | public_key 32) | h u32 | h x hash 32``), in that order.
 
     Attributes:
         entries: One :class:`RosterEntry` per client that advertised keys,
@@ -354,15 +428,20 @@ class Roster(Message):
             entries to the roster's Merkle root, from which the recipient
             computes the graph seed; ``None`` when ``entries`` is the whole
             roster.
+        identities: Active mode: the :class:`IdentityProof` of the keys the
+            recipient checks signatures with; ``None`` in semi-honest mode.
     """
 
     MESSAGE_TYPE: ClassVar[MessageType] = MessageType.ROSTER
 
     entries: tuple[RosterEntry, ...]
     proof: RosterProof | None = dataclasses.field(default=None, repr=False)
+    identities: IdentityProof | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.identities is not None and not isinstance(self.identities, IdentityProof):
+            raise ParameterTypeError("identities", "an IdentityProof or None", self.identities)
         if not isinstance(self.entries, tuple) or not all(
             isinstance(e, RosterEntry) for e in self.entries
         ):
@@ -390,6 +469,7 @@ class Roster(Message):
         committed = bool(self.entries) and self.entries[0].graph_commitment is not None
         revealed = self.proof is not None and bool(self.proof.committee)
         flags = signed | ((self.proof is not None) << 1) | (committed << 2) | (revealed << 3)
+        flags |= (self.identities is not None) << 4
         parts.append(bytes((flags,)))
         if signed:
             parts += [e.signature or b"" for e in self.entries]
@@ -399,6 +479,8 @@ class Roster(Message):
             parts += [e.graph_commitment or b"" for e in self.entries]
         if revealed and self.proof is not None:
             parts.append(self.proof._committee_wire())
+        if self.identities is not None:
+            parts.append(self.identities._wire())
         return tuple(parts)
 
     def _body(self) -> bytes:
@@ -431,7 +513,7 @@ class Roster(Message):
                     },
                 )
             )
-        flags = reader.flags(0b1111)
+        flags = reader.flags(0b11111)
         if flags & 1:
             if not entries:
                 raise MessageFormatError("signatures of an empty roster")
@@ -447,7 +529,8 @@ class Roster(Message):
             if proof is None:
                 raise MessageFormatError("a committee section without a roster proof")
             proof.__dict__["committee"] = RosterProof._parse_committee(reader, proof.count)
-        return cls._trusted(**header, entries=tuple(entries), proof=proof)
+        identities = IdentityProof._parse(reader) if flags & 16 else None
+        return cls._trusted(**header, entries=tuple(entries), proof=proof, identities=identities)
 
 
 # -- the committee (active SecAgg+) ---------------------------------------------------
