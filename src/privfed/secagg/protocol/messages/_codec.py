@@ -35,8 +35,10 @@ __all__ = [
 #: First four bytes of every message.
 WIRE_MAGIC: Final = b"PFSA"
 #: Wire-format version written and accepted (3: SecAgg+ roster parts carry a
-#: Merkle proof of the roster root instead of the whole member list).
-WIRE_VERSION: Final = 3
+#: Merkle proof of the roster root instead of the whole member list; 4: the
+#: values of a MaskedInput start at a multiple of 8 bytes from the message
+#: start, after zero padding).
+WIRE_VERSION: Final = 4
 #: Size of an X25519 public key.
 PUBLIC_KEY_SIZE: Final = 32
 #: Size of a self-mask commitment (SHA-256).
@@ -142,6 +144,16 @@ class _Reader:
         if n * item_size > self._end - self._pos:
             raise MessageFormatError("count exceeds the message length")
         return n
+
+    def zero_padding(self, alignment: int) -> None:
+        """Skip the zero bytes that bring the cursor to a multiple of ``alignment``.
+
+        The cursor counts from the message start; padding bytes other than
+        zero are refused, so every message keeps exactly one encoding.
+        """
+        size = -self._pos % alignment
+        if size and self.take(size) != bytes(size):
+            raise MessageFormatError("padding bytes are not zero")
 
     def increasing_ids(self) -> tuple[int, ...]:
         n = self.count(4)
