@@ -281,7 +281,7 @@ class _PackedBlobs:
     made on first use.
     """
 
-    __slots__ = ("_arrays", "_data", "_offset", "_wide", "ids", "width")
+    __slots__ = ("_arrays", "_data", "_offset", "_records", "_wide", "ids", "width")
 
     def __init__(
         self,
@@ -299,15 +299,18 @@ class _PackedBlobs:
         self._offset = offset
         self._wide = wide
         self._arrays: tuple[npt.NDArray[Any], npt.NDArray[np.uint8]] | None = None
-        if records is not None:
-            self._arrays = (records, records.view(_blob_dtype(wide, width))["blob"])
+        # Records given (routed by the server): the blob view is made on first use.
+        self._records = records
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def _views(self) -> tuple[npt.NDArray[Any], npt.NDArray[np.uint8]]:
         if self._arrays is None:
-            if not self.ids:
+            if self._records is not None:
+                records = self._records
+                self._arrays = (records, records.view(_blob_dtype(self._wide, self.width))["blob"])
+            elif not self.ids:
                 empty = np.empty(0, dtype=np.dtype((np.void, 8)))
                 self._arrays = (empty, np.empty((0, self.width), dtype=np.uint8))
             else:
