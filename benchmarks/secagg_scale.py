@@ -23,6 +23,10 @@ else):
   X25519 agreement per such pair, and adding the survivors' vectors (the
   input sums, ``np.add`` mod 2**64).
 
+The collector pauses that begin inside the server's timed work are reported
+beside its seconds (``server_gc_seconds``, part of them): in process, every
+full collection also walks the clients' objects.
+
 Beside the floors (context, not part of them): the Ed25519 signing and
 verifying that active mode adds, timed on this machine for the counts made.
 
@@ -151,6 +155,58 @@ class ServerProbe:
             start = time.perf_counter()
             self.held[stage] = deep_size(self.server)
             self.seconds += time.perf_counter() - start
+
+
+class ServerGC:
+    """Collector pauses inside the server's timed regions (benchmark only; reported, not removed).
+
+    The round runs in one process, so every full collection also walks the N
+    in-process clients' objects; a pause counts here when it starts while the
+    runner times server work (receiving a message or closing a stage).  The
+    server's seconds still include these pauses: this says how much of them
+    is the collector's.
+    """
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.collections = [0, 0, 0]
+        self._inside = False
+        self._start: float | None = None
+        self._originals = (runner._Round._server_receive, runner._Round.server_close)
+
+    def __enter__(self) -> ServerGC:
+        receive, close = self._originals
+
+        def timed_receive(round_: Any, *args: Any, **kwargs: Any) -> Any:
+            self._inside = True
+            try:
+                return receive(round_, *args, **kwargs)
+            finally:
+                self._inside = False
+
+        def timed_close(round_: Any, *args: Any, **kwargs: Any) -> Any:
+            self._inside = True
+            try:
+                return close(round_, *args, **kwargs)
+            finally:
+                self._inside = False
+
+        runner._Round._server_receive = timed_receive  # type: ignore[method-assign]
+        runner._Round.server_close = timed_close  # type: ignore[method-assign]
+        gc.callbacks.append(self._pause)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        gc.callbacks.remove(self._pause)
+        runner._Round._server_receive, runner._Round.server_close = self._originals  # type: ignore[method-assign]
+
+    def _pause(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter() if self._inside else None
+        elif self._start is not None:
+            self.seconds += time.perf_counter() - self._start
+            self.collections[info["generation"]] += 1
+            self._start = None
 
 
 class Log:
@@ -331,7 +387,7 @@ def run_child(n: int, length: int, seed: int, sample: int) -> dict[str, Any]:
     dropped = sorted(rng.choice(n, size=n // 20, replace=False).tolist())
     rss_before = rss_mib()
     start = time.perf_counter()
-    with ServerProbe() as probe:
+    with ServerProbe() as probe, ServerGC() as server_gc:
         report = run_protocol(
             inputs,
             threshold=t,
@@ -388,6 +444,9 @@ def run_child(n: int, length: int, seed: int, sample: int) -> dict[str, Any]:
         "server_seconds_per_stage": {s.name: v for s, v in report.server_seconds.items()},
         "server_floor": sfloor,
         "server_over_floor": server_s / sfloor["total"],
+        # Part of server_seconds: collector pauses begun in the server's timed work.
+        "server_gc_seconds": server_gc.seconds,
+        "server_gc_collections": server_gc.collections,
         "client_bytes_up": up,
         "client_bytes_down": down,
         "client_bytes_up_total": sum(up.values()),

@@ -330,6 +330,44 @@ def test_masked_input_wire_width_follows_ring_bits() -> None:
     assert sizes == {8: base + 10, 16: base + 20, 32: base + 40, 33: base + 80, 64: base + 80}
 
 
+@pytest.mark.parametrize("sid_length", [16, 17, 20, 23, 32, 63, 64])
+@pytest.mark.parametrize("bits", [8, 20, 33, 64])
+def test_masked_values_start_on_an_8_byte_boundary(sid_length: int, bits: int) -> None:
+    # Wire version 4: zero padding puts the values at a multiple of 8 from the start.
+    values = np.arange(5, dtype=np.uint64)
+    message = MaskedInput(
+        session_id=bytes(sid_length), round_index=7, sender=1, ring_bits=bits, values=values
+    )
+    data = message.to_bytes()
+    width = {8: 1, 20: 4, 33: 8, 64: 8}[bits]
+    start = len(data) - 5 * width
+    assert start % 8 == 0
+    fixed = 7 + sid_length + 4 + 9  # header, then sender, ring_bits and length
+    assert 0 <= start - fixed < 8
+    assert data[fixed:start] == bytes(start - fixed)
+    parsed = MaskedInput.from_bytes(data)
+    assert parsed == message
+    if bits == 64 and np.frombuffer(data, dtype=np.uint8).ctypes.data % 8 == 0:
+        assert parsed.values.flags.aligned  # read in place, aligned
+
+
+def test_masked_input_padding_must_be_zero() -> None:
+    values = np.arange(3, dtype=np.uint64)
+    data = MaskedInput(**HEADER, sender=1, ring_bits=64, values=values).to_bytes()
+    fixed = 7 + len(SID) + 4 + 9
+    start = len(data) - 3 * 8
+    assert start > fixed  # a 32-byte session id leaves 4 padding bytes
+    for position in range(fixed, start):
+        bad = bytearray(data)
+        bad[position] = 1
+        with pytest.raises(MessageFormatError, match="padding bytes are not zero"):
+            decode_message(bytes(bad))
+    # The version 3 layout (no padding) does not parse as version 4.
+    unpadded = data[:fixed] + data[start:]
+    with pytest.raises(MessageFormatError):
+        decode_message(unpadded)
+
+
 def test_masked_input_is_read_only_copy() -> None:
     values = np.arange(4, dtype=np.uint64)
     message = MaskedInput(**HEADER, sender=1, ring_bits=64, values=values)

@@ -93,9 +93,13 @@ def _play(
     }
     for cid, routed in routed_fast.items():
         # Routed packed (fast) and item by item (slow); each reads as the other.
-        assert routed._packed_shares() is not None
+        packed = routed._packed_shares()
+        assert packed is not None
         assert routed_slow[cid]._packed_shares() is None
         assert routed == routed_slow[cid]
+        # The routed records sit in one buffer the server made read-only.
+        assert not packed.records.flags.writeable and not packed.blobs.flags.writeable
+        assert routed._body() == routed_slow[cid]._body()
         if cid not in drop:
             both(clients[cid].masked_input(routed), cid)
     requests = fast.unmask_requests()

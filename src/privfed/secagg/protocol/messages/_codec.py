@@ -35,8 +35,10 @@ __all__ = [
 #: First four bytes of every message.
 WIRE_MAGIC: Final = b"PFSA"
 #: Wire-format version written and accepted (3: SecAgg+ roster parts carry a
-#: Merkle proof of the roster root instead of the whole member list).
-WIRE_VERSION: Final = 3
+#: Merkle proof of the roster root instead of the whole member list; 4: the
+#: values of a MaskedInput start at a multiple of 8 bytes from the message
+#: start, after zero padding).
+WIRE_VERSION: Final = 4
 #: Size of an X25519 public key.
 PUBLIC_KEY_SIZE: Final = 32
 #: Size of a self-mask commitment (SHA-256).
@@ -142,6 +144,16 @@ class _Reader:
         if n * item_size > self._end - self._pos:
             raise MessageFormatError("count exceeds the message length")
         return n
+
+    def zero_padding(self, alignment: int) -> None:
+        """Skip the zero bytes that bring the cursor to a multiple of ``alignment``.
+
+        The cursor counts from the message start; padding bytes other than
+        zero are refused, so every message keeps exactly one encoding.
+        """
+        size = -self._pos % alignment
+        if size and self.take(size) != bytes(size):
+            raise MessageFormatError("padding bytes are not zero")
 
     def increasing_ids(self) -> tuple[int, ...]:
         n = self.count(4)
@@ -269,7 +281,7 @@ class _PackedBlobs:
     made on first use.
     """
 
-    __slots__ = ("_arrays", "_data", "_offset", "_wide", "ids", "width")
+    __slots__ = ("_arrays", "_data", "_offset", "_records", "_wide", "ids", "width")
 
     def __init__(
         self,
@@ -287,15 +299,18 @@ class _PackedBlobs:
         self._offset = offset
         self._wide = wide
         self._arrays: tuple[npt.NDArray[Any], npt.NDArray[np.uint8]] | None = None
-        if records is not None:
-            self._arrays = (records, records.view(_blob_dtype(wide, width))["blob"])
+        # Records given (routed by the server): the blob view is made on first use.
+        self._records = records
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def _views(self) -> tuple[npt.NDArray[Any], npt.NDArray[np.uint8]]:
         if self._arrays is None:
-            if not self.ids:
+            if self._records is not None:
+                records = self._records
+                self._arrays = (records, records.view(_blob_dtype(self._wide, self.width))["blob"])
+            elif not self.ids:
                 empty = np.empty(0, dtype=np.dtype((np.void, 8)))
                 self._arrays = (empty, np.empty((0, self.width), dtype=np.uint8))
             else:

@@ -16,7 +16,7 @@ from privfed.secagg.protocol.messages._codec import (
     _backed_by_bytes,
     _Reader,
 )
-from privfed.secagg.protocol.messages.base import MessageType, _ClientMessage
+from privfed.secagg.protocol.messages.base import _HEAD, MessageType, _ClientMessage
 
 __all__ = ["MaskedInput"]
 
@@ -32,9 +32,11 @@ class MaskedInput(_ClientMessage):
     who lacks the self-mask seed ``b_u`` it is uniform on the ring and says
     nothing about the input ``x``.
 
-    Body: ``sender u32 | ring_bits u8 | length u32 | values``, each value
-    little-endian in the smallest of 1, 2, 4 or 8 bytes that holds
-    ``ring_bits`` bits.
+    Body: ``sender u32 | ring_bits u8 | length u32 | padding | values``, each
+    value little-endian in the smallest of 1, 2, 4 or 8 bytes that holds
+    ``ring_bits`` bits; ``padding`` is the 0 to 7 zero bytes that put the
+    values at a multiple of 8 bytes from the message start (so the server
+    adds them in place, aligned; other padding bytes are refused).
 
     Attributes:
         sender: The client's id.
@@ -102,7 +104,10 @@ class MaskedInput(_ClientMessage):
             self.values.astype(self._wire_dtype(self.ring_bits), copy=False)
         )
         fixed = _U32.pack(self.sender) + bytes((self.ring_bits,)) + _U32.pack(self.values.shape[0])
-        return (fixed, payload.data.cast("B"))
+        # Header (magic, version, type, session-id length, session id, round) and
+        # the fixed fields before the values; zero bytes up to a multiple of 8.
+        start = _HEAD.size + len(self.session_id) + 4 + len(fixed)
+        return (fixed + bytes(-start % _VALUE_ALIGNMENT), payload.data.cast("B"))
 
     @classmethod
     def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> MaskedInput:
@@ -114,6 +119,7 @@ class MaskedInput(_ClientMessage):
         n = reader.count(dtype.itemsize)
         if not 1 <= n <= MAX_VECTOR_LENGTH:
             raise ParameterError("values", f"a 1-D array of length 1 to {MAX_VECTOR_LENGTH}", (n,))
+        reader.zero_padding(_VALUE_ALIGNMENT)
         raw = reader.array(dtype, n)
         # A 64-bit little-endian payload is used in place (read-only, no copy);
         # a narrower one is widened into an array nobody else holds.
@@ -134,6 +140,9 @@ def _wire_dtype_of(ring_bits: int) -> np.dtype[Any]:
     size = next(s for s in (1, 2, 4, 8) if width <= s)
     return np.dtype(f"<u{size}")
 
+
+# The values start at a multiple of this many bytes from the message start.
+_VALUE_ALIGNMENT: Final = 8
 
 # MaskedInput's wire dtype per ring width (8 to 64 bits: the widths it accepts).
 _WIRE_DTYPES: Final = {bits: _wire_dtype_of(bits) for bits in range(8, 65)}
