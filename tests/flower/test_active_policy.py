@@ -33,6 +33,7 @@ from privfed.flower.policy import (
 )
 from privfed.secagg import (
     CommitteeRequest,
+    IdentityEnrolment,
     IdentityKey,
     IdentityRegistry,
     Roster,
@@ -243,8 +244,10 @@ def test_the_identity_key_never_reaches_context_state(
         assert key.private_bytes() not in blob
         assert key.private_bytes().hex().encode() not in blob
         assert pem not in blob and b"PRIVATE KEY" not in blob
-        # ... while the public key (in the registry the config carries) is there.
-        assert key.public_key.hex().encode() in blob
+        # ... while the registry's root (what the node's client holds in place of the
+        # registry) is there, and no key of the registry in full: the state is O(k), not O(n).
+        assert federation.registry.commitment.root.hex().encode() in blob
+        assert federation.registry.to_json().encode() not in blob
 
 
 # -- the registry by digest -------------------------------------------------------------------
@@ -272,7 +275,9 @@ def test_the_config_names_the_registry_by_digest_and_the_node_pins_it(
     assert federation.registry.digest in sent
     assert len(sent) < len(encode_config(config)) - N * 32
     got = policy.proposed_config(sent)
-    assert got == config and got.identities is policy.registry
+    # The node's client holds the registry's root (the same digest), not the registry.
+    assert got == config.for_clients() and got.identities == federation.registry.commitment
+    assert got.digest == config.digest and got.bound_session_id == config.bound_session_id
     policy.check(got, 1)  # the proposal the node runs
     # A registry of the server's own (one field changed) is refused by its digest alone ...
     other = IdentityRegistry(federation.registry.public_keys, 0)
@@ -920,3 +925,76 @@ def test_a_node_refuses_a_weaker_graph_seed_committee(federation: Federation) ->
             policy.check(dataclasses.replace(config, committee_size=floor - 1), 1)
     with pytest.raises(ProtocolAbort, match="committee_dropouts"):
         policy.check(dataclasses.replace(config, committee_dropouts=1), 1)
+
+
+# -- the registry by its root: nodes that hold only their enrolment -------------------------
+
+
+def _enrolments(federation: Federation) -> dict[int, dict[str, object]]:
+    """Each node's policy naming its own enrolment file in place of the registry."""
+    policies: dict[int, dict[str, object]] = {}
+    for cid in federation.keys:
+        path = federation.folder / f"enrolment-{cid}.json"
+        federation.registry.enrolment(cid).save(path)
+        policies[cid] = {"registry": str(path)}
+    return policies
+
+
+@pytest.mark.parametrize("graph", [{}, {"graph": "harary", "degree": 4}])
+def test_nodes_holding_only_their_enrolment_run_the_active_round(
+    federation: Federation, loopback: Any, graph: dict[str, object]
+) -> None:
+    grid = _grid(federation, loopback, _enrolments(federation))
+    for context in grid.contexts.values():
+        policy = NodePolicy.from_node_config(context.node_config)
+        assert isinstance(policy.registry, IdentityEnrolment)
+    flow = _round(federation)
+    for name, value in graph.items():
+        setattr(flow, name, value)
+    result = flow.run(grid, MAPPING)
+    assert result.config.graph.value == graph.get("graph", "complete")
+    np.testing.assert_array_equal(result.total, _expected(range(N)))
+    assert result.survivors == (1, 2, 3, 4, 5)
+    assert not result.errors and not result.refused
+
+
+def test_an_enrolment_pins_the_node_to_its_own_id_key_and_root(
+    federation: Federation, tmp_path: Path
+) -> None:
+    policies = _enrolments(federation)
+    policy = NodePolicy.from_node_config(federation.node_config(2, **policies[2]))
+    assert policy.client_id == 2 and policy.assumed_corrupted == 1
+    sent = encode_config(_active_config(federation.registry, corrupted=1), registry_by_digest=True)
+    got = policy.proposed_config(sent)
+    assert got.identities == federation.registry.commitment
+    policy.check(got, 2)
+    with pytest.raises(ProtocolAbort, match="not this node's identity"):
+        policy.check(got, 3)
+    # Another node's enrolment with this node's key: the key is not the one it enrols.
+    with pytest.raises(ParameterError, match="a key the registry enrols"):
+        NodePolicy.from_node_config(federation.node_config(2, **policies[3]))
+    # A registry of the server's own (another root) is refused by its digest alone.
+    other = IdentityRegistry(federation.registry.public_keys, 0)
+    forged = encode_config(_active_config(other, corrupted=0), registry_by_digest=True)
+    with pytest.raises(ProtocolAbort, match="identity registry is not this node's own"):
+        policy.proposed_config(forged)
+    # A tampered enrolment file (its key swapped) fails its own proof when read.
+    text = (federation.folder / "enrolment-2.json").read_text()
+    swapped = text.replace(federation.keys[2].public_key.hex(), federation.keys[3].public_key.hex())
+    (tmp_path / "swapped.json").write_text(swapped)
+    with pytest.raises(ParameterError, match="privfed-registry"):
+        NodePolicy.from_node_config(
+            federation.node_config(2, registry=str(tmp_path / "swapped.json"))
+        )
+
+
+def test_a_server_refuses_an_enrolment_as_its_registry(federation: Federation) -> None:
+    from privfed.flower.server import active_mode_fields
+
+    path = federation.folder / "enrolment-1.json"
+    federation.registry.enrolment(1).save(path)
+    with pytest.raises(ParameterError, match="secagg-registry"):
+        active_mode_fields("active", str(path), num_clients=N, corrupted=1)
+    registry_file = str(federation.folder / "registry.json")
+    fields = active_mode_fields("active", registry_file, num_clients=N, corrupted=1)
+    assert fields["identities"] == federation.registry

@@ -37,7 +37,13 @@ Identity key file: an unencrypted PKCS#8 PEM Ed25519 private key
 0600 or stricter; a file any group or other user can access is refused).
 Registry file: :class:`~privfed.secagg.IdentityRegistry`'s JSON format
 (:meth:`~privfed.secagg.IdentityRegistry.save`); the node's own client id is
-the id the registry holds for its key.
+the id the registry holds for its key.  Or, for a federation too large for
+every node to hold every key, the node's own enrolment
+(:meth:`IdentityRegistry.enrolment(client_id).save(path)
+<privfed.secagg.IdentityRegistry.enrolment>`, a few hundred bytes): the
+registry's Merkle root, the node's id and key, and the proof that the root
+enrols them.  Either way the node's client holds the registry's root only,
+and checks each peer key a roster carries against it.
 
 Threat model: the node trusts its own node config, key and registry files
 (they are its operator's); it trusts the server for relaying only.  In
@@ -65,8 +71,15 @@ from flwr.app import Context
 from privfed._atomic import fsync_dir, temporary_sibling
 from privfed._checks import check_finite_positive
 from privfed.errors import MessageFormatError, ParameterError, ParameterTypeError, ProtocolAbort
-from privfed.secagg import IdentityKey, IdentityRegistry, SecAggConfig, SecurityMode
+from privfed.secagg import (
+    IdentityEnrolment,
+    IdentityKey,
+    IdentityRegistry,
+    SecAggConfig,
+    SecurityMode,
+)
 from privfed.secagg.protocol.committee import default_committee_size, seeds_per_root
+from privfed.secagg.protocol.identity_root import ENROLMENT_FORMAT
 from privfed.secagg.protocol.state import decode_config
 from privfed.secagg.threshold import MIN_THRESHOLD, ThresholdPolicy, ThresholdRule
 
@@ -166,8 +179,14 @@ def write_identity_key(path: str | os.PathLike[str], key: IdentityKey) -> Path:
     return file
 
 
-def load_registry(path: str | os.PathLike[str], *, name: str = "registry") -> IdentityRegistry:
-    """Read the registry of identities (:class:`~privfed.secagg.IdentityRegistry` JSON).
+def load_registry(
+    path: str | os.PathLike[str], *, name: str = "registry"
+) -> IdentityRegistry | IdentityEnrolment:
+    """Read the registry of identities, or this node's enrolment in it.
+
+    The file is :class:`~privfed.secagg.IdentityRegistry` JSON, or
+    :class:`~privfed.secagg.IdentityEnrolment` JSON (told apart by its
+    ``format`` field; the enrolment's proof is checked).
 
     Raises:
         ParameterError: The file is missing or not a valid registry (the
@@ -179,10 +198,12 @@ def load_registry(path: str | os.PathLike[str], *, name: str = "registry") -> Id
     except (OSError, UnicodeDecodeError) as exc:
         raise ParameterError(name, "a readable registry file", str(file), detail=str(exc)) from None
     try:
+        if f'"format": "{ENROLMENT_FORMAT}"' in text:
+            return IdentityEnrolment.from_json(text)
         return IdentityRegistry.from_json(text)
     except (ParameterError, ParameterTypeError) as exc:
         raise ParameterError(
-            name, "a privfed identity registry file", str(file), detail=str(exc)
+            name, "a privfed identity registry or enrolment file", str(file), detail=str(exc)
         ) from None
 
 
@@ -200,7 +221,8 @@ class NodePolicy:
         corrupted: The ``n_C`` it assumes: a round must assume at least as many
             (and, with the registry's ``assumed_corrupted``, the larger).
         identity: The node's Ed25519 identity key (needed for active rounds).
-        registry: The registry of identities it checks every round against
+        registry: The registry of identities it checks every round against,
+            or this node's :class:`~privfed.secagg.IdentityEnrolment` in it
             (given together with ``identity``, which it must enrol).
         dp_max_epsilon: ``None`` (default), or the largest ε of a training run
             the node takes part in: it then trains only under distributed DP
@@ -217,7 +239,9 @@ class NodePolicy:
     min_threshold: int | None = None
     corrupted: int = 0
     identity: IdentityKey | None = dataclasses.field(default=None, repr=False)
-    registry: IdentityRegistry | None = dataclasses.field(default=None, repr=False)
+    registry: IdentityRegistry | IdentityEnrolment | None = dataclasses.field(
+        default=None, repr=False
+    )
     dp_max_epsilon: float | None = None
     _client_id: int | None = dataclasses.field(init=False, repr=False, compare=False)
 
@@ -233,8 +257,12 @@ class NodePolicy:
             object.__setattr__(self, "dp_max_epsilon", pin)
         if self.identity is not None and not isinstance(self.identity, IdentityKey):
             raise ParameterTypeError(_PREFIX + "identity-key", "an IdentityKey", self.identity)
-        if self.registry is not None and not isinstance(self.registry, IdentityRegistry):
-            raise ParameterTypeError(_PREFIX + "registry", "an IdentityRegistry", self.registry)
+        if self.registry is not None and not isinstance(
+            self.registry, (IdentityRegistry, IdentityEnrolment)
+        ):
+            raise ParameterTypeError(
+                _PREFIX + "registry", "an IdentityRegistry or IdentityEnrolment", self.registry
+            )
         if (self.identity is None) != (self.registry is None):
             missing = "registry" if self.registry is None else "identity-key"
             raise ParameterError(
@@ -247,7 +275,11 @@ class NodePolicy:
         client_id = None
         if self.identity is not None and self.registry is not None:
             own = self.identity.public_key
-            client_id = self.registry.client_id_of(own)
+            registry = self.registry
+            if isinstance(registry, IdentityEnrolment):
+                client_id = registry.client_id if registry.public_key == own else None
+            else:
+                client_id = registry.client_id_of(own)
             if client_id is None:
                 raise ParameterError(
                     _PREFIX + "identity-key",
@@ -325,8 +357,12 @@ class NodePolicy:
             ProtocolAbort: A registry digest without an identity at this node,
                 or not its registry's.
         """
+        registry = self.registry
+        pinned = registry.root if isinstance(registry, IdentityEnrolment) else registry
         try:
-            return decode_config(data, registry=self.registry)
+            # The node's client needs the registry's root only (the roster proves
+            # each key it uses), so nothing of size n goes into its stored state.
+            return decode_config(data, registry=pinned).for_clients()
         except ProtocolAbort:
             if self.identity is None or self.registry is None:
                 _refuse(_NO_IDENTITY)

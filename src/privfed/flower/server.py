@@ -389,6 +389,13 @@ def active_mode_fields(
             registry_path,
         )
     registry = load_registry(registry_path, name="secagg-registry")
+    if not isinstance(registry, IdentityRegistry):
+        raise ParameterError(
+            "secagg-registry",
+            "the integrator's full registry (a server checks every node's signatures; "
+            "an enrolment file is a node's)",
+            registry_path,
+        )
     missing = sorted(set(ClientIds(num_clients).client_ids) - set(registry.client_ids))
     if missing:
         raise ParameterError(

@@ -18,6 +18,7 @@ from privfed.secagg.protocol.committee import (
     reveal_payload,
 )
 from privfed.secagg.protocol.config import SecAggConfig
+from privfed.secagg.protocol.identity import IdentityRegistry
 from privfed.secagg.protocol.messages.roster import CommitteeRequest, CommitteeReveal
 from privfed.secagg.protocol.roster_tree import RosterTree
 
@@ -111,7 +112,9 @@ class CommitteeRound:
             value=message.value,
         )
         registry = cfg.identities
-        if registry is None or not registry.verify(sender, payload, message.signature):
+        if not isinstance(registry, IdentityRegistry) or not registry.verify(
+            sender, payload, message.signature
+        ):
             raise CommitteeRefusedError(f"client {sender}'s reveal carries no valid signature")
         self._reveals[sender] = (message.value, message.signature)
 

@@ -38,7 +38,11 @@ from privfed.secagg.protocol.committee import (
 )
 from privfed.secagg.protocol.config import SecAggConfig
 from privfed.secagg.protocol.graph import advertisement_hash, graph_seed_of_root
-from privfed.secagg.protocol.identity import IdentityRegistry, survivor_set_payload
+from privfed.secagg.protocol.identity import (
+    IdentityRegistry,
+    advertisement_payload,
+    survivor_set_payload,
+)
 from privfed.secagg.protocol.identity_root import proven_keys
 from privfed.secagg.protocol.messages._codec import _unchecked
 from privfed.secagg.protocol.messages.roster import (
@@ -46,6 +50,7 @@ from privfed.secagg.protocol.messages.roster import (
     CommitteeReveal,
     IdentityProof,
     Roster,
+    RosterEntry,
     RosterProof,
 )
 from privfed.secagg.protocol.messages.unmasking import ConsistencyRequest
@@ -69,11 +74,13 @@ __all__ = [
     "roster_graph",
     "roster_identities",
     "roster_parts",
+    "roster_tree",
     "signed_reveal",
     "survivor_payload",
     "survivor_root",
     "survivor_root_payload",
     "survivor_tree",
+    "unsigned_entry",
 ]
 
 
@@ -117,6 +124,46 @@ def roster_identities(
     if keys.get(client_id) != public_key:
         raise RosterRefusedError("the identity root does not enrol this client's key under its id")
     return keys
+
+
+def roster_tree(session: bytes, entries: Sequence[RosterEntry]) -> RosterTree:
+    """The server's Merkle tree over the roster's entries (SecAgg+), sorted by id."""
+    return RosterTree(
+        session,
+        [
+            (
+                e.client_id,
+                entry_digest(
+                    session,
+                    e.client_id,
+                    e.encryption_public_key,
+                    e.mask_public_key,
+                    e.graph_commitment,
+                ),
+            )
+            for e in entries
+        ],
+    )
+
+
+def unsigned_entry(
+    config: SecAggConfig, client_id: int, roster: Roster, verify: Verifier
+) -> int | None:
+    """Active mode: the first entry (other than ``client_id``'s own) whose advertised keys
+    carry no valid signature, or ``None`` when every one is signed."""
+    for e in roster.entries:
+        if e.client_id == client_id:
+            continue
+        payload = advertisement_payload(
+            session=config.bound_session_id,
+            config_digest=config.digest,
+            client_id=e.client_id,
+            encryption_public_key=e.encryption_public_key,
+            mask_public_key=e.mask_public_key,
+        )
+        if e.signature is None or not verify(e.client_id, payload, e.signature):
+            return e.client_id
+    return None
 
 
 def entry_digest(

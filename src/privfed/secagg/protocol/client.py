@@ -60,6 +60,7 @@ from privfed.secagg.protocol._roster_check import (
     signed_reveal,
     survivor_payload,
     survivor_root,
+    unsigned_entry,
 )
 from privfed.secagg.protocol._vectors import check_ring_vector, client_input
 from privfed.secagg.protocol.commitment import (
@@ -151,7 +152,7 @@ class SecAggClient(Party):
     neighbourhood.  In semi-honest mode it relies on the server to relay
     public keys faithfully (without signatures a malicious server could
     substitute them -- see SECURITY.md).  In active mode it verifies every
-    peer's signed round keys against the config's identity registry before it
+    peer's signed round keys with identity keys proven against the registry's root before it
     shares anything, signs the survivor set once, and unmasks only after
     verifying ``threshold`` signatures of its neighbourhood on that very set;
     any failure aborts the round with nothing revealed.
@@ -167,9 +168,8 @@ class SecAggClient(Party):
             keeps the input out of memory until it is needed.  A copy is kept
             until the masked input is produced, then dropped.
         identity: Active mode: this client's long-term
-            :class:`~privfed.secagg.IdentityKey`, whose public key must be the
-            one the config's registry holds for ``client_id``.  ``None`` in
-            semi-honest mode.
+            :class:`~privfed.secagg.IdentityKey`, the one the config's registry
+            (or the roster's proof against its root) enrols for ``client_id``.
         noise_seeds: Exactly ``config.noise_layers`` secret seeds of 32
             bytes (layer 1 first) from which the DP layer derives this
             client's noise layers; each is Shamir-shared like the self-mask
@@ -360,12 +360,6 @@ class SecAggClient(Party):
         if message.session_id != cfg.bound_session_id or message.round_index != cfg.round_index:
             raise self._abort("message belongs to another session, round or configuration", stage)
 
-    def _identity_public_key(self) -> bytes:
-        identity = self._identity
-        if identity is None:  # pragma: no cover -- active mode guarantees a key
-            raise TypeError("no identity key")
-        return identity.public_key
-
     def _sign(self, payload: bytes) -> bytes:
         identity = self._identity
         if identity is None:  # pragma: no cover -- active mode guarantees a key
@@ -519,11 +513,10 @@ class SecAggClient(Party):
         stage = Stage.SHARE_KEYS
         self._require(_Phase.REVEAL if self._phase is _Phase.REVEAL else _Phase.SHARE, stage)
         self._check_context(roster, stage)
-        if self._config.active:
+        if self._config.active and self._identity is not None:  # active: always a key
             try:
-                self._identity_keys = roster_identities(
-                    self._config, self._id, self._identity_public_key(), roster
-                )
+                own = self._identity.public_key
+                self._identity_keys = roster_identities(self._config, self._id, own, roster)
             except RosterRefusedError as exc:
                 raise self._abort(str(exc), stage) from None
         entries = self._roster_entries(roster, stage)
@@ -562,21 +555,11 @@ class SecAggClient(Party):
         if len(set(all_keys)) != len(all_keys):
             raise self._abort("the roster repeats a public key", stage)
         if cfg.active:
-            for e in roster.entries:
-                if e.client_id == self._id:
-                    continue
-                payload = advertisement_payload(
-                    session=cfg.bound_session_id,
-                    config_digest=cfg.digest,
-                    client_id=e.client_id,
-                    encryption_public_key=e.encryption_public_key,
-                    mask_public_key=e.mask_public_key,
+            unsigned = unsigned_entry(cfg, self._id, roster, self._verify)
+            if unsigned is not None:
+                raise self._abort(
+                    f"the advertised keys of client {unsigned} carry no valid signature", stage
                 )
-                if not self._verify(e.client_id, payload, e.signature):
-                    raise self._abort(
-                        f"the advertised keys of client {e.client_id} carry no valid signature",
-                        stage,
-                    )
         return entries
 
     def _fix_graph(

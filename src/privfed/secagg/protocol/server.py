@@ -66,11 +66,11 @@ from privfed.secagg.protocol._committee_round import CommitteeRefusedError, Comm
 from privfed.secagg.protocol._party import Party, refusal
 from privfed.secagg.protocol._roster_check import (
     PROOF_BATCH,
-    entry_digest,
     identity_proofs,
     neighbourhood_proofs,
     pick,
     roster_parts,
+    roster_tree,
     survivor_payload,
     survivor_tree,
 )
@@ -412,7 +412,7 @@ class SecAggServer(Party):
                 stage,
             )
         if cfg.active:
-            registry = cfg.identities
+            registry = self._registry()
             payload = advertisement_payload(
                 session=cfg.bound_session_id,
                 config_digest=cfg.digest,
@@ -527,7 +527,7 @@ class SecAggServer(Party):
         stage = self._admit(message, _Phase.CONSIST, self._masked, self._signatures)
         sender = message.sender
         cfg = self._config
-        registry = cfg.identities
+        registry = self._registry()
         payload = self._survivor_payload or survivor_payload(
             session=self._round_session,
             config_digest=cfg.digest,
@@ -686,22 +686,7 @@ class SecAggServer(Party):
         )
         if cfg.graph is not GraphMode.HARARY:
             return None
-        tree = RosterTree(
-            session,
-            [
-                (
-                    e.client_id,
-                    entry_digest(
-                        session,
-                        e.client_id,
-                        e.encryption_public_key,
-                        e.mask_public_key,
-                        e.graph_commitment,
-                    ),
-                )
-                for e in entries
-            ],
-        )
+        tree = roster_tree(session, entries)
         self._tree = tree
         self._leaf_of = {e.client_id: i for i, e in enumerate(entries)}
         if not cfg.committee:

@@ -6,10 +6,11 @@ Every message is a frozen, validated value with :meth:`Message.to_bytes` and
 Wire format (all integers big-endian unless stated otherwise)::
 
     magic     4 bytes   b"PFSA"
-    version   1 byte    WIRE_VERSION (3; version 2 added the optional sections
+    version   1 byte    WIRE_VERSION (4; version 2 added the optional sections
                         of the active mode and the noise layers, version 3
                         the SecAgg+ Merkle proofs of the roster and of the
-                        survivor set)
+                        survivor set, version 4 the masked values on an
+                        8-byte boundary and the roster's identity proof)
     type      1 byte    MessageType
     sid_len   1 byte    16..64
     session   sid_len bytes
