@@ -515,8 +515,8 @@ class SecAggClient(Party):
         self._check_context(roster, stage)
         if self._config.active and self._identity is not None:  # active: always a key
             try:
-                own = self._identity.public_key
-                self._identity_keys = roster_identities(self._config, self._id, own, roster)
+                mine = self._identity.public_key
+                self._identity_keys = roster_identities(self._config, self._id, mine, roster)
             except RosterRefusedError as exc:
                 raise self._abort(str(exc), stage) from None
         entries = self._roster_entries(roster, stage)
