@@ -64,7 +64,7 @@ from typing import Any
 
 import numpy as np
 
-from privfed.secagg import RunReport, Stage, run_protocol, runner
+from privfed.secagg import IdentityRegistry, RunReport, Stage, run_protocol, runner
 from privfed.secagg.parameters import find_secagg_plus_parameters
 from privfed.secagg.primitives import aead, keys, prg, shamir
 from privfed.secagg.protocol._plaintext import _SIZE as SHARE_PLAINTEXT_SIZE
@@ -366,6 +366,31 @@ def add_context(row: dict[str, Any]) -> None:
 # -- one N (child process) -------------------------------------------------------------
 
 
+def _identity_sizes(report: RunReport, sample: int) -> dict[str, float]:
+    """What an active client pins and downloads for its peers' identity keys.
+
+    The registry file (what a node held before the identity root), the root
+    and an enrolment file (what it may hold now), and the identity section of
+    a roster part (keys of the part's entries and of the committee, with
+    their multiproof), as a mean over ``sample`` clients.
+    """
+    registry = report.config.identities
+    if not isinstance(registry, IdentityRegistry) or report.graph_seed is None:
+        return {}
+    committee = sorted(report.committee)
+    ids = list(registry.public_keys)[:: max(1, len(registry.public_keys) // sample)][:sample]
+    sets = [
+        sorted(report.config.neighbours(c, report.graph_seed) | {c} | set(committee)) for c in ids
+    ]
+    sections = [12 + 40 * len(items) + 32 * len(h) for items, h in registry.key_proofs(sets)]
+    return {
+        "registry_file_bytes": len(registry.to_json()),
+        "root_file_bytes": len(registry.commitment.to_json()),
+        "enrolment_file_bytes": float(np.mean([len(registry.enrolment(c).to_json()) for c in ids])),
+        "roster_identity_section_bytes": float(np.mean(sections)),
+    }
+
+
 def _bytes_down(report: RunReport) -> dict[str, float]:
     """Mean bytes the server sent each recipient, per stage that published."""
     ran = {stage: sum(1 for c in report.clients if stage in c.seconds) for stage in Stage}
@@ -457,6 +482,7 @@ def run_child(n: int, length: int, seed: int, sample: int) -> dict[str, Any]:
         "server_held_bytes_max": max(probe.held.values(), default=0),
         "server_weighing_seconds": probe_seconds,
         "rss_before_round_mib": rss_before,
+        "identity": _identity_sizes(report, sample),
     }
 
 

@@ -322,6 +322,7 @@ INTERNAL: dict[str, frozenset[str]] = {
         (
             "ENROLMENT_FORMAT",
             "ROOT_FORMAT",
+            "identity_document",
             "identity_tree",
             "key_digest",
             "proven_keys",

@@ -14,7 +14,7 @@ import random
 
 import numpy as np
 import pytest
-from secagg_helpers import deliver, reveal_committee
+from secagg_helpers import active_harary_parties, deliver, reveal_committee
 
 from privfed.errors import ParameterError, ParameterTypeError, ProtocolAbort
 from privfed.secagg import (
@@ -170,25 +170,12 @@ def test_a_round_of_clients_holding_the_root_gives_the_exact_sum(graph: dict) ->
 
 
 def _active_harary(n: int = 24, degree: int = 6, t: int = 4):
-    ids = tuple(range(1, n + 1))
-    keys = {c: IdentityKey.generate() for c in ids}
-    registry = IdentityRegistry.of(keys)
-    cfg = SecAggConfig(
-        client_ids=ids,
-        threshold=t,
-        vector_length=L,
-        graph="harary",
-        degree=degree,
-        mode="active",
-        identities=registry,
-    )
+    cfg, keys, _, inputs = active_harary_parties(n, degree, t, 0, L, seed=0)
+    registry = cfg.identities
+    assert isinstance(registry, IdentityRegistry)
     own = cfg.for_clients()
     assert isinstance(own.identities, IdentityRoot) and own.digest == cfg.digest
-    rng = np.random.default_rng(0)
-    clients = {
-        c: SecAggClient(own, c, rng.integers(0, 2**32, L, dtype=np.uint64), identity=keys[c])
-        for c in ids
-    }
+    clients = {c: SecAggClient(own, c, inputs[c], identity=keys[c]) for c in keys}
     server = SecAggServer(cfg)
     for c in clients.values():
         deliver(server, c.advertise_keys())

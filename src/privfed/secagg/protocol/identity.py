@@ -66,6 +66,7 @@ from privfed.errors import ParameterError, ParameterTypeError
 from privfed.secagg.protocol.identity_root import (
     IdentityEnrolment,
     IdentityRoot,
+    identity_document,
     identity_tree,
 )
 from privfed.secagg.protocol.roster_tree import RosterTree
@@ -394,21 +395,8 @@ class IdentityRegistry:
 
     @classmethod
     def _parse(cls, text: str) -> IdentityRegistry:
-        try:
-            document: Any = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ParameterError("text", "a JSON document", f"invalid JSON ({exc.msg})") from None
-        if not isinstance(document, dict):
-            raise ParameterTypeError("text", "a JSON object", document)
-        expected = {"format", "version", "algorithm", "encoding", "assumed_corrupted", "clients"}
-        if set(document) != expected:
-            raise ParameterError("text", f"exactly the fields {sorted(expected)}", sorted(document))
-        if document["format"] != REGISTRY_FORMAT:
-            raise ParameterError("format", repr(REGISTRY_FORMAT), document["format"])
-        if document["version"] != REGISTRY_VERSION or isinstance(document["version"], bool):
-            raise ParameterError("version", str(REGISTRY_VERSION), document["version"])
-        if document["algorithm"] != "ed25519":
-            raise ParameterError("algorithm", "'ed25519'", document["algorithm"])
+        fields = {"encoding", "assumed_corrupted", "clients"}
+        document = identity_document(text, REGISTRY_FORMAT, REGISTRY_VERSION, fields)
         encoding = document["encoding"]
         if encoding not in ("hex", "base64"):
             raise ParameterError("encoding", "'hex' or 'base64'", encoding)

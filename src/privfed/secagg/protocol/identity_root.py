@@ -33,7 +33,7 @@ import hmac
 import itertools
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from pathlib import Path
 from typing import Any, Final
 
@@ -47,6 +47,7 @@ __all__ = [
     "ROOT_FORMAT",
     "IdentityEnrolment",
     "IdentityRoot",
+    "identity_document",
     "identity_tree",
     "key_digest",
     "proven_keys",
@@ -63,6 +64,7 @@ _HASH_SIZE: Final = 32
 _TREE_LABEL: Final = b"privfed/secagg/identity-tree/v1"
 _KEY_DOMAIN: Final = b"privfed/secagg/identity-key/v1"
 _DIGEST_DOMAIN: Final = b"privfed/secagg/identity-registry/v2"
+_ROOT_FIELDS: Final = frozenset({"assumed_corrupted", "count", "root"})
 
 
 def key_digest(public_key: bytes) -> bytes:
@@ -112,8 +114,9 @@ def proven_keys(
     return {cid: key for _, cid, key in items}
 
 
-def _document(text: object, fmt: str, fields: set[str]) -> dict[str, Any]:
-    """The JSON object of a root or enrolment file, its header checked."""
+def identity_document(text: object, fmt: str, version: int, fields: Set[str]) -> dict[str, Any]:
+    """The JSON object of an identity file (registry, root, enrolment), its header checked:
+    exactly ``format``, ``version``, ``algorithm`` and ``fields``, of this format and version."""
     if not isinstance(text, str):
         raise ParameterTypeError("text", "a JSON string", text)
     try:
@@ -122,13 +125,13 @@ def _document(text: object, fmt: str, fields: set[str]) -> dict[str, Any]:
         raise ParameterError("text", "a JSON document", f"invalid JSON ({exc.msg})") from None
     if not isinstance(document, dict):
         raise ParameterTypeError("text", "a JSON object", document)
-    expected = {"format", "version", "algorithm", "assumed_corrupted", "count", "root", *fields}
+    expected = {"format", "version", "algorithm", *fields}
     if set(document) != expected:
         raise ParameterError("text", f"exactly the fields {sorted(expected)}", sorted(document))
     if document["format"] != fmt:
         raise ParameterError("format", repr(fmt), document["format"])
-    if document["version"] != _FILE_VERSION or isinstance(document["version"], bool):
-        raise ParameterError("version", str(_FILE_VERSION), document["version"])
+    if document["version"] != version or isinstance(document["version"], bool):
+        raise ParameterError("version", str(version), document["version"])
     if document["algorithm"] != "ed25519":
         raise ParameterError("algorithm", "'ed25519'", document["algorithm"])
     return document
@@ -217,7 +220,7 @@ class IdentityRoot:
             ParameterError: Another format or version, a missing or unknown
                 field, or a malformed value.
         """
-        return cls._of(_document(text, ROOT_FORMAT, set()))
+        return cls._of(identity_document(text, ROOT_FORMAT, _FILE_VERSION, _ROOT_FIELDS))
 
     @classmethod
     def _of(cls, document: Mapping[str, Any]) -> IdentityRoot:
@@ -322,8 +325,8 @@ class IdentityEnrolment:
             ParameterError: Another format or version, a missing or unknown
                 field, a malformed value, or a proof that does not hold.
         """
-        fields = {"client_id", "public_key", "position", "proof"}
-        document = _document(text, ENROLMENT_FORMAT, fields)
+        fields = {*_ROOT_FIELDS, "client_id", "public_key", "position", "proof"}
+        document = identity_document(text, ENROLMENT_FORMAT, _FILE_VERSION, fields)
         proof = document["proof"]
         if not isinstance(proof, list):
             raise ParameterTypeError("proof", "a JSON list of hex hashes", proof)
