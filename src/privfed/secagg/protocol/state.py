@@ -494,9 +494,8 @@ def decode_config(
             against the client's own is the caller's policy.
 
     Raises:
-        ParameterTypeError: ``data`` is not bytes, or ``registry`` is not an
-            :class:`~privfed.secagg.IdentityRegistry`, an
-            :class:`~privfed.secagg.IdentityRoot` or ``None``.
+        ParameterTypeError: ``data`` is not bytes, or ``registry`` is not a
+            registry, a root or ``None``.
         MessageFormatError: Not a config of this format version, or invalid.
         ProtocolAbort: The config names its registry by a digest that is not
             ``registry``'s, or ``registry`` is ``None``.
@@ -504,9 +503,7 @@ def decode_config(
     if not isinstance(data, bytes):
         raise ParameterTypeError("data", "bytes", data)
     if registry is not None and not isinstance(registry, (IdentityRegistry, IdentityRoot)):
-        raise ParameterTypeError(
-            "registry", "an IdentityRegistry, its IdentityRoot or None", registry
-        )
+        raise ParameterTypeError("registry", "an IdentityRegistry, IdentityRoot or None", registry)
     with _config_cache_lock:
         hit = _configs_by_digest_form.get(data)
     known = None if hit is None or hit.identities is None else hit.identities.digest
@@ -657,10 +654,8 @@ def restore_client_state(
     if not isinstance(config, SecAggConfig) or client_id not in config.client_ids:
         raise MessageFormatError("client state's id is not one of its config's clients")
     proven = getattr(client, "_identity_keys", None)
-    proven_key = proven.get(client_id) if isinstance(proven, dict) else None
-    object.__setattr__(
-        client, "_identity", _restored_identity(config, client_id, identity, proven_key)
-    )
+    proven = proven.get(client_id) if isinstance(proven, dict) else None
+    object.__setattr__(client, "_identity", _restored_identity(config, client_id, identity, proven))
     latest = journal.latest_step(config.session_id, config.round_index, client_id)
     if latest is None and step > 0:
         # Every answer is journaled before the state after it is stored, so a state that

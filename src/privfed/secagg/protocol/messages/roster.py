@@ -333,6 +333,14 @@ class RosterProof:
         )
 
 
+def _check_hashes(hashes: object, domain: str) -> None:
+    """A proof's sibling hashes: a tuple (``domain`` says so in the error) of 32-byte hashes."""
+    if not isinstance(hashes, tuple):
+        raise ParameterTypeError("hashes", domain, hashes)
+    for digest in hashes:
+        _check_bytes("hashes", digest, size=COMMITMENT_SIZE)
+
+
 @dataclasses.dataclass(frozen=True)
 class IdentityProof:
     """Active mode: the identity keys a roster part's signers enrolled, and their proof.
@@ -368,10 +376,7 @@ class IdentityProof:
             _check_bytes("items", key, size=PUBLIC_KEY_SIZE)
         if any(b[0] <= a[0] for a, b in itertools.pairwise(self.items)):
             raise ParameterError("items", "indices strictly increasing", [i[0] for i in self.items])
-        if not isinstance(self.hashes, tuple):
-            raise ParameterTypeError("hashes", "a tuple", self.hashes)
-        for digest in self.hashes:
-            _check_bytes("hashes", digest, size=COMMITMENT_SIZE)
+        _check_hashes(self.hashes, "a tuple")
 
     def _wire(self) -> bytes:
         pack = _U32.pack
@@ -562,10 +567,7 @@ class CommitteeRequest(Message):
         super().__post_init__()
         check_int("count", self.count, minimum=1, maximum=_MAX_U32)
         check_int("position", self.position, minimum=0, maximum=self.count - 1)
-        if not isinstance(self.hashes, tuple):
-            raise ParameterTypeError("hashes", "a tuple of bytes", self.hashes)
-        for digest in self.hashes:
-            _check_bytes("hashes", digest, size=COMMITMENT_SIZE)
+        _check_hashes(self.hashes, "a tuple of bytes")
 
     def _body(self) -> bytes:
         pack = _U32.pack
