@@ -174,6 +174,15 @@ def secagg_scale(results: Results) -> Row:
             )
         if r.has("server_held_bytes_max"):
             held = f", the server holding at most {sig(r.num('server_held_bytes_max') / 2**20)} MiB"
+        if r.has("identity") and r["identity"].has("enrolment_file_bytes"):
+            ids = r["identity"]
+            held += (
+                f"; a client pins its {count(round(ids.num('enrolment_file_bytes')))} B "
+                f"enrolment, not the {count(round(ids.num('registry_file_bytes')))} B registry, "
+                f"and its roster part carries "
+                f"{count(round(ids.num('roster_identity_section_bytes')))} B of proven identity "
+                "keys"
+            )
         return (
             f"N = {count(r.num('clients'))} (k = {r.integer('degree')}, t = "
             f"{r.integer('threshold')}{extra}): "
