@@ -12,6 +12,7 @@ survivor set or signatures is refused.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -980,6 +981,9 @@ def test_an_enrolment_pins_the_node_to_its_own_id_key_and_root(
         policy.proposed_config(forged)
     # A tampered enrolment file (its key swapped) fails its own proof when read.
     text = (federation.folder / "enrolment-2.json").read_text()
+    # Told apart from a registry by its format field, however the JSON is laid out.
+    (tmp_path / "compact.json").write_text(json.dumps(json.loads(text), separators=(",", ":")))
+    assert load_registry(tmp_path / "compact.json") == federation.registry.enrolment(2)
     swapped = text.replace(federation.keys[2].public_key.hex(), federation.keys[3].public_key.hex())
     (tmp_path / "swapped.json").write_text(swapped)
     with pytest.raises(ParameterError, match="privfed-registry"):

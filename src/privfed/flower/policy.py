@@ -57,6 +57,7 @@ client; it is never written into ``Context.state``.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import stat
 import tomllib
@@ -198,13 +199,22 @@ def load_registry(
     except (OSError, UnicodeDecodeError) as exc:
         raise ParameterError(name, "a readable registry file", str(file), detail=str(exc)) from None
     try:
-        if f'"format": "{ENROLMENT_FORMAT}"' in text:
+        if _format_of(text) == ENROLMENT_FORMAT:
             return IdentityEnrolment.from_json(text)
         return IdentityRegistry.from_json(text)
     except (ParameterError, ParameterTypeError) as exc:
         raise ParameterError(
             name, "a privfed identity registry or enrolment file", str(file), detail=str(exc)
         ) from None
+
+
+def _format_of(text: str) -> object:
+    """The ``format`` field of a JSON object's text (``None`` if there is none to read)."""
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return document.get("format") if isinstance(document, dict) else None
 
 
 @dataclasses.dataclass(frozen=True)
