@@ -300,3 +300,30 @@ def test_the_identity_proof_of_an_honest_part_holds_only_enrolled_keys() -> None
             i: r.registry.public_keys[i] for i in client._identity_keys
         }
         assert cid in client._identity_keys
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=pytest.fail.Exception,  # DID NOT RAISE
+    reason="vulnerability: decode_config's by-digest cache keys on the registry digest, which "
+    "a registry and its root share: once a root-holding party decoded the bytes, a party "
+    "holding the full registry gets the root's config back and no longer refuses client ids "
+    "the registry does not enrol (state.py decode_config, the _configs_by_digest_form hit)",
+)
+def test_a_registry_holder_refuses_unenrolled_ids_whatever_was_decoded_before() -> None:
+    keys = {c: IdentityKey.generate() for c in range(1, 11)}
+    registry = IdentityRegistry.of(keys)
+    ghosts = (1, 2, 3, 4, 5, 101, 102, 103, 104, 105)  # 101.. are not enrolled
+    proposed = SecAggConfig(
+        client_ids=ghosts,
+        threshold=6,
+        vector_length=1,
+        mode="active",
+        identities=registry.commitment,  # a root holds as many leaves: it cannot tell
+    )
+    data = state_codec.encode_config(proposed, registry_by_digest=True)
+    # A root-holding node (an enrolment) cannot check the ids, and takes the config.
+    assert state_codec.decode_config(data, registry=registry.commitment).client_ids == ghosts
+    # The full registry can, and must, whatever was decoded before.
+    with pytest.raises((MessageFormatError, ParameterError)):
+        state_codec.decode_config(data, registry=registry)
