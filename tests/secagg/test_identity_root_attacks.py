@@ -8,8 +8,9 @@ graph-seed committee member's key out, forwards survivor-set signatures
 under the wrong signer, or meets a client restored under another key.  Each
 attack must end in a :class:`~privfed.errors.ProtocolAbort` (or a
 :class:`~privfed.errors.MessageFormatError` for bytes that do not parse) with
-the client's shares wiped; the tests marked ``xfail`` document what a review
-found still open.
+the client's shares wiped.  Identity JSON that Python's parser cannot hold
+(too deep, a number past the digit limit) is a typed error, and a config
+decoded against a root never stands in for one decoded against the registry.
 """
 
 from __future__ import annotations
@@ -246,26 +247,12 @@ def _config_whose_root_reads(text: bytes) -> bytes:
         state_codec._EXTENSIONS[name] = (cls, encode, decode)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RecursionError,
-    reason="vulnerability: a server-sent config whose IdentityRoot (or IdentityRegistry) "
-    "JSON nests deeply makes decode_config / NodePolicy.proposed_config raise RecursionError "
-    "instead of MessageFormatError (state._rebuild and identity_document do not catch it)",
-)
 def test_a_deeply_nested_root_in_a_proposed_config_is_a_format_error() -> None:
     data = _config_whose_root_reads(b"[" * (sys.getrecursionlimit() * 20))
     with pytest.raises(MessageFormatError):
         state_codec.decode_config(data)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=(ValueError, RecursionError),
-    reason="vulnerability: IdentityRoot/IdentityEnrolment/IdentityRegistry.from_json raise a "
-    "bare ValueError (an int of over 4,300 digits) or RecursionError (deep nesting) instead "
-    "of the documented ParameterError; identity_document catches JSONDecodeError only",
-)
 @pytest.mark.parametrize("kind", ["root", "enrolment", "registry"])
 @pytest.mark.parametrize("attack", ["huge-int", "deep"])
 def test_an_identity_file_that_json_cannot_hold_is_a_parameter_error(
@@ -302,14 +289,6 @@ def test_the_identity_proof_of_an_honest_part_holds_only_enrolled_keys() -> None
         assert cid in client._identity_keys
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=pytest.fail.Exception,  # DID NOT RAISE
-    reason="vulnerability: decode_config's by-digest cache keys on the registry digest, which "
-    "a registry and its root share: once a root-holding party decoded the bytes, a party "
-    "holding the full registry gets the root's config back and no longer refuses client ids "
-    "the registry does not enrol (state.py decode_config, the _configs_by_digest_form hit)",
-)
 def test_a_registry_holder_refuses_unenrolled_ids_whatever_was_decoded_before() -> None:
     keys = {c: IdentityKey.generate() for c in range(1, 11)}
     registry = IdentityRegistry.of(keys)

@@ -58,7 +58,13 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid
 
 from privfed._atomic import atomic_write_text
-from privfed.errors import MessageFormatError, ParameterError, PrivfedError, ProtocolAbort
+from privfed.errors import (
+    ArtifactIntegrityError,
+    MessageFormatError,
+    ParameterError,
+    PrivfedError,
+    ProtocolAbort,
+)
 from privfed.flower import _wire
 from privfed.flower._log import LOG
 from privfed.flower.server import wait_for_federation
@@ -256,8 +262,7 @@ def receive_factories(
             folder.mkdir()
             (folder / _MANIFEST).write_bytes(_wire.get_bytes(record, f"{i}.manifest"))
             (folder / _WEIGHTS).write_bytes(_wire.get_bytes(record, f"{i}.weights"))
-            manifest = json.loads((folder / _MANIFEST).read_text())
-            is_gaussian = manifest.get("manifest", manifest).get("factory_type") != "edm-diffusion"
+            is_gaussian = _shipped_type(_wire.get_bytes(record, f"{i}.manifest")) != "edm-diffusion"
             factory = load_factory(folder, codec=codec if is_gaussian else None)
             claimed = factory.manifest()
             if claimed.client_id != client_id:
@@ -268,6 +273,23 @@ def receive_factories(
                 raise ProtocolAbort(f"a factory of client {client_id} names an unknown class")
             out.append((int(claimed.class_id), factory, int(claimed.sample_count)))
     return out
+
+
+def _shipped_type(raw: bytes) -> object:
+    """The ``factory_type`` a shipped manifest names, read before its checksums are checked.
+
+    The bytes come from a node, so whatever they hold (not UTF-8, not JSON,
+    nested past the parser's depth, not an object) is an
+    :class:`ArtifactIntegrityError`, which refuses that node alone.
+    """
+    try:
+        manifest = json.loads(raw.decode())
+        inner = manifest.get("manifest", manifest) if isinstance(manifest, dict) else None
+    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError included
+        inner = None
+    if not isinstance(inner, dict):
+        raise ArtifactIntegrityError(_MANIFEST, "the manifest is not a JSON object")
+    return inner.get("factory_type")
 
 
 def _fit_seconds(record: ConfigRecord, count: int) -> list[float]:

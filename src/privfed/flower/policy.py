@@ -212,7 +212,7 @@ def _format_of(text: str) -> object:
     """The ``format`` field of a JSON object's text (``None`` if there is none to read)."""
     try:
         document = json.loads(text)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, a number past the digit limit, too deep
         return None
     return document.get("format") if isinstance(document, dict) else None
 
