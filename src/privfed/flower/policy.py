@@ -521,7 +521,7 @@ def _read_policy_file(file: Path) -> dict[str, tuple[Any, str, Path]]:
         raise ParameterError(
             POLICY_NODE_CONFIG_KEY, "a readable policy file", str(file), detail=exc.strerror
         ) from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # not TOML or UTF-8, a huge number, too deep
         raise ParameterError(
             POLICY_NODE_CONFIG_KEY, "a TOML policy file", str(file), detail=str(exc)
         ) from None
