@@ -19,6 +19,7 @@ import pytest
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
+from privfed.errors import ProtocolAbort
 from privfed.flower import SecAggRound, _wire
 from privfed.flower.client import JournalIn
 from privfed.flower.secagg_app import expected_sum, sum_client_app
@@ -287,3 +288,111 @@ def test_a_hello_partition_past_the_id_range_leaves_that_node_out(
     grid = loopback(_corrupting(app, 1002, _wire.HELLO_ACTION, hello), 3, run_config=_SUM_RUN)
     _run_sum_job(grid, _SUM_RUN)
     assert "2 survivors, exact" in capsys.readouterr().out
+
+
+# -- the active mode ----------------------------------------------------------------------
+
+_ACTIVE_N = 5
+
+
+@pytest.fixture
+def active_grid(loopback: Any, tmp_path: Path) -> Callable[[App], Any]:
+    """``active_grid(wrap)``: 5 enrolled nodes running ``wrap(app)``, and the server's registry."""
+    from privfed.flower.policy import write_identity_key
+    from privfed.secagg import IdentityKey, IdentityRegistry
+
+    keys = {cid: IdentityKey.generate() for cid in range(1, _ACTIVE_N + 1)}
+    registry = IdentityRegistry.of(keys, assumed_corrupted=1)
+    registry.save(tmp_path / "registry.json")
+    for cid, key in keys.items():
+        write_identity_key(tmp_path / f"node-{cid}.key", key)
+
+    def make(wrap: Callable[[App], App]) -> Any:
+        app = sum_client_app(journal=JournalIn(tmp_path / "j"))
+        grid = loopback(wrap(app), _ACTIVE_N)
+        for i, context in enumerate(grid.contexts.values()):
+            context.node_config.update(
+                {
+                    "privfed-mode": "active",
+                    "privfed-min-threshold": 4,
+                    "privfed-corrupted": 1,
+                    "privfed-identity-key": str(tmp_path / f"node-{i + 1}.key"),
+                    "privfed-registry": str(tmp_path / "registry.json"),
+                }
+            )
+        grid.registry = registry
+        return grid
+
+    return make
+
+
+def _active_round(registry: Any, **extra: Any) -> SecAggRound:
+    fields = {"mode": "active", "identities": registry, "corrupted": 1}
+    flow = SecAggRound(threshold=4, vector_length=LENGTH, timeout=1.0, config_fields=fields)
+    for key, value in extra.items():
+        setattr(flow, key, value)
+    return flow
+
+
+_ACTIVE_CASES = [
+    *(
+        pytest.param(_wire.ACTIONS[Stage.CONSISTENCY_CHECK], m, {}, id=f"consist-{name}")
+        for name, m in _BYTES_REPLIES.items()
+    ),
+    *(
+        pytest.param(_wire.REVEAL_ACTION, m, {"graph": "harary", "degree": 4}, id=f"reveal-{name}")
+        for name, m in _BYTES_REPLIES.items()
+    ),
+]
+
+
+@pytest.mark.parametrize(("action", "mutate", "graph"), _ACTIVE_CASES)
+def test_a_malformed_active_reply_is_a_typed_refusal_of_that_node(
+    action: str,
+    mutate: Mutation,
+    graph: dict[str, Any],
+    active_grid: Callable[..., Any],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    grid = active_grid(lambda app: _corrupting(app, 1002, action, mutate))
+    flow = _active_round(grid.registry, **graph)
+    mapping = {1001 + i: i + 1 for i in range(_ACTIVE_N)}
+    with caplog.at_level(logging.WARNING, logger="privfed"):
+        if action == _wire.REVEAL_ACTION:
+            # With 5 nodes every node is on the committee and none may miss its reveal:
+            # a malformed one is a member that did not reveal, and the round stops there.
+            with pytest.raises(ProtocolAbort, match="did not reveal") as info:
+                flow.run(grid, mapping)
+            assert info.value.stage == "ADVERTISE_KEYS"
+            assert not any(m.metadata.message_type.endswith("_share") for m in grid.delivered)
+        else:
+            result = flow.run(grid, mapping)
+            assert 2 in result.refused
+            # It sent its masked input before the check: the others' shares unmask it.
+            assert result.survivors == (1, 2, 3, 4, 5)
+            np.testing.assert_array_equal(result.total, expected_sum(range(5), 0, LENGTH))
+    assert not any("unexpected" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("signature", b"x"),
+        ("signature", 3),
+        ("client-id", 2**70),
+        ("client-id", True),
+        ("client-id", 3),  # another enrolled node's id
+        ("partition-id", 2**40),
+    ],
+    ids=["short-signature", "int-signature", "huge-id", "bool-id", "others-id", "huge-pid"],
+)
+def test_an_active_hello_without_a_valid_identity_leaves_that_node_out(
+    key: str, value: Any, active_grid: Callable[..., Any]
+) -> None:
+    from privfed.flower import hello
+
+    grid = active_grid(
+        lambda app: _corrupting(app, 1002, _wire.HELLO_ACTION, _with_field(key, value))
+    )
+    found = hello(grid, grid.get_node_ids(), registry=grid.registry)
+    assert found == {1001: 0, 1003: 2, 1004: 3, 1005: 4}
