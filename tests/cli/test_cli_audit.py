@@ -305,6 +305,15 @@ def test_a_bad_config_value_names_the_option(
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("text", ["[" * 100_000, '{"seed": ' + "1" * 5_000 + "}"])
+def test_a_config_json_cannot_hold_is_refused_in_one_line(
+    text: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "audit.json"
+    path.write_text(text)
+    assert "cannot read --config" in _refused(["--config", str(path)], capsys)
+
+
 @pytest.mark.parametrize(
     ("name", "content"),
     [

@@ -300,6 +300,11 @@ def test_from_json_rejects_garbage() -> None:
         PrivacyLedger.from_json("{not json")
     with pytest.raises(LedgerError):
         PrivacyLedger.from_json("[]")
+    # JSON that Python's parser cannot hold is the same typed error, not a bare one.
+    with pytest.raises(LedgerError, match="does not parse"):
+        PrivacyLedger.from_json("[" * 100_000)
+    with pytest.raises(LedgerError, match="does not parse"):
+        PrivacyLedger.from_json('{"version": ' + "1" * 5_000 + "}")
 
 
 @pytest.mark.slow

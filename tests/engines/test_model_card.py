@@ -566,6 +566,8 @@ def test_bad_declarations_are_refused(data: Any, error: type[Exception], match: 
     [
         (None, "no such file"),
         ("{not json", "not valid JSON"),
+        ("[" * 100_000, "not valid JSON"),  # past the parser's depth
+        ('{"owner": ' + "1" * 5_000 + "}", "not valid JSON"),  # past the digit limit
         ('["owner"]', "not one table"),
         ('{"owner": 1}', "owner"),
         ('{"colour": "blue"}', "colour"),

@@ -653,6 +653,18 @@ def test_a_bad_policy_value_is_a_typed_error_naming_its_key(
         NodePolicy.from_node_config(config)
 
 
+@pytest.mark.parametrize(
+    "text",
+    ['mode = "active\n', b"\xff\xfe", "min-threshold = " + "4" * 5_000, "x = " + "[" * 100_000],
+    ids=["not-toml", "not-utf8", "past-the-digit-limit", "too-deep"],
+)
+def test_a_policy_file_toml_cannot_hold_is_a_typed_error(tmp_path: Path, text: str | bytes) -> None:
+    file = tmp_path / "policy.toml"
+    file.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(ParameterError, match="privfed-policy"):
+        NodePolicy.from_node_config({"privfed-policy": str(file)})
+
+
 def test_an_unknown_policy_file_key_is_refused(tmp_path: Path) -> None:
     file = tmp_path / "policy.toml"
     file.write_text('mode = "active"\nmin-treshold = 4\n')

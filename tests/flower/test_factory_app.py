@@ -251,3 +251,18 @@ def test_factories_travel_verified_and_a_client_is_unlearned(loopback: Any, tmp_
     forged["0.weights"] = bytes(weights)
     with pytest.raises(ArtifactIntegrityError):
         receive_factories(ConfigRecord(forged), client_id=owner, num_classes=10, codec=codec)
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    [b"\xff\xfe", b"not json", b"[1, 2]", b'{"manifest": 3}', b"[" * 100_000, b"1" * 5_000],
+    ids=["not-utf8", "not-json", "a-list", "inner-not-an-object", "too-deep", "huge-int"],
+)
+def test_a_malformed_manifest_is_refused_as_an_artifact_error(manifest: bytes) -> None:
+    # What a node ships is untrusted: whatever its manifest bytes, the server refuses that
+    # node with a typed error (which _collect_factories records) and never crashes the round.
+    record = ConfigRecord(
+        {"count": 1, "0.manifest": manifest, "0.weights": b"\x00" * 8, "0.seconds": 1.0}
+    )
+    with pytest.raises(ArtifactIntegrityError, match="manifest"):
+        receive_factories(record, client_id=0, num_classes=10, codec=None)

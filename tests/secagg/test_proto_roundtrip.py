@@ -266,3 +266,36 @@ def test_runners_refuse_unknown_and_missing_keywords_as_python_does() -> None:
     with pytest.raises(TypeError, match="positional"):
         run_in_memory(inputs, 2)  # type: ignore[misc]
     assert run_in_memory(inputs, threshold=2).tolist() == [0, 3, 6, 9]
+
+
+def test_secagg_plus_parts_are_streamed_to_their_clients(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A part is built when its client is handed it, not all N before the first is sent:
+    # the runner holds one batch of parts at a time, as a streaming server would.
+    from privfed.secagg import runner
+
+    events: list[tuple[str, int | None]] = []
+    real_roster, real_share = runner.SecAggServer.roster, runner.SecAggClient.share_keys
+
+    def roster(self: object, client_id: int | None = None) -> object:
+        events.append(("part", client_id))
+        return real_roster(self, client_id)  # type: ignore[arg-type]
+
+    def share(self: runner.SecAggClient, part: object) -> object:
+        events.append(("share", self.client_id))
+        return real_share(self, part)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(runner.SecAggServer, "roster", roster)
+    monkeypatch.setattr(runner.SecAggClient, "share_keys", share)
+    rng = np.random.default_rng(5)
+    inputs = [rng.integers(0, 2**64, size=4, dtype=np.uint64, endpoint=False) for _ in range(12)]
+    dropouts = {Stage.SHARE_KEYS: [3], Stage.MASKED_INPUT: [7]}
+    report = run_protocol(inputs, threshold=5, graph="harary", degree=6, dropouts=dropouts)
+    expected = np.zeros(4, dtype=np.uint64)
+    for i, row in enumerate(inputs):
+        if i not in (3, 7):
+            expected += row
+    assert np.array_equal(report.total, expected)
+    # Every client's part, then its share, in id order: never all parts first.
+    assert events == [e for cid in range(1, 13) for e in (("part", cid), ("share", cid))]
+    # Every part is still the server's ADVERTISE_KEYS traffic.
+    assert report.server_bytes_sent[Stage.ADVERTISE_KEYS] > 12 * 32

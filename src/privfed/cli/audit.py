@@ -236,7 +236,7 @@ def _merge(args: argparse.Namespace) -> dict[str, Any]:
     if args.config:
         try:
             loaded = json.loads(Path(args.config).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:  # unreadable, not JSON, too deep
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise _UsageError(f"cannot read --config {args.config}: {why}") from None
         if not isinstance(loaded, dict):

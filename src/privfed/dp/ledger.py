@@ -678,6 +678,8 @@ class PrivacyLedger:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise LedgerError(f"ledger JSON does not parse: {exc.msg}") from exc
+        except (ValueError, RecursionError):  # a number past the digit limit, or too deep
+            raise LedgerError("ledger JSON does not parse: Python cannot hold it") from None
         if not isinstance(data, dict) or data.get("format") != _FORMAT:
             raise LedgerError("not a privfed privacy ledger")
         version = data.get("version")

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import tempfile
 import time
 from collections.abc import Mapping
@@ -58,7 +59,13 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid
 
 from privfed._atomic import atomic_write_text
-from privfed.errors import MessageFormatError, ParameterError, PrivfedError, ProtocolAbort
+from privfed.errors import (
+    ArtifactIntegrityError,
+    MessageFormatError,
+    ParameterError,
+    PrivfedError,
+    ProtocolAbort,
+)
 from privfed.flower import _wire
 from privfed.flower._log import LOG
 from privfed.flower.server import wait_for_federation
@@ -256,8 +263,7 @@ def receive_factories(
             folder.mkdir()
             (folder / _MANIFEST).write_bytes(_wire.get_bytes(record, f"{i}.manifest"))
             (folder / _WEIGHTS).write_bytes(_wire.get_bytes(record, f"{i}.weights"))
-            manifest = json.loads((folder / _MANIFEST).read_text())
-            is_gaussian = manifest.get("manifest", manifest).get("factory_type") != "edm-diffusion"
+            is_gaussian = _shipped_type(_wire.get_bytes(record, f"{i}.manifest")) != "edm-diffusion"
             factory = load_factory(folder, codec=codec if is_gaussian else None)
             claimed = factory.manifest()
             if claimed.client_id != client_id:
@@ -270,12 +276,51 @@ def receive_factories(
     return out
 
 
+def _shipped_type(raw: bytes) -> object:
+    """The ``factory_type`` a shipped manifest names, read before its checksums are checked.
+
+    The bytes come from a node, so whatever they hold (not UTF-8, not JSON,
+    nested past the parser's depth, not an object) is an
+    :class:`ArtifactIntegrityError`, which refuses that node alone.
+    """
+    try:
+        manifest = json.loads(raw.decode())
+        inner = manifest.get("manifest", manifest) if isinstance(manifest, dict) else None
+    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError included
+        inner = None
+    if not isinstance(inner, dict):
+        raise ArtifactIntegrityError(_MANIFEST, "the manifest is not a JSON object")
+    return inner.get("factory_type")
+
+
+def _check_cells(matrix: Any, client_id: int, received: list[tuple[int, Any, int]]) -> None:
+    """Refuse a node's factories that the matrix would refuse, before any is registered.
+
+    A class twice, a count below one, or an image shape unlike the matrix's
+    (or unlike the node's own other factories) refuses the node as a whole,
+    so that no node is ever registered in part.
+    """
+    from privfed.engines.factory.matrix import FactoryMatrix
+
+    staged = FactoryMatrix()
+    if len(matrix):  # the shape to match: one factory already registered
+        c, k = matrix.cells[0]
+        staged.register(c, k, matrix.factory(c, k), matrix.count(c, k))
+    for class_id, factory, count in received:
+        staged.register(class_id, client_id, factory, count)
+
+
 def _fit_seconds(record: ConfigRecord, count: int) -> list[float]:
     """The fit seconds a node reports for each of its ``count`` factories (evaluation)."""
     seconds = []
     for i in range(count):
         value = record.get(f"{i}.seconds")
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        # NaN fails both comparisons; an infinity the second.
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not 0 <= value < math.inf
+        ):
             raise MessageFormatError(f"the privfed record lacks the seconds field '{i}.seconds'")
         seconds.append(float(value))
     return seconds
@@ -351,8 +396,7 @@ def _serve(
         },
         config.num_clients,
     )
-    if not all(0 <= p < config.num_clients for p in partitions.values()):
-        raise ProtocolAbort("nodes declare partitions outside [0, num-clients)")
+    # A node declaring a partition-id outside [0, num-clients) was left out there.
     k_classes, split, _ = load_partitions(config)  # the server uses only the test split
     start = time.perf_counter()
     codec = public_codec(config)
@@ -463,10 +507,14 @@ def _collect_factories(
         pid = partitions.get(int(reply.metadata.src_node_id))
         if pid is None or reply.has_error():
             continue
+        if pid in got.shipped or pid in got.refused:  # one reply a node: the first counts
+            LOG.warning("ignored a second reply from client %d", pid)
+            continue
         try:
             record = _wire.config_record(reply.content)
             received = receive_factories(record, client_id=pid, num_classes=k_classes, codec=codec)
             seconds = _fit_seconds(record, len(received))
+            _check_cells(got.matrix, pid, received)
         except (PrivfedError, ValueError) as exc:
             got.refused[pid] = str(exc)
             LOG.warning("refused the factories of client %d: %s", pid, exc)

@@ -361,11 +361,8 @@ def latent_main(
     check_output_dir(output, overwrite=overwrite)
     # Active mode: only a node signing as registry id partition + 1 keeps its partition.
     registry = secagg_fields.get("identities")
+    # A node declaring a partition-id outside [0, num-clients) is left out there.
     partitions = wait_for_federation(grid, run, config.num_clients, registry=registry)
-    outside = {node: p for node, p in partitions.items() if not 0 <= p < config.num_clients}
-    for node, pid in sorted(outside.items()):
-        LOG.warning("left out node %d: partition-id %d outside [0, num-clients)", node, pid)
-    partitions = {node: p for node, p in partitions.items() if node not in outside}
     if len(partitions) < 2:
         raise ProtocolAbort(
             f"only {len(partitions)} node(s) declare a partition-id in [0, {config.num_clients})"

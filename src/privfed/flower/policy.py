@@ -212,7 +212,7 @@ def _format_of(text: str) -> object:
     """The ``format`` field of a JSON object's text (``None`` if there is none to read)."""
     try:
         document = json.loads(text)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, a number past the digit limit, too deep
         return None
     return document.get("format") if isinstance(document, dict) else None
 
@@ -521,7 +521,7 @@ def _read_policy_file(file: Path) -> dict[str, tuple[Any, str, Path]]:
         raise ParameterError(
             POLICY_NODE_CONFIG_KEY, "a readable policy file", str(file), detail=exc.strerror
         ) from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # not TOML or UTF-8, a huge number, too deep
         raise ParameterError(
             POLICY_NODE_CONFIG_KEY, "a TOML policy file", str(file), detail=str(exc)
         ) from None

@@ -106,7 +106,9 @@ def sum_server_app(
         nodes = wait_for_nodes(grid, count, timeout=wait)
         flow = workflow or sum_round(cfg, len(nodes), fields)
         # The first message to a node may wait for its worker to start: a long timeout.
-        partitions = hello(grid, nodes, timeout=wait, registry=fields.get("identities"))
+        partitions = hello(
+            grid, nodes, timeout=wait, registry=fields.get("identities"), count=count
+        )
         mapping = ClientIds.from_partitions(partitions.values()).of_nodes(partitions)
         by_client: dict[int, int] = {cid: partitions[node] for node, cid in mapping.items()}
         total_rounds = rounds if rounds is not None else int(cfg.get("rounds", 1))

@@ -71,6 +71,7 @@ from privfed.secagg import (
 from privfed.secagg import (
     Message as ProtocolMessage,
 )
+from privfed.secagg.protocol.config import MAX_CLIENT_ID
 from privfed.secagg.protocol.state import encode_config
 from privfed.secagg.threshold import MIN_THRESHOLD, requested_threshold
 
@@ -288,7 +289,7 @@ def wait_for_federation(
     nodes = wait_for_nodes(
         grid, count, timeout=wait, settle=grace if grace > 0 else None, report=say
     )
-    return hello(grid, nodes, timeout=wait, registry=registry)
+    return hello(grid, nodes, timeout=wait, registry=registry, count=count)
 
 
 def hello(
@@ -297,12 +298,15 @@ def hello(
     *,
     timeout: float = 60.0,
     registry: IdentityRegistry | None = None,
+    count: int | None = None,
 ) -> dict[int, int]:
     """Ask each node for its ``partition-id`` (node config); ``{node_id: partition_id}``.
 
     Nodes that fail or do not answer in time are left out.  The partition id
     is the node operator's declaration (public); two nodes declaring the same
-    one are both left out.  With ``registry`` (an active job) the nodes are
+    one are both left out, and so is one declaring an id outside ``[0,
+    count)`` (``count``: the job's number of clients; ``None``: any id >= 0
+    below the client-id range).  With ``registry`` (an active job) the nodes are
     asked with a fresh nonce, and only a node that signs, with the key the
     registry holds for id ``partition-id + 1``, is kept: no node can take
     another's partition (or push it out by claiming it too).
@@ -336,7 +340,11 @@ def hello(
     counts: dict[int, int] = {}
     for pid in found.values():
         counts[pid] = counts.get(pid, 0) + 1
-    result = {node: pid for node, pid in found.items() if counts[pid] == 1 and pid >= 0}
+    top = MAX_CLIENT_ID if count is None else count  # ids pid + 1 stay client ids
+    for node, pid in sorted(found.items()):
+        if not 0 <= pid < top:
+            LOG.warning("left out node %d: partition-id %d outside [0, %d)", node, pid, top)
+    result = {n: pid for n, pid in found.items() if counts[pid] == 1 and 0 <= pid < top}
     if not result:
         raise ProtocolAbort("no Flower node answered the hello round")
     return result

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Required, TypedDict, TypeVar, Unpack
 
@@ -264,6 +264,44 @@ def _no_input(_: int) -> None:
     return None
 
 
+class _StreamedParts(Mapping[int, bytes]):
+    """SecAgg+ roster parts, each built and serialized when its client is handed it.
+
+    A deployment's server streams every client its part; building all ``N``
+    before handing out the first would hold ``O(N k log N)`` bytes at once (4 GB
+    at N = 30,000).  The server builds the parts in id-order batches either way
+    (:data:`~privfed.secagg.protocol.server.PROOF_BATCH`), and every part is
+    still its ADVERTISE_KEYS work: timed as such and counted as sent.  Each part
+    is handed over once, in id order (a second look builds it again).
+    """
+
+    def __init__(self, played: _Round, ids: Sequence[int]) -> None:
+        self._played, self._ids = played, frozenset(ids)
+        self._order = sorted(ids)
+        self._first = {self._order[0]: self._build(self._order[0])} if ids else {}
+
+    def _build(self, cid: int) -> bytes:
+        stage = Stage.ADVERTISE_KEYS
+        data = self._played.server_close(stage, lambda: self._played.server.roster(cid).to_bytes())
+        self._played.server_sent[stage] = self._played.server_sent.get(stage, 0) + len(data)
+        return data
+
+    def __getitem__(self, cid: int) -> bytes:
+        if cid not in self._ids:
+            raise KeyError(cid)
+        first = self._first.pop(cid, None)
+        return self._build(cid) if first is None else first
+
+    def __contains__(self, cid: object) -> bool:
+        return cid in self._ids
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._order)
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+
 class _Round:
     """One round played in memory: the parties, the scripted dropouts and the costs so far.
 
@@ -397,7 +435,7 @@ class _Round:
 
     # -- the stages, in protocol order ---------------------------------------------------
 
-    def advertise_keys(self) -> dict[int, bytes]:
+    def advertise_keys(self) -> Mapping[int, bytes]:
         """ADVERTISE_KEYS; returns each advertiser's roster."""
         stage = Stage.ADVERTISE_KEYS
         order = self.order(stage)
@@ -410,28 +448,28 @@ class _Round:
             stage, asked, lambda client, data, _: client.reveal(CommitteeRequest.from_bytes(data))
         )
 
-        def rosters_to_send() -> dict[int, Roster]:
-            if self.config.graph is GraphMode.COMPLETE:
-                # One roster, broadcast to everyone (its bytes counted once per recipient).
-                roster = self.server.roster()
-                return {i + 1: roster for i in order}
-            # SecAgg+: each client gets the entries of its own neighbourhood only.
-            return {i + 1: self.server.roster(i + 1) for i in order}
-
-        return self.publish(stage, rosters_to_send)
+        if self.config.graph is GraphMode.COMPLETE:
+            # One roster, broadcast to everyone (its bytes counted once per recipient).
+            return self.publish(
+                stage, lambda: dict.fromkeys((i + 1 for i in order), self.server.roster())
+            )
+        # SecAgg+: each client gets the entries of its own neighbourhood only, built
+        # when it is handed over (the first now, which closes the stage).
+        return _StreamedParts(self, [i + 1 for i in order])
 
     def share_keys(self, rosters: Mapping[int, bytes]) -> dict[int, bytes]:
         """SHARE_KEYS (clients dropping here send half their ciphertexts, then die)."""
         stage = Stage.SHARE_KEYS
 
-        def share(i: int, _: None) -> bytes:
-            outgoing = self.clients[i].share_keys(Roster.from_bytes(rosters[i + 1]))
+        def share(i: int, roster: bytes) -> bytes:
+            outgoing = self.clients[i].share_keys(Roster.from_bytes(roster))
             items = [outgoing[r] for r in sorted(outgoing)]
             if not self.active(i, stage):
                 items = items[: len(items) // 2]
             return EncryptedSharesBundle.from_shares(items).to_bytes() if items else b""
 
-        self.play_replies(stage, self.order(Stage.ADVERTISE_KEYS), share, _no_input)
+        # The roster is fetched outside the client's timed work (a part is the server's).
+        self.play_replies(stage, self.order(Stage.ADVERTISE_KEYS), share, lambda i: rosters[i + 1])
         return self.publish(stage, self.server.routed_shares)
 
     def masked_input(self, routed: Mapping[int, bytes]) -> tuple[Stage, dict[int, bytes]]:

@@ -163,3 +163,44 @@ def test_privacy_record_validation() -> None:
         )
     with pytest.raises(ParameterError):
         PrivacyRecord(mechanism="laplace")  # type: ignore[arg-type]
+
+
+def _reseal(directory: Path) -> None:
+    """Recompute both checksums, as a node that ships its own factory can."""
+    import hashlib
+
+    from privfed.engines.factory.base import _canonical_json
+
+    path = directory / "manifest.json"
+    body = json.loads(path.read_text())
+    body["weights_sha256"] = hashlib.sha256(
+        (directory / "weights.safetensors").read_bytes()
+    ).hexdigest()
+    del body["manifest_sha256"]
+    body["manifest_sha256"] = hashlib.sha256(_canonical_json(body)).hexdigest()
+    path.write_text(json.dumps(body))
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_non_finite_weights_are_refused_even_with_matching_checksums(
+    gaussian_factory: LatentGaussianFactory, tmp_path: Path, value: float
+) -> None:
+    from safetensors.torch import load_file, save_file
+
+    gaussian_factory.save(tmp_path)
+    tensors = load_file(tmp_path / "weights.safetensors")
+    tensors["mean"][0] = value
+    save_file(tensors, tmp_path / "weights.safetensors")
+    _reseal(tmp_path)
+    with pytest.raises(ArtifactIntegrityError, match="not all finite"):
+        load_factory(tmp_path)
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000, '{"a": ' + "1" * 5_000 + "}"])
+def test_a_manifest_python_cannot_parse_is_an_integrity_error(
+    gaussian_factory: LatentGaussianFactory, tmp_path: Path, text: str
+) -> None:
+    gaussian_factory.save(tmp_path)
+    (tmp_path / "manifest.json").write_text(text)
+    with pytest.raises(ArtifactIntegrityError, match="not valid JSON"):
+        load_factory(tmp_path)

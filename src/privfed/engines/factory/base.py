@@ -587,7 +587,7 @@ def _verified(directory: str | Path) -> tuple[FactoryManifest, bytes]:
         raise ArtifactIntegrityError(WEIGHTS_FILENAME, "file is missing")
     try:
         body = json.loads(manifest_path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (ValueError, RecursionError):  # not UTF-8, not JSON, too deep, a huge int
         raise ArtifactIntegrityError(MANIFEST_FILENAME, "not valid JSON") from None
     if not isinstance(body, dict) or not isinstance(body.get("manifest_sha256"), str):
         raise ArtifactIntegrityError(MANIFEST_FILENAME, "no manifest checksum")
@@ -608,11 +608,15 @@ def load_verified_tensors(directory: str | Path) -> tuple[FactoryManifest, dict[
 
     Raises:
         ArtifactIntegrityError: As :func:`read_manifest`, or the weights file
-            cannot be parsed.
+            cannot be parsed or holds a NaN or an infinity.
     """
     manifest, weights = _verified(directory)
     try:
         tensors = safetensors_load(weights)
     except Exception:  # safetensors raises its own error types on malformed files
         raise ArtifactIntegrityError(WEIGHTS_FILENAME, "unreadable safetensors file") from None
+    # The checksums pin the bytes, not who wrote them: a shipped factory whose
+    # weights hold NaN or infinity would load and sample garbage, so it is refused.
+    if any(t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in tensors.values()):
+        raise ArtifactIntegrityError(WEIGHTS_FILENAME, "tensors are not all finite")
     return manifest, tensors

@@ -111,7 +111,7 @@ class ModelCardDeclarations:
             raise ParameterError(name, domain, str(p), detail=_unreadable(exc)) from None
         try:
             data: Any = tomllib.loads(text) if p.suffix.lower() == ".toml" else json.loads(text)
-        except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        except (ValueError, RecursionError) as exc:  # a decode error, too deep, a huge number
             kind = "TOML" if p.suffix.lower() == ".toml" else "JSON"
             raise ParameterError(name, domain, str(p), detail=f"not valid {kind}: {exc}") from None
         if not isinstance(data, dict):

@@ -123,6 +123,8 @@ def identity_document(text: object, fmt: str, version: int, fields: Set[str]) ->
         document: Any = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ParameterError("text", "a JSON document", f"invalid JSON ({exc.msg})") from None
+    except (ValueError, RecursionError):  # a number past Python's digit limit, or too deep
+        raise ParameterError("text", "a JSON document", "JSON Python cannot read") from None
     if not isinstance(document, dict):
         raise ParameterTypeError("text", "a JSON object", document)
     expected = {"format", "version", "algorithm", *fields}

@@ -384,9 +384,10 @@ def _decode(reader: _Reader, depth: int = 0) -> Any:
 _CONFIG_CACHE_SIZE: Final = 8
 _config_bodies: dict[int, tuple[SecAggConfig, bytes]] = {}
 _configs_by_body: dict[bytes, SecAggConfig] = {}
-# decode_config of a config sent with its registry by digest: by the very bytes, and
-# returned only for a registry of the same digest (a node decodes its proposal twice).
-_configs_by_digest_form: dict[bytes, SecAggConfig] = {}
+# decode_config of a config sent with its registry by digest: by the very bytes and the kind
+# of identities (a registry and its root share a digest, but only a registry holder checks
+# every id's enrolment), returned only for the same digest (a node decodes a proposal twice).
+_configs_by_digest_form: dict[tuple[bytes, type], SecAggConfig] = {}
 _config_cache_lock = threading.Lock()
 
 
@@ -444,7 +445,7 @@ def _text(raw: bytes) -> str:
 def _rebuild(build: Callable[[Any], Any], raw: Any) -> Any:
     try:
         return build(raw)
-    except (ParameterError, ParameterTypeError, TypeError, ValueError):
+    except (ParameterError, ParameterTypeError, TypeError, ValueError, RecursionError):
         raise MessageFormatError("client state holds an invalid value") from None
 
 
@@ -505,10 +506,10 @@ def decode_config(
     if registry is not None and not isinstance(registry, (IdentityRegistry, IdentityRoot)):
         raise ParameterTypeError("registry", "an IdentityRegistry, IdentityRoot or None", registry)
     with _config_cache_lock:
-        hit = _configs_by_digest_form.get(data)
+        hit = _configs_by_digest_form.get((data, type(registry)))
     known = None if hit is None or hit.identities is None else hit.identities.digest
     if hit is not None and registry is not None and known == registry.digest:
-        return hit  # these very bytes, decoded before against this registry
+        return hit  # these very bytes, decoded before against this registry (or this root)
     reader = _Reader(data)
     if reader.take(4) != STATE_MAGIC or reader.u8() != CONFIG_VERSION:
         raise MessageFormatError("not a privfed config of this format version")
@@ -523,7 +524,7 @@ def decode_config(
             )
         config = _rebuild(lambda f: SecAggConfig(**f, identities=registry), config)
         with _config_cache_lock:
-            _remember(_configs_by_digest_form, data, config)
+            _remember(_configs_by_digest_form, (data, type(registry)), config)
     if not isinstance(config, SecAggConfig):
         raise MessageFormatError("not a privfed config")
     return config
