@@ -63,6 +63,8 @@ _MAX_U32 = 2**32 - 1
 
 
 def _check_id(name: str, value: object) -> int:
+    if type(value) is int and 1 <= value <= MAX_CLIENT_ID:
+        return value  # the common case, without building the error's wording
     return check_int(
         name, value, minimum=1, maximum=MAX_CLIENT_ID, domain=f"a client id in [1, {MAX_CLIENT_ID}]"
     )
