@@ -304,7 +304,12 @@ def root_of_proof(
         except StopIteration:
             raise ProofError("the proof is too short") from None
 
-    top = _walk(count, {i: leaf_hash(cid, d) for i, (cid, d) in leaves.items()}, take)
+    sha256 = hashlib.sha256  # leaf_hash, inlined: once per revealed leaf
+    known = {
+        i: sha256(_LEAF_DOMAIN + cid.to_bytes(4, "big") + d).digest()
+        for i, (cid, d) in leaves.items()
+    }
+    top = _walk(count, known, take)
     if next(supplied, None) is not None:
         raise ProofError("the proof is too long")
     return _root(session, count, top)
