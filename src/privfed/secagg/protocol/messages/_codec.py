@@ -147,6 +147,15 @@ class _Reader:
             raise MessageFormatError("count exceeds the message length")
         return n
 
+    def records(self, layout: struct.Struct, n: int) -> list[tuple[Any, ...]]:
+        """The next ``n`` fixed-size records of ``layout``, unpacked in one C call."""
+        return list(layout.iter_unpack(self.take(layout.size * n))) if n else []
+
+    def hashes(self, n: int, size: int) -> tuple[bytes, ...]:
+        """The next ``n`` byte strings of ``size`` bytes each."""
+        raw = self.take(n * size)
+        return tuple(raw[i : i + size] for i in range(0, n * size, size))
+
     def zero_padding(self, alignment: int) -> None:
         """Skip the zero bytes that bring the cursor to a multiple of ``alignment``.
 
