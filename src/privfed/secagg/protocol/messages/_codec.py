@@ -168,7 +168,9 @@ class _Reader:
 
     def increasing_ids(self) -> tuple[int, ...]:
         n = self.count(4)
-        ids = tuple(self.client_id() for _ in range(n))
+        ids: tuple[int, ...] = struct.unpack(f">{n}I", self.take(4 * n))
+        if 0 in ids:
+            raise MessageFormatError("client id 0 is not allowed")
         if any(a >= b for a, b in itertools.pairwise(ids)):
             raise MessageFormatError("client ids are not strictly increasing")
         return ids
