@@ -129,22 +129,35 @@ class _Permutation:
         bits = max(2, (n - 1).bit_length())
         self._half = (bits + 1) // 2
         self._mask = (1 << self._half) - 1
+        # Round values met so far, keyed ``(r << half) | value``: a half takes
+        # only ``2**half`` (``O(sqrt(n))``) values, so the ``O(degree)``
+        # forward and inverse steps of one neighbourhood hash each pair once.
+        self._memo: dict[int, int] = {}
 
     def _round(self, r: int, value: int) -> int:
+        out = self._memo.get((r << self._half) | value)
+        return self._hash_round(r, value) if out is None else out
+
+    def _hash_round(self, r: int, value: int) -> int:
         digest = hashlib.sha256(self._key + bytes((r,)) + value.to_bytes(8, "big")).digest()
-        return int.from_bytes(digest[:8], "big") & self._mask
+        out = self._memo[(r << self._half) | value] = int.from_bytes(digest[:8], "big") & self._mask
+        return out
 
     def _forward_once(self, x: int) -> int:
-        left, right = x >> self._half, x & self._mask
+        half, memo = self._half, self._memo
+        left, right = x >> half, x & self._mask
         for r in range(self._ROUNDS):
-            left, right = right, left ^ self._round(r, right)
-        return (left << self._half) | right
+            f = memo.get((r << half) | right)
+            left, right = right, left ^ (self._hash_round(r, right) if f is None else f)
+        return (left << half) | right
 
     def _inverse_once(self, y: int) -> int:
-        left, right = y >> self._half, y & self._mask
+        half, memo = self._half, self._memo
+        left, right = y >> half, y & self._mask
         for r in reversed(range(self._ROUNDS)):
-            left, right = right ^ self._round(r, left), left
-        return (left << self._half) | right
+            f = memo.get((r << half) | left)
+            left, right = right ^ (self._hash_round(r, left) if f is None else f), left
+        return (left << half) | right
 
     def forward(self, x: int) -> int:
         """The image of ``x`` in ``[0, n)``."""

@@ -292,15 +292,15 @@ class IdentityRegistry:
             raise ParameterError("sets", "enrolled client ids", f"not enrolled: {missing}")
         rows = np.repeat(np.arange(len(lists), dtype=np.int64), [len(v) for v in lists])
         hashes = tree.prove_many((rows << 32) | at, len(lists))
-        keys = self.public_keys
+        key_of = self.public_keys.__getitem__
         positions = at.tolist()
         out = []
         start = 0
         for members, proof in zip(lists, hashes, strict=True):
             end = start + len(members)
-            items = tuple(
-                (p, cid, keys[cid]) for p, cid in zip(positions[start:end], members, strict=True)
-            )
+            # (position, id, key) triples, zipped in C.
+            row = zip(positions[start:end], members, map(key_of, members), strict=True)
+            items = tuple(row)
             out.append((items, proof))
             start = end
         return out

@@ -81,6 +81,7 @@ def _walk(count: int, known: Mapping[int, bytes], sibling: Callable[[int, int], 
     level = dict(known)
     size = count
     depth = 0
+    sha256 = hashlib.sha256  # _node, inlined: this loop runs once per tree node
     while size > 1:
         upper: dict[int, bytes] = {}
         for index in sorted(level):
@@ -92,9 +93,8 @@ def _walk(count: int, known: Mapping[int, bytes], sibling: Callable[[int, int], 
                 upper[parent] = level[index]
                 continue
             peer = level[other] if other in level else sibling(depth, other)
-            upper[parent] = (
-                _node(level[index], peer) if index < other else _node(peer, level[index])
-            )
+            pair = level[index] + peer if index < other else peer + level[index]
+            upper[parent] = sha256(_NODE_DOMAIN + pair).digest()
         level = upper
         size = (size + 1) // 2
         depth += 1
@@ -304,7 +304,12 @@ def root_of_proof(
         except StopIteration:
             raise ProofError("the proof is too short") from None
 
-    top = _walk(count, {i: leaf_hash(cid, d) for i, (cid, d) in leaves.items()}, take)
+    sha256 = hashlib.sha256  # leaf_hash, inlined: once per revealed leaf
+    known = {
+        i: sha256(_LEAF_DOMAIN + cid.to_bytes(4, "big") + d).digest()
+        for i, (cid, d) in leaves.items()
+    }
+    top = _walk(count, known, take)
     if next(supplied, None) is not None:
         raise ProofError("the proof is too long")
     return _root(session, count, top)

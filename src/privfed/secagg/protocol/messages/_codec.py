@@ -63,6 +63,8 @@ _MAX_U32 = 2**32 - 1
 
 
 def _check_id(name: str, value: object) -> int:
+    if type(value) is int and 1 <= value <= MAX_CLIENT_ID:
+        return value  # the common case, without building the error's wording
     return check_int(
         name, value, minimum=1, maximum=MAX_CLIENT_ID, domain=f"a client id in [1, {MAX_CLIENT_ID}]"
     )
@@ -145,6 +147,15 @@ class _Reader:
             raise MessageFormatError("count exceeds the message length")
         return n
 
+    def records(self, layout: struct.Struct, n: int) -> list[tuple[Any, ...]]:
+        """The next ``n`` fixed-size records of ``layout``, unpacked in one C call."""
+        return list(layout.iter_unpack(self.take(layout.size * n))) if n else []
+
+    def hashes(self, n: int, size: int) -> tuple[bytes, ...]:
+        """The next ``n`` byte strings of ``size`` bytes each."""
+        raw = self.take(n * size)
+        return tuple(raw[i : i + size] for i in range(0, n * size, size))
+
     def zero_padding(self, alignment: int) -> None:
         """Skip the zero bytes that bring the cursor to a multiple of ``alignment``.
 
@@ -157,7 +168,9 @@ class _Reader:
 
     def increasing_ids(self) -> tuple[int, ...]:
         n = self.count(4)
-        ids = tuple(self.client_id() for _ in range(n))
+        ids: tuple[int, ...] = struct.unpack(f">{n}I", self.take(4 * n))
+        if 0 in ids:
+            raise MessageFormatError("client id 0 is not allowed")
         if any(a >= b for a, b in itertools.pairwise(ids)):
             raise MessageFormatError("client ids are not strictly increasing")
         return ids

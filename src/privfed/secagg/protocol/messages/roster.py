@@ -194,6 +194,10 @@ class RosterEntry:
 #: A bracket leaf on the wire: ``index u32 | client_id u32 | hash 32``.
 _BRACKET = struct.Struct(f">II{COMMITMENT_SIZE}s")
 _HASH_OF = operator.itemgetter(2)
+#: An identity key on the wire: ``index u32 | client_id u32 | public key 32``.
+_IDENTITY_ITEM = struct.Struct(f">II{PUBLIC_KEY_SIZE}s")
+#: A committee member: ``index u32 | client_id u32 | commitment | value | signature``.
+_COMMITTEE_ITEM = struct.Struct(f">II{COMMITMENT_SIZE}s{COMMITMENT_SIZE}s{SIGNATURE_SIZE}s")
 
 #: The last committee section encoded: ``(committee tuple, its wire bytes)``.
 _COMMITTEE_WIRE: tuple[object, bytes] = (None, b"")
@@ -280,17 +284,14 @@ class RosterProof:
     def _parse_committee(
         reader: _Reader, count: int
     ) -> tuple[tuple[int, int, bytes, bytes, bytes], ...]:
-        items = []
+        items = reader.records(_COMMITTEE_ITEM, reader.count(_COMMITTEE_ITEM.size))
         previous = -1
-        for _ in range(reader.count(8 + 2 * COMMITMENT_SIZE + SIGNATURE_SIZE)):
-            index = reader.u32()
+        for index, client_id, *_ in items:  # the checks of one read per field, in its order
             if index >= count or index <= previous:
                 raise MessageFormatError("committee leaves out of the tree or out of order")
             previous = index
-            client_id = reader.client_id()
-            digest = reader.take(COMMITMENT_SIZE)
-            value = reader.take(COMMITMENT_SIZE)
-            items.append((index, client_id, digest, value, reader.take(SIGNATURE_SIZE)))
+            if client_id == 0:
+                raise MessageFormatError("client id 0 is not allowed")
         if not items:
             raise MessageFormatError("an empty committee section must be left out")
         return tuple(items)
@@ -319,12 +320,11 @@ class RosterProof:
         count = reader.u32()
         if count == 0:
             raise MessageFormatError("a roster tree without leaves")
-        positions = tuple(reader.u32() for _ in range(entries))
-        brackets = []
-        for _ in range(reader.count(8 + COMMITMENT_SIZE)):
-            index = reader.u32()
-            brackets.append((index, reader.client_id(), reader.take(COMMITMENT_SIZE)))
-        hashes = tuple(reader.take(COMMITMENT_SIZE) for _ in range(reader.count(COMMITMENT_SIZE)))
+        positions = struct.unpack(f">{entries}I", reader.take(4 * entries))
+        brackets = reader.records(_BRACKET, reader.count(_BRACKET.size))
+        if any(b[1] == 0 for b in brackets):
+            raise MessageFormatError("client id 0 is not allowed")
+        hashes = reader.hashes(reader.count(COMMITMENT_SIZE), COMMITMENT_SIZE)
         if any(i >= count for i in positions) or any(b[0] >= count for b in brackets):
             raise MessageFormatError("a leaf index outside the roster tree")
         return _unchecked(
@@ -395,17 +395,17 @@ class IdentityProof:
         count = reader.u32()
         if count == 0:
             raise MessageFormatError("an identity tree without leaves")
-        items = []
+        items = reader.records(_IDENTITY_ITEM, reader.count(_IDENTITY_ITEM.size))
         previous = -1
-        for _ in range(reader.count(8 + PUBLIC_KEY_SIZE)):
-            index = reader.u32()
+        for index, client_id, _ in items:  # the checks of one read per field, in its order
             if index >= count or index <= previous:
                 raise MessageFormatError("identity leaves out of the tree or out of order")
             previous = index
-            items.append((index, reader.client_id(), reader.take(PUBLIC_KEY_SIZE)))
+            if client_id == 0:
+                raise MessageFormatError("client id 0 is not allowed")
         if not items:
             raise MessageFormatError("an empty identity section must be left out")
-        hashes = tuple(reader.take(COMMITMENT_SIZE) for _ in range(reader.count(COMMITMENT_SIZE)))
+        hashes = reader.hashes(reader.count(COMMITMENT_SIZE), COMMITMENT_SIZE)
         return _unchecked(cls, {"count": count, "items": tuple(items), "hashes": hashes})
 
 
