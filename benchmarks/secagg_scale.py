@@ -54,6 +54,7 @@ import os
 import platform
 import resource
 import secrets
+import shutil
 import subprocess
 import sys
 import time
@@ -483,7 +484,27 @@ def run_child(n: int, length: int, seed: int, sample: int) -> dict[str, Any]:
         "server_weighing_seconds": probe_seconds,
         "rss_before_round_mib": rss_before,
         "identity": _identity_sizes(report, sample),
+        "commit": _commit(),
     }
+
+
+def _commit() -> str | None:
+    """The checkout's commit (short), so rows merged from runs on other code say so."""
+    git = shutil.which("git")
+    if git is None:
+        return None
+    try:
+        out = subprocess.run(
+            [git, "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).parent,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
 
 
 # -- the parent: one child per N, fits, JSON, plot -----------------------------------------

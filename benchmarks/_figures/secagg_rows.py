@@ -158,8 +158,17 @@ def secagg_scale(results: Results) -> Row:
     if not rows:
         raise data["rows"]._fail("no rows")
 
+    def commit(r: Node) -> str | None:
+        return r.text("commit") if r.has("commit") and r["commit"].value is not None else None
+
+    # Rows merged from a run on other code say which build they measured.
+    commits = [c for c in map(commit, rows) if c is not None]
+    usual = max(sorted(set(commits)), key=commits.count) if commits else None
+
     def one(r: Node) -> str:
         extra = "" if r.flag("exact_sum") else ", sum NOT exact"
+        if commit(r) not in (None, usual):
+            extra += f", measured on the earlier build {commit(r)}"
         if r.integer("length") != 83_850:
             extra += f", {count(r.num('length'))} values"
         client_more = server_more = held = ""
