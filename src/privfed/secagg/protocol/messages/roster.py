@@ -199,6 +199,29 @@ _IDENTITY_ITEM = struct.Struct(f">II{PUBLIC_KEY_SIZE}s")
 #: A committee member: ``index u32 | client_id u32 | commitment | value | signature``.
 _COMMITTEE_ITEM = struct.Struct(f">II{COMMITMENT_SIZE}s{COMMITMENT_SIZE}s{SIGNATURE_SIZE}s")
 
+
+def _leaf_records(
+    reader: _Reader, layout: struct.Struct, count: int, section: str
+) -> list[tuple[Any, ...]]:
+    """A proof section's ``index | client id | ...`` records, read in one call and checked.
+
+    Leaf indices increase inside a tree of ``count`` leaves, no client id is 0,
+    and the section is not empty -- checked record by record, field by field,
+    so the first fault named is the one a read per field would meet.
+    """
+    items = reader.records(layout, reader.count(layout.size))
+    previous = -1
+    for index, client_id, *_ in items:
+        if index >= count or index <= previous:
+            raise MessageFormatError(f"{section} leaves out of the tree or out of order")
+        previous = index
+        if client_id == 0:
+            raise MessageFormatError("client id 0 is not allowed")
+    if not items:
+        raise MessageFormatError(f"an empty {section} section must be left out")
+    return items
+
+
 #: The last committee section encoded: ``(committee tuple, its wire bytes)``.
 _COMMITTEE_WIRE: tuple[object, bytes] = (None, b"")
 
@@ -284,17 +307,7 @@ class RosterProof:
     def _parse_committee(
         reader: _Reader, count: int
     ) -> tuple[tuple[int, int, bytes, bytes, bytes], ...]:
-        items = reader.records(_COMMITTEE_ITEM, reader.count(_COMMITTEE_ITEM.size))
-        previous = -1
-        for index, client_id, *_ in items:  # the checks of one read per field, in its order
-            if index >= count or index <= previous:
-                raise MessageFormatError("committee leaves out of the tree or out of order")
-            previous = index
-            if client_id == 0:
-                raise MessageFormatError("client id 0 is not allowed")
-        if not items:
-            raise MessageFormatError("an empty committee section must be left out")
-        return tuple(items)
+        return tuple(_leaf_records(reader, _COMMITTEE_ITEM, count, "committee"))
 
     def _wire(self) -> bytes:
         pack = _U32.pack
@@ -395,16 +408,7 @@ class IdentityProof:
         count = reader.u32()
         if count == 0:
             raise MessageFormatError("an identity tree without leaves")
-        items = reader.records(_IDENTITY_ITEM, reader.count(_IDENTITY_ITEM.size))
-        previous = -1
-        for index, client_id, _ in items:  # the checks of one read per field, in its order
-            if index >= count or index <= previous:
-                raise MessageFormatError("identity leaves out of the tree or out of order")
-            previous = index
-            if client_id == 0:
-                raise MessageFormatError("client id 0 is not allowed")
-        if not items:
-            raise MessageFormatError("an empty identity section must be left out")
+        items = _leaf_records(reader, _IDENTITY_ITEM, count, "identity")
         hashes = reader.hashes(reader.count(COMMITMENT_SIZE), COMMITMENT_SIZE)
         return _unchecked(cls, {"count": count, "items": tuple(items), "hashes": hashes})
 
