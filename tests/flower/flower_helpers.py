@@ -103,3 +103,16 @@ def tagged_processes(tag: str) -> list[tuple[int, str]]:
         if state != "Z":
             found.append((int(entry.name), command[:120]))
     return found
+
+
+def active_node_config(folder: Path, client_id: int, **policy: object) -> dict[str, object]:
+    """An active node's policy keys: its key file ``node-<id>.key`` and ``registry.json`` in
+    ``folder``, threshold at least 4, n_C = 1; ``policy`` adds or overrides keys by name."""
+    return {
+        "privfed-mode": "active",
+        "privfed-min-threshold": 4,
+        "privfed-corrupted": 1,
+        "privfed-identity-key": str(folder / f"node-{client_id}.key"),
+        "privfed-registry": str(folder / "registry.json"),
+        **{f"privfed-{k.replace('_', '-')}": v for k, v in policy.items()},
+    }

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from flower_helpers import active_node_config
 
 from privfed.engines.latent.job import aggregate_with_noise, dropout_plan, run_spec
 from privfed.engines.latent.stages import client_statistics, encode, fit_codec, load_data
@@ -57,15 +58,7 @@ def run(tmp_path: Path) -> dict[str, Any]:
 def _grid(loopback: Any, tmp_path: Path, run: dict[str, Any]) -> Any:
     grid = loopback(latent_client_app(journal=JournalIn(tmp_path / "j")), 6, run_config=run)
     for i, context in enumerate(grid.contexts.values()):
-        context.node_config.update(
-            {
-                "privfed-mode": "active",
-                "privfed-min-threshold": 4,
-                "privfed-corrupted": 1,
-                "privfed-identity-key": str(tmp_path / f"node-{i + 1}.key"),
-                "privfed-registry": str(tmp_path / "registry.json"),
-            }
-        )
+        context.node_config.update(active_node_config(tmp_path, i + 1))
     return grid
 
 

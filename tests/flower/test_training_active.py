@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from flower_helpers import active_node_config
 from flwr.app import (
     Array,
     ArrayRecord,
@@ -89,16 +90,7 @@ def _grid(loopback: type, tmp_path: Path, **policy: object) -> Any:
     # Node ids and registry ids deliberately in another order: the server must ask.
     for i, context in enumerate(grid.contexts.values()):
         cid = N - i
-        context.node_config.update(
-            {
-                "privfed-mode": "active",
-                "privfed-min-threshold": 4,
-                "privfed-corrupted": 1,
-                "privfed-identity-key": str(tmp_path / f"node-{cid}.key"),
-                "privfed-registry": str(tmp_path / "registry.json"),
-                **{f"privfed-{k.replace('_', '-')}": v for k, v in policy.items()},
-            }
-        )
+        context.node_config.update(active_node_config(tmp_path, cid, **policy))
     return grid
 
 

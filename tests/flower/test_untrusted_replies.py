@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from flower_helpers import active_node_config
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
@@ -243,22 +244,12 @@ _SUM_RUN = {"job": "sum", "num-clients": 3, "wait-s": 5.0, "vector-length": LENG
 
 @pytest.mark.parametrize(
     "partition",
-    [-1, True, 2.5, "1", b"1", [1]],
-    ids=["negative", "a-bool", "a-float", "a-str", "bytes", "a-list"],
-)
-def test_a_malformed_hello_partition_leaves_that_node_out(
+    [-1, True, 2.5, "1", b"1", [1], 2**40, 5],
+    ids=["negative", "a-bool", "a-float", "a-str", "bytes", "a-list", "past-the-id-range",
+         "past-the-job"],
+)  # fmt: skip
+def test_a_malformed_or_foreign_hello_partition_leaves_that_node_out(
     partition: Any, loopback: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    app = sum_client_app(journal=JournalIn(tmp_path))
-    hello = _with_field("partition-id", partition)
-    grid = loopback(_corrupting(app, 1002, _wire.HELLO_ACTION, hello), 3, run_config=_SUM_RUN)
-    _run_sum_job(grid, _SUM_RUN)
-    assert "2 survivors, exact" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("partition", [2**40, 5], ids=["past-the-id-range", "past-the-job"])
-def test_a_hello_partition_outside_the_job_leaves_that_node_out(
-    partition: int, loopback: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     app = sum_client_app(journal=JournalIn(tmp_path))
     hello = _with_field("partition-id", partition)
@@ -288,15 +279,7 @@ def active_grid(loopback: Any, tmp_path: Path) -> Callable[[App], Any]:
         app = sum_client_app(journal=JournalIn(tmp_path / "j"))
         grid = loopback(wrap(app), _ACTIVE_N)
         for i, context in enumerate(grid.contexts.values()):
-            context.node_config.update(
-                {
-                    "privfed-mode": "active",
-                    "privfed-min-threshold": 4,
-                    "privfed-corrupted": 1,
-                    "privfed-identity-key": str(tmp_path / f"node-{i + 1}.key"),
-                    "privfed-registry": str(tmp_path / "registry.json"),
-                }
-            )
+            context.node_config.update(active_node_config(tmp_path, i + 1))
         grid.registry = registry
         return grid
 

@@ -261,9 +261,10 @@ def receive_factories(
         for i in range(count):
             folder = Path(tmp) / f"f{i}"
             folder.mkdir()
-            (folder / _MANIFEST).write_bytes(_wire.get_bytes(record, f"{i}.manifest"))
+            manifest = _wire.get_bytes(record, f"{i}.manifest")
+            (folder / _MANIFEST).write_bytes(manifest)
             (folder / _WEIGHTS).write_bytes(_wire.get_bytes(record, f"{i}.weights"))
-            is_gaussian = _shipped_type(_wire.get_bytes(record, f"{i}.manifest")) != "edm-diffusion"
+            is_gaussian = _shipped_type(manifest) != "edm-diffusion"
             factory = load_factory(folder, codec=codec if is_gaussian else None)
             claimed = factory.manifest()
             if claimed.client_id != client_id:
