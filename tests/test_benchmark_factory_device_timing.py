@@ -43,6 +43,15 @@ def test_arguments() -> None:
             bench._parse_args(bad)
 
 
+def test_seconds_per_step_is_positive_even_when_timing_noise_inverts_the_fits() -> None:
+    # The difference of the two fits, when it is positive.
+    assert bench._per_step(1.0, 3.0, 2) == pytest.approx(1.0)
+    # A 2-step fit timed faster than the 1-step one (seen on CI: -0.107 s a step):
+    # the whole fit per step, an upper bound, never a negative time.
+    assert bench._per_step(1.06, 0.95, 1) == pytest.approx(0.475)
+    assert bench._per_step(1.0, 1.0, 4) == pytest.approx(0.2)
+
+
 @pytest.mark.slow
 def test_tiny_cpu_run_writes_its_json_and_plot(tmp_path: Path) -> None:
     out = tmp_path / "timing.json"
