@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 
 import numpy as np
 import pytest
@@ -67,3 +68,27 @@ def test_seeded_noise_is_reproducible_and_scaled() -> None:
     assert not np.array_equal(a, add_gaussian(values, 1.0, 5, "n"))
     half = add_gaussian(values, 1.0, 5, "m", scale=np.full(3, 0.5)[None, :])
     assert np.array_equal(half, 0.5 * a)
+
+
+@pytest.mark.parametrize(
+    ("split", "shown"),
+    [
+        ("fast", "'fast'"),
+        ("", "''"),
+        (0.0, "0.0"),
+        (1, "1"),
+        (np.float64(1.5), "np.float64(1.5)"),
+        (-math.inf, "-inf"),
+    ],
+)
+def test_a_bad_split_is_refused_in_one_wording(split: object, shown: str) -> None:
+    kwargs = {"clip_norm": 1.0, "dim": 2, "adjacency": Adjacency.REPLACE_ONE}
+    with pytest.raises(ParameterError) as info:
+        plan_latent_release(1.0, 1e-5, split=split, **kwargs)  # type: ignore[arg-type]
+    assert str(info.value) == (
+        f"parameter 'split' must be 'balanced', 'optimal' or a float in (0, 1); got {shown}"
+    )
+    with pytest.raises(ParameterTypeError):
+        plan_latent_release(1.0, 1e-5, split=None, **kwargs)  # type: ignore[arg-type]
+    with pytest.raises(ParameterError, match="not NaN"):
+        plan_latent_release(1.0, 1e-5, split=math.nan, **kwargs)  # type: ignore[arg-type]

@@ -249,13 +249,13 @@ class LatentReleasePlan:
 
 def _check_split(split: object) -> str | float:
     if isinstance(split, str):
-        if split not in ("balanced", "optimal"):
-            raise ParameterError("split", "'balanced', 'optimal' or a float in (0, 1)", split)
-        return split
-    weight = to_float("split", split)
-    if not (0.0 < weight < 1.0):
-        raise ParameterError("split", "'balanced', 'optimal' or a float in (0, 1)", split)
-    return weight
+        if split in ("balanced", "optimal"):
+            return split
+    else:
+        weight = to_float("split", split)
+        if 0.0 < weight < 1.0:
+            return weight
+    raise ParameterError("split", "'balanced', 'optimal' or a float in (0, 1)", split)
 
 
 def release_error_objective(
@@ -445,8 +445,9 @@ def plan_latent_release(
     # certification step, on the three stds together).
     std_sum, std_second, std_count = raise_until(
         solved,
-        lambda stds: gdp_delta(_joint_mu(stds, radius, adjacency, labels_private), eps)
-        <= target_delta,
+        lambda stds: (
+            gdp_delta(_joint_mu(stds, radius, adjacency, labels_private), eps) <= target_delta
+        ),
         _nudged,
         max_steps=_MAX_NUDGES,
         failure="could not certify the latent release plan",
