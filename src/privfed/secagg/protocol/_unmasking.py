@@ -11,8 +11,9 @@ become field elements only for the responses that are used.
 
 from __future__ import annotations
 
+import hmac
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import numpy.typing as npt
@@ -25,7 +26,9 @@ from privfed.errors import (
 )
 from privfed.secagg.primitives import shamir
 from privfed.secagg.protocol._party import refusal
+from privfed.secagg.protocol.commitment import noise_seed_commitment
 from privfed.secagg.protocol.messages import (
+    AdvertiseKeys,
     RevealedNoiseShare,
     RevealedShare,
     UnmaskResponse,
@@ -249,6 +252,37 @@ class RevealedShares:
             for p, secret in zip(positions, secrets_of, strict=True):
                 out[p] = secret
         return out
+
+    def noise_seeds(
+        self,
+        survivors: list[int],
+        layers: tuple[int, ...],
+        advertised: Mapping[int, AdvertiseKeys],
+        session: bytes,
+        stage: Stage,
+    ) -> dict[int, dict[int, bytes]]:
+        """``{survivor: {layer: seed}}`` rebuilt for ``layers``, checked against the commitments
+        the survivors ``advertised``.
+
+        Raises:
+            ProtocolAbort: (Aborting) fewer than ``threshold`` shares of a seed.
+            ReconstructionError: A rebuilt seed does not match its commitment.
+        """
+        noise_seeds: dict[int, dict[int, bytes]] = {owner: {} for owner in survivors}
+        for layer in layers:
+            rebuilt = self.rebuild(survivors, layer + 1, stage)
+            for owner, seed in zip(survivors, rebuilt, strict=True):
+                expected = advertised[owner].noise_commitments[layer - 1]
+                actual = noise_seed_commitment(
+                    seed, session_id=session, client_id=owner, layer=layer
+                )
+                if not hmac.compare_digest(expected, actual):
+                    raise ReconstructionError(
+                        f"the rebuilt layer-{layer} noise seed of client {owner} does not "
+                        "match its commitment"
+                    )
+                noise_seeds[owner][layer] = seed
+        return noise_seeds
 
     def _gather(self, owner: int, kind: int, stage: Stage) -> list[shamir.Share]:
         # Noise-layer seeds (kind >= 2): the shares are few, kept per owner.

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import enum
 import hmac
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -65,7 +65,6 @@ from privfed.secagg.primitives import keys, prg
 from privfed.secagg.protocol._committee_round import CommitteeRefusedError, CommitteeRound
 from privfed.secagg.protocol._party import Party, refusal
 from privfed.secagg.protocol._roster_check import (
-    PROOF_BATCH,
     identity_proofs,
     neighbourhood_proofs,
     pick,
@@ -74,11 +73,11 @@ from privfed.secagg.protocol._roster_check import (
     survivor_payload,
     survivor_tree,
 )
+from privfed.secagg.protocol._roster_wire import PartBatches, PartWriter
 from privfed.secagg.protocol._routing import route_items, route_packed
 from privfed.secagg.protocol._unmasking import RevealedShares
 from privfed.secagg.protocol.commitment import (
     noise_layers_to_reveal,
-    noise_seed_commitment,
     self_mask_commitment,
 )
 from privfed.secagg.protocol.config import MAX_CLIENT_ID, SecAggConfig
@@ -193,10 +192,9 @@ class SecAggServer(Party):
         self._roster: Roster | None = None
         self._tree: RosterTree | None = None
         self._leaf_of: dict[int, int] = {}
-        # SecAgg+ roster parts built ahead (asked in id order), and where the next one is.
-        self._parts: dict[int, Roster] = {}
-        self._part_at: dict[int, int] = {}
-        self._next_part = 0
+        # SecAgg+ roster parts built ahead (asked in id order): as messages, or as bytes.
+        self._parts: PartBatches[Roster] | None = None
+        self._part_wires: PartBatches[bytes] | None = None
         # Active SecAgg+: the committee that reveals the graph seed's values.
         self._committee: CommitteeRound | None = None
         self._committee_items: tuple[tuple[int, int, bytes, bytes, bytes], ...] = ()
@@ -585,6 +583,13 @@ class SecAggServer(Party):
                 (aborting) more than ``committee_dropouts`` of its members
                 did not reveal.
         """
+        full = self._roster_closed(client_id)
+        if client_id is None or self._config.graph is GraphMode.COMPLETE:
+            return full
+        return self._roster_part(client_id)
+
+    def _roster_closed(self, client_id: int | None) -> Roster:
+        """:meth:`roster`'s checks, and the stage's close on the first call: the full roster."""
         cfg = self._config
         if client_id is not None and (
             isinstance(client_id, bool) or client_id not in cfg.client_ids
@@ -610,9 +615,7 @@ class SecAggServer(Party):
             raise ProtocolAbort("the round has been aborted", stage=Stage.ADVERTISE_KEYS.name)
         if self._roster is None:  # pragma: no cover -- the stage closed with a roster
             raise TypeError("no roster yet")
-        if client_id is None or cfg.graph is GraphMode.COMPLETE:
-            return self._roster
-        return self._roster_part(client_id)
+        return self._roster
 
     def committee_requests(self) -> dict[int, CommitteeRequest]:
         """Active SecAgg+: close ADVERTISE_KEYS's roster and ask its committee to reveal.
@@ -703,27 +706,35 @@ class SecAggServer(Party):
         self._round_session = graph_session(self._config.bound_session_id, seed)
 
     def _roster_part(self, client_id: int) -> Roster:
-        """SecAgg+: the neighbourhood's entries of the roster, with their Merkle multiproof.
-
-        Asked in id order (as a driver sends the parts), the parts of the next
-        :data:`PROOF_BATCH` clients are built together and kept until asked.
-        """
+        """SecAgg+: the neighbourhood's entries of the roster, with their Merkle multiproof
+        (built in id-order batches, :class:`~privfed.secagg.protocol._roster_wire.PartBatches`)."""
         roster, tree = self._roster, self._tree
         if roster is None or tree is None:  # pragma: no cover -- roster() built both
             raise TypeError("no roster yet")
-        if not self._part_at:
-            self._part_at = {c: i for i, c in enumerate(self._config.client_ids)}
-        at = self._part_at[client_id]
-        part = self._parts.pop(client_id, None)
-        if part is None:
-            ids = self._config.client_ids
-            batch = ids[at : at + PROOF_BATCH] if at == self._next_part else (client_id,)
-            hoods = [self._hood(c) | {c} for c in batch]
-            parts = roster_parts(roster, tree, hoods, self._committee_items, self._registry())
-            self._parts = dict(zip(batch, parts, strict=True))
-            part = self._parts.pop(client_id)
-        self._next_part = at + 1
-        return part
+        if self._parts is None:
+            items, registry = self._committee_items, self._registry()
+            self._parts = PartBatches(
+                self._config.client_ids,
+                lambda batch: roster_parts(roster, tree, self._hoods(batch), items, registry),
+            )
+        return self._parts.get(client_id)
+
+    def _roster_bytes(self, client_id: int) -> bytes:
+        """``roster(client_id).to_bytes()`` (the same call: the same checks, errors and close);
+        a SecAgg+ part is written straight to bytes (:class:`_roster_wire.PartWriter`)."""
+        full = self._roster_closed(client_id)
+        roster, tree = self._roster, self._tree
+        if self._config.graph is GraphMode.COMPLETE or roster is None or tree is None:
+            return full.to_bytes()
+        if self._part_wires is None:
+            writer = PartWriter(roster, tree, self._committee_items, self._registry())
+            self._part_wires = PartBatches(
+                self._config.client_ids, lambda batch: writer.parts(self._hoods(batch))
+            )
+        return self._part_wires.get(client_id)
+
+    def _hoods(self, batch: Sequence[int]) -> list[frozenset[int]]:
+        return [self._hood(c) | {c} for c in batch]
 
     def routed_shares(self) -> dict[int, RoutedShares]:
         """Close SHARE_KEYS and route every ciphertext to its recipient.
@@ -752,7 +763,7 @@ class SecAggServer(Party):
                 self._unpack_bundle(sender)
             routed = route_items(self._config, complete, self._ciphertexts, self._hood)
         self._shared = complete
-        self._parts = {}
+        self._parts = self._part_wires = None
         self._ciphertexts = {}
         self._bundles = {}
         self._received = {}
@@ -895,7 +906,9 @@ class SecAggServer(Party):
         layers = noise_layers_to_reveal(cfg, len(survivors)) if cfg.noise_layers else ()
         # Rebuild and verify every secret first: nothing is mutated until all pass.
         self_seeds = self._self_mask_seeds(survivors, stage)
-        noise_seeds = self._noise_layer_seeds(survivors, layers, stage)
+        noise_seeds = self._reveals.noise_seeds(
+            survivors, layers, self._advertised, cfg.bound_session_id, stage
+        )
         pair_seeds = self._dropped_pair_seeds(survivors, dropped, stage)
         total = self._total
         if total is None:  # pragma: no cover -- at least threshold inputs arrived
@@ -932,27 +945,6 @@ class SecAggServer(Party):
                 )
             )
         return self_seeds
-
-    def _noise_layer_seeds(
-        self, survivors: list[int], layers: tuple[int, ...], stage: Stage
-    ) -> dict[int, dict[int, bytes]]:
-        """``{survivor: {layer: seed}}`` rebuilt for ``layers``, checked against the commitments."""
-        session = self._config.bound_session_id
-        noise_seeds: dict[int, dict[int, bytes]] = {owner: {} for owner in survivors}
-        for layer in layers:
-            rebuilt = self._reveals.rebuild(survivors, layer + 1, stage)
-            for owner, seed in zip(survivors, rebuilt, strict=True):
-                expected = self._advertised[owner].noise_commitments[layer - 1]
-                actual = noise_seed_commitment(
-                    seed, session_id=session, client_id=owner, layer=layer
-                )
-                if not hmac.compare_digest(expected, actual):
-                    raise ReconstructionError(
-                        f"the rebuilt layer-{layer} noise seed of client {owner} does not "
-                        "match its commitment"
-                    )
-                noise_seeds[owner][layer] = seed
-        return noise_seeds
 
     def _dropped_pair_seeds(
         self, survivors: list[int], dropped: list[int], stage: Stage
