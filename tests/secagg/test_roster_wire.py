@@ -29,6 +29,7 @@ from privfed.secagg import (
     run_protocol,
     runner,
 )
+from privfed.secagg.protocol import server as server_module
 from privfed.secagg.protocol._roster_check import roster_parts, roster_tree
 from privfed.secagg.protocol._roster_wire import PartWriter
 from privfed.secagg.protocol.identity_root import identity_tree
@@ -185,3 +186,47 @@ def test_roster_bytes_of_an_aborted_round_refuse() -> None:
     with pytest.raises(ProtocolAbort, match="the round has been aborted") as built:
         server.roster(1)
     assert str(written.value) == str(built.value)
+
+
+@pytest.mark.parametrize(("graph", "n", "degree"), [("harary", 300, 20), ("complete", 12, None)])
+def test_written_consistency_requests_are_the_serialized_requests(
+    monkeypatch: pytest.MonkeyPatch, graph: str, n: int, degree: int | None
+) -> None:
+    # Each round's requests are built both ways on the same state: the message
+    # objects first, then (the stage reopened) the bytes the runner sends.
+    original = SecAggServer._consistency_request_bytes
+    compared: list[int] = []
+
+    def both(server: SecAggServer) -> dict[int, bytes]:
+        built = {c: m.to_bytes() for c, m in server.consistency_requests().items()}
+        server._phase = server_module._Phase.MASK  # reopen: the same close again
+        written = original(server)
+        assert written == built
+        compared.append(len(written))
+        return written
+
+    monkeypatch.setattr(SecAggServer, "_consistency_request_bytes", both)
+    rng = np.random.default_rng(n)
+    inputs = [rng.integers(0, 2**64 - 1, size=4, dtype=np.uint64) for _ in range(n)]
+    report = run_protocol(
+        inputs,
+        threshold=n // 2 + 2 if degree is None else 14,
+        graph=graph,
+        degree=degree,
+        mode="active",
+        corrupted=2,
+        dropouts={Stage.ADVERTISE_KEYS: [3], Stage.MASKED_INPUT: [8, 9]},
+    )
+    assert compared == [len(report.survivors)]
+    expected = np.zeros(4, dtype=np.uint64)
+    for cid in report.survivors:
+        np.add(expected, inputs[cid - 1], out=expected)
+    assert np.array_equal(report.total, expected)
+
+
+def test_consistency_request_bytes_refuses_what_consistency_requests_refuses() -> None:
+    server = _advertised_server(6, "harary", 4)
+    with pytest.raises(ProtocolAbort, match="no ConsistencyCheck round in semi-honest mode"):
+        server._consistency_request_bytes()
+    with pytest.raises(ProtocolAbort, match="no ConsistencyCheck round in semi-honest mode"):
+        server.consistency_requests()

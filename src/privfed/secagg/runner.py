@@ -489,7 +489,11 @@ class _Round:
             fetch=lambda i: self.rows[i],
         )
         if self.config.active:
-            consistency = self.publish(stage, self.server.consistency_requests)
+            # Written straight to bytes (SecAgg+): those of consistency_requests().
+            consistency = self.server_close(stage, self.server._consistency_request_bytes)
+            self.server_sent[stage] = self.server_sent.get(stage, 0) + sum(
+                len(b) for b in consistency.values()
+            )
             stage = Stage.CONSISTENCY_CHECK
             self.play_answers(
                 stage,

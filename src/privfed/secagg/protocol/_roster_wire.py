@@ -66,6 +66,88 @@ class _Gathered:
         return self._data[self._bounds[i] : self._bounds[i + 1]]
 
 
+class _TreeRows:
+    """A tree's records as byte rows: leaf positions, ids, bracket leaves, stored hashes."""
+
+    def __init__(self, tree: RosterTree) -> None:
+        self.tree = tree
+        self.positions = np.arange(tree.count, dtype=">u4").view(np.uint8).reshape(-1, 4)
+        ids = [tree.member(i)[0] for i in range(tree.count)]
+        self.ids = np.asarray(ids, dtype=">u4").view(np.uint8).reshape(-1, 4)
+        self.brackets = _rows(
+            [_BRACKET.pack(i, *tree.member(i)) for i in range(tree.count)], _BRACKET.size
+        )
+        self.hashes = _rows(tree.nodes, 32)
+
+    def proofs(
+        self, hoods: Sequence[frozenset[int]], seats: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], dict[str, _Gathered]]:
+        """The member leaves of each of ``hoods`` (keys ``set << 32 | leaf``), their counts, and
+        the positions, brackets and hashes of each multiproof (``seats``: leaves every proof
+        also covers), as ``_roster_check._proof_batch`` chooses them."""
+        tree, sets = self.tree, len(hoods)
+        windows, members = tree.windows_many(hoods)
+        row_keys = np.arange(sets, dtype=np.int64)[:, None] << 32
+        seat_keys = (row_keys | seats).ravel()
+        nodes, node_counts = tree.proof_nodes(np.concatenate([windows, seat_keys]), sets)
+        brackets = without(windows, np.concatenate([members, seat_keys]))
+        at, per_set = members & _LOW, _counts(members, sets)
+        gathered = {
+            "positions": _Gathered(self.positions, at, per_set),
+            "brackets": _Gathered(self.brackets, brackets & _LOW, _counts(brackets, sets)),
+            "hashes": _Gathered(self.hashes, nodes, node_counts),
+        }
+        return members, per_set, gathered
+
+    def proof_wire(self, i: int, picked: dict[str, _Gathered]) -> list[bytes | memoryview]:
+        """``RosterProof._wire`` of proof ``i``, in pieces."""
+        pack = _U32.pack
+        brackets, hashes = picked["brackets"], picked["hashes"]
+        return [
+            pack(self.tree.count),
+            picked["positions"].part(i),
+            pack(brackets.counts[i]),
+            brackets.part(i),
+            pack(hashes.counts[i]),
+            hashes.part(i),
+        ]
+
+
+def _head(kind: MessageType, session: bytes, round_index: int) -> bytes:
+    """``Message.to_bytes``'s header of a message of type ``kind``."""
+    return (
+        WIRE_MAGIC
+        + bytes((WIRE_VERSION, int(kind), len(session)))
+        + session
+        + _U32.pack(round_index)
+    )
+
+
+def consistency_request_wires(
+    tree: RosterTree,
+    recipients: Sequence[int],
+    hoods: Sequence[frozenset[int]],
+    session: bytes,
+    round_index: int,
+) -> list[bytes]:
+    """SecAgg+: the wire bytes of the ConsistencyRequest to each of ``recipients``
+    (``hoods[i]``: its neighbourhood and itself) that the server's
+    ``consistency_requests`` builds from the survivor ``tree``."""
+    rows = _TreeRows(tree)
+    head = _head(MessageType.CONSISTENCY_REQUEST, session, round_index)
+    out: list[bytes] = []
+    for start in range(0, len(hoods), PROOF_BATCH):
+        batch = hoods[start : start + PROOF_BATCH]
+        members, per_set, picked = rows.proofs(batch, np.empty(0, dtype=np.int64))
+        listed = _Gathered(rows.ids, members & _LOW, per_set)
+        for i in range(len(batch)):
+            recipient = _U32.pack(recipients[start + i])
+            pieces: list[bytes | memoryview] = [head, recipient, _U32.pack(listed.counts[i])]
+            pieces += [listed.part(i), b"\x01"]
+            out.append(b"".join(pieces + rows.proof_wire(i, picked)))
+    return out
+
+
 class PartWriter:
     """The wire bytes of SecAgg+ roster parts (what ``roster_parts(...)[i].to_bytes()`` gives).
 
@@ -84,7 +166,7 @@ class PartWriter:
         registry: IdentityRegistry | None,
     ) -> None:
         entries = roster.entries
-        self._tree = tree
+        self._tree = _TreeRows(tree)
         self._ids = np.asarray([e.client_id for e in entries], dtype=np.int64)
         self._entries = _rows([e._wire() for e in entries], len(entries[0]._wire()))
         signed = entries[0].signature is not None
@@ -93,11 +175,6 @@ class PartWriter:
         self._commitments = (
             _rows([e.graph_commitment or b"" for e in entries], 32) if committed else None
         )
-        self._brackets = _rows(
-            [_BRACKET.pack(i, *tree.member(i)) for i in range(tree.count)], _BRACKET.size
-        )
-        self._hashes = _rows(tree.nodes, 32)
-        self._positions = np.arange(tree.count, dtype=">u4").view(np.uint8).reshape(-1, 4)
         self._leaf_seats = np.asarray([item[0] for item in committee], dtype=np.int64)
         self._seat_ids = np.asarray([item[1] for item in committee], dtype=np.int64)
         # RosterProof._committee_wire's bytes: the count, then each reveal's fields.
@@ -115,13 +192,7 @@ class PartWriter:
             self._enrolled = np.fromiter(keys, dtype=np.int64, count=len(keys))
             self._keys = _rows([_BRACKET.pack(i, *item) for i, item in enumerate(keys.items())], 40)
             self._key_hashes = _rows(registry.tree.nodes, 32)
-        session = roster.session_id
-        self._head = (
-            WIRE_MAGIC
-            + bytes((WIRE_VERSION, int(MessageType.ROSTER), len(session)))
-            + session
-            + _U32.pack(roster.round_index)
-        )
+        self._head = _head(MessageType.ROSTER, roster.session_id, roster.round_index)
         self._flags = bytes((flags,))
 
     def parts(self, hoods: Sequence[frozenset[int]]) -> list[bytes]:
@@ -131,19 +202,10 @@ class PartWriter:
             ParameterError: Active mode: a member or committee seat that the
                 registry does not enrol (as :meth:`IdentityRegistry.key_proofs`).
         """
-        tree, sets = self._tree, len(hoods)
-        windows, members = tree.windows_many(hoods)
-        row_keys = np.arange(sets, dtype=np.int64)[:, None] << 32
-        seats = (row_keys | self._leaf_seats).ravel()
-        nodes, node_counts = tree.proof_nodes(np.concatenate([windows, seats]), sets)
-        brackets = without(windows, np.concatenate([members, seats]))
-        at, per_part = members & _LOW, _counts(members, sets)
-        picked = {
-            "entries": _Gathered(self._entries, at, per_part),
-            "positions": _Gathered(self._positions, at, per_part),
-            "brackets": _Gathered(self._brackets, brackets & _LOW, _counts(brackets, sets)),
-            "hashes": _Gathered(self._hashes, nodes, node_counts),
-        }
+        sets = len(hoods)
+        members, per_part, picked = self._tree.proofs(hoods, self._leaf_seats)
+        at = members & _LOW
+        picked["entries"] = _Gathered(self._entries, at, per_part)
         if self._signatures is not None:
             picked["signatures"] = _Gathered(self._signatures, at, per_part)
         if self._commitments is not None:
@@ -183,23 +245,12 @@ class PartWriter:
     def _part(self, i: int, picked: dict[str, _Gathered]) -> bytes:
         """Part ``i``'s bytes: the header, then the fields of ``Roster._body_parts`` in order."""
         pack = _U32.pack
-        entries, brackets, hashes = picked["entries"], picked["brackets"], picked["hashes"]
-        out: list[bytes | memoryview] = [
-            self._head,
-            pack(entries.counts[i]),
-            entries.part(i),
-            self._flags,
-        ]
+        entries = picked["entries"]
+        out: list[bytes | memoryview] = [self._head, pack(entries.counts[i])]
+        out += [entries.part(i), self._flags]
         if "signatures" in picked:
             out.append(picked["signatures"].part(i))
-        out += [
-            pack(self._tree.count),
-            picked["positions"].part(i),
-            pack(brackets.counts[i]),
-            brackets.part(i),
-            pack(hashes.counts[i]),
-            hashes.part(i),
-        ]
+        out += self._tree.proof_wire(i, picked)
         if "commitments" in picked:
             out.append(picked["commitments"].part(i))
         out.append(self._committee_wire)

@@ -73,7 +73,11 @@ from privfed.secagg.protocol._roster_check import (
     survivor_payload,
     survivor_tree,
 )
-from privfed.secagg.protocol._roster_wire import PartBatches, PartWriter
+from privfed.secagg.protocol._roster_wire import (
+    PartBatches,
+    PartWriter,
+    consistency_request_wires,
+)
 from privfed.secagg.protocol._routing import route_items, route_packed
 from privfed.secagg.protocol._unmasking import RevealedShares
 from privfed.secagg.protocol.commitment import (
@@ -781,17 +785,9 @@ class SecAggServer(Party):
             ProtocolAbort: Semi-honest mode or out of order, or (aborting) fewer
                 than ``threshold`` masked inputs arrived.
         """
-        if not self._config.active:
-            raise ProtocolAbort(
-                "no ConsistencyCheck round in semi-honest mode", stage=Stage.MASKED_INPUT.name
-            )
-        stage = self._require(_Phase.MASK)
         cfg = self._config
-        survivors = tuple(sorted(self._masked))
-        self._require_quorum(len(survivors), "masked inputs arrived", stage)
-        self._survivor_set = survivors
-        self._phase = _Phase.CONSIST
-        if cfg.graph is GraphMode.COMPLETE:
+        survivors, tree = self._close_masked()
+        if tree is None:
             return {
                 client: ConsistencyRequest._trusted(
                     session_id=cfg.bound_session_id,
@@ -802,12 +798,9 @@ class SecAggServer(Party):
                 for client in survivors
             }
         # SecAgg+: commit to the set; each survivor gets its neighbourhood's part.
-        tree = survivor_tree(self._round_session, survivors)
-        self._survivor_root = tree.root
-        hoods = [self._hood(client) | {client} for client in survivors]
         requests = {}
         for client, (positions, proof) in zip(
-            survivors, neighbourhood_proofs(tree, hoods), strict=True
+            survivors, neighbourhood_proofs(tree, self._hoods(survivors)), strict=True
         ):
             requests[client] = ConsistencyRequest._trusted(
                 session_id=cfg.bound_session_id,
@@ -817,6 +810,36 @@ class SecAggServer(Party):
                 proof=proof,
             )
         return requests
+
+    def _close_masked(self) -> tuple[tuple[int, ...], RosterTree | None]:
+        """:meth:`consistency_requests`'s checks and close: the survivors (SecAgg+: their tree)."""
+        if not self._config.active:
+            raise ProtocolAbort(
+                "no ConsistencyCheck round in semi-honest mode", stage=Stage.MASKED_INPUT.name
+            )
+        stage = self._require(_Phase.MASK)
+        survivors = tuple(sorted(self._masked))
+        self._require_quorum(len(survivors), "masked inputs arrived", stage)
+        self._survivor_set = survivors
+        self._phase = _Phase.CONSIST
+        if self._config.graph is GraphMode.COMPLETE:
+            return survivors, None
+        tree = survivor_tree(self._round_session, survivors)
+        self._survivor_root = tree.root
+        return survivors, tree
+
+    def _consistency_request_bytes(self) -> dict[int, bytes]:
+        """Each of :meth:`consistency_requests` serialized (the same call: checks, errors, close);
+        SecAgg+ requests are written straight to bytes (:mod:`._roster_wire`)."""
+        cfg = self._config
+        if cfg.graph is GraphMode.COMPLETE:
+            return {c: m.to_bytes() for c, m in self.consistency_requests().items()}
+        survivors, tree = self._close_masked()
+        if tree is None:  # pragma: no cover -- SecAgg+ has a survivor tree
+            raise TypeError("no survivor tree")
+        session, index = cfg.bound_session_id, cfg.round_index
+        wires = consistency_request_wires(tree, survivors, self._hoods(survivors), session, index)
+        return dict(zip(survivors, wires, strict=True))
 
     def unmask_requests(self) -> dict[int, UnmaskRequest]:
         """Close MASKED_INPUT (semi-honest) or CONSISTENCY_CHECK (active) and ask for shares.
@@ -909,7 +932,10 @@ class SecAggServer(Party):
         noise_seeds = self._reveals.noise_seeds(
             survivors, layers, self._advertised, cfg.bound_session_id, stage
         )
-        pair_seeds = self._dropped_pair_seeds(survivors, dropped, stage)
+        session = (self._round_session, cfg.round_index)
+        pair_seeds = self._reveals.pair_seeds(
+            dropped, survivors, self._advertised, self._hood, session, stage
+        )
         total = self._total
         if total is None:  # pragma: no cover -- at least threshold inputs arrived
             raise self._abort("no masked input", stage)
@@ -945,38 +971,6 @@ class SecAggServer(Party):
                 )
             )
         return self_seeds
-
-    def _dropped_pair_seeds(
-        self, survivors: list[int], dropped: list[int], stage: Stage
-    ) -> list[tuple[bytes, bool]]:
-        """The pairwise mask seeds the dropped clients left in the sum, with their signs.
-
-        Each dropped client's mask key is rebuilt and checked against its
-        advertised public key.
-        """
-        cfg = self._config
-        pair_seeds: list[tuple[bytes, bool]] = []
-        alive = set(survivors)
-        partners_of = {owner: sorted(self._hood(owner) & alive) for owner in dropped}
-        # A dropped client without a surviving neighbour left no mask in the sum.
-        needed = [owner for owner in dropped if partners_of[owner]]
-        for owner, private in zip(needed, self._reveals.rebuild(needed, 1, stage), strict=True):
-            partners = partners_of[owner]
-            pair = keys.KeyPair.from_private_bytes(private)
-            if not hmac.compare_digest(pair.public_key, self._advertised[owner].mask_public_key):
-                raise ReconstructionError(
-                    f"the rebuilt mask key of client {owner} does not match its public key"
-                )
-            seeds = pair.pairwise_keys(
-                {partner: self._advertised[partner].mask_public_key for partner in partners},
-                purpose=keys.Purpose.MASK,
-                session_id=self._round_session,
-                round_index=cfg.round_index,
-                client_id=owner,
-            )
-            # The partner added +PRG if its id is below the dropped client's.
-            pair_seeds += [(seed, partner < owner) for partner, seed in seeds.items()]
-        return pair_seeds
 
 
 # What the server does with each client-to-server message type, looked up by exact
