@@ -59,7 +59,7 @@ class _Gathered:
     def __init__(self, rows: _Rows, picks: npt.NDArray[np.int64], counts: npt.NDArray[np.int64]):
         width = rows.shape[1]
         # np.take along rows: a row copy each (fancy indexing of 2-D bytes is far slower).
-        self._data = memoryview(np.take(rows, picks, axis=0).reshape(-1))
+        self._data = np.take(rows, picks, axis=0).reshape(-1).data
         self._bounds = (np.concatenate([[0], np.cumsum(counts)]) * width).tolist()
         self.counts: list[int] = counts.tolist()
 
