@@ -26,9 +26,18 @@ from hypothesis import strategies as st
 from secagg_helpers import active_harary_parties, deliver, reveal_committee
 
 from privfed.errors import ProtocolAbort
-from privfed.secagg import SecAggServer, Stage, decode_message, run_protocol
+from privfed.secagg import (
+    SecAggClient,
+    SecAggConfig,
+    SecAggServer,
+    Stage,
+    decode_message,
+    run_protocol,
+)
 from privfed.secagg.protocol import _routing
-from privfed.secagg.protocol.messages import SurvivorSignature, UnmaskRequest
+from privfed.secagg.protocol._roster_check import neighbourhood_proofs, pick, survivor_tree
+from privfed.secagg.protocol._roster_wire import consistency_request_wires
+from privfed.secagg.protocol.messages import ConsistencyRequest, SurvivorSignature, UnmaskRequest
 from privfed.secagg.protocol.messages._codec import _blob_dtype
 
 #: The server state a stage close sets: both paths must leave these equal.
@@ -184,7 +193,7 @@ def _rounds(draw: st.DrawFn) -> dict[str, Any]:
 
 
 @settings(
-    max_examples=20,
+    max_examples=15,
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
@@ -324,3 +333,81 @@ def test_survivor_signature_wire_cache_follows_its_fields() -> None:
     assert copy.deepcopy(one)._wire() == one._wire() == copy.copy(one)._wire()
     assert dataclasses.replace(request, signatures=(two,)).to_bytes() != first
     assert UnmaskRequest.from_bytes(first) == request
+
+
+def _ask_patterns(ids: list[int], rng: random.Random) -> list[int]:
+    """Ids in the orders a driver may ask them: in order, from the middle on, twice in a
+    row, backwards, at random."""
+    middle = len(ids) // 2
+    again = [c for c in ids[:40] for _ in (0, 1)]
+    return [
+        *ids,
+        *ids[middle:],
+        *again,
+        *reversed(ids[-30:]),
+        *rng.sample(ids, 60),
+    ]
+
+
+@pytest.mark.parametrize("mode", ["semi-honest", "active"])
+def test_parts_past_several_batches_in_any_order(mode: str) -> None:
+    # More than PROOF_BATCH (256) clients, not a multiple of it, a run of them missing
+    # from the roster; the object path and the written path asked in turn.
+    n = 601 if mode == "semi-honest" else 281
+    if mode == "active":
+        cfg, _keys, clients, _inputs = active_harary_parties(n, 10, 7, 1, 2, seed=n)
+    else:
+        cfg = SecAggConfig(
+            client_ids=tuple(range(1, n + 1)),
+            threshold=3,
+            vector_length=2,
+            graph="harary",
+            degree=4,
+        )
+        clients = {cid: SecAggClient(cfg, cid) for cid in cfg.client_ids}
+    ids = list(cfg.client_ids)
+    advertised = {c: clients[c] for c in ids if c % 7 and not 300 <= c < 320}
+    server = SecAggServer(cfg)
+    for client in advertised.values():
+        deliver(server, client.advertise_keys())
+    reveal_committee(server, advertised)
+    rng = random.Random(n)
+    expected = {c: server.roster(c).to_bytes() for c in ids}
+    compared = 0
+    for step, cid in enumerate(_ask_patterns(ids, rng)):
+        if mode == "active" and not decode_message(expected[cid]).entries:
+            continue  # see test_an_empty_part_is_written_as_its_roster
+        if step % 3 == 0:  # an object part in between: the other cache moves on
+            assert server.roster(cid).to_bytes() == expected[cid]
+        assert server._roster_bytes(cid) == expected[cid], cid
+        compared += 1
+    assert compared > n + n // 2
+
+
+def test_consistency_request_wires_past_several_batches() -> None:
+    # Tiny survivor trees and one of three batches; neighbourhoods with survivors,
+    # clients that dropped and ids past either end.
+    session = b"c" * 32
+    rng = random.Random(7)
+    for count in (2, 3, 5, 700):
+        survivors = tuple(sorted(rng.sample(range(1, 3 * count + 2), count)))
+        tree = survivor_tree(session, survivors)
+        hoods = [
+            frozenset(rng.sample(survivors, rng.randint(1, min(count, 12))))
+            | {recipient}
+            | frozenset(rng.sample(range(1, 3 * count + 5), 3))
+            for recipient in survivors
+        ]
+        built = [
+            ConsistencyRequest._trusted(
+                session_id=session,
+                round_index=5,
+                recipient=recipient,
+                survivors=pick(survivors, positions),
+                proof=proof,
+            ).to_bytes()
+            for recipient, (positions, proof) in zip(
+                survivors, neighbourhood_proofs(tree, hoods), strict=True
+            )
+        ]
+        assert consistency_request_wires(tree, survivors, hoods, session, 5) == built
