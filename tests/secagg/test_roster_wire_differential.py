@@ -37,6 +37,7 @@ from privfed.secagg import (
 from privfed.secagg.protocol import _routing
 from privfed.secagg.protocol._roster_check import neighbourhood_proofs, pick, survivor_tree
 from privfed.secagg.protocol._roster_wire import consistency_request_wires
+from privfed.secagg.protocol.config import MAX_CLIENT_ID
 from privfed.secagg.protocol.messages import ConsistencyRequest, SurvivorSignature, UnmaskRequest
 from privfed.secagg.protocol.messages._codec import _blob_dtype
 
@@ -442,3 +443,20 @@ def test_consistency_request_wires_past_several_batches() -> None:
             )
         ]
         assert consistency_request_wires(tree, survivors, hoods, session, 5) == built
+
+
+def test_parts_of_sparse_ids_up_to_the_largest() -> None:
+    # Ids spread over the whole u32 range, the largest id included.
+    rng = random.Random(3)
+    ids = sorted({*rng.sample(range(1, MAX_CLIENT_ID), 299), MAX_CLIENT_ID})
+    cfg = SecAggConfig(
+        client_ids=tuple(ids), threshold=3, vector_length=2, graph="harary", degree=4
+    )
+    server = SecAggServer(cfg)
+    for cid in ids:
+        if rng.random() < 0.8 or cid == MAX_CLIENT_ID:
+            deliver(server, SecAggClient(cfg, cid).advertise_keys())
+    asked = rng.sample(ids, len(ids))
+    written = {cid: server._roster_bytes(cid) for cid in ids[:100] + asked}
+    for cid in ids:
+        assert written[cid] == server.roster(cid).to_bytes()
