@@ -270,8 +270,10 @@ class _StreamedParts(Mapping[int, bytes]):
     A deployment's server streams every client its part; building all ``N``
     before handing out the first would hold ``O(N k log N)`` bytes at once (4 GB
     at N = 30,000).  The server builds the parts in id-order batches either way
-    (:data:`~privfed.secagg.protocol.server.PROOF_BATCH`), and every part is
-    still its ADVERTISE_KEYS work: timed as such and counted as sent.  Each part
+    (:data:`~privfed.secagg.protocol._roster_check.PROOF_BATCH`), written
+    straight to their bytes (the bytes of ``server.roster(cid).to_bytes()``),
+    and every part is still its ADVERTISE_KEYS work: timed as such and counted
+    as sent.  Each part
     is handed over once, in id order (a second look builds it again).
     """
 
@@ -282,7 +284,7 @@ class _StreamedParts(Mapping[int, bytes]):
 
     def _build(self, cid: int) -> bytes:
         stage = Stage.ADVERTISE_KEYS
-        data = self._played.server_close(stage, lambda: self._played.server.roster(cid).to_bytes())
+        data = self._played.server_close(stage, lambda: self._played.server._roster_bytes(cid))
         self._played.server_sent[stage] = self._played.server_sent.get(stage, 0) + len(data)
         return data
 
@@ -487,7 +489,11 @@ class _Round:
             fetch=lambda i: self.rows[i],
         )
         if self.config.active:
-            consistency = self.publish(stage, self.server.consistency_requests)
+            # Written straight to bytes (SecAgg+): those of consistency_requests().
+            consistency = self.server_close(stage, self.server._consistency_request_bytes)
+            self.server_sent[stage] = self.server_sent.get(stage, 0) + sum(
+                len(b) for b in consistency.values()
+            )
             stage = Stage.CONSISTENCY_CHECK
             self.play_answers(
                 stage,

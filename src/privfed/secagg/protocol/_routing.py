@@ -129,6 +129,10 @@ def _assemble(
     step = records.dtype.itemsize
     size = _GROUP_HEAD.size
     buffer = np.empty(size * len(recipients) + step * len(order), dtype=np.uint8)
+    # Whole records as opaque bytes: a take of a structured dtype copies field
+    # by field (an order of magnitude slower), the same bytes either way.
+    opaque = np.dtype((np.void, step))
+    source = records.view(opaque)
     spans = []
     at = 0
     for recipient, start, stop in zip(recipients, starts, stops, strict=True):
@@ -136,8 +140,8 @@ def _assemble(
         buffer[at : at + size] = np.frombuffer(_GROUP_HEAD.pack(recipient, stop - start), np.uint8)
         # mode="clip": ``order`` holds valid positions (from argsort), and a
         # take with ``out`` and the default mode goes through a temporary copy.
-        target = buffer[at + size : end].view(records.dtype)
-        np.take(records, order[start:stop], out=target, mode="clip")
+        target = buffer[at + size : end].view(opaque)
+        np.take(source, order[start:stop], out=target, mode="clip")
         spans.append((at, end))
         at = end
     buffer.flags.writeable = False

@@ -11,8 +11,9 @@ become field elements only for the responses that are used.
 
 from __future__ import annotations
 
+import hmac
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import numpy.typing as npt
@@ -23,9 +24,11 @@ from privfed.errors import (
     ParameterTypeError,
     ReconstructionError,
 )
-from privfed.secagg.primitives import shamir
+from privfed.secagg.primitives import keys, shamir
 from privfed.secagg.protocol._party import refusal
+from privfed.secagg.protocol.commitment import noise_seed_commitment
 from privfed.secagg.protocol.messages import (
+    AdvertiseKeys,
     RevealedNoiseShare,
     RevealedShare,
     UnmaskResponse,
@@ -249,6 +252,79 @@ class RevealedShares:
             for p, secret in zip(positions, secrets_of, strict=True):
                 out[p] = secret
         return out
+
+    def noise_seeds(
+        self,
+        survivors: list[int],
+        layers: tuple[int, ...],
+        advertised: Mapping[int, AdvertiseKeys],
+        session: bytes,
+        stage: Stage,
+    ) -> dict[int, dict[int, bytes]]:
+        """``{survivor: {layer: seed}}`` rebuilt for ``layers``, checked against the commitments
+        the survivors ``advertised``.
+
+        Raises:
+            ProtocolAbort: (Aborting) fewer than ``threshold`` shares of a seed.
+            ReconstructionError: A rebuilt seed does not match its commitment.
+        """
+        noise_seeds: dict[int, dict[int, bytes]] = {owner: {} for owner in survivors}
+        for layer in layers:
+            rebuilt = self.rebuild(survivors, layer + 1, stage)
+            for owner, seed in zip(survivors, rebuilt, strict=True):
+                expected = advertised[owner].noise_commitments[layer - 1]
+                actual = noise_seed_commitment(
+                    seed, session_id=session, client_id=owner, layer=layer
+                )
+                if not hmac.compare_digest(expected, actual):
+                    raise ReconstructionError(
+                        f"the rebuilt layer-{layer} noise seed of client {owner} does not "
+                        "match its commitment"
+                    )
+                noise_seeds[owner][layer] = seed
+        return noise_seeds
+
+    def pair_seeds(
+        self,
+        dropped: list[int],
+        survivors: list[int],
+        advertised: Mapping[int, AdvertiseKeys],
+        hood: Callable[[int], frozenset[int]],
+        session: tuple[bytes, int],
+        stage: Stage,
+    ) -> list[tuple[bytes, bool]]:
+        """The pairwise mask seeds the ``dropped`` clients left in the sum, with their signs.
+
+        Each dropped client's mask key is rebuilt and checked against its
+        ``advertised`` public key; the seeds are those of ``session``: the
+        graph session id and the round index.
+
+        Raises:
+            ProtocolAbort: (Aborting) fewer than ``threshold`` shares of a key.
+            ReconstructionError: A rebuilt key does not match its public key.
+        """
+        pair_seeds: list[tuple[bytes, bool]] = []
+        alive = set(survivors)
+        partners_of = {owner: sorted(hood(owner) & alive) for owner in dropped}
+        # A dropped client without a surviving neighbour left no mask in the sum.
+        needed = [owner for owner in dropped if partners_of[owner]]
+        for owner, private in zip(needed, self.rebuild(needed, 1, stage), strict=True):
+            partners = partners_of[owner]
+            pair = keys.KeyPair.from_private_bytes(private)
+            if not hmac.compare_digest(pair.public_key, advertised[owner].mask_public_key):
+                raise ReconstructionError(
+                    f"the rebuilt mask key of client {owner} does not match its public key"
+                )
+            seeds = pair.pairwise_keys(
+                {partner: advertised[partner].mask_public_key for partner in partners},
+                purpose=keys.Purpose.MASK,
+                session_id=session[0],
+                round_index=session[1],
+                client_id=owner,
+            )
+            # The partner added +PRG if its id is below the dropped client's.
+            pair_seeds += [(seed, partner < owner) for partner, seed in seeds.items()]
+        return pair_seeds
 
     def _gather(self, owner: int, kind: int, stage: Stage) -> list[shamir.Share]:
         # Noise-layer seeds (kind >= 2): the shares are few, kept per owner.

@@ -210,6 +210,25 @@ class RosterTree:
         sibling is known iff it is the key next to its own (keys sorted,
         unique, the set in the high bits).
         """
+        nodes, counts = self.proof_nodes(keys, sets)
+        flat = self._flat
+        picked: tuple[bytes, ...] = (
+            operator.itemgetter(*nodes.tolist())(flat)
+            if nodes.size > 1
+            else tuple(flat[i] for i in nodes.tolist())
+        )
+        bounds = np.concatenate([[0], np.cumsum(counts)]).tolist()
+        return [picked[a:b] for a, b in itertools.pairwise(bounds)]
+
+    def proof_nodes(
+        self, keys: npt.NDArray[np.int64], sets: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """What :meth:`prove_many` returns, as positions in :attr:`nodes` and counts per set.
+
+        ``nodes[i]`` indexes the stored nodes level by level (the order of
+        :attr:`nodes`); the first ``counts[0]`` are the first set's proof,
+        and so on.
+        """
         keys = sorted_unique(keys)
         low = np.int64(0xFFFFFFFF)
         rows_out: list[npt.NDArray[np.int64]] = []
@@ -231,16 +250,17 @@ class RosterTree:
             keys = parents[keep]
             size = (size + 1) // 2
         if not rows_out:
-            return [() for _ in range(sets)]
+            return np.empty(0, dtype=np.int64), np.zeros(sets, dtype=np.int64)
         rows = np.concatenate(rows_out)
         order = np.argsort(rows, kind="stable")  # per set: level by level, in walk order
-        nodes = np.concatenate(nodes_out)[order].tolist()
-        flat = self._flat
-        picked: tuple[bytes, ...] = (
-            operator.itemgetter(*nodes)(flat) if len(nodes) > 1 else tuple(flat[i] for i in nodes)
-        )
-        bounds = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=sets))]).tolist()
-        return [picked[a:b] for a, b in itertools.pairwise(bounds)]
+        counts = np.bincount(rows, minlength=sets).astype(np.int64)
+        return np.concatenate(nodes_out)[order], counts
+
+    @property
+    def nodes(self) -> list[bytes]:
+        """Every stored node hash, level by level from the leaves (what :meth:`proof_nodes`
+        indexes)."""
+        return self._flat
 
 
 def sorted_unique(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:

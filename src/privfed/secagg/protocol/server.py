@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import enum
 import hmac
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -65,7 +65,6 @@ from privfed.secagg.primitives import keys, prg
 from privfed.secagg.protocol._committee_round import CommitteeRefusedError, CommitteeRound
 from privfed.secagg.protocol._party import Party, refusal
 from privfed.secagg.protocol._roster_check import (
-    PROOF_BATCH,
     identity_proofs,
     neighbourhood_proofs,
     pick,
@@ -74,11 +73,15 @@ from privfed.secagg.protocol._roster_check import (
     survivor_payload,
     survivor_tree,
 )
+from privfed.secagg.protocol._roster_wire import (
+    PartBatches,
+    PartWriter,
+    consistency_request_wires,
+)
 from privfed.secagg.protocol._routing import route_items, route_packed
 from privfed.secagg.protocol._unmasking import RevealedShares
 from privfed.secagg.protocol.commitment import (
     noise_layers_to_reveal,
-    noise_seed_commitment,
     self_mask_commitment,
 )
 from privfed.secagg.protocol.config import MAX_CLIENT_ID, SecAggConfig
@@ -193,10 +196,9 @@ class SecAggServer(Party):
         self._roster: Roster | None = None
         self._tree: RosterTree | None = None
         self._leaf_of: dict[int, int] = {}
-        # SecAgg+ roster parts built ahead (asked in id order), and where the next one is.
-        self._parts: dict[int, Roster] = {}
-        self._part_at: dict[int, int] = {}
-        self._next_part = 0
+        # SecAgg+ roster parts built ahead (asked in id order): as messages, or as bytes.
+        self._parts: PartBatches[Roster] | None = None
+        self._part_wires: PartBatches[bytes] | None = None
         # Active SecAgg+: the committee that reveals the graph seed's values.
         self._committee: CommitteeRound | None = None
         self._committee_items: tuple[tuple[int, int, bytes, bytes, bytes], ...] = ()
@@ -585,6 +587,13 @@ class SecAggServer(Party):
                 (aborting) more than ``committee_dropouts`` of its members
                 did not reveal.
         """
+        full = self._roster_closed(client_id)
+        if client_id is None or self._config.graph is GraphMode.COMPLETE:
+            return full
+        return self._roster_part(client_id)
+
+    def _roster_closed(self, client_id: int | None) -> Roster:
+        """:meth:`roster`'s checks, and the stage's close on the first call: the full roster."""
         cfg = self._config
         if client_id is not None and (
             isinstance(client_id, bool) or client_id not in cfg.client_ids
@@ -610,9 +619,7 @@ class SecAggServer(Party):
             raise ProtocolAbort("the round has been aborted", stage=Stage.ADVERTISE_KEYS.name)
         if self._roster is None:  # pragma: no cover -- the stage closed with a roster
             raise TypeError("no roster yet")
-        if client_id is None or cfg.graph is GraphMode.COMPLETE:
-            return self._roster
-        return self._roster_part(client_id)
+        return self._roster
 
     def committee_requests(self) -> dict[int, CommitteeRequest]:
         """Active SecAgg+: close ADVERTISE_KEYS's roster and ask its committee to reveal.
@@ -703,27 +710,35 @@ class SecAggServer(Party):
         self._round_session = graph_session(self._config.bound_session_id, seed)
 
     def _roster_part(self, client_id: int) -> Roster:
-        """SecAgg+: the neighbourhood's entries of the roster, with their Merkle multiproof.
-
-        Asked in id order (as a driver sends the parts), the parts of the next
-        :data:`PROOF_BATCH` clients are built together and kept until asked.
-        """
+        """SecAgg+: the neighbourhood's entries of the roster, with their Merkle multiproof
+        (built in id-order batches, :class:`~privfed.secagg.protocol._roster_wire.PartBatches`)."""
         roster, tree = self._roster, self._tree
         if roster is None or tree is None:  # pragma: no cover -- roster() built both
             raise TypeError("no roster yet")
-        if not self._part_at:
-            self._part_at = {c: i for i, c in enumerate(self._config.client_ids)}
-        at = self._part_at[client_id]
-        part = self._parts.pop(client_id, None)
-        if part is None:
-            ids = self._config.client_ids
-            batch = ids[at : at + PROOF_BATCH] if at == self._next_part else (client_id,)
-            hoods = [self._hood(c) | {c} for c in batch]
-            parts = roster_parts(roster, tree, hoods, self._committee_items, self._registry())
-            self._parts = dict(zip(batch, parts, strict=True))
-            part = self._parts.pop(client_id)
-        self._next_part = at + 1
-        return part
+        if self._parts is None:
+            items, registry = self._committee_items, self._registry()
+            self._parts = PartBatches(
+                self._config.client_ids,
+                lambda batch: roster_parts(roster, tree, self._hoods(batch), items, registry),
+            )
+        return self._parts.get(client_id)
+
+    def _roster_bytes(self, client_id: int) -> bytes:
+        """``roster(client_id).to_bytes()`` (the same call: the same checks, errors and close);
+        a SecAgg+ part is written straight to bytes (:class:`_roster_wire.PartWriter`)."""
+        full = self._roster_closed(client_id)
+        roster, tree = self._roster, self._tree
+        if self._config.graph is GraphMode.COMPLETE or roster is None or tree is None:
+            return full.to_bytes()
+        if self._part_wires is None:
+            writer = PartWriter(roster, tree, self._committee_items, self._registry())
+            self._part_wires = PartBatches(
+                self._config.client_ids, lambda batch: writer.parts(self._hoods(batch))
+            )
+        return self._part_wires.get(client_id)
+
+    def _hoods(self, batch: Sequence[int]) -> list[frozenset[int]]:
+        return [self._hood(c) | {c} for c in batch]
 
     def routed_shares(self) -> dict[int, RoutedShares]:
         """Close SHARE_KEYS and route every ciphertext to its recipient.
@@ -752,7 +767,7 @@ class SecAggServer(Party):
                 self._unpack_bundle(sender)
             routed = route_items(self._config, complete, self._ciphertexts, self._hood)
         self._shared = complete
-        self._parts = {}
+        self._parts = self._part_wires = None
         self._ciphertexts = {}
         self._bundles = {}
         self._received = {}
@@ -770,17 +785,9 @@ class SecAggServer(Party):
             ProtocolAbort: Semi-honest mode or out of order, or (aborting) fewer
                 than ``threshold`` masked inputs arrived.
         """
-        if not self._config.active:
-            raise ProtocolAbort(
-                "no ConsistencyCheck round in semi-honest mode", stage=Stage.MASKED_INPUT.name
-            )
-        stage = self._require(_Phase.MASK)
         cfg = self._config
-        survivors = tuple(sorted(self._masked))
-        self._require_quorum(len(survivors), "masked inputs arrived", stage)
-        self._survivor_set = survivors
-        self._phase = _Phase.CONSIST
-        if cfg.graph is GraphMode.COMPLETE:
+        survivors, tree = self._close_masked()
+        if tree is None:
             return {
                 client: ConsistencyRequest._trusted(
                     session_id=cfg.bound_session_id,
@@ -791,12 +798,9 @@ class SecAggServer(Party):
                 for client in survivors
             }
         # SecAgg+: commit to the set; each survivor gets its neighbourhood's part.
-        tree = survivor_tree(self._round_session, survivors)
-        self._survivor_root = tree.root
-        hoods = [self._hood(client) | {client} for client in survivors]
         requests = {}
         for client, (positions, proof) in zip(
-            survivors, neighbourhood_proofs(tree, hoods), strict=True
+            survivors, neighbourhood_proofs(tree, self._hoods(survivors)), strict=True
         ):
             requests[client] = ConsistencyRequest._trusted(
                 session_id=cfg.bound_session_id,
@@ -806,6 +810,36 @@ class SecAggServer(Party):
                 proof=proof,
             )
         return requests
+
+    def _close_masked(self) -> tuple[tuple[int, ...], RosterTree | None]:
+        """:meth:`consistency_requests`'s checks and close: the survivors (SecAgg+: their tree)."""
+        if not self._config.active:
+            raise ProtocolAbort(
+                "no ConsistencyCheck round in semi-honest mode", stage=Stage.MASKED_INPUT.name
+            )
+        stage = self._require(_Phase.MASK)
+        survivors = tuple(sorted(self._masked))
+        self._require_quorum(len(survivors), "masked inputs arrived", stage)
+        self._survivor_set = survivors
+        self._phase = _Phase.CONSIST
+        if self._config.graph is GraphMode.COMPLETE:
+            return survivors, None
+        tree = survivor_tree(self._round_session, survivors)
+        self._survivor_root = tree.root
+        return survivors, tree
+
+    def _consistency_request_bytes(self) -> dict[int, bytes]:
+        """Each of :meth:`consistency_requests` serialized (the same call: checks, errors, close);
+        SecAgg+ requests are written straight to bytes (:mod:`._roster_wire`)."""
+        cfg = self._config
+        if cfg.graph is GraphMode.COMPLETE:
+            return {c: m.to_bytes() for c, m in self.consistency_requests().items()}
+        survivors, tree = self._close_masked()
+        if tree is None:  # pragma: no cover -- SecAgg+ has a survivor tree
+            raise TypeError("no survivor tree")
+        session, index = cfg.bound_session_id, cfg.round_index
+        wires = consistency_request_wires(tree, survivors, self._hoods(survivors), session, index)
+        return dict(zip(survivors, wires, strict=True))
 
     def unmask_requests(self) -> dict[int, UnmaskRequest]:
         """Close MASKED_INPUT (semi-honest) or CONSISTENCY_CHECK (active) and ask for shares.
@@ -895,8 +929,13 @@ class SecAggServer(Party):
         layers = noise_layers_to_reveal(cfg, len(survivors)) if cfg.noise_layers else ()
         # Rebuild and verify every secret first: nothing is mutated until all pass.
         self_seeds = self._self_mask_seeds(survivors, stage)
-        noise_seeds = self._noise_layer_seeds(survivors, layers, stage)
-        pair_seeds = self._dropped_pair_seeds(survivors, dropped, stage)
+        noise_seeds = self._reveals.noise_seeds(
+            survivors, layers, self._advertised, cfg.bound_session_id, stage
+        )
+        session = (self._round_session, cfg.round_index)
+        pair_seeds = self._reveals.pair_seeds(
+            dropped, survivors, self._advertised, self._hood, session, stage
+        )
         total = self._total
         if total is None:  # pragma: no cover -- at least threshold inputs arrived
             raise self._abort("no masked input", stage)
@@ -932,59 +971,6 @@ class SecAggServer(Party):
                 )
             )
         return self_seeds
-
-    def _noise_layer_seeds(
-        self, survivors: list[int], layers: tuple[int, ...], stage: Stage
-    ) -> dict[int, dict[int, bytes]]:
-        """``{survivor: {layer: seed}}`` rebuilt for ``layers``, checked against the commitments."""
-        session = self._config.bound_session_id
-        noise_seeds: dict[int, dict[int, bytes]] = {owner: {} for owner in survivors}
-        for layer in layers:
-            rebuilt = self._reveals.rebuild(survivors, layer + 1, stage)
-            for owner, seed in zip(survivors, rebuilt, strict=True):
-                expected = self._advertised[owner].noise_commitments[layer - 1]
-                actual = noise_seed_commitment(
-                    seed, session_id=session, client_id=owner, layer=layer
-                )
-                if not hmac.compare_digest(expected, actual):
-                    raise ReconstructionError(
-                        f"the rebuilt layer-{layer} noise seed of client {owner} does not "
-                        "match its commitment"
-                    )
-                noise_seeds[owner][layer] = seed
-        return noise_seeds
-
-    def _dropped_pair_seeds(
-        self, survivors: list[int], dropped: list[int], stage: Stage
-    ) -> list[tuple[bytes, bool]]:
-        """The pairwise mask seeds the dropped clients left in the sum, with their signs.
-
-        Each dropped client's mask key is rebuilt and checked against its
-        advertised public key.
-        """
-        cfg = self._config
-        pair_seeds: list[tuple[bytes, bool]] = []
-        alive = set(survivors)
-        partners_of = {owner: sorted(self._hood(owner) & alive) for owner in dropped}
-        # A dropped client without a surviving neighbour left no mask in the sum.
-        needed = [owner for owner in dropped if partners_of[owner]]
-        for owner, private in zip(needed, self._reveals.rebuild(needed, 1, stage), strict=True):
-            partners = partners_of[owner]
-            pair = keys.KeyPair.from_private_bytes(private)
-            if not hmac.compare_digest(pair.public_key, self._advertised[owner].mask_public_key):
-                raise ReconstructionError(
-                    f"the rebuilt mask key of client {owner} does not match its public key"
-                )
-            seeds = pair.pairwise_keys(
-                {partner: self._advertised[partner].mask_public_key for partner in partners},
-                purpose=keys.Purpose.MASK,
-                session_id=self._round_session,
-                round_index=cfg.round_index,
-                client_id=owner,
-            )
-            # The partner added +PRG if its id is below the dropped client's.
-            pair_seeds += [(seed, partner < owner) for partner, seed in seeds.items()]
-        return pair_seeds
 
 
 # What the server does with each client-to-server message type, looked up by exact

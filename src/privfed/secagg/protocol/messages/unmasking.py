@@ -96,7 +96,7 @@ class UnmaskRequest(Message):
         parts = [body, bytes((flags,))]
         if self.signatures:
             parts.append(_U32.pack(len(self.signatures)))
-            parts += [_U32.pack(v.signer) + v.signature for v in self.signatures]
+            parts += [v._wire() for v in self.signatures]
         if self.noise_layers:
             parts.append(len(self.noise_layers).to_bytes(2, "big"))
             parts += [j.to_bytes(2, "big") for j in self.noise_layers]
@@ -148,6 +148,15 @@ class SurvivorSignature:
     def __post_init__(self) -> None:
         _check_id("signer", self.signer)
         _check_signature("signature", self.signature)
+
+    def _wire(self) -> bytes:
+        """``signer u32 | signature``, kept once made (a server forwards each signature
+        in up to ``k + 1`` unmasking requests)."""
+        cached: bytes | None = self.__dict__.get("_wire_signed")
+        if cached is None:
+            cached = _U32.pack(self.signer) + self.signature
+            self.__dict__["_wire_signed"] = cached
+        return cached
 
 
 def _check_layers(name: str, values: object) -> tuple[int, ...]:
