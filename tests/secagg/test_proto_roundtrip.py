@@ -274,8 +274,8 @@ def test_secagg_plus_parts_are_streamed_to_their_clients(monkeypatch: pytest.Mon
     from privfed.secagg import runner
 
     events: list[tuple[str, int | None]] = []
-    # The runner streams each part's bytes, written by the server's _roster_bytes.
-    real_roster, real_share = runner.SecAggServer._roster_bytes, runner.SecAggClient.share_keys
+    # The runner streams each part's bytes, written by the server.s roster_bytes.
+    real_roster, real_share = runner.SecAggServer.roster_bytes, runner.SecAggClient.share_keys
 
     def roster(self: object, client_id: int) -> object:
         events.append(("part", client_id))
@@ -285,7 +285,7 @@ def test_secagg_plus_parts_are_streamed_to_their_clients(monkeypatch: pytest.Mon
         events.append(("share", self.client_id))
         return real_share(self, part)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(runner.SecAggServer, "_roster_bytes", roster)
+    monkeypatch.setattr(runner.SecAggServer, "roster_bytes", roster)
     monkeypatch.setattr(runner.SecAggClient, "share_keys", share)
     rng = np.random.default_rng(5)
     inputs = [rng.integers(0, 2**64, size=4, dtype=np.uint64, endpoint=False) for _ in range(12)]

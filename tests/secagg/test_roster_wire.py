@@ -78,17 +78,17 @@ def test_written_parts_are_the_serialized_parts(
         dropouts={Stage.ADVERTISE_KEYS: [3, 17], Stage.SHARE_KEYS: [5], Stage.MASKED_INPUT: [8]},
     )
     ids = sorted(server.advertised)
-    in_order = [server._roster_bytes(cid) for cid in ids]
+    in_order = [server.roster_bytes(cid) for cid in ids]
     shuffled = ids[:]
     random.Random(n).shuffle(shuffled)
-    out_of_order = {cid: server._roster_bytes(cid) for cid in shuffled}
+    out_of_order = {cid: server.roster_bytes(cid) for cid in shuffled}
     for cid, data in zip(ids, in_order, strict=True):
         expected = server.roster(cid).to_bytes()
         assert data == expected
         assert out_of_order[cid] == expected
         assert decode_message(data) == server.roster(cid)
     # A client that never advertised still gets the part of its neighbourhood.
-    assert server._roster_bytes(3) == server.roster(3).to_bytes()
+    assert server.roster_bytes(3) == server.roster(3).to_bytes()
 
 
 def test_writer_equals_roster_parts_for_any_client_sets() -> None:
@@ -167,22 +167,22 @@ def test_roster_bytes_refuses_what_roster_refuses() -> None:
     server = _advertised_server(6, "harary", 4)
     for bad in (0, 7, True):
         with pytest.raises(ParameterError, match="one of the config's client ids"):
-            server._roster_bytes(bad)  # type: ignore[arg-type]
+            server.roster_bytes(bad)  # type: ignore[arg-type]
     assert server.stage is Stage.ADVERTISE_KEYS  # nothing closed by a refused call
-    data = server._roster_bytes(2)  # closes the stage, as roster(2) does
+    data = server.roster_bytes(2)  # closes the stage, as roster(2) does
     assert server.stage is Stage.SHARE_KEYS
     assert data == server.roster(2).to_bytes()
     complete = _advertised_server(5, "complete", None)
-    assert complete._roster_bytes(1) == complete.roster().to_bytes()
+    assert complete.roster_bytes(1) == complete.roster().to_bytes()
 
 
 def test_roster_bytes_of_an_aborted_round_refuse() -> None:
     server = _advertised_server(6, "harary", 4)
-    server._roster_bytes(1)
+    server.roster_bytes(1)
     with pytest.raises(ProtocolAbort):
         server.routed_shares()  # nobody shared keys: fewer than threshold, aborts
     with pytest.raises(ProtocolAbort, match="the round has been aborted") as written:
-        server._roster_bytes(1)
+        server.roster_bytes(1)
     with pytest.raises(ProtocolAbort, match="the round has been aborted") as built:
         server.roster(1)
     assert str(written.value) == str(built.value)
@@ -194,7 +194,7 @@ def test_written_consistency_requests_are_the_serialized_requests(
 ) -> None:
     # Each round's requests are built both ways on the same state: the message
     # objects first, then (the stage reopened) the bytes the runner sends.
-    original = SecAggServer._consistency_request_bytes
+    original = SecAggServer.consistency_request_bytes
     compared: list[int] = []
 
     def both(server: SecAggServer) -> dict[int, bytes]:
@@ -205,7 +205,7 @@ def test_written_consistency_requests_are_the_serialized_requests(
         compared.append(len(written))
         return written
 
-    monkeypatch.setattr(SecAggServer, "_consistency_request_bytes", both)
+    monkeypatch.setattr(SecAggServer, "consistency_request_bytes", both)
     rng = np.random.default_rng(n)
     inputs = [rng.integers(0, 2**64 - 1, size=4, dtype=np.uint64) for _ in range(n)]
     report = run_protocol(
@@ -227,6 +227,6 @@ def test_written_consistency_requests_are_the_serialized_requests(
 def test_consistency_request_bytes_refuses_what_consistency_requests_refuses() -> None:
     server = _advertised_server(6, "harary", 4)
     with pytest.raises(ProtocolAbort, match="no ConsistencyCheck round in semi-honest mode"):
-        server._consistency_request_bytes()
+        server.consistency_request_bytes()
     with pytest.raises(ProtocolAbort, match="no ConsistencyCheck round in semi-honest mode"):
         server.consistency_requests()

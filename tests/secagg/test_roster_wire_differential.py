@@ -1,6 +1,6 @@
 """Differential tests of the server's wire fast paths against the message objects.
 
-:meth:`SecAggServer._roster_bytes` and :meth:`SecAggServer._consistency_request_bytes`
+:meth:`SecAggServer.roster_bytes` and :meth:`SecAggServer.consistency_request_bytes`
 write SecAgg+ roster parts and ConsistencyRequests straight to bytes; they must
 give ``roster(cid).to_bytes()`` and ``consistency_requests()[c].to_bytes()``
 byte for byte, with the same checks, errors and stage transitions.  Here real
@@ -94,11 +94,10 @@ class _Checker:
     def __init__(self, monkeypatch: pytest.MonkeyPatch, rng: random.Random) -> None:
         self.rng = rng
         self.parts = 0
-        self.empty = 0
         self.requests = 0
         self.servers: list[SecAggServer] = []
-        self.roster_bytes = SecAggServer._roster_bytes
-        self.request_bytes = SecAggServer._consistency_request_bytes
+        self.roster_bytes = SecAggServer.roster_bytes
+        self.request_bytes = SecAggServer.consistency_request_bytes
         routed = SecAggServer.routed_shares
         checker = self
 
@@ -136,9 +135,9 @@ class _Checker:
             checker.requests += len(requests)
             return requests
 
-        monkeypatch.setattr(SecAggServer, "_roster_bytes", roster_bytes)
+        monkeypatch.setattr(SecAggServer, "roster_bytes", roster_bytes)
         monkeypatch.setattr(SecAggServer, "routed_shares", routed_shares)
-        monkeypatch.setattr(SecAggServer, "_consistency_request_bytes", request_bytes)
+        monkeypatch.setattr(SecAggServer, "consistency_request_bytes", request_bytes)
 
     def compare_part(self, server: SecAggServer, cid: int) -> _Outcome:
         """Both paths for ``cid``, in a drawn order (an object part first, or the bytes)."""
@@ -148,10 +147,6 @@ class _Checker:
         else:
             written = _Outcome(lambda: self.roster_bytes(server, cid))
             built = _Outcome(lambda: server.roster(cid).to_bytes())
-        if server.config.active and built.error is None and not decode_message(built.value).entries:
-            # An active part without entries: see test_an_empty_part_is_written_as_its_roster.
-            self.empty += 1
-            return built
         assert written == built
         self.parts += written.error is None
         return written
@@ -236,7 +231,7 @@ def test_the_checker_catches_a_one_byte_difference(monkeypatch: pytest.MonkeyPat
 
         return wrong
 
-    for name in ("_roster_bytes", "_consistency_request_bytes"):
+    for name in ("roster_bytes", "consistency_request_bytes"):
         with monkeypatch.context() as patch:
             patch.setattr(SecAggServer, name, flipped(getattr(SecAggServer, name)))
             _Checker(patch, random.Random(0))
@@ -248,21 +243,7 @@ def test_the_checker_catches_a_one_byte_difference(monkeypatch: pytest.MonkeyPat
                 )
 
 
-_EMPTY_PART_BUG = (
-    "PartWriter sets the signature and graph-commitment flags from the full roster; "
-    "Roster._body_parts clears them for a part without entries (active SecAgg+, a client "
-    "whose whole neighbourhood is missing from the roster), so the written part differs "
-    "and does not decode ('signatures of an empty roster')"
-)
-
-
-@pytest.mark.parametrize(
-    "mode",
-    [
-        "semi-honest",
-        pytest.param("active", marks=pytest.mark.xfail(strict=True, reason=_EMPTY_PART_BUG)),
-    ],
-)
+@pytest.mark.parametrize("mode", ["semi-honest", "active"])
 def test_an_empty_part_is_written_as_its_roster(mode: str) -> None:
     # 12 clients, degree 2, 2 advertise: each advertiser is in 3 neighbourhoods, so at
     # least 6 clients' parts hold no entry at all.
@@ -280,7 +261,7 @@ def test_an_empty_part_is_written_as_its_roster(mode: str) -> None:
     empty = [cid for cid in cfg.client_ids if not server.roster(cid).entries]
     assert len(empty) >= 6
     for cid in empty:
-        data = server._roster_bytes(cid)
+        data = server.roster_bytes(cid)
         assert data == server.roster(cid).to_bytes()
         assert decode_message(data) == server.roster(cid)
 
@@ -293,13 +274,13 @@ def test_a_refused_committee_aborts_both_paths_alike() -> None:
         deliver(server, client.advertise_keys())
     reveal_committee(server, {})
     twin = copy.deepcopy(server)
-    written = _Outcome(lambda: server._roster_bytes(2))
+    written = _Outcome(lambda: server.roster_bytes(2))
     built = _Outcome(lambda: twin.roster(2))
     assert isinstance(written.error, ProtocolAbort)
     assert written == built
     assert server.aborted and twin.aborted
     assert _state(server) == _state(twin)
-    assert _Outcome(lambda: server._roster_bytes(3)) == _Outcome(lambda: twin.roster(3))
+    assert _Outcome(lambda: server.roster_bytes(3)) == _Outcome(lambda: twin.roster(3))
 
 
 def _old_assemble(
@@ -407,11 +388,9 @@ def test_parts_past_several_batches_in_any_order(mode: str) -> None:
     expected = {c: server.roster(c).to_bytes() for c in ids}
     compared = 0
     for step, cid in enumerate(_ask_patterns(ids, rng)):
-        if mode == "active" and not decode_message(expected[cid]).entries:
-            continue  # see test_an_empty_part_is_written_as_its_roster
         if step % 3 == 0:  # an object part in between: the other cache moves on
             assert server.roster(cid).to_bytes() == expected[cid]
-        assert server._roster_bytes(cid) == expected[cid], cid
+        assert server.roster_bytes(cid) == expected[cid], cid
         compared += 1
     assert compared > n + n // 2
 
@@ -457,6 +436,6 @@ def test_parts_of_sparse_ids_up_to_the_largest() -> None:
         if rng.random() < 0.8 or cid == MAX_CLIENT_ID:
             deliver(server, SecAggClient(cfg, cid).advertise_keys())
     asked = rng.sample(ids, len(ids))
-    written = {cid: server._roster_bytes(cid) for cid in ids[:100] + asked}
+    written = {cid: server.roster_bytes(cid) for cid in ids[:100] + asked}
     for cid in ids:
         assert written[cid] == server.roster(cid).to_bytes()

@@ -680,10 +680,12 @@ class _Drive:
         )
         state.dropped[Stage.SHARE_KEYS] = tuple(sorted(set(rosters) - server.shared))
         self.exchange(Stage.MASKED_INPUT, routed, self.receive_masked)
-        asking = server.consistency_requests if config.active else server.unmask_requests
-        requests = self.close(
-            Stage.MASKED_INPUT, routed, server.survivors, lambda: _contents(asking())
+        asking = (
+            (lambda: _byte_contents(server.consistency_request_bytes()))
+            if config.active
+            else (lambda: _contents(server.unmask_requests()))
         )
+        requests = self.close(Stage.MASKED_INPUT, routed, server.survivors, asking)
         if config.active:
             self.exchange(Stage.CONSISTENCY_CHECK, requests, self.receive_bytes)
             requests = self.close(
@@ -833,14 +835,19 @@ class _RoundState:
 def _per_client(server: SecAggServer, clients: list[int]) -> dict[int, RecordDict]:
     """Each client's roster (one serialization when the graph is complete)."""
     if server.config.graph is GraphMode.COMPLETE:
-        data = server.roster().to_bytes()
+        data = server.roster_bytes()
         return {cid: _wire.bytes_content(data) for cid in clients}
-    return {cid: _wire.bytes_content(server.roster(cid).to_bytes()) for cid in clients}
+    return {cid: _wire.bytes_content(server.roster_bytes(cid)) for cid in clients}
 
 
 def _contents(messages: Mapping[int, ProtocolMessage]) -> dict[int, RecordDict]:
     """Each client's protocol message as Flower content."""
     return {cid: _wire.bytes_content(m.to_bytes()) for cid, m in messages.items()}
+
+
+def _byte_contents(messages: Mapping[int, bytes]) -> dict[int, RecordDict]:
+    """Each client's serialized protocol message as Flower content."""
+    return {cid: _wire.bytes_content(data) for cid, data in messages.items()}
 
 
 def _complete_senders(server: SecAggServer) -> frozenset[int]:

@@ -284,7 +284,7 @@ class _StreamedParts(Mapping[int, bytes]):
 
     def _build(self, cid: int) -> bytes:
         stage = Stage.ADVERTISE_KEYS
-        data = self._played.server_close(stage, lambda: self._played.server._roster_bytes(cid))
+        data = self._played.server_close(stage, lambda: self._played.server.roster_bytes(cid))
         self._played.server_sent[stage] = self._played.server_sent.get(stage, 0) + len(data)
         return data
 
@@ -490,7 +490,7 @@ class _Round:
         )
         if self.config.active:
             # Written straight to bytes (SecAgg+): those of consistency_requests().
-            consistency = self.server_close(stage, self.server._consistency_request_bytes)
+            consistency = self.server_close(stage, self.server.consistency_request_bytes)
             self.server_sent[stage] = self.server_sent.get(stage, 0) + sum(
                 len(b) for b in consistency.values()
             )

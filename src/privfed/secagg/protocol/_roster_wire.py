@@ -195,6 +195,9 @@ class PartWriter:
             self._key_hashes = _rows(registry.tree.nodes, 32)
         self._head = _head(MessageType.ROSTER, roster.session_id, roster.round_index)
         self._flags = bytes((flags,))
+        # A part without entries carries neither signatures nor graph commitments,
+        # and says so (as Roster._body_parts does: a client refuses the other byte).
+        self._empty_flags = bytes((flags & ~0b101,))
 
     def parts(self, hoods: Sequence[frozenset[int]]) -> list[bytes]:
         """The part of each of ``hoods`` (a client and its neighbours), in order.
@@ -248,7 +251,7 @@ class PartWriter:
         pack = _U32.pack
         entries = picked["entries"]
         out: list[bytes | memoryview] = [self._head, pack(entries.counts[i])]
-        out += [entries.part(i), self._flags]
+        out += [entries.part(i), self._flags if entries.counts[i] else self._empty_flags]
         if "signatures" in picked:
             out.append(picked["signatures"].part(i))
         out += self._tree.proof_wire(i, picked)
