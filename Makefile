@@ -8,8 +8,11 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.privfed-installed
-# pytest workers; CI machines have 2 cores.
-WORKERS ?= 2
+# pytest workers.  CI machines have 2 cores; a third worker keeps them busy while
+# the Flower deployment and soak tests wait on SuperNodes' polls (a few minutes of
+# mostly idle time).  worksteal: an idle worker takes tests queued on another.
+WORKERS ?= 3
+XDIST := -n $(WORKERS) --dist worksteal
 
 .PHONY: setup bytecode run test lint typecheck docs unit alltests bench figures clean
 
@@ -43,11 +46,11 @@ docs: $(STAMP)
 
 # Everything not marked slow: the quick loop while you work.
 unit: bytecode
-	$(VENV)/bin/pytest -n $(WORKERS) -m "not slow"
+	$(VENV)/bin/pytest $(XDIST) -m "not slow"
 
 # The whole suite, slow tests included (what CI runs).
 alltests: bytecode
-	$(VENV)/bin/pytest -n $(WORKERS)
+	$(VENV)/bin/pytest $(XDIST)
 
 test: lint typecheck docs alltests
 

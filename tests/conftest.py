@@ -75,15 +75,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 # -- the order of a parallel run (pytest -n N) -----------------------------------------
 #
-# pytest-xdist hands the tests to its workers in collection order, and a worker
-# keeps the test it started to the end.  In file order the longest tests (a
-# minutes-long example, the Flower deployments) come last, and one worker then
-# runs them alone while the other has nothing left: the run's tail.  Under -n N
-# the tests below start first (every worker collects the same list and sorts it
-# the same way, as xdist requires), so the short ones fill in around them.  The
-# figures are seconds of one run with -n 0 on two loaded cores (2026-12-03; the
-# examples' after they ran once, one OpenMP thread); only their order matters.  A
-# test not listed keeps its place after them.
+# Under -n N the tests below start first (every worker collects the same list and
+# sorts it the same way, as xdist requires).  With xdist's default ``load``
+# scheduler that backfires: it hands each worker one contiguous chunk of a quarter
+# of its share to start with, so one worker got every long test at once and ran
+# them end to end.  ``make test`` uses ``--dist worksteal``: each worker starts on
+# its contiguous part and an idle worker takes half of what is queued on another,
+# so the short tests fill in around the long ones.  The Flower deployment and soak
+# tests mostly wait on SuperNodes' polls, which is why ``make`` runs one worker
+# more than there are cores.  The figures are seconds of one run with -n 0 on two
+# loaded cores (2026-12-03; the examples' after they ran once, one OpenMP thread);
+# only their order matters.  A test not listed keeps its place after them.
 _LONGEST = {  # test function, or function[parameters]: seconds
     "test_latent_job_across_supernode_processes": 363,  # tests/flower/test_deployment.py
     "test_dp_training_example_across_supernode_processes": 226,  # ditto
