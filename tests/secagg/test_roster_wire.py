@@ -176,6 +176,15 @@ def test_roster_bytes_refuses_what_roster_refuses() -> None:
     assert complete.roster_bytes(1) == complete.roster().to_bytes()
 
 
+@pytest.mark.parametrize("graph, degree", [("harary", 4), ("complete", None)])
+def test_roster_bytes_without_an_id_is_the_full_roster(graph: str, degree: int | None) -> None:
+    server = _advertised_server(6, graph, degree)
+    data = server.roster_bytes()  # closes the stage, as roster() does
+    assert server.stage is Stage.SHARE_KEYS
+    assert data == server.roster().to_bytes()
+    assert len(decode_message(data).entries) == 6
+
+
 def test_roster_bytes_of_an_aborted_round_refuse() -> None:
     server = _advertised_server(6, "harary", 4)
     server.roster_bytes(1)
