@@ -271,10 +271,9 @@ class _StreamedParts(Mapping[int, bytes]):
     before handing out the first would hold ``O(N k log N)`` bytes at once (4 GB
     at N = 30,000).  The server builds the parts in id-order batches either way
     (:data:`~privfed.secagg.protocol._roster_check.PROOF_BATCH`), written
-    straight to their bytes (the bytes of ``server.roster(cid).to_bytes()``),
-    and every part is still its ADVERTISE_KEYS work: timed as such and counted
-    as sent.  Each part
-    is handed over once, in id order (a second look builds it again).
+    straight to their bytes (:meth:`SecAggServer.roster_bytes`), and every part
+    is still its ADVERTISE_KEYS work: timed as such and counted as sent.  Each
+    part is handed over once, in id order (a second look builds it again).
     """
 
     def __init__(self, played: _Round, ids: Sequence[int]) -> None:
@@ -285,7 +284,7 @@ class _StreamedParts(Mapping[int, bytes]):
     def _build(self, cid: int) -> bytes:
         stage = Stage.ADVERTISE_KEYS
         data = self._played.server_close(stage, lambda: self._played.server.roster_bytes(cid))
-        self._played.server_sent[stage] = self._played.server_sent.get(stage, 0) + len(data)
+        self._played.count_sent(stage, len(data))
         return data
 
     def __getitem__(self, cid: int) -> bytes:
@@ -431,9 +430,19 @@ class _Round:
                     encoded[id(message)] = message.to_bytes()
             return {cid: encoded[id(m)] for cid, m in messages.items()}
 
-        out = self.server_close(stage, close)
-        self.server_sent[stage] = self.server_sent.get(stage, 0) + sum(len(b) for b in out.values())
+        return self.publish_bytes(stage, close)
+
+    def publish_bytes(
+        self, stage: Stage, produce: Callable[[], dict[int, bytes]]
+    ) -> dict[int, bytes]:
+        """Close ``stage`` on the server with what it sends each client, already serialized."""
+        out = self.server_close(stage, produce)
+        self.count_sent(stage, sum(len(b) for b in out.values()))
         return out
+
+    def count_sent(self, stage: Stage, size: int) -> None:
+        """Count ``size`` bytes the server sent in ``stage``."""
+        self.server_sent[stage] = self.server_sent.get(stage, 0) + size
 
     # -- the stages, in protocol order ---------------------------------------------------
 
@@ -489,11 +498,7 @@ class _Round:
             fetch=lambda i: self.rows[i],
         )
         if self.config.active:
-            # Written straight to bytes (SecAgg+): those of consistency_requests().
-            consistency = self.server_close(stage, self.server.consistency_request_bytes)
-            self.server_sent[stage] = self.server_sent.get(stage, 0) + sum(
-                len(b) for b in consistency.values()
-            )
+            consistency = self.publish_bytes(stage, self.server.consistency_request_bytes)
             stage = Stage.CONSISTENCY_CHECK
             self.play_answers(
                 stage,
