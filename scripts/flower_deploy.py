@@ -55,6 +55,7 @@ import datetime as dt
 import ipaddress
 import json
 import os
+import random
 import re
 import shlex
 import signal
@@ -128,8 +129,38 @@ class RunOutcome(NamedTuple):
     """The ServerApp's failure in one short line; ``None`` when it did not fail."""
 
 
+_PORT_FLOOR = 20000
+"""The lowest port :func:`free_port` draws (below it lie many well-known services)."""
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux default 32768)."""
+    try:
+        low = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0]
+        return int(low)
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
+    """A TCP port on 127.0.0.1 that is free right now.
+
+    Drawn at random below the kernel's ephemeral range when it can be: a port
+    the kernel hands out (``bind(0)``) lies in that range, where the source
+    port of any outgoing connection on the host (gRPC, the ``flwr`` CLI, a
+    parallel job) can take it between this check and the process that binds
+    it.  The deployment still starts a node again if its port was taken.
+    """
+    low = _ephemeral_low()
+    draw = random.SystemRandom()
+    for _ in range(50 if low - _PORT_FLOOR >= 1000 else 0):
+        port = draw.randrange(_PORT_FLOOR, low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])

@@ -8,7 +8,8 @@
   (a torn last line is skipped, as the journal itself does): no peer's share
   revealed twice or of two kinds in one session, no two answers at one step;
 * :func:`untyped_exceptions`: tracebacks (and error replies) in any log whose
-  exception is not one of :mod:`privfed.errors`;
+  exception is not one of :mod:`privfed.errors`, except a SuperNode's start on
+  a port another process took (:func:`port_collisions`: counted apart);
 * :func:`slopes`: the RSS of each long-lived process, fitted with a line
   per process lifetime (KiB per round);
 * :func:`leftover`: PIDs the harness started (or their descendants) still alive.
@@ -22,6 +23,7 @@ import re
 import stat
 import subprocess
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,8 @@ import numpy as np
 _TRACEBACK = "Traceback (most recent call last)"
 _EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Abort|Interrupt|Exit))\b:?")
 _REASON_TYPE = re.compile(r"^([A-Za-z_][\w.]*)\s*:")
+_HTTP_API_FAILED = "RuntimeError: SuperNode Runtime HTTP API failed to start."
+_BIND_TAKEN = re.compile(r"\[Errno 98\] error while attempting to bind .*address already in use")
 
 
 def _privfed_errors() -> set[str]:
@@ -163,28 +167,56 @@ def audit_journals(journals: Path) -> dict[str, Any]:
             "violations": len(violations), "details": violations[:20]}  # fmt: skip
 
 
-def untyped_exceptions(workdir: Path, outcomes: list[dict[str, Any]]) -> list[str]:
-    """Exceptions of non-privfed types in any log or error reply (``file: Type: message``)."""
-    ours = _privfed_errors()
-    found: list[str] = []
+def _log_exceptions(workdir: Path) -> Iterator[tuple[str, str, list[str]]]:
+    """Each traceback's ``(log name, exception line, the log's lines since the last one)``."""
     for log in sorted(workdir.glob("*.log")):
         lines = deploy._ANSI.sub("", log.read_text(errors="replace")).splitlines()
+        since = 0
         for i, line in enumerate(lines):
             if _TRACEBACK not in line:
                 continue
             for after in lines[i + 1 :]:
                 if after.strip() and not after[0].isspace():
-                    match = _EXC_LINE.match(after.strip())
-                    name = match.group(1) if match else after.strip()[:80]
-                    if name not in ours:
-                        found.append(f"{log.name}: {after.strip()[:200]}")
+                    yield log.name, after.strip(), lines[since:i]
                     break
+            since = i + 1
+
+
+def _port_taken(exception: str, before: list[str]) -> bool:
+    """A SuperNode that exited at start because its Runtime API port was taken.
+
+    Flower raises a bare ``RuntimeError`` when uvicorn cannot bind; uvicorn
+    logged the bind error (errno 98) just before.  The harness draws the port
+    and starts the node again (see :func:`flower_deploy.free_port`), so this
+    is the host's port race, not an exception of the code under test.
+    """
+    return exception == _HTTP_API_FAILED and any(_BIND_TAKEN.search(x) for x in before)
+
+
+def untyped_exceptions(workdir: Path, outcomes: list[dict[str, Any]]) -> list[str]:
+    """Exceptions of non-privfed types in any log or error reply (``file: Type: message``).
+
+    A node's failed start on a port another process took (:func:`port_collisions`)
+    is not one.
+    """
+    ours = _privfed_errors()
+    found: list[str] = []
+    for name, exception, before in _log_exceptions(workdir):
+        match = _EXC_LINE.match(exception)
+        kind = match.group(1) if match else exception[:80]
+        if kind not in ours and not _port_taken(exception, before):
+            found.append(f"{name}: {exception[:200]}")
     for entry in outcomes:
         for why in entry.get("errors", {}).values():
             match = _REASON_TYPE.match(why)
             if match and match.group(1) not in ours:
                 found.append(f"error reply in round {entry['round']}: {why[:200]}")
     return found
+
+
+def port_collisions(workdir: Path) -> list[str]:
+    """The logs of SuperNodes that exited at start on a taken port, once per start."""
+    return [name for name, exc, before in _log_exceptions(workdir) if _port_taken(exc, before)]
 
 
 def slopes(rss: dict[str, list[tuple[int, int, int]]]) -> dict[str, dict[str, Any]]:
@@ -238,6 +270,7 @@ def summarize(
         "superlink_restarts_before_round": [e["round"] for e in soak.events
                                             if e["event"] == "superlink-restart"],
         "journal_audit": audit, "untyped_exceptions": untyped[:50],
+        "node_starts_on_a_taken_port": port_collisions(soak.workdir),
         "rss_slopes": slopes(soak.rss), "leftover_processes": left,
         "run_failures": failures, "interrupted": interrupted,
         "abort_reasons": dict(Counter(o["why"].split(":")[0] for o in outcomes

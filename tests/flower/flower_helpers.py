@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import signal
-import socket
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -62,10 +63,26 @@ def flower_home(tmp_path: Path) -> Iterator[Path]:
         assert processes_of(home) == []
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+def deploy_module() -> ModuleType:
+    """``scripts/flower_deploy.py``, loaded as a fresh module (tests may patch it)."""
+    spec = importlib.util.spec_from_file_location(
+        "flower_deploy_script", _ROOT / "scripts" / "flower_deploy.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_DEPLOY = deploy_module()
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 free right now, below the ephemeral range (see the script)."""
+    return int(_DEPLOY.free_port())
 
 
 def flower_env(home: Path, **extra: str) -> dict[str, str]:
@@ -81,8 +98,8 @@ def flower_env(home: Path, **extra: str) -> dict[str, str]:
         **os.environ,
         "FLWR_HOME": str(home),
         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-        "FLWR_LOCAL_SUPERLINK_HTTP_API_PORT": str(_free_port()),
-        "FLWR_LOCAL_CONTROL_API_PORT": str(_free_port()),
+        "FLWR_LOCAL_SUPERLINK_HTTP_API_PORT": str(free_port()),
+        "FLWR_LOCAL_CONTROL_API_PORT": str(free_port()),
         **extra,
     }
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import importlib.util
 import ipaddress
 import os
 import re
@@ -40,6 +39,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
+from flower_helpers import deploy_module as _deploy_module
+from flower_helpers import free_port
 from flower_helpers import tagged_processes as _tagged
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,14 +85,6 @@ connected; run with num-clients=2
 
 An unhandled exception occurred in the ServerApp.
 """
-
-
-def _deploy_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("flower_deploy_script", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture
@@ -532,12 +525,6 @@ def test_a_failing_job_on_real_processes(tmp_path: Path) -> None:
     assert "Traceback" not in text
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _stranger(
     env: dict[str, str], workdir: Path, name: str, address: str, *flags: str
 ) -> subprocess.Popen[bytes]:
@@ -551,7 +538,7 @@ def _stranger(
                 "--host",
                 "127.0.0.1",
                 "--port",
-                str(_free_port()),
+                str(free_port()),
                 "--max-retries",
                 "2",
                 "--max-wait-time",
@@ -667,6 +654,43 @@ def test_strangers_and_plaintext_clients_are_refused(deploy: ModuleType, tmp_pat
 
 @pytest.mark.slow
 @needs_proc
+def test_free_ports_lie_below_the_ephemeral_range_and_are_free(
+    deploy: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No outgoing connection's source port can take a port drawn below the ephemeral range."""
+    low = deploy._ephemeral_low()
+    ports = {deploy.free_port() for _ in range(20)}
+    if low - deploy._PORT_FLOOR >= 1000:
+        assert all(deploy._PORT_FLOOR <= p < low for p in ports), (low, ports)
+        assert len(ports) > 1  # drawn at random: parallel jobs rarely draw the same one
+    for port in ports:  # each one binds
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", port))
+    # A drawn port that a listener holds is passed over for the next draw.
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    taken = held.getsockname()[1]
+    draws = iter([taken, *sorted(ports)])
+
+    class Draws:
+        def randrange(self, start: int, stop: int) -> int:
+            return next(draws)
+
+    try:
+        monkeypatch.setattr(deploy, "_ephemeral_low", lambda: 65536)
+        monkeypatch.setattr(deploy.random, "SystemRandom", Draws)
+        assert deploy.free_port() == min(ports)
+        # A range too small to draw from falls back to a port the kernel hands out.
+        monkeypatch.setattr(deploy, "_ephemeral_low", lambda: deploy._PORT_FLOOR + 10)
+        fallback = deploy.free_port()
+        assert fallback != taken and next(draws) == sorted(ports)[1]  # nothing was drawn
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", fallback))
+    finally:
+        held.close()
+
+
 def test_a_supernode_whose_port_was_taken_starts_again_on_another(
     deploy: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

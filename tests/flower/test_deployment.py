@@ -14,7 +14,6 @@ few seconds, so this takes a few minutes on two cores.)
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import subprocess
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from flower_helpers import deploy_module as _deploy_module
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = 3
@@ -34,16 +34,6 @@ RUN = {
     "baselines": False,
     "audit": False,
 }
-
-
-def _deploy_module():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location(
-        "flower_deploy", ROOT / "scripts/flower_deploy.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _toml(run: dict[str, object]) -> str:

@@ -83,6 +83,41 @@ def test_untyped_exceptions_are_found_and_privfed_ones_are_not(tmp_path: Path) -
     ]
 
 
+_BIND_ERROR = (
+    "INFO:     Application startup complete.\n"
+    "ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 23456): "
+    "address already in use\n"
+)
+_HTTP_API_TRACEBACK = (
+    "Traceback (most recent call last):\n  File flower_supernode.py\n"
+    "RuntimeError: SuperNode Runtime HTTP API failed to start.\n"
+)
+
+
+def test_a_node_start_on_a_taken_port_is_counted_apart_not_as_untyped(tmp_path: Path) -> None:
+    """Flower's bare RuntimeError after uvicorn's bind error (errno 98) is the host's port race.
+
+    The same RuntimeError without the bind error before it, and the bind error followed by
+    another exception, are untyped; so is a second failed start with no bind error of its own.
+    """
+    (tmp_path / "supernode-0.log").write_text(_BIND_ERROR + _HTTP_API_TRACEBACK + "INFO: up\n")
+    assert soak_checks.untyped_exceptions(tmp_path, []) == []
+    assert soak_checks.port_collisions(tmp_path) == ["supernode-0.log"]
+    (tmp_path / "supernode-1.log").write_text(_HTTP_API_TRACEBACK)
+    (tmp_path / "supernode-2.log").write_text(
+        _BIND_ERROR + "Traceback (most recent call last):\n  File x\nKeyError: 'y'\n"
+    )
+    (tmp_path / "supernode-3.log").write_text(
+        _BIND_ERROR + _HTTP_API_TRACEBACK + _HTTP_API_TRACEBACK
+    )
+    assert soak_checks.untyped_exceptions(tmp_path, []) == [
+        "supernode-1.log: RuntimeError: SuperNode Runtime HTTP API failed to start.",
+        "supernode-2.log: KeyError: 'y'",
+        "supernode-3.log: RuntimeError: SuperNode Runtime HTTP API failed to start.",
+    ]
+    assert soak_checks.port_collisions(tmp_path) == ["supernode-0.log", "supernode-3.log"]
+
+
 @pytest.mark.slow
 def test_a_short_soak_keeps_every_invariant(tmp_path: Path) -> None:
     out = tmp_path / "soak.json"
