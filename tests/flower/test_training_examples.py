@@ -27,7 +27,6 @@ import io
 import json
 import subprocess
 import sys
-import tarfile
 import tomllib
 import types
 import zipfile
@@ -47,6 +46,7 @@ from flwr.app import Context, RecordDict, UserConfig
 from flwr.server.workflow.constant import MAIN_PARAMS_RECORD
 
 from privfed.flower import _wire
+from sdist import sdist_members
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = {
@@ -320,14 +320,7 @@ def test_the_fab_flwr_run_builds_carries_the_package(name: str) -> None:
 
 @pytest.mark.slow
 def test_the_sdist_carries_both_examples(tmp_path: Path) -> None:
-    code = f"import setuptools.build_meta as b\nprint(b.build_sdist({str(tmp_path)!r}))\n"
-    proc = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    name = proc.stdout.strip().splitlines()[-1]
-    with tarfile.open(tmp_path / name) as archive:
-        members = {m.split("/", 1)[1] for m in archive.getnames() if "/" in m}
+    members = sdist_members(tmp_path)
     for folder, package in EXAMPLES.values():
         for rel in (
             "pyproject.toml",
@@ -340,9 +333,6 @@ def test_the_sdist_carries_both_examples(tmp_path: Path) -> None:
 
 
 # -- flwr run ----------------------------------------------------------------------------
-
-
-
 
 
 @pytest.mark.slow
