@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import signal
 import sys
@@ -13,6 +12,8 @@ from pathlib import Path
 from types import ModuleType
 
 import numpy as np
+
+from script_loader import load_script
 
 
 def walk_arrays(value: object, seen: list[np.ndarray], depth: int = 0) -> None:
@@ -63,18 +64,9 @@ def flower_home(tmp_path: Path) -> Iterator[Path]:
         assert processes_of(home) == []
 
 
-_ROOT = Path(__file__).resolve().parents[2]
-
-
 def deploy_module() -> ModuleType:
     """``scripts/flower_deploy.py``, loaded as a fresh module (tests may patch it)."""
-    spec = importlib.util.spec_from_file_location(
-        "flower_deploy_script", _ROOT / "scripts" / "flower_deploy.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/flower_deploy.py", "flower_deploy_script")
 
 
 _DEPLOY = deploy_module()
