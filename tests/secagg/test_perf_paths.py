@@ -204,3 +204,16 @@ def test_batched_section_parse_refuses_truncation() -> None:
     for cut in range(1, len(data)):
         with pytest.raises(MessageFormatError):
             Roster.from_bytes(data[:cut])
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 300])
+def test_reader_hashes_split_as_slices(n: int) -> None:
+    from privfed.secagg.protocol.messages._codec import _Reader
+
+    raw = random.Random(n).randbytes(32 * n + 5)
+    reader = _Reader(raw)
+    assert reader.hashes(n, 32) == tuple(raw[i : i + 32] for i in range(0, 32 * n, 32))
+    assert reader.take(5) == raw[-5:]
+    if n:
+        with pytest.raises(MessageFormatError):
+            _Reader(raw[: 32 * n - 1]).hashes(n, 32)
