@@ -38,6 +38,9 @@ def test_memoized_permutation_matches_the_plain_feistel_network() -> None:
         expected = {x: _plain_forward(_Permutation(key, n), key, n, x) for x in picks}
         assert {x: perm.forward(x) for x in picks} == expected
         assert all(perm.inverse(y) == x for x, y in expected.items())
+        # The batched preimages, on a cold memo and on a warm one.
+        assert _Permutation(key, n).inverse_many(expected.values()) == list(expected)
+        assert perm.inverse_many(expected.values()) == list(expected)
         assert perm.forward_all()[:: max(1, n // 97)] == [expected[x] for x in picks]
 
 
