@@ -27,7 +27,7 @@ from __future__ import annotations
 import bisect
 import enum
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -133,13 +133,17 @@ class _Permutation:
         # only ``2**half`` (``O(sqrt(n))``) values, so the ``O(degree)``
         # forward and inverse steps of one neighbourhood hash each pair once.
         self._memo: dict[int, int] = {}
+        # Round ``r`` hashes ``key || r || value u64``: the first part, once per round.
+        self._prefixes = tuple(key + bytes((r,)) for r in range(self._ROUNDS))
+        # The inverse's rounds, last first, each with its memo key's high bits.
+        self._down = tuple((r, r << self._half) for r in reversed(range(self._ROUNDS)))
 
     def _round(self, r: int, value: int) -> int:
         out = self._memo.get((r << self._half) | value)
         return self._hash_round(r, value) if out is None else out
 
     def _hash_round(self, r: int, value: int) -> int:
-        digest = hashlib.sha256(self._key + bytes((r,)) + value.to_bytes(8, "big")).digest()
+        digest = hashlib.sha256(self._prefixes[r] + value.to_bytes(8, "big")).digest()
         out = self._memo[(r << self._half) | value] = int.from_bytes(digest[:8], "big") & self._mask
         return out
 
@@ -151,14 +155,6 @@ class _Permutation:
             left, right = right, left ^ (self._hash_round(r, right) if f is None else f)
         return (left << half) | right
 
-    def _inverse_once(self, y: int) -> int:
-        half, memo = self._half, self._memo
-        left, right = y >> half, y & self._mask
-        for r in reversed(range(self._ROUNDS)):
-            f = memo.get((r << half) | left)
-            left, right = right ^ (self._hash_round(r, left) if f is None else f), left
-        return (left << half) | right
-
     def forward(self, x: int) -> int:
         """The image of ``x`` in ``[0, n)``."""
         y = self._forward_once(x)
@@ -168,10 +164,31 @@ class _Permutation:
 
     def inverse(self, y: int) -> int:
         """The preimage of ``y`` in ``[0, n)``."""
-        x = self._inverse_once(y)
-        while x >= self._n:
-            x = self._inverse_once(x)
-        return x
+        return self.inverse_many((y,))[0]
+
+    def inverse_many(self, ys: Iterable[int]) -> list[int]:
+        """``[inverse(y) for y in ys]``: one loop, the round function inlined.
+
+        A neighbourhood's ``degree`` preimages are the bulk of a client's
+        graph work; each (round, half value) is still hashed once (the memo).
+        """
+        half, mask, memo, n = self._half, self._mask, self._memo, self._n
+        prefixes, down, sha256 = self._prefixes, self._down, hashlib.sha256
+        out: list[int] = []
+        for y in ys:
+            while True:  # walk until the preimage falls in [0, n)
+                left, right = y >> half, y & mask
+                for r, base in down:
+                    f = memo.get(base | left)
+                    if f is None:
+                        digest = sha256(prefixes[r] + left.to_bytes(8, "big")).digest()
+                        f = memo[base | left] = int.from_bytes(digest[:8], "big") & mask
+                    left, right = right ^ f, left
+                y = (left << half) | right
+                if y < n:
+                    break
+            out.append(y)
+        return out
 
     def forward_all(self) -> list[int]:
         """``[forward(x) for x in range(n)]``, with one hash per (round, half value).
@@ -280,7 +297,8 @@ def harary_neighbours(
         raise KeyError(client)
     ring = _ring(n, session_id=session_id, round_index=round_index)
     position = ring.forward(index)
-    return frozenset(sorted_ids[ring.inverse((position + o) % n)] for o in _offsets(n, degree))
+    at = ring.inverse_many([(position + o) % n for o in _offsets(n, degree)])
+    return frozenset(sorted_ids[i] for i in at)
 
 
 def build_neighbourhoods(

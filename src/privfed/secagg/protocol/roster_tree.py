@@ -34,7 +34,7 @@ import bisect
 import hashlib
 import itertools
 import operator
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -70,35 +70,6 @@ def _root(session: bytes, count: int, top: bytes) -> bytes:
     return hashlib.sha256(
         _ROOT_DOMAIN + bytes((len(session),)) + session + count.to_bytes(4, "big") + top
     ).digest()
-
-
-def _walk(count: int, known: Mapping[int, bytes], sibling: Callable[[int, int], bytes]) -> bytes:
-    """The top hash from the ``known`` leaves; ``sibling(depth, index)`` supplies the rest.
-
-    Prover and verifier run this same walk, so the prover's supplied hashes
-    come out in exactly the order the verifier asks for them.
-    """
-    level = dict(known)
-    size = count
-    depth = 0
-    sha256 = hashlib.sha256  # _node, inlined: this loop runs once per tree node
-    while size > 1:
-        upper: dict[int, bytes] = {}
-        for index in sorted(level):
-            parent = index >> 1
-            if parent in upper:
-                continue
-            other = index ^ 1
-            if other >= size:
-                upper[parent] = level[index]
-                continue
-            peer = level[other] if other in level else sibling(depth, other)
-            pair = level[index] + peer if index < other else peer + level[index]
-            upper[parent] = sha256(_NODE_DOMAIN + pair).digest()
-        level = upper
-        size = (size + 1) // 2
-        depth += 1
-    return level[0]
 
 
 class RosterTree:
@@ -311,28 +282,54 @@ def root_of_proof(
 ) -> bytes:
     """The root that ``leaves`` (``{index: (id, advertisement hash)}``) and ``proof`` give.
 
+    The walk of :meth:`RosterTree.prove`, level by level from the leaves: the
+    known nodes of a level, by increasing index, are paired with their
+    sibling -- the next known node, else the next hash of ``proof`` -- or
+    carried up unchanged (the last node of a level of odd size).  A level is
+    two parallel lists, so a node costs one hash and a few list operations.
+
     Raises:
         ProofError: An index outside the tree, a proof too short or too long.
     """
-    if count < 1 or not leaves or not all(0 <= i < count for i in leaves):
+    if count < 1 or not leaves:
         raise ProofError("a leaf index outside the tree")
-    supplied = iter(proof)
-
-    def take(depth: int, index: int) -> bytes:
-        try:
-            return next(supplied)
-        except StopIteration:
+    indices = sorted(leaves)
+    if indices[0] < 0 or indices[-1] >= count:
+        raise ProofError("a leaf index outside the tree")
+    sha256 = hashlib.sha256  # leaf_hash and _node, inlined: once per tree node
+    hashes = [
+        sha256(_LEAF_DOMAIN + cid.to_bytes(4, "big") + digest).digest()
+        for cid, digest in map(leaves.__getitem__, indices)
+    ]
+    take = iter(proof).__next__
+    node = _NODE_DOMAIN
+    size = count
+    try:
+        while size > 1:
+            upper_indices: list[int] = []
+            upper_hashes: list[bytes] = []
+            at, known = 0, len(indices)
+            while at < known:
+                index, value = indices[at], hashes[at]
+                at += 1
+                if index & 1:  # a right child whose left sibling is not known
+                    value = sha256(node + take() + value).digest()
+                elif at < known and indices[at] == index + 1:  # both children known
+                    value = sha256(node + value + hashes[at]).digest()
+                    at += 1
+                elif index + 1 < size:  # a left child whose right sibling is not known
+                    value = sha256(node + value + take()).digest()
+                # else: the last node of a level of odd size, carried up unchanged
+                upper_indices.append(index >> 1)
+                upper_hashes.append(value)
+            indices, hashes = upper_indices, upper_hashes
+            size = (size + 1) >> 1
+        take()
+    except StopIteration:
+        if size > 1:
             raise ProofError("the proof is too short") from None
-
-    sha256 = hashlib.sha256  # leaf_hash, inlined: once per revealed leaf
-    known = {
-        i: sha256(_LEAF_DOMAIN + cid.to_bytes(4, "big") + d).digest()
-        for i, (cid, d) in leaves.items()
-    }
-    top = _walk(count, known, take)
-    if next(supplied, None) is not None:
-        raise ProofError("the proof is too long")
-    return _root(session, count, top)
+        return _root(session, count, hashes[0])
+    raise ProofError("the proof is too long")
 
 
 def check_coverage(count: int, leaves: Mapping[int, int], clients: Iterable[int]) -> set[int]:

@@ -152,9 +152,15 @@ class _Reader:
         return list(layout.iter_unpack(self.take(layout.size * n))) if n else []
 
     def hashes(self, n: int, size: int) -> tuple[bytes, ...]:
-        """The next ``n`` byte strings of ``size`` bytes each."""
+        """The next ``n`` byte strings of ``size`` bytes each, split in one C call.
+
+        A struct of ``n`` ``{size}s`` fields, built for this call (not the
+        module's format cache: a proof's ``n`` varies, and a large one should
+        not stay cached).
+        """
         raw = self.take(n * size)
-        return tuple(raw[i : i + size] for i in range(0, n * size, size))
+        out: tuple[bytes, ...] = struct.Struct(f"{size}s" * n).unpack(raw)
+        return out
 
     def zero_padding(self, alignment: int) -> None:
         """Skip the zero bytes that bring the cursor to a multiple of ``alignment``.
