@@ -225,16 +225,18 @@ class PartWriter:
             raise TypeError("no registry")
         rows = members >> 32
         seat_rows = np.repeat(np.arange(sets, dtype=np.int64), self._seat_ids.size)
+        # Two runs, each sorted by set then id (the stable sort merges them).
         wanted = sorted_unique(
             np.concatenate(
                 [
                     (rows << 32) | self._ids[members & _LOW],
                     (seat_rows << 32) | np.tile(self._seat_ids, sets),
                 ]
-            )
+            ),
+            runs=True,
         )
         ids, enrolled = wanted & _LOW, self._enrolled
-        at = np.searchsorted(enrolled, ids)
+        at = registry.tree.rank(ids)  # np.searchsorted(enrolled, ids): the tree's leaves
         inside = at < enrolled.size
         if not (inside.all() and (enrolled[at[inside]] == ids).all()):
             missing = sorted(set(ids.tolist()) - set(registry.public_keys))[:5]
