@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
 import random
 from collections.abc import Callable
 from typing import Any
@@ -39,7 +40,7 @@ from privfed.secagg.protocol._roster_check import neighbourhood_proofs, pick, su
 from privfed.secagg.protocol._roster_wire import consistency_request_wires
 from privfed.secagg.protocol.config import MAX_CLIENT_ID
 from privfed.secagg.protocol.messages import ConsistencyRequest, SurvivorSignature, UnmaskRequest
-from privfed.secagg.protocol.messages._codec import _blob_dtype
+from privfed.secagg.protocol.messages._codec import _blob_dtype, _PackedBlobs
 
 #: The server state a stage close sets: both paths must leave these equal.
 _STATE = (
@@ -313,15 +314,36 @@ def _old_assemble(
 def test_routing_gather_is_the_structured_take(
     wide: bool, width: int, count: int, groups: int, data: st.DataObject
 ) -> None:
+    """The routed bodies (a head and a view of the records gathered bundle by bundle) are
+    the bytes of the structured take of the joined records, in ``order``."""
     dtype = _blob_dtype(wide, width)
     raw = data.draw(st.binary(min_size=count * dtype.itemsize, max_size=count * dtype.itemsize))
     records = np.frombuffer(raw, dtype=np.uint8).view(dtype).copy()
-    picks = data.draw(st.lists(st.integers(0, max(count - 1, 0)), max_size=3 * count))
-    order = np.asarray(picks if count else [], dtype=np.intp)
+    # The records, cut into bundles (packs) back to back, some of them empty.
+    cuts_at = sorted(data.draw(st.lists(st.integers(0, count), max_size=4)))
+    bounds = [0, *cuts_at, count]
+    packs = [
+        _PackedBlobs(tuple(range(1, b - a + 1)), width, wide=wide, records=records[a:b].copy())
+        for a, b in itertools.pairwise(bounds)
+    ]
+    packs = [p for p in packs if len(p)]
+    # A kept subset of the records, each used once, in any order.
+    keep = np.asarray(data.draw(st.lists(st.booleans(), min_size=count, max_size=count)), bool)
+    kept = np.flatnonzero(keep).tolist()
+    order = np.asarray(data.draw(st.permutations(kept)) if kept else [], dtype=np.intp)
     cuts = sorted(data.draw(st.lists(st.integers(0, len(order)), min_size=groups - 1)))
     starts, stops = [0, *cuts], [*cuts, len(order)]
     recipients = list(range(1, len(starts) + 1))
-    new = [bytes(b) for b in _routing._assemble(records, order, recipients, starts, stops)]
+    if count:
+        gathered = _routing._gathered(packs, order, keep)
+        step = gathered.dtype.itemsize
+        flat = gathered.view(np.uint8).reshape(-1).tobytes()
+    else:
+        step, flat = dtype.itemsize, b""
+    new = [
+        _routing._GROUP_HEAD.pack(r, b - a) + flat[a * step : b * step]
+        for r, a, b in zip(recipients, starts, stops, strict=True)
+    ]
     assert new == _old_assemble(records, order, recipients, starts, stops)
 
 

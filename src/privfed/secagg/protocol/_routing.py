@@ -1,9 +1,11 @@
 """Routing at the close of SHARE_KEYS: every ciphertext to its recipient.
 
 Honest clients each send one bundle of equal-sized ciphertexts; those bundles
-are routed with array operations (:func:`route_packed`), whole records moved
-and the sender id written over the recipient's.  Anything else goes item by
-item (:func:`route_items`), with the same result.
+are routed with array operations (:func:`route_packed`): every record is
+copied once, from the bundle that holds it to its place among the routed
+records (by recipient, then sender), and the sender id is written over the
+recipient's; a routed body is its 8-byte head and a view of its records.
+Anything else goes item by item (:func:`route_items`), with the same result.
 """
 
 from __future__ import annotations
@@ -67,10 +69,10 @@ def route_packed(
     """Route whole packed bundles with array operations; ``None`` where that does not apply.
 
     ``bundle_of``: each sender's packed bundle, if it sent one.  Applies when
-    every client in ``complete`` sent one bundle of
-    equal-sized ciphertexts (what honest clients do).  The result is the
-    one :func:`route_items` builds -- the same messages, each with its
-    wire encoding already assembled -- and is checked to route exactly
+    every client in ``complete`` sent one bundle of equal-sized ciphertexts
+    (what honest clients do).  The result is the one :func:`route_items`
+    builds -- the same messages, each with its wire encoding already in place
+    (a head and a view of its records) -- and is checked to route exactly
     ``hood(recipient) & complete`` to every recipient, else ``None``.
     """
     senders = sorted(complete)
@@ -90,59 +92,51 @@ def route_packed(
     # By recipient, then by sender (stable sort of sender-ordered entries).
     by_recipient = np.argsort(to_ids, kind="stable")
     order = by_recipient[keep[by_recipient]]
-    # A bundle item ``recipient | size | ciphertext`` becomes the routed item
-    # ``sender | size | ciphertext``: rewrite the id in one copy of all the
-    # records, then move whole records into the routed bodies.
-    records = np.concatenate([p.records for p in packs])
-    records.view(_group_dtype(width))["id"] = from_ids
-    routed_from: list[int] = from_ids[order].tolist()
     to_sorted = to_ids[order]
     starts = np.searchsorted(to_sorted, wanted, "left").tolist()
     stops = np.searchsorted(to_sorted, wanted, "right").tolist()
     for recipient, start, stop in zip(senders, starts, stops, strict=True):
         if stop - start != len(hood(recipient) & complete):
             return None  # pragma: no cover -- the graph is symmetric
-    bodies = _assemble(records, order, senders, starts, stops)
+    records = _gathered(packs, order, keep)
+    # A bundle item ``recipient | size | ciphertext`` becomes the routed item
+    # ``sender | size | ciphertext``.
+    from_sorted = from_ids[order]
+    records.view(_group_dtype(width))["id"] = from_sorted
+    records.flags.writeable = False
+    routed_from: list[int] = from_sorted.tolist()
+    data = records.view(np.uint8).reshape(-1).data
+    step = records.dtype.itemsize
     header = {"session_id": config.bound_session_id, "round_index": config.round_index}
-    opaque = np.dtype((np.void, records.dtype.itemsize))
     routed: dict[int, RoutedShares] = {}
-    for recipient, start, stop, body in zip(senders, starts, stops, bodies, strict=True):
-        part = body[_GROUP_HEAD.size :].view(opaque)
-        packed = _PackedBlobs(tuple(routed_from[start:stop]), width, records=part)
-        routed[recipient] = RoutedShares._of_packed(header, recipient, packed, body.data)
+    for recipient, start, stop in zip(senders, starts, stops, strict=True):
+        packed = _PackedBlobs(tuple(routed_from[start:stop]), width, records=records[start:stop])
+        body = (_GROUP_HEAD.pack(recipient, stop - start), data[start * step : stop * step])
+        routed[recipient] = RoutedShares._of_packed(header, recipient, packed, body)
     return routed
 
 
-def _assemble(
-    records: npt.NDArray[Any],
-    order: npt.NDArray[np.intp],
-    recipients: list[int],
-    starts: list[int],
-    stops: list[int],
-) -> list[npt.NDArray[np.uint8]]:
-    """Every routed body, back to back in one read-only buffer: one view per recipient.
+def _gathered(
+    packs: list[_PackedBlobs], order: npt.NDArray[np.intp], keep: npt.NDArray[np.bool_]
+) -> npt.NDArray[Any]:
+    """The records of ``packs`` (back to back) in ``order``, written sender by sender.
 
-    The body of ``recipients[i]`` is ``recipient u32 | count u32`` and then the
-    records ``order[starts[i]:stops[i]]``, taken straight into place (no
-    per-recipient copy, no joined bytes).
+    Each bundle's kept records go straight to their routed place: one copy of
+    every record, read where the bundle holds it (no joined copy of all bundles).
     """
-    step = records.dtype.itemsize
-    size = _GROUP_HEAD.size
-    buffer = np.empty(size * len(recipients) + step * len(order), dtype=np.uint8)
-    # Whole records as opaque bytes: a take of a structured dtype copies field
-    # by field (an order of magnitude slower), the same bytes either way.
+    step = packs[0].records.dtype.itemsize
     opaque = np.dtype((np.void, step))
-    source = records.view(opaque)
-    spans = []
+    out = np.empty(len(order), dtype=opaque)
+    place = np.empty(keep.size, dtype=np.intp)
+    place[order] = np.arange(len(order), dtype=np.intp)
     at = 0
-    for recipient, start, stop in zip(recipients, starts, stops, strict=True):
-        end = at + size + step * (stop - start)
-        buffer[at : at + size] = np.frombuffer(_GROUP_HEAD.pack(recipient, stop - start), np.uint8)
-        # mode="clip": ``order`` holds valid positions (from argsort), and a
-        # take with ``out`` and the default mode goes through a temporary copy.
-        target = buffer[at + size : end].view(opaque)
-        np.take(source, order[start:stop], out=target, mode="clip")
-        spans.append((at, end))
-        at = end
-    buffer.flags.writeable = False
-    return [buffer[a:b] for a, b in spans]
+    for pack in packs:
+        stop = at + len(pack)
+        source = pack.records.view(opaque)
+        if keep[at:stop].all():
+            out[place[at:stop]] = source
+        else:
+            mine = keep[at:stop]
+            out[place[at:stop][mine]] = source[mine]
+        at = stop
+    return out

@@ -93,15 +93,15 @@ class _ShareGroup(Message):
     shares: tuple[EncryptedShares, ...]
 
     def _body(self) -> bytes:
-        wire: bytes | memoryview | None = self.__dict__.get(_WIRE_BODY)
+        wire: tuple[bytes | memoryview, ...] | None = self.__dict__.get(_WIRE_BODY)
         if wire is not None:
-            return bytes(wire)
+            return b"".join(wire)
         return _encode_group(getattr(self, self._FIXED), self.shares, fixed=self._FIXED)
 
     def _body_parts(self) -> tuple[bytes | memoryview, ...]:
         # A routed body assembled by the server goes into the message in one copy.
-        wire: bytes | memoryview | None = self.__dict__.get(_WIRE_BODY)
-        return (self._body(),) if wire is None else (wire,)
+        wire: tuple[bytes | memoryview, ...] | None = self.__dict__.get(_WIRE_BODY)
+        return (self._body(),) if wire is None else wire
 
     @classmethod
     def _parse_body(cls: type[_G], header: dict[str, Any], reader: _Reader) -> _G:
@@ -125,14 +125,15 @@ class _ShareGroup(Message):
         header: dict[str, Any],
         fixed_id: int,
         packed: _PackedBlobs,
-        body: bytes | memoryview | None = None,
+        body: tuple[bytes | memoryview, ...] | None = None,
     ) -> _G:
         """A group whose ciphertexts stay packed (ids: the other end), optionally its body.
 
         Only for validated content: ids strictly increasing, non-zero and not
         ``fixed_id``, blobs of 1 to ``MAX_CIPHERTEXT_SIZE`` bytes, at least one
-        for a bundle; ``body`` exactly :func:`_encode_group`'s encoding (a read-only
-        memoryview of bytes nobody writes to, or bytes).
+        for a bundle; ``body`` the pieces that, joined, are exactly
+        :func:`_encode_group`'s encoding (bytes, or read-only memoryviews of
+        memory nobody writes to).
         """
         group = cls._trusted(**header, **{cls._FIXED: fixed_id})
         group.__dict__[_PACKED] = packed
