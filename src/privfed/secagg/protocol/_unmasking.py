@@ -51,17 +51,24 @@ if _PRIME_BYTES != b"\x01" + b"\xff" * (shamir.FIELD_BYTES - 1):  # pragma: no c
 _ARRAY_CHECK_MIN = 32
 
 
-def _canonical(group: _PackedBlobs, index: bytes) -> bool:
-    """:func:`_canonical_shares` of a packed list; a few items are checked as bytes.
+def _canonical(group: _PackedBlobs, blobs: npt.NDArray[np.uint8], index: bytes) -> bool:
+    """:func:`_canonical_shares` of a packed list (``blobs``: its blob view); a few
+    items are checked as bytes.
 
     Equal-length big-endian byte strings compare as the numbers they encode.
     """
-    if len(group) > _ARRAY_CHECK_MIN:
-        return _canonical_shares(group.blobs, index)
-    width = shamir.FIELD_BYTES
+    n = len(group)
+    if n > _ARRAY_CHECK_MIN:
+        return _canonical_shares(blobs, index)
+    if n == 0:
+        return True
+    if group.width != shamir.SHARE_SIZE:  # one length for every item of the list
+        return False
+    width, size = shamir.FIELD_BYTES, shamir.SHARE_SIZE
+    flat = blobs.tobytes()
     return all(
-        len(share) == shamir.SHARE_SIZE and share[:width] == index and share[width:] < _PRIME_BYTES
-        for _, share in group.items()
+        flat[start : start + width] == index and flat[start + width : start + size] < _PRIME_BYTES
+        for start in range(0, n * size, size)
     )
 
 
@@ -141,12 +148,18 @@ class RevealedShares:
         index_bytes = sender.to_bytes(shamir.FIELD_BYTES, "big")
         width = shamir.FIELD_BYTES
         records: list[_Revealed] = []
-        if packed is not None and all(_canonical(group, index_bytes) for group in packed):
-            records = [
-                (sender, np.asarray(group.ids, dtype=np.int64), group.blobs[:, width:])
-                for group in packed
-            ]
-        else:
+        if packed is not None:
+            # One blob view per list, for the check and the record both.
+            seed_blobs, key_blobs = packed[0].blobs, packed[1].blobs
+            if _canonical(packed[0], seed_blobs, index_bytes) and _canonical(
+                packed[1], key_blobs, index_bytes
+            ):
+                seed_ids, key_ids = packed[0].ids, packed[1].ids
+                records = [
+                    (sender, np.fromiter(seed_ids, np.int64, len(seed_ids)), seed_blobs[:, width:]),
+                    (sender, np.fromiter(key_ids, np.int64, len(key_ids)), key_blobs[:, width:]),
+                ]
+        if not records:
             for group in (message.self_mask_shares, message.key_shares):
                 for item in group:
                     _check_share(item, sender, index_bytes, stage)

@@ -46,8 +46,10 @@ it never forwards junk.
 
 from __future__ import annotations
 
+import bisect
 import enum
 import hmac
+import itertools
 from collections.abc import Callable, Container, Sequence
 from typing import Any, cast
 
@@ -554,8 +556,10 @@ class SecAggServer(Party):
             key_owners = tuple(s.owner for s in message.key_shares)
         if seed_owners != request.survivors or key_owners != request.dropped:
             raise self._refuse("the shares do not match the request", stage)
-        noise_wanted = tuple((v, j) for v in request.survivors for j in request.noise_layers)
-        if tuple((s.owner, s.layer) for s in message.noise_shares) != noise_wanted:
+        layers = request.noise_layers
+        noise_wanted = tuple((v, j) for v in request.survivors for j in layers) if layers else ()
+        noise = message.noise_shares
+        if (tuple((s.owner, s.layer) for s in noise) if noise else ()) != noise_wanted:
             raise self._refuse("the noise-layer shares do not match the request", stage)
         self._reveals.add(message, packed, stage)
         self._responses[sender] = message
@@ -880,21 +884,34 @@ class SecAggServer(Party):
             c: _unchecked(SurvivorSignature, {"signer": c, "signature": sig})
             for c, sig in self._signatures.items()
         }
+        # The neighbourhood is sorted once per client, O(k) not O(n); the three
+        # lists are its members filtered in order (C-level filters).
+        is_signer, is_survivor, is_dropped = (
+            signed.__contains__,
+            survivors.__contains__,
+            dropped.__contains__,
+        )
+        active, session, index = cfg.active, cfg.bound_session_id, cfg.round_index
+        seed = self._graph_seed
+        hoods = cfg.neighbourhoods(seed) if seed is not None else None
         for client in asked:
-            hood = self._hood(client) | {client}
+            hood = hoods[client] if hoods is not None else self._hood(client)
+            members = sorted(hood)
+            if client not in hood:
+                bisect.insort(members, client)
             signatures: tuple[SurvivorSignature, ...] = ()
-            if cfg.active:
-                cosigners = sorted(c for c in hood if c in signed)[:t]  # O(k), not O(n)
+            if active:
+                cosigners = tuple(itertools.islice(filter(is_signer, members), t))
                 if len(cosigners) < t:
                     continue
-                signatures = tuple(signed[c] for c in cosigners)
+                signatures = tuple(map(signed.__getitem__, cosigners))
             # Ids of the config, sorted: the UnmaskRequest checks hold by construction.
             requests[client] = UnmaskRequest._trusted(
-                session_id=cfg.bound_session_id,
-                round_index=cfg.round_index,
+                session_id=session,
+                round_index=index,
                 recipient=client,
-                survivors=tuple(sorted(survivors & hood)),
-                dropped=tuple(sorted(dropped & hood)),
+                survivors=tuple(filter(is_survivor, members)),
+                dropped=tuple(filter(is_dropped, members)),
                 signatures=signatures,
                 noise_layers=layers,
             )

@@ -231,22 +231,28 @@ class _Reader:
         thousands of equal-sized ciphertexts and shares of a round this way.
         """
         head = _ID_U32 if wide else _ID_U16
-        pos = self._pos
-        if n < 1 or pos + head.size > self._end:
+        data, pos = self._data, self._pos
+        step = head.size
+        if n < 1 or pos + step > self._end:
             return None
-        size = int(head.unpack_from(self._data, pos)[1])
-        stop = pos + n * (head.size + size)
+        size = int(head.unpack_from(data, pos)[1])
+        step += size
+        stop = pos + n * step
         if not 1 <= size <= max_size or stop > self._end:
             return None
-        # One C-level unpack of every (id, length) pair, skipping the blobs.
-        fields = _uniform_layout(wide, size, n).unpack_from(self._data, pos)
-        ids: tuple[int, ...] = fields[0::2]
-        if fields[1::2].count(size) != n or ids[0] == 0:
+        # Every length field equals the first: each of its bytes compared across
+        # the items at once (a strided slice, C-level), not unpacked per item.
+        for at in range(pos + 4, pos + head.size):
+            if data[at:stop:step] != bytes((data[at],)) * n:
+                return None
+        # One C-level unpack of every id, skipping the lengths and the blobs.
+        ids: tuple[int, ...] = _uniform_layout(wide, size, n).unpack_from(data, pos)
+        if ids[0] == 0:
             return None
         if n > 1 and not all(map(operator.lt, ids, ids[1:])):
             return None
         self._pos = stop
-        return _PackedBlobs(ids, size, data=self._data, offset=pos, wide=wide)
+        return _PackedBlobs(ids, size, data=data, offset=pos, wide=wide)
 
     @property
     def remaining(self) -> int:
@@ -266,7 +272,7 @@ def _blob_dtype(wide: bool, size: int) -> np.dtype[Any]:
 
 
 def _uniform_layout(wide: bool, size: int, n: int) -> struct.Struct:
-    """``n`` items ``id | length | size bytes``: the ids and lengths, blobs skipped.
+    """``n`` items ``id | length | size bytes``: the ids only (lengths and blobs skipped).
 
     A layout takes tens of bytes per item; only those of up to
     :data:`_LAYOUT_CACHE_ITEMS` items are kept, so that a peer sending large
@@ -279,7 +285,7 @@ def _uniform_layout(wide: bool, size: int, n: int) -> struct.Struct:
 
 
 def _build_layout(wide: bool, size: int, n: int) -> struct.Struct:
-    item = ("II" if wide else "IH") + f"{size}x"
+    item = f"I{(4 if wide else 2) + size}x"
     return struct.Struct(">" + item * n)
 
 
@@ -350,11 +356,14 @@ class _PackedBlobs:
     def blobs(self) -> npt.NDArray[np.uint8]:
         """An ``(n, width)`` ``uint8`` view of the blobs."""
         if self._arrays is None and self._data and self.ids:
-            # A plain byte view of the items, no structured array (cheaper
-            # when the records are not needed: shares checked, not routed).
-            n, step = len(self.ids), (8 if self._wide else 6) + self.width
-            rows = np.frombuffer(self._data, dtype=np.uint8, count=n * step, offset=self._offset)
-            return rows.reshape(n, step)[:, step - self.width :]
+            # A plain strided byte view of the items' blobs, no structured
+            # array (cheaper when the records are not needed: shares checked,
+            # not routed), made in one constructor call.
+            width = self.width
+            step = (8 if self._wide else 6) + width
+            return np.ndarray(
+                (len(self.ids), width), np.uint8, self._data, self._offset + step - width, (step, 1)
+            )
         return self._views()[1]
 
     def items(self) -> list[tuple[int, bytes]]:

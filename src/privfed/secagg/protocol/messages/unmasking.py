@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
 from privfed._checks import check_int
@@ -219,9 +219,9 @@ def _parse_revealed(reader: _Reader) -> tuple[RevealedShare, ...] | _PackedBlobs
     return _revealed_of(reader.id_blobs(n, wide=False, max_size=MAX_SHARE_SIZE))
 
 
-def _owners(values: tuple[RevealedShare, ...] | _PackedBlobs) -> list[int]:
+def _owners(values: tuple[RevealedShare, ...] | _PackedBlobs) -> Sequence[int]:
     if isinstance(values, _PackedBlobs):
-        return list(values.ids)
+        return values.ids
     return [v.owner for v in values]
 
 
@@ -311,7 +311,11 @@ class UnmaskResponse(_ClientMessage):
         sender = reader.client_id()
         self_mask = _parse_revealed(reader)
         key = _parse_revealed(reader)
-        if not set(_owners(self_mask)).isdisjoint(_owners(key)):
+        # A set of the shorter list (a few dropped clients' keys, as a rule).
+        longer, shorter = _owners(self_mask), _owners(key)
+        if len(shorter) > len(longer):
+            longer, shorter = shorter, longer
+        if shorter and not set(shorter).isdisjoint(longer):
             raise MessageFormatError("a client has both a self-mask share and a key share")
         noise: list[RevealedNoiseShare] = []
         count = reader.count(9)
@@ -328,6 +332,10 @@ class UnmaskResponse(_ClientMessage):
                 previous = (owner, layer)
                 noise.append(RevealedNoiseShare(owner, layer, reader.take(size)))
         fields: dict[str, Any] = {**header, "sender": sender, "noise_shares": tuple(noise)}
+        if isinstance(self_mask, _PackedBlobs) and isinstance(key, _PackedBlobs):
+            # The usual case: both lists left packed (see below), in one step.
+            fields[_PACKED] = {"self_mask_shares": self_mask, "key_shares": key}
+            return _unchecked(cls, fields)
         packed: dict[str, _PackedBlobs] = {}
         for name, values in (("self_mask_shares", self_mask), ("key_shares", key)):
             if isinstance(values, _PackedBlobs):
