@@ -452,29 +452,43 @@ class SecAggServer(Party):
 
     def _receive_bundle(self, message: EncryptedSharesBundle) -> None:
         # All or nothing: every ciphertext is checked before any is stored.
-        stage = self._precheck(message, _Phase.SHARE)
+        if (
+            self._phase is not _Phase.SHARE
+            or message.session_id != self._bound_session
+            or message.round_index != self._config.round_index
+        ):
+            self._precheck(message, _Phase.SHARE)  # refuses it, naming why
         sender = message.sender
         packed = message._packed_shares()
-        recipients: list[int] = (
-            list(packed.ids) if packed is not None else [s.recipient for s in message.shares]
+        order: tuple[int, ...] = (
+            packed.ids if packed is not None else tuple(s.recipient for s in message.shares)
         )
+        # One set of the recipients for every check, kept as the sender's
+        # record if it is the first: no list, temporary set or copy per bundle.
+        recipients = set(order)
         got = self._received.get(sender)
         # The checks of _check_recipients on whole sets; it runs (and names the
         # offending recipient) only if they fail.
         if not (
             sender in self._advertised
-            and self._advertised.keys() >= set(recipients)
-            and self._hood(sender).issuperset(recipients)
+            and self._advertised.keys() >= recipients
+            and self._hood(sender) >= recipients
             and (got is None or got.isdisjoint(recipients))
         ):
-            self._check_recipients(sender, tuple(recipients), stage)
-        if got is None and packed is not None:
-            self._bundles[sender] = message
+            self._check_recipients(sender, order, Stage.SHARE_KEYS)
+        if got is None:
+            if packed is not None:
+                self._bundles[sender] = message
+            else:
+                box = self._unpack_bundle(sender)
+                for item in message.shares:
+                    box[item.recipient] = item
+            self._received[sender] = recipients
         else:
             box = self._unpack_bundle(sender)
             for item in message.shares:
                 box[item.recipient] = item
-        self._received.setdefault(sender, set()).update(recipients)
+            got.update(recipients)
 
     def _unpack_bundle(self, sender: int) -> dict[int, EncryptedShares]:
         """The single-item box of ``sender``, with its packed bundle (if any) moved in."""
@@ -516,15 +530,26 @@ class SecAggServer(Party):
         return stage
 
     def _receive_masked(self, message: MaskedInput) -> None:
-        stage = self._admit(message, _Phase.MASK, self._shared, self._masked)
         sender = message.sender
         cfg = self._config
-        if message.ring_bits != cfg.ring_bits or message.values.shape[0] != cfg.vector_length:
-            raise self._refuse("ring width or vector length differs from the config", stage)
+        values = message.values
+        if not (
+            self._phase is _Phase.MASK
+            and message.session_id == self._bound_session
+            and message.round_index == cfg.round_index
+            and sender in self._shared
+            and sender not in self._masked
+            and message.ring_bits == cfg.ring_bits
+            and values.shape[0] == cfg.vector_length
+        ):
+            # Some check fails: run them in order, so the refusal names the first.
+            stage = self._admit(message, _Phase.MASK, self._shared, self._masked)
+            if message.ring_bits != cfg.ring_bits or values.shape[0] != cfg.vector_length:
+                raise self._refuse("ring width or vector length differs from the config", stage)
         if self._total is None:
-            self._total = np.array(message.values, dtype=np.uint64, copy=True)
+            self._total = np.array(values, dtype=np.uint64, copy=True)
         else:
-            np.add(self._total, message.values, out=self._total)
+            np.add(self._total, values, out=self._total)
         self._masked.add(sender)
 
     def _receive_signature(self, message: ConsistencySignature) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import struct
 from typing import Any, ClassVar, Final
 
 import numpy as np
@@ -111,16 +112,23 @@ class MaskedInput(_ClientMessage):
 
     @classmethod
     def _parse_body(cls, header: dict[str, Any], reader: _Reader) -> MaskedInput:
-        sender = reader.client_id()
-        bits = reader.u8()
-        if not 8 <= bits <= 64:
-            raise MessageFormatError(f"ring_bits {bits} outside [8, 64]")
-        dtype = cls._wire_dtype(bits)
-        n = reader.count(dtype.itemsize)
-        if not 1 <= n <= MAX_VECTOR_LENGTH:
-            raise ParameterError("values", f"a 1-D array of length 1 to {MAX_VECTOR_LENGTH}", (n,))
-        reader.zero_padding(_VALUE_ALIGNMENT)
-        raw = reader.array(dtype, n)
+        parsed = _well_formed(reader)
+        if parsed is None:
+            # Something is off: the field-by-field parse names it.
+            sender = reader.client_id()
+            bits = reader.u8()
+            if not 8 <= bits <= 64:
+                raise MessageFormatError(f"ring_bits {bits} outside [8, 64]")
+            dtype = cls._wire_dtype(bits)
+            n = reader.count(dtype.itemsize)
+            if not 1 <= n <= MAX_VECTOR_LENGTH:
+                raise ParameterError(
+                    "values", f"a 1-D array of length 1 to {MAX_VECTOR_LENGTH}", (n,)
+                )
+            reader.zero_padding(_VALUE_ALIGNMENT)
+            raw = reader.array(dtype, n)
+        else:
+            sender, bits, raw = parsed
         # A 64-bit little-endian payload is used in place (read-only, no copy);
         # a narrower one is widened into an array nobody else holds.
         values = raw if raw.dtype == np.uint64 else raw.astype(np.uint64)
@@ -135,12 +143,38 @@ class MaskedInput(_ClientMessage):
         return message
 
 
+def _well_formed(reader: _Reader) -> tuple[int, int, npt.NDArray[Any]] | None:
+    """``(sender, ring_bits, values on the wire)`` of a well-formed body, else ``None``.
+
+    One unpack of ``sender | ring_bits | length``, one count of the padding's
+    zero bytes and one view of the values, the cursor moved past them;
+    ``None``, with nothing consumed, where any check of the field-by-field
+    parse would fail (which then raises the precise error).
+    """
+    data, pos, end = reader._data, reader._pos, reader._end
+    if pos + _FIXED.size > end:
+        return None
+    sender, bits, n = _FIXED.unpack_from(data, pos)
+    start = pos + _FIXED.size
+    at = start + (-start % _VALUE_ALIGNMENT)
+    if not (sender and 8 <= bits <= 64 and 1 <= n <= MAX_VECTOR_LENGTH):
+        return None
+    dtype = _WIRE_DTYPES[bits]
+    stop = at + n * dtype.itemsize
+    if stop > end or data.count(0, start, at) != at - start:
+        return None
+    reader._pos = stop
+    return sender, bits, np.frombuffer(data, dtype=dtype, count=n, offset=at)
+
+
 def _wire_dtype_of(ring_bits: int) -> np.dtype[Any]:
     width = (ring_bits + 7) // 8
     size = next(s for s in (1, 2, 4, 8) if width <= s)
     return np.dtype(f"<u{size}")
 
 
+# sender u32 | ring_bits u8 | length u32: the fixed start of the body.
+_FIXED: Final = struct.Struct(">IBI")
 # The values start at a multiple of this many bytes from the message start.
 _VALUE_ALIGNMENT: Final = 8
 
