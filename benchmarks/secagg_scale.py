@@ -339,8 +339,9 @@ def add_context(row: dict[str, Any]) -> None:
     """Primitives active SecAgg+ also needs beyond the floors, timed here (context).
 
     Client: its Ed25519 signing and verifying (timed in the child for the mean
-    counts made).  Server: one Ed25519 verification per advertisement and per
-    survivor's consistency signature, and the Shamir reconstruction of every
+    counts made).  Server: one Ed25519 verification per advertisement, per
+    committee member's reveal (the graph-seed round) and per survivor's
+    consistency signature, and the Shamir reconstruction of every
     survivor's self-mask seed and every dropped client's mask key (``t``
     shares each, one holder set per owner).  Rows written before this existed
     get it timed by the parent process, after the round (``context_timed_in``).
@@ -348,12 +349,14 @@ def add_context(row: dict[str, Any]) -> None:
     if "context" in row:
         return
     n, dropped, t = row["clients"], row["dropped"], row["threshold"]
-    verifies = time_signatures(0, n + (n - dropped))
+    verified = n + row["committee_members"] + (n - dropped)
+    verifies = time_signatures(0, verified)
     rebuild = time_reconstruction(n, t)
     client_total = row["client_floor"]["total"] + row["client_signature_seconds"]
     server_total = row["server_floor"]["total"] + verifies + rebuild
     row["context"] = {
         "timed_in": "parent",
+        "server_signatures_verified": verified,
         "server_signature_seconds": verifies,
         "server_reconstruction_seconds": rebuild,
         "client_floor_plus_signatures": client_total,
