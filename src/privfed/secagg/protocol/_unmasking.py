@@ -11,9 +11,10 @@ become field elements only for the responses that are used.
 
 from __future__ import annotations
 
+import bisect
 import hmac
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -27,16 +28,19 @@ from privfed.errors import (
 from privfed.secagg.primitives import keys, shamir
 from privfed.secagg.protocol._party import refusal
 from privfed.secagg.protocol.commitment import noise_seed_commitment
+from privfed.secagg.protocol.config import SecAggConfig
 from privfed.secagg.protocol.messages import (
     AdvertiseKeys,
     RevealedNoiseShare,
     RevealedShare,
+    SurvivorSignature,
+    UnmaskRequest,
     UnmaskResponse,
 )
-from privfed.secagg.protocol.messages._codec import _PackedBlobs
+from privfed.secagg.protocol.messages._codec import _PackedBlobs, _unchecked
 from privfed.secagg.protocol.stages import Stage
 
-__all__ = ["RevealedShares"]
+__all__ = ["RevealedShares", "unmask_requests_for"]
 
 _SECRET_NAMES = {0: "self-mask seed", 1: "mask key"}
 
@@ -392,3 +396,58 @@ def _check_share_encoding(
     if share.index != sender:
         raise refusal("a share is not evaluated at the sender's id", stage)
     raise AssertionError("unreachable: the fast checks accept this share")  # pragma: no cover
+
+
+def unmask_requests_for(
+    config: SecAggConfig,
+    asked: Sequence[int],
+    hood: Callable[[int], frozenset[int]],
+    survivors: frozenset[int],
+    dropped: frozenset[int],
+    signatures: Mapping[int, bytes],
+    layers: tuple[int, ...],
+) -> dict[int, UnmaskRequest]:
+    """The server's UnmaskRequest to each of ``asked`` (increasing), built from its view.
+
+    A request lists the ``survivors`` and the ``dropped`` clients of the
+    recipient's neighbourhood (``hood``) and the noise ``layers`` to reveal;
+    in active mode it carries the ``threshold`` lowest of the verified survivor
+    ``signatures`` of that neighbourhood, and a client with fewer is not asked.
+    """
+    t = config.threshold
+    # Each signature was verified on receipt: the checks hold by construction.
+    signed = {
+        c: _unchecked(SurvivorSignature, {"signer": c, "signature": sig})
+        for c, sig in signatures.items()
+    }
+    # The neighbourhood is sorted once per client, O(k) not O(n); the three
+    # lists are its members filtered in order (C-level filters).
+    is_signer, is_survivor, is_dropped = (
+        signed.__contains__,
+        survivors.__contains__,
+        dropped.__contains__,
+    )
+    active, session, index = config.active, config.bound_session_id, config.round_index
+    requests: dict[int, UnmaskRequest] = {}
+    for client in asked:
+        near = hood(client)
+        members = sorted(near)
+        if client not in near:
+            bisect.insort(members, client)
+        cosigned: tuple[SurvivorSignature, ...] = ()
+        if active:
+            cosigners = tuple(itertools.islice(filter(is_signer, members), t))
+            if len(cosigners) < t:
+                continue
+            cosigned = tuple(map(signed.__getitem__, cosigners))
+        # Ids of the config, sorted: the UnmaskRequest checks hold by construction.
+        requests[client] = UnmaskRequest._trusted(
+            session_id=session,
+            round_index=index,
+            recipient=client,
+            survivors=tuple(filter(is_survivor, members)),
+            dropped=tuple(filter(is_dropped, members)),
+            signatures=cosigned,
+            noise_layers=layers,
+        )
+    return requests

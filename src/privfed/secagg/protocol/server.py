@@ -46,10 +46,8 @@ it never forwards junk.
 
 from __future__ import annotations
 
-import bisect
 import enum
 import hmac
-import itertools
 from collections.abc import Callable, Container, Sequence
 from typing import Any, cast
 
@@ -81,7 +79,7 @@ from privfed.secagg.protocol._roster_wire import (
     consistency_request_wires,
 )
 from privfed.secagg.protocol._routing import route_items, route_packed
-from privfed.secagg.protocol._unmasking import RevealedShares
+from privfed.secagg.protocol._unmasking import RevealedShares, unmask_requests_for
 from privfed.secagg.protocol.commitment import (
     noise_layers_to_reveal,
     self_mask_commitment,
@@ -107,11 +105,9 @@ from privfed.secagg.protocol.messages import (
     Roster,
     RosterEntry,
     RoutedShares,
-    SurvivorSignature,
     UnmaskRequest,
     UnmaskResponse,
 )
-from privfed.secagg.protocol.messages._codec import _unchecked
 from privfed.secagg.protocol.roster_tree import RosterTree
 from privfed.secagg.protocol.stages import Stage
 
@@ -901,45 +897,12 @@ class SecAggServer(Party):
         self._require_quorum(len(survivors), "masked inputs arrived", stage)
         dropped = self._shared - survivors
         layers = noise_layers_to_reveal(cfg, len(survivors)) if cfg.noise_layers else ()
-        t = cfg.threshold
-        requests: dict[int, UnmaskRequest] = {}
         asked = sorted(self._signatures) if cfg.active else sorted(survivors)
-        # Each signature was verified on receipt: the checks hold by construction.
-        signed = {
-            c: _unchecked(SurvivorSignature, {"signer": c, "signature": sig})
-            for c, sig in self._signatures.items()
-        }
-        # The neighbourhood is sorted once per client, O(k) not O(n); the three
-        # lists are its members filtered in order (C-level filters).
-        is_signer, is_survivor, is_dropped = (
-            signed.__contains__,
-            survivors.__contains__,
-            dropped.__contains__,
-        )
-        active, session, index = cfg.active, cfg.bound_session_id, cfg.round_index
         seed = self._graph_seed
-        hoods = cfg.neighbourhoods(seed) if seed is not None else None
-        for client in asked:
-            hood = hoods[client] if hoods is not None else self._hood(client)
-            members = sorted(hood)
-            if client not in hood:
-                bisect.insort(members, client)
-            signatures: tuple[SurvivorSignature, ...] = ()
-            if active:
-                cosigners = tuple(itertools.islice(filter(is_signer, members), t))
-                if len(cosigners) < t:
-                    continue
-                signatures = tuple(map(signed.__getitem__, cosigners))
-            # Ids of the config, sorted: the UnmaskRequest checks hold by construction.
-            requests[client] = UnmaskRequest._trusted(
-                session_id=session,
-                round_index=index,
-                recipient=client,
-                survivors=tuple(filter(is_survivor, members)),
-                dropped=tuple(filter(is_dropped, members)),
-                signatures=signatures,
-                noise_layers=layers,
-            )
+        hood = self._hood if seed is None else cfg.neighbourhoods(seed).__getitem__
+        requests = unmask_requests_for(
+            cfg, asked, hood, survivors, dropped, self._signatures, layers
+        )
         self._require_quorum(len(requests), "clients can be asked to unmask", stage)
         self._requests = requests
         self._phase = _Phase.UNMASK
