@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import random
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from privfed.secagg import (
+    EncryptedSharesBundle,
     IdentityKey,
     IdentityRegistry,
     Message,
+    RosterEntry,
     SecAggClient,
     SecAggConfig,
     SecAggServer,
@@ -35,6 +38,34 @@ def reveal_committee(server: SecAggServer, clients: Mapping[int, SecAggClient]) 
     for cid, request in server.committee_requests().items():
         if cid in clients:
             deliver(server, clients[cid].reveal(request))
+
+
+def share_keys_round(server: SecAggServer, clients: Mapping[int, SecAggClient]) -> None:
+    """Every client advertises, the committee reveals, and every client shares its keys
+    (one bundle each) on its roster part: the server is left at the close of SHARE_KEYS."""
+    for c in clients.values():
+        deliver(server, c.advertise_keys())
+    reveal_committee(server, clients)
+    server.roster()
+    for cid, c in clients.items():
+        deliver(server, EncryptedSharesBundle.from_shares(c.share_keys(server.roster(cid))))
+
+
+def random_entries(
+    ids: Sequence[int], rng: random.Random, *, signed: bool
+) -> tuple[RosterEntry, ...]:
+    """Roster entries of ``ids`` with random keys (and, ``signed``, random signatures and
+    graph commitments): well-formed bytes for wire and tree tests, no real keys."""
+    return tuple(
+        RosterEntry(
+            client_id=cid,
+            encryption_public_key=rng.randbytes(32),
+            mask_public_key=rng.randbytes(32),
+            signature=rng.randbytes(64) if signed else None,
+            graph_commitment=rng.randbytes(32) if signed else None,
+        )
+        for cid in ids
+    )
 
 
 def active_harary_parties(

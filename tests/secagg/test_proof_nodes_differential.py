@@ -19,13 +19,14 @@ import random
 import numpy as np
 import numpy.typing as npt
 import pytest
+from secagg_helpers import random_entries
 
 from privfed.secagg import IdentityKey, IdentityRegistry
 from privfed.secagg.protocol import _roster_wire, roster_tree
 from privfed.secagg.protocol._roster_check import roster_parts
 from privfed.secagg.protocol._roster_check import roster_tree as make_roster_tree
 from privfed.secagg.protocol._roster_wire import PartWriter, consistency_request_wires
-from privfed.secagg.protocol.messages import Roster, RosterEntry
+from privfed.secagg.protocol.messages import Roster
 from privfed.secagg.protocol.messages.roster import IdentityProof
 from privfed.secagg.protocol.roster_tree import RosterTree, _keyed, sorted_unique, without
 
@@ -206,16 +207,7 @@ def _roster(
 ) -> tuple[Roster, RosterTree, IdentityRegistry | None]:
     ids = sorted(rng.sample(range(2, 10 * n + 2), n))
     keys = {cid: IdentityKey.generate() for cid in ids} if active else {}
-    entries = tuple(
-        RosterEntry(
-            client_id=cid,
-            encryption_public_key=rng.randbytes(32),
-            mask_public_key=rng.randbytes(32),
-            signature=rng.randbytes(64) if active else None,
-            graph_commitment=rng.randbytes(32) if active else None,
-        )
-        for cid in ids
-    )
+    entries = random_entries(ids, rng, signed=active)
     registry = IdentityRegistry.of(keys) if active else None
     identities = None
     if active:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from secagg_helpers import random_entries
 
 from privfed.errors import ParameterError, ProtocolAbort
 from privfed.secagg import (
@@ -99,16 +100,7 @@ def test_writer_equals_roster_parts_for_any_client_sets() -> None:
         ids = sorted(rng.sample(range(2, 10 * n + 2), n))
         signed = n % 2 == 1
         keys = {cid: IdentityKey.generate() for cid in ids} if signed else {}
-        entries = tuple(
-            RosterEntry(
-                client_id=cid,
-                encryption_public_key=rng.randbytes(32),
-                mask_public_key=rng.randbytes(32),
-                signature=rng.randbytes(64) if signed else None,
-                graph_commitment=rng.randbytes(32) if signed else None,
-            )
-            for cid in ids
-        )
+        entries = random_entries(ids, rng, signed=signed)
         registry = IdentityRegistry.of(keys) if signed else None
         identities = None
         if registry is not None:

@@ -15,12 +15,11 @@ import math
 
 import numpy as np
 import pytest
-from secagg_helpers import active_harary_parties, deliver, reveal_committee
+from secagg_helpers import active_harary_parties, deliver, share_keys_round
 
 from privfed.errors import ProtocolAbort
 from privfed.secagg import (
     ConsistencyRequest,
-    EncryptedSharesBundle,
     SecAggConfig,
     SecAggServer,
     SurvivorSignature,
@@ -39,12 +38,7 @@ def _to_consistency(n: int = 40, degree: int = 8, t: int = 6, corrupted: int = 1
     """An active SecAgg+ round up to the ConsistencyCheck, 2 clients dropped before masking."""
     cfg, _, clients, inputs = active_harary_parties(n, degree, t, corrupted, L, seed=5)
     server = SecAggServer(cfg)
-    for c in clients.values():
-        deliver(server, c.advertise_keys())
-    reveal_committee(server, clients)
-    server.roster()
-    for cid, c in clients.items():
-        deliver(server, EncryptedSharesBundle.from_shares(c.share_keys(server.roster(cid))))
+    share_keys_round(server, clients)
     late = {7, 23}
     for cid, routed in server.routed_shares().items():
         masked = clients[cid].masked_input(routed)

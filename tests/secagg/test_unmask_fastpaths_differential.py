@@ -19,7 +19,7 @@ import struct
 
 import numpy as np
 import pytest
-from secagg_helpers import active_harary_parties, deliver, reveal_committee
+from secagg_helpers import active_harary_parties, deliver, share_keys_round
 
 from privfed.secagg import (
     EncryptedSharesBundle,
@@ -77,12 +77,7 @@ def _requests_bytes(server: SecAggServer) -> dict[int, bytes]:
 def _active_round_to_consistency(non_signers: set[int]) -> SecAggServer:
     cfg, _, clients, _ = active_harary_parties(40, 8, 6, 1, L, seed=11)
     server = SecAggServer(cfg)
-    for c in clients.values():
-        deliver(server, c.advertise_keys())
-    reveal_committee(server, clients)
-    server.roster()
-    for cid, c in clients.items():
-        deliver(server, EncryptedSharesBundle.from_shares(c.share_keys(server.roster(cid))))
+    share_keys_round(server, clients)
     late = {7, 23}
     for cid, routed in server.routed_shares().items():
         if cid not in late:
