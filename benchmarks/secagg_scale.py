@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import json
 import os
 import platform
@@ -57,6 +58,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import types
 from collections.abc import Sequence
@@ -70,6 +72,7 @@ from privfed.secagg.parameters import find_secagg_plus_parameters
 from privfed.secagg.primitives import aead, keys, prg, shamir
 from privfed.secagg.protocol._plaintext import _SIZE as SHARE_PLAINTEXT_SIZE
 from secagg import time_signatures  # the classic suite's Ed25519 timing, one definition
+from server_replay import Journal
 
 RESULTS = Path(__file__).resolve().parent / "results"
 OUTPUT = RESULTS / "secagg_scale.json"
@@ -365,6 +368,10 @@ def add_context(row: dict[str, Any]) -> None:
         "server_over_floor_plus_signatures_and_reconstruction": row["server_seconds"]
         / server_total,
     }
+    if "server_alone" in row:
+        row["context"]["server_alone_over_floor_plus_signatures_and_reconstruction"] = (
+            row["server_alone"]["server_seconds"] / server_total
+        )
 
 
 # -- one N (child process) -------------------------------------------------------------
@@ -416,7 +423,9 @@ def run_child(n: int, length: int, seed: int, sample: int) -> dict[str, Any]:
     dropped = sorted(rng.choice(n, size=n // 20, replace=False).tolist())
     rss_before = rss_mib()
     start = time.perf_counter()
-    with ServerProbe() as probe, ServerGC() as server_gc:
+    journal_dir = tempfile.TemporaryDirectory(prefix="secagg_scale_")
+    journal_path = Path(journal_dir.name) / "server.journal"
+    with ServerProbe() as probe, ServerGC() as server_gc, Journal(journal_path) as journal:
         report = run_protocol(
             inputs,
             threshold=t,
@@ -438,7 +447,10 @@ def run_child(n: int, length: int, seed: int, sample: int) -> dict[str, Any]:
     exact = bool(np.array_equal(report.total, expected))
     if not exact:
         raise SystemExit(f"N={n}: the round's sum is not the exact sum of the survivors")
-    print(f"[N={n}] round done in {wall:.1f} s, exact sum; floors ...", file=sys.stderr)
+    print(f"[N={n}] round done in {wall:.1f} s, exact sum; server alone ...", file=sys.stderr)
+    alone = replayed(journal_path, journal, report.total)
+    journal_dir.cleanup()
+    print(f"[N={n}] floors ...", file=sys.stderr)
     cfloor = client_floor(report, length, t, sample)
     sfloor = server_floor(report, inputs)
     full = [c for c in report.clients if len(c.seconds) == len(report.stages)]
@@ -473,6 +485,9 @@ def run_child(n: int, length: int, seed: int, sample: int) -> dict[str, Any]:
         "server_seconds_per_stage": {s.name: v for s, v in report.server_seconds.items()},
         "server_floor": sfloor,
         "server_over_floor": server_s / sfloor["total"],
+        # The same server work, replayed alone in a fresh process (server_replay.py).
+        "server_alone": alone,
+        "server_alone_over_floor": alone["server_seconds"] / sfloor["total"],
         # Part of server_seconds: collector pauses begun in the server's timed work.
         "server_gc_seconds": server_gc.seconds,
         "server_gc_collections": server_gc.collections,
@@ -489,6 +504,27 @@ def run_child(n: int, length: int, seed: int, sample: int) -> dict[str, Any]:
         "identity": _identity_sizes(report, sample),
         "commit": _commit(),
     }
+
+
+def replayed(path: Path, journal: Journal, total: np.ndarray) -> dict[str, Any]:
+    """The round's server, replayed from its journal alone in a fresh interpreter.
+
+    The replay must publish what the round's server published, byte for
+    byte, and the same sum: otherwise it did other work and its time says
+    nothing (exit).
+    """
+    out = path.with_suffix(".json")
+    script = Path(__file__).resolve().with_name("server_replay.py")
+    done = subprocess.run([sys.executable, str(script), str(path), str(out)], check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"the server replay failed (exit {done.returncode})")
+    result: dict[str, Any] = json.loads(out.read_text())
+    same_sum = result.pop("sum_digest") == hashlib.sha256(total.tobytes()).hexdigest()
+    if result.pop("digest") != journal.digest.hexdigest() or not same_sum:
+        raise SystemExit("the replayed server published other bytes than the round's server")
+    result["journal_events"] = journal.events
+    result["published_same_bytes"] = True
+    return result
 
 
 def _commit() -> str | None:
@@ -573,7 +609,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     head = (
         f"{'N':>6} {'k':>3} {'t':>3} {'len':>6} | {'client s':>8} {'floor':>7} {'x':>5} | "
         f"{'up B':>9} {'down B':>7} | {'server s':>8} {'floor':>7} {'x':>5} | {'RSS MiB':>7} | "
-        f"{'c x+sig':>7} {'s x+sig+shamir':>14}"
+        f"{'c x+sig':>7} {'s x+sig+shamir':>14} | {'alone s':>7} {'x+sig+shamir':>12}"
     )
     print(head)
     print("-" * len(head))
@@ -586,7 +622,13 @@ def print_table(rows: list[dict[str, Any]]) -> None:
             f"{r['server_floor']['total']:>7.2f} {r['server_over_floor']:>5.2f} | "
             f"{r['peak_rss_mib']:>7.0f} | "
             f"{r['context']['client_over_floor_plus_signatures']:>7.2f} "
-            f"{r['context']['server_over_floor_plus_signatures_and_reconstruction']:>14.2f}"
+            f"{r['context']['server_over_floor_plus_signatures_and_reconstruction']:>14.2f} | "
+            + (
+                f"{r['server_alone']['server_seconds']:>7.2f} "
+                f"{r['context']['server_alone_over_floor_plus_signatures_and_reconstruction']:>12.2f}"
+                if "server_alone" in r
+                else f"{'-':>7} {'-':>12}"
+            )
         )
 
 
