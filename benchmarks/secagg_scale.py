@@ -324,11 +324,17 @@ def server_floor(report: RunReport, inputs: LazyInputs) -> dict[str, float]:
 
 
 def time_reconstruction(owners: int, threshold: int) -> float:
-    """Seconds to rebuild ``owners`` secrets from ``threshold`` shares each, own holder sets."""
+    """Seconds to rebuild ``owners`` secrets from ``threshold`` shares each, own holder sets.
+
+    The share indices are client ids, as in the round: each secret's holders
+    are ``threshold`` distinct ids drawn from ``[1, owners]`` (rows written
+    before 2026-12-08 drew them from ``[1, 4 * threshold]``: smaller ints, whose
+    Lagrange products are cheaper than the round's at large N).
+    """
     rng = np.random.default_rng(owners)
     batches = []
     for _ in range(owners):
-        xs = sorted(rng.choice(np.arange(1, 4 * threshold + 1), threshold, replace=False).tolist())
+        xs = sorted(rng.choice(np.arange(1, owners + 1), threshold, replace=False).tolist())
         shares = shamir.split(
             secrets.token_bytes(32), threshold=threshold, num_shares=threshold, indices=xs
         )
