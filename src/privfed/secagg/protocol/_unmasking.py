@@ -12,8 +12,10 @@ become field elements only for the responses that are used.
 from __future__ import annotations
 
 import bisect
+import functools
 import hmac
 import itertools
+import struct
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -101,6 +103,12 @@ def _canonical_shares(blobs: npt.NDArray[np.uint8], index: bytes) -> bool:
     return _PRIME_BYTES not in flat or all(
         flat[start + width : start + size] != _PRIME_BYTES for start in range(0, len(flat), size)
     )
+
+
+@functools.cache
+def _share_value(width: int) -> struct.Struct:
+    """A run of ``width``-byte share values, split one at a time (``iter_unpack``)."""
+    return struct.Struct(f"{width}s")
 
 
 class RevealedShares:
@@ -230,7 +238,7 @@ class RevealedShares:
         holders: list[int] = holder_of[used].tolist()
         # The used share values only, gathered in one copy, then one int each.
         flat = np.concatenate([r[2] for r in records])[used].tobytes() if records else b""
-        ys = [int.from_bytes(flat[i : i + width], "big") for i in range(0, len(flat), width)]
+        ys = [int.from_bytes(value, "big") for (value,) in _share_value(width).iter_unpack(flat)]
         return [(tuple(holders[a:b]), ys[a:b]) for a, b in itertools.pairwise(bounds)]
 
     def rebuild(self, owners: list[int], kind: int, stage: Stage) -> list[bytes]:

@@ -768,7 +768,10 @@ class SecAggServer(Party):
         return self._part_wires.get(client_id)
 
     def _hoods(self, batch: Sequence[int]) -> list[frozenset[int]]:
-        return [self._hood(c) | {c} for c in batch]
+        if self._graph_seed is None:
+            return [self._hood(c) | {c} for c in batch]
+        graph = self._config.neighbourhoods(self._graph_seed)
+        return [graph[c] | {c} for c in batch]
 
     def routed_shares(self) -> dict[int, RoutedShares]:
         """Close SHARE_KEYS and route every ciphertext to its recipient.
