@@ -587,6 +587,12 @@ def exponents(rows: list[dict[str, Any]]) -> dict[str, Any]:
         [float(r["clients"]) for r in held], [r["server_held_bytes_max"] for r in held]
     )
     out["server_held_bytes_clients"] = [r["clients"] for r in held]
+    # The server replayed alone (server_replay.py), over the rows that have it.
+    alone = [r for r in use if "server_alone" in r]
+    out["server_alone_seconds"] = slope(
+        [float(r["clients"]) for r in alone], [r["server_alone"]["server_seconds"] for r in alone]
+    )
+    out["server_alone_clients"] = [r["clients"] for r in alone]
     stages = use[0]["server_seconds_per_stage"] if use else {}
     out["server_per_stage"] = {
         s: slope(ns, [r["server_seconds_per_stage"][s] for r in use]) for s in stages

@@ -181,6 +181,13 @@ def secagg_scale(results: Results) -> Row:
                 f" ({times(c.num('server_over_floor_plus_signatures_and_reconstruction'))} with "
                 "its Ed25519 verifications and Shamir reconstruction)"
             )
+        if r.has("server_alone") and r.has("context"):
+            alone = r["server_alone"]
+            ratio = r["context"].num("server_alone_over_floor_plus_signatures_and_reconstruction")
+            server_more += (
+                f", replayed alone in a fresh process {seconds(alone.num('server_seconds'))} "
+                f"({times(ratio)} on the same terms)"
+            )
         if r.has("server_held_bytes_max"):
             held = f", the server holding at most {sig(r.num('server_held_bytes_max') / 2**20)} MiB"
         if r.has("identity") and r["identity"].has("enrolment_file_bytes"):
@@ -213,7 +220,13 @@ def secagg_scale(results: Results) -> Row:
         f"fits over N = {join([str(n.integer()) for n in fit.items('clients')], ' / ')}: client "
         f"{grow('client_seconds')} (floor {grow('client_floor')}), bytes up "
         f"{grow('client_bytes_up')}, down {grow('client_bytes_down')}; server "
-        f"{grow('server_seconds')} (floor {grow('server_floor')}); peak RSS "
+        f"{grow('server_seconds')} (floor {grow('server_floor')}"
+        + (
+            f", replayed alone {grow('server_alone_seconds')}"
+            if fit.has("server_alone_seconds")
+            else ""
+        )
+        + "); peak RSS "
         f"{grow('server_peak_rss_mib')}, held by the server {grow('server_held_bytes')}"
     )
     big = data["bytes_at_largest_n"]
@@ -227,7 +240,8 @@ def secagg_scale(results: Results) -> Row:
         "5 % corrupted / 5 % dropouts, 5 % dropping before masked input, 83,850 values; floors = "
         "the primitives the protocol must run (client: its masks, 2 X25519 per neighbour, share "
         "AEAD, Shamir sharing; server: mask regeneration, dropped-pair X25519, input sums), "
-        "same run"
+        "same run; the server is also timed replayed alone (server_replay.py: what it was given, "
+        "in a fresh process, publishing the same bytes)"
     )
     figure = "; ".join([one(r) for r in rows] + [fits, per])
     return Row("secagg_scale.py", what, figure)
