@@ -27,6 +27,14 @@ The collector pauses that begin inside the server's timed work are reported
 beside its seconds (``server_gc_seconds``, part of them): in process, every
 full collection also walks the clients' objects.
 
+The server is also timed alone: its inputs are journaled during the round
+and replayed in a fresh interpreter (``server_replay.py``), which must publish
+the same bytes and sum (``server_alone``).  In process, each message reaches
+the server right after a client's whole step, and every collection walks the
+clients' objects; a deployed server runs in a process of its own.
+``--no-replay`` skips the journal, whose writes fall between the timed regions
+but still touch the in-round figure.
+
 Beside the floors (context, not part of them): the Ed25519 signing and
 verifying that active mode adds, timed on this machine for the counts made.
 
