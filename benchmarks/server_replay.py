@@ -66,18 +66,9 @@ copyreg.pickle(type(ed25519.Ed25519PrivateKey.generate().public_key()), _public_
 
 
 def _encoded(result: object) -> object:
-    """What a close publishes, as the runner serializes it (a broadcast message once)."""
-    if isinstance(result, dict):
-        encoded: dict[int, bytes] = {}
-        out = {}
-        for client, item in result.items():
-            if isinstance(item, Message):
-                if id(item) not in encoded:
-                    encoded[id(item)] = item.to_bytes()
-                out[client] = encoded[id(item)]
-            else:
-                out[client] = item
-        return out
+    """What a close publishes, serialized as the runner serializes it."""
+    if isinstance(result, dict) and any(isinstance(m, Message) for m in result.values()):
+        return runner._serialized(result)
     if isinstance(result, Message):
         return result.to_bytes()
     return result

@@ -303,6 +303,15 @@ class _StreamedParts(Mapping[int, bytes]):
         return len(self._order)
 
 
+def _serialized(messages: Mapping[int, Message]) -> dict[int, bytes]:
+    """``{client: message.to_bytes()}``, a message sent to many clients serialized once."""
+    encoded: dict[int, bytes] = {}
+    for message in messages.values():
+        if id(message) not in encoded:
+            encoded[id(message)] = message.to_bytes()
+    return {cid: encoded[id(m)] for cid, m in messages.items()}
+
+
 class _Round:
     """One round played in memory: the parties, the scripted dropouts and the costs so far.
 
@@ -422,15 +431,7 @@ class _Round:
     ) -> dict[int, bytes]:
         """Close ``stage`` on the server and serialize what it sends to each client."""
 
-        def close() -> dict[int, bytes]:
-            messages = produce()
-            encoded: dict[int, bytes] = {}  # a broadcast message is serialized once
-            for message in messages.values():
-                if id(message) not in encoded:
-                    encoded[id(message)] = message.to_bytes()
-            return {cid: encoded[id(m)] for cid, m in messages.items()}
-
-        return self.publish_bytes(stage, close)
+        return self.publish_bytes(stage, lambda: _serialized(produce()))
 
     def publish_bytes(
         self, stage: Stage, produce: Callable[[], dict[int, bytes]]
