@@ -217,7 +217,11 @@ def main(argv: list[str] | None = None) -> int:
         print(__doc__.split("Usage")[0].strip(), file=sys.stderr)
         print("usage: python benchmarks/server_replay.py JOURNAL OUT.json", file=sys.stderr)
         return 2
-    result = replay(Path(args[0]))
+    journal = Path(args[0])
+    if not journal.is_file():
+        print(f"server_replay: JOURNAL {journal} is not a file", file=sys.stderr)
+        return 2
+    result = replay(journal)
     Path(args[1]).write_text(json.dumps(result, indent=2) + "\n")
     return 0
 
